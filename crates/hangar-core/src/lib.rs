@@ -1,0 +1,21 @@
+//! The pure domain of hangar: the worker lifecycle state machine, registration
+//! classification, heartbeat fencing and name rules.
+//!
+//! Nothing in this crate does I/O, reads a clock or spawns a task: callers pass
+//! the time in, and get decisions out. That is what lets every rule here be
+//! tested with a table of cases and no server.
+
+pub mod events;
+pub mod fencing;
+pub mod lifecycle;
+pub mod names;
+pub mod registration;
+
+pub use events::EventKind;
+pub use lifecycle::{
+    LifecycleAction, LifecycleConfig, LifecycleStep, OperatorCommand, WorkerSnapshot, WorkerState,
+};
+
+/// Milliseconds since the Unix epoch. Every time in hangar's state is one of
+/// these, so that the database, the wire and the tests agree on one unit.
+pub type UnixMillis = i64;
