@@ -1,1 +1,212 @@
+//! The JSON wire types shared by web, the worker and the CLI.
+//!
+//! Requests refuse unknown fields, so a typo in a script or a client from a
+//! newer version fails loudly instead of being half-understood. Durations on
+//! the wire are integer milliseconds in fields ending `_ms`; times are
+//! milliseconds since the Unix epoch in fields ending `_at`.
 
+use serde::{Deserialize, Serialize};
+
+/// The API version prefix every route lives under.
+pub const API_PREFIX: &str = "/api/v1";
+
+/// The largest JSON body web accepts on any route.
+pub const MAX_JSON_BODY: usize = 64 * 1024;
+
+/// A worker's registration: who it is and what it has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterWorker {
+    pub name: String,
+    /// The identity of the worker's work dir; changes when the dir is wiped.
+    pub state_identity: String,
+    pub platform: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub team: Option<String>,
+    pub version: String,
+    #[serde(default)]
+    pub resource_types: Vec<BaseResourceType>,
+    #[serde(default)]
+    pub ephemeral: bool,
+    #[serde(default)]
+    pub containers: i64,
+    #[serde(default)]
+    pub volumes: i64,
+}
+
+/// A resource type the worker has on disk (a directory with `check`, `in`, `out`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseResourceType {
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Where the type lives on the worker's disk.
+    pub path: String,
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+/// Web's answer to a registration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Registered {
+    /// The generation this process must present from now on.
+    pub generation: i64,
+    /// `new`, `state-kept` or `state-lost`.
+    pub kind: String,
+    /// The heartbeat interval web asks for, if it dictates one.
+    pub heartbeat_interval_ms: Option<i64>,
+    pub heartbeat_ttl_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    pub generation: i64,
+    pub containers: i64,
+    pub volumes: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatAccepted {
+    /// The worker's state after the heartbeat (`running`, `landing`, …).
+    pub state: String,
+}
+
+/// A worker as `hangar workers` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worker {
+    pub name: String,
+    pub state: String,
+    pub state_identity: String,
+    pub generation: i64,
+    pub platform: String,
+    pub tags: Vec<String>,
+    pub team: Option<String>,
+    pub version: String,
+    pub resource_types: Vec<BaseResourceType>,
+    pub ephemeral: bool,
+    pub containers: i64,
+    pub volumes: i64,
+    /// When the name first registered (since it was last removed).
+    pub first_registered_at: i64,
+    /// When the current generation registered.
+    pub registered_at: i64,
+    pub last_heartbeat_at: i64,
+    pub state_changed_at: i64,
+    /// How many times the name registered again while web still knew it.
+    pub restarts: i64,
+    pub last_event: Option<WorkerEvent>,
+}
+
+/// One lifecycle event of a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerEvent {
+    pub id: i64,
+    pub worker: String,
+    pub kind: String,
+    pub cause: String,
+    pub generation: i64,
+    pub at: i64,
+}
+
+/// The worker's state after a land or retire command, or `removed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandDone {
+    pub worker: String,
+    pub state: String,
+    /// False when the worker was already in the asked-for state.
+    pub changed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pruned {
+    pub pruned: Vec<String>,
+}
+
+/// `GET /api/v1/info`: answers without credentials, for probes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Info {
+    pub version: String,
+    pub database: DatabaseStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatabaseStatus {
+    /// `sqlite` or `postgres`.
+    pub backend: String,
+    pub reachable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Every error web returns has this body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// A stable word scripts can branch on (`unauthorized`, `not_found`, …).
+    pub code: String,
+    /// The thing and the cause in plain words.
+    pub message: String,
+}
+
+/// Error codes scripts and the worker branch on.
+pub mod codes {
+    pub const BAD_REQUEST: &str = "bad_request";
+    pub const UNAUTHORIZED: &str = "unauthorized";
+    pub const FORBIDDEN: &str = "forbidden";
+    pub const NOT_FOUND: &str = "not_found";
+    pub const CONFLICT: &str = "conflict";
+    pub const TOO_LARGE: &str = "payload_too_large";
+    pub const UNSUPPORTED_MEDIA: &str = "unsupported_media_type";
+    /// The worker process's generation was superseded: it must stop.
+    pub const SUPERSEDED: &str = "superseded";
+    /// The worker was declared stalled: it must register again.
+    pub const REREGISTER: &str = "reregister";
+    pub const UNAVAILABLE: &str = "unavailable";
+    pub const INTERNAL: &str = "internal";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registration_with_an_unknown_field_is_refused() {
+        let json =
+            r#"{"name":"w","state_identity":"x","platform":"linux","version":"1","surprise":1}"#;
+        let err = serde_json::from_str::<RegisterWorker>(json).unwrap_err();
+        assert!(
+            err.to_string().contains("unknown field `surprise`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_minimal_registration_takes_defaults() {
+        let json = r#"{"name":"w","state_identity":"x","platform":"linux","version":"1"}"#;
+        let reg: RegisterWorker = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            (reg.tags.len(), reg.ephemeral, reg.containers),
+            (0, false, 0)
+        );
+    }
+
+    #[test]
+    fn a_resource_type_is_spelled_type_on_the_wire() {
+        let rt = BaseResourceType {
+            type_name: "git".into(),
+            path: "/rt/git".into(),
+            version: None,
+        };
+        let json = serde_json::to_string(&rt).unwrap();
+        assert_eq!(json, r#"{"type":"git","path":"/rt/git","version":null}"#);
+    }
+}

@@ -123,6 +123,9 @@ pub struct LifecycleAction {
     pub name: String,
     pub from: WorkerState,
     pub generation: i64,
+    /// The heartbeat the plan saw: if a newer one arrived since, the worker is
+    /// not dead after all and the action is dropped.
+    pub seen_heartbeat_at: UnixMillis,
     pub step: LifecycleStep,
     pub event: EventKind,
     /// The cause in plain words, recorded with the event.
@@ -149,6 +152,7 @@ fn plan_one(w: &WorkerSnapshot, now: UnixMillis, cfg: &LifecycleConfig) -> Optio
             name: w.name.clone(),
             from: w.state,
             generation: w.generation,
+            seen_heartbeat_at: w.last_heartbeat_at,
             step,
             event,
             cause,
@@ -197,6 +201,7 @@ fn plan_one(w: &WorkerSnapshot, now: UnixMillis, cfg: &LifecycleConfig) -> Optio
                 name: w.name.clone(),
                 from: w.state,
                 generation: w.generation,
+                seen_heartbeat_at: w.last_heartbeat_at,
                 step: LifecycleStep::Remove,
                 event: EventKind::RemovedAfterStallTimeout,
                 cause: format!(

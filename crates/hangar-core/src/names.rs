@@ -25,6 +25,12 @@ impl std::error::Error for InvalidName {}
 /// `.`, and starts and ends with a letter or digit: it appears in URLs, file
 /// names and log lines, so nothing in it may need quoting.
 pub fn validate_worker_name(name: &str) -> Result<(), InvalidName> {
+    validate_label(name)
+}
+
+/// The rule for every short label hangar stores: worker names, tags,
+/// platforms, teams and resource type names.
+pub fn validate_label(name: &str) -> Result<(), InvalidName> {
     let fail = |reason| {
         Err(InvalidName {
             name: name.chars().take(MAX_NAME_LEN + 8).collect(),

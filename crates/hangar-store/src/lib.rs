@@ -1,1 +1,19 @@
+//! The only crate in hangar that speaks SQL.
+//!
+//! One [`Store`] serves SQLite (embedded, the default) and PostgreSQL
+//! (production, several web nodes) through `sqlx::Any`, with statements written
+//! once in the dialect both accept (`$1` placeholders, `ON CONFLICT`,
+//! `RETURNING`). Where the two differ (migrations, identity columns) each has
+//! its own text. Times are passed in by the caller, never read here, so tests
+//! drive the lifecycle in virtual time.
 
+mod db;
+mod error;
+mod events;
+mod records;
+mod workers;
+
+pub use db::{Backend, Store};
+pub use error::StoreError;
+pub use records::{EventRecord, WorkerInfo, WorkerRecord};
+pub use workers::{CommandOutcome, RegisterOutcome};

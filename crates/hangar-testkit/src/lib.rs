@@ -1,1 +1,83 @@
+//! Test support shared by the store, web and end-to-end suites: fresh
+//! databases of both kinds, and a macro that runs one test on each.
+//!
+//! PostgreSQL comes from `HANGAR_TEST_POSTGRES_URL` (an admin URL of a
+//! throwaway cluster; `scripts/test` starts one). Without it the PostgreSQL
+//! half of every suite fails with a message saying so: it never skips.
 
+use hangar_store::Store;
+
+pub const POSTGRES_URL_VAR: &str = "HANGAR_TEST_POSTGRES_URL";
+
+/// A fresh in-memory SQLite store with every migration applied.
+pub async fn sqlite_store() -> Store {
+    Store::open("sqlite::memory:")
+        .await
+        .expect("open an in-memory sqlite store")
+}
+
+/// A fresh PostgreSQL database, created for this test alone, with every
+/// migration applied. Returns the store and its URL (for tests that start a
+/// server on it).
+pub async fn postgres_store_with_url() -> (Store, String) {
+    let url = postgres_database_url().await;
+    let store = Store::open(&url)
+        .await
+        .unwrap_or_else(|e| panic!("open postgres store at {url}: {e}"));
+    (store, url)
+}
+
+pub async fn postgres_store() -> Store {
+    postgres_store_with_url().await.0
+}
+
+/// A fresh SQLite file database in `dir` (for tests that restart web on it).
+pub fn sqlite_file_url(dir: &std::path::Path) -> String {
+    format!("sqlite://{}", dir.join("hangar.db").display())
+}
+
+/// Creates an empty database on the test cluster and returns its URL.
+pub async fn postgres_database_url() -> String {
+    use sqlx::Connection;
+    let admin = std::env::var(POSTGRES_URL_VAR).unwrap_or_else(|_| {
+        panic!(
+            "{POSTGRES_URL_VAR} is not set: the PostgreSQL half of this suite cannot run. \
+             Run the suite with scripts/test, which starts a throwaway cluster, or set \
+             {POSTGRES_URL_VAR} to the admin URL of one"
+        )
+    });
+    let name = format!("hangar_test_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the test cluster at {admin}: {e}"));
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
+    let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
+    format!("{base}/{name}")
+}
+
+/// Defines each listed `async fn name(store: Store)` test twice, once per
+/// database: `sqlite::name` and `postgres::name`.
+#[macro_export]
+macro_rules! on_both_databases {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test($crate::sqlite_store().await).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test($crate::postgres_store().await).await
+                }
+            )*
+        }
+    };
+}

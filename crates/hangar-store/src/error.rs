@@ -1,0 +1,19 @@
+use hangar_core::fencing::Refusal;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    NotFound(String),
+    /// The request contradicts the current state (pruning a running worker).
+    #[error("{0}")]
+    Conflict(String),
+    /// A worker process's message was refused by generation fencing.
+    #[error("{message}")]
+    Refused { refusal: Refusal, message: String },
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("database migration failed: {0}")]
+    Migration(#[from] sqlx::migrate::MigrateError),
+}

@@ -1,0 +1,110 @@
+use hangar_core::{EventKind, UnixMillis, WorkerState};
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::error::StoreError;
+
+/// What a worker says of itself when it registers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerInfo {
+    pub name: String,
+    pub state_identity: String,
+    pub platform: String,
+    pub tags: Vec<String>,
+    pub team: Option<String>,
+    pub version: String,
+    /// The base resource types as the JSON the worker sent; the store keeps
+    /// it whole and does not look inside.
+    pub resource_types_json: String,
+    pub ephemeral: bool,
+    pub containers: i64,
+    pub volumes: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerRecord {
+    pub info: WorkerInfo,
+    pub state: WorkerState,
+    pub generation: i64,
+    pub first_registered_at: UnixMillis,
+    pub registered_at: UnixMillis,
+    pub last_heartbeat_at: UnixMillis,
+    pub state_changed_at: UnixMillis,
+    pub restarts: i64,
+    pub last_event: Option<EventRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    pub id: i64,
+    pub worker: String,
+    pub kind: EventKind,
+    pub cause: String,
+    pub generation: i64,
+    pub at: UnixMillis,
+}
+
+pub(crate) const WORKER_COLUMNS: &str =
+    "w.name, w.state, w.state_identity, w.generation, w.platform, \
+     w.tags, w.team, w.version, w.resource_types, w.ephemeral, w.containers, w.volumes, \
+     w.first_registered_at, w.registered_at, w.last_heartbeat_at, w.state_changed_at, w.restarts";
+
+pub(crate) fn parse_state(s: &str) -> Result<WorkerState, StoreError> {
+    s.parse().map_err(StoreError::Corrupt)
+}
+
+pub(crate) fn worker_from_row(row: &AnyRow) -> Result<WorkerRecord, StoreError> {
+    let tags: String = row.try_get("tags")?;
+    let tags = serde_json::from_str(&tags)
+        .map_err(|e| StoreError::Corrupt(format!("tags of a worker: {e}")))?;
+    let last_event = match row.try_get::<Option<i64>, _>("event_id")? {
+        Some(id) => Some(EventRecord {
+            id,
+            worker: row.try_get("name")?,
+            kind: row
+                .try_get::<String, _>("event_kind")?
+                .parse()
+                .map_err(StoreError::Corrupt)?,
+            cause: row.try_get("event_cause")?,
+            generation: row.try_get("event_generation")?,
+            at: row.try_get("event_at")?,
+        }),
+        None => None,
+    };
+    Ok(WorkerRecord {
+        info: WorkerInfo {
+            name: row.try_get("name")?,
+            state_identity: row.try_get("state_identity")?,
+            platform: row.try_get("platform")?,
+            tags,
+            team: row.try_get("team")?,
+            version: row.try_get("version")?,
+            resource_types_json: row.try_get("resource_types")?,
+            ephemeral: row.try_get::<i64, _>("ephemeral")? != 0,
+            containers: row.try_get("containers")?,
+            volumes: row.try_get("volumes")?,
+        },
+        state: parse_state(&row.try_get::<String, _>("state")?)?,
+        generation: row.try_get("generation")?,
+        first_registered_at: row.try_get("first_registered_at")?,
+        registered_at: row.try_get("registered_at")?,
+        last_heartbeat_at: row.try_get("last_heartbeat_at")?,
+        state_changed_at: row.try_get("state_changed_at")?,
+        restarts: row.try_get("restarts")?,
+        last_event,
+    })
+}
+
+pub(crate) fn event_from_row(row: &AnyRow) -> Result<EventRecord, StoreError> {
+    Ok(EventRecord {
+        id: row.try_get("id")?,
+        worker: row.try_get("worker")?,
+        kind: row
+            .try_get::<String, _>("kind")?
+            .parse()
+            .map_err(StoreError::Corrupt)?,
+        cause: row.try_get("cause")?,
+        generation: row.try_get("generation")?,
+        at: row.try_get("at")?,
+    })
+}

@@ -1,0 +1,389 @@
+use hangar_core::fencing::{check_generation, Refusal};
+use hangar_core::lifecycle::{apply_command, plan_lifecycle};
+use hangar_core::registration::{
+    classify_registration, registration_cause, KnownWorker, RegistrationKind,
+};
+use hangar_core::{
+    LifecycleAction, LifecycleConfig, LifecycleStep, OperatorCommand, UnixMillis, WorkerSnapshot,
+    WorkerState,
+};
+use sqlx::{Any, Row, Transaction};
+
+use crate::db::Store;
+use crate::error::StoreError;
+use crate::events::record_event;
+use crate::records::{parse_state, worker_from_row, WorkerInfo, WorkerRecord, WORKER_COLUMNS};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterOutcome {
+    pub generation: i64,
+    pub kind: RegistrationKind,
+    /// What web knew of the name before, if anything.
+    pub previous: Option<KnownWorker>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandOutcome {
+    /// The state after the command; `None` when the worker was removed.
+    pub state: Option<WorkerState>,
+    pub changed: bool,
+}
+
+fn select_workers_sql(filter: &str) -> String {
+    format!(
+        "SELECT {WORKER_COLUMNS}, e.id AS event_id, e.kind AS event_kind, e.cause AS event_cause, \
+         e.generation AS event_generation, e.at AS event_at \
+         FROM workers w LEFT JOIN worker_events e \
+         ON e.id = (SELECT MAX(x.id) FROM worker_events x WHERE x.worker = w.name) \
+         {filter} ORDER BY w.name"
+    )
+}
+
+impl Store {
+    /// Registers a worker process and returns its new generation. Whatever the
+    /// name held before is replaced in the same transaction, and the event
+    /// saying what kind of registration it was is recorded with it.
+    pub async fn register_worker(
+        &self,
+        info: &WorkerInfo,
+        now: UnixMillis,
+    ) -> Result<RegisterOutcome, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // Taking the counter first locks its row (PostgreSQL) or the database
+        // (SQLite) until commit: registrations are serialised, so the read of
+        // the old row below cannot race another registration of the name.
+        let generation: i64 = sqlx::query(
+            "UPDATE counters SET value = value + 1 WHERE name = 'generation' RETURNING value",
+        )
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("value")?;
+
+        let previous =
+            sqlx::query("SELECT state, state_identity, generation FROM workers WHERE name = $1")
+                .bind(&info.name)
+                .fetch_optional(&mut *tx)
+                .await?
+                .map(|row| -> Result<KnownWorker, StoreError> {
+                    Ok(KnownWorker {
+                        state: parse_state(&row.try_get::<String, _>("state")?)?,
+                        state_identity: row.try_get("state_identity")?,
+                        generation: row.try_get("generation")?,
+                    })
+                })
+                .transpose()?;
+
+        let kind = classify_registration(previous.as_ref(), &info.state_identity);
+        let tags = serde_json::to_string(&info.tags)
+            .map_err(|e| StoreError::Corrupt(format!("tags: {e}")))?;
+        let running = WorkerState::Running.as_str();
+        let query = if previous.is_some() {
+            sqlx::query(
+                "UPDATE workers SET state = $2, state_identity = $3, generation = $4, platform = $5, \
+                 tags = $6, team = $7, version = $8, resource_types = $9, ephemeral = $10, \
+                 containers = $11, volumes = $12, registered_at = $13, last_heartbeat_at = $13, \
+                 state_changed_at = $13, restarts = restarts + 1 WHERE name = $1",
+            )
+        } else {
+            sqlx::query(
+                "INSERT INTO workers (name, state, state_identity, generation, platform, tags, team, \
+                 version, resource_types, ephemeral, containers, volumes, first_registered_at, \
+                 registered_at, last_heartbeat_at, state_changed_at, restarts) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $13, $13, 0)",
+            )
+        };
+        query
+            .bind(&info.name)
+            .bind(running)
+            .bind(&info.state_identity)
+            .bind(generation)
+            .bind(&info.platform)
+            .bind(&tags)
+            .bind(&info.team)
+            .bind(&info.version)
+            .bind(&info.resource_types_json)
+            .bind(i64::from(info.ephemeral))
+            .bind(info.containers)
+            .bind(info.volumes)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+
+        let cause = registration_cause(previous.as_ref(), kind, generation);
+        record_event(&mut tx, &info.name, kind.event(), &cause, generation, now).await?;
+        tx.commit().await?;
+        Ok(RegisterOutcome {
+            generation,
+            kind,
+            previous,
+        })
+    }
+
+    /// Records a heartbeat from `generation` of the worker, or says why it is
+    /// refused. The accepted path is one statement: this runs for every worker
+    /// every few seconds.
+    pub async fn heartbeat(
+        &self,
+        name: &str,
+        generation: i64,
+        containers: i64,
+        volumes: i64,
+        now: UnixMillis,
+    ) -> Result<WorkerState, StoreError> {
+        let accepted = sqlx::query(
+            "UPDATE workers SET last_heartbeat_at = $1, containers = $2, volumes = $3 \
+             WHERE name = $4 AND generation = $5 AND state <> 'stalled' RETURNING state",
+        )
+        .bind(now)
+        .bind(containers)
+        .bind(volumes)
+        .bind(name)
+        .bind(generation)
+        .fetch_optional(&self.pool)
+        .await?;
+        if let Some(row) = accepted {
+            return parse_state(&row.try_get::<String, _>("state")?);
+        }
+        let row = self.state_and_generation(name).await?;
+        match check_generation(row, generation) {
+            // The row changed between the two statements (a registration
+            // landed in between); the caller may simply try again.
+            Ok(()) => Err(StoreError::Conflict(format!(
+                "worker {name} changed during the heartbeat; try again"
+            ))),
+            Err(refusal) => Err(refused(name, generation, refusal)),
+        }
+    }
+
+    /// Checks that `generation` is the current registration of `name` and
+    /// not stalled: every message a worker process sends goes through this.
+    pub async fn check_worker_generation(
+        &self,
+        name: &str,
+        generation: i64,
+    ) -> Result<(), StoreError> {
+        let row = self.state_and_generation(name).await?;
+        check_generation(row, generation).map_err(|r| refused(name, generation, r))
+    }
+
+    async fn state_and_generation(
+        &self,
+        name: &str,
+    ) -> Result<Option<(WorkerState, i64)>, StoreError> {
+        sqlx::query("SELECT state, generation FROM workers WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|row| -> Result<_, StoreError> {
+                Ok((
+                    parse_state(&row.try_get::<String, _>("state")?)?,
+                    row.try_get::<i64, _>("generation")?,
+                ))
+            })
+            .transpose()
+    }
+
+    /// Lands, retires or prunes a worker. `by` names who asked, for the event.
+    pub async fn worker_command(
+        &self,
+        name: &str,
+        command: OperatorCommand,
+        by: &str,
+        now: UnixMillis,
+    ) -> Result<CommandOutcome, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query("SELECT state, generation FROM workers WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("worker {name} not found")))?;
+        let state = parse_state(&row.try_get::<String, _>("state")?)?;
+        let generation: i64 = row.try_get("generation")?;
+        let decision = apply_command(state, command).map_err(|why| {
+            StoreError::Conflict(format!("cannot {} worker {name}: {why}", command.as_str()))
+        })?;
+        let Some((step, event)) = decision else {
+            return Ok(CommandOutcome {
+                state: Some(state),
+                changed: false,
+            });
+        };
+        let applied = apply_step(&mut tx, name, state, generation, None, step, now).await?;
+        if !applied {
+            return Err(StoreError::Conflict(format!(
+                "worker {name} changed while it was being asked to {}; try again",
+                command.as_str()
+            )));
+        }
+        let cause = format!("{} requested by {by} (was {state})", command.as_str());
+        record_event(&mut tx, name, event, &cause, generation, now).await?;
+        tx.commit().await?;
+        Ok(CommandOutcome {
+            state: match step {
+                LifecycleStep::Become(s) => Some(s),
+                LifecycleStep::Remove => None,
+            },
+            changed: true,
+        })
+    }
+
+    /// Prunes every stalled worker; returns the names removed.
+    pub async fn prune_stalled(
+        &self,
+        by: &str,
+        now: UnixMillis,
+    ) -> Result<Vec<String>, StoreError> {
+        let names: Vec<String> =
+            sqlx::query("SELECT name FROM workers WHERE state = 'stalled' ORDER BY name")
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(|row| row.try_get("name"))
+                .collect::<Result<_, _>>()?;
+        let mut pruned = Vec::with_capacity(names.len());
+        for name in names {
+            match self
+                .worker_command(&name, OperatorCommand::Prune, by, now)
+                .await
+            {
+                Ok(_) => pruned.push(name),
+                // Gone or registered again since the listing: not ours to prune.
+                Err(StoreError::NotFound(_) | StoreError::Conflict(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(pruned)
+    }
+
+    /// Runs one pass of the lifecycle loop at `now` and returns what it did.
+    /// Each action is applied in its own transaction and only if the worker is
+    /// still as the plan saw it, so concurrent passes (several web nodes)
+    /// apply each change once.
+    pub async fn run_lifecycle(
+        &self,
+        config: &LifecycleConfig,
+        now: UnixMillis,
+    ) -> Result<Vec<LifecycleAction>, StoreError> {
+        let snapshot = self.lifecycle_snapshot().await?;
+        let mut applied = Vec::new();
+        for action in plan_lifecycle(&snapshot, now, config) {
+            let mut tx = self.pool.begin().await?;
+            let done = apply_step(
+                &mut tx,
+                &action.name,
+                action.from,
+                action.generation,
+                Some(action.seen_heartbeat_at),
+                action.step,
+                now,
+            )
+            .await?;
+            if done {
+                record_event(
+                    &mut tx,
+                    &action.name,
+                    action.event,
+                    &action.cause,
+                    action.generation,
+                    now,
+                )
+                .await?;
+                tx.commit().await?;
+                applied.push(action);
+            }
+        }
+        Ok(applied)
+    }
+
+    async fn lifecycle_snapshot(&self) -> Result<Vec<WorkerSnapshot>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT name, state, generation, ephemeral, last_heartbeat_at, state_changed_at, containers \
+             FROM workers",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(WorkerSnapshot {
+                    name: row.try_get("name")?,
+                    state: parse_state(&row.try_get::<String, _>("state")?)?,
+                    generation: row.try_get("generation")?,
+                    ephemeral: row.try_get::<i64, _>("ephemeral")? != 0,
+                    last_heartbeat_at: row.try_get("last_heartbeat_at")?,
+                    state_changed_at: row.try_get("state_changed_at")?,
+                    unfinished_work: row.try_get("containers")?,
+                })
+            })
+            .collect()
+    }
+
+    pub async fn list_workers(&self) -> Result<Vec<WorkerRecord>, StoreError> {
+        let rows = sqlx::query(&select_workers_sql(""))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(worker_from_row).collect()
+    }
+
+    pub async fn get_worker(&self, name: &str) -> Result<Option<WorkerRecord>, StoreError> {
+        sqlx::query(&select_workers_sql("WHERE w.name = $1"))
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(worker_from_row)
+            .transpose()
+    }
+}
+
+fn refused(name: &str, generation: i64, refusal: Refusal) -> StoreError {
+    StoreError::Refused {
+        message: refusal.message(name, generation),
+        refusal,
+    }
+}
+
+/// Applies one lifecycle step if the row is still in `from` at `generation`
+/// (and, when given, still has the heartbeat the planner saw). Returns whether
+/// it applied.
+async fn apply_step(
+    tx: &mut Transaction<'_, Any>,
+    name: &str,
+    from: WorkerState,
+    generation: i64,
+    seen_heartbeat_at: Option<UnixMillis>,
+    step: LifecycleStep,
+    now: UnixMillis,
+) -> Result<bool, StoreError> {
+    // The guard's placeholders follow the step's own: `$n` is the first free one.
+    let guard = |n: usize| {
+        let mut g = format!(
+            "name = ${n} AND state = ${} AND generation = ${}",
+            n + 1,
+            n + 2
+        );
+        if seen_heartbeat_at.is_some() {
+            g.push_str(&format!(" AND last_heartbeat_at = ${}", n + 3));
+        }
+        g
+    };
+    let (sql, head) = match step {
+        LifecycleStep::Become(to) => (
+            format!(
+                "UPDATE workers SET state = $1, state_changed_at = $2 WHERE {}",
+                guard(3)
+            ),
+            Some(to),
+        ),
+        LifecycleStep::Remove => (format!("DELETE FROM workers WHERE {}", guard(1)), None),
+    };
+    let mut query = sqlx::query(&sql);
+    if let Some(to) = head {
+        query = query.bind(to.as_str()).bind(now);
+    }
+    query = query.bind(name).bind(from.as_str()).bind(generation);
+    if let Some(seen) = seen_heartbeat_at {
+        query = query.bind(seen);
+    }
+    let result = query.execute(&mut **tx).await?;
+    Ok(result.rows_affected() == 1)
+}
