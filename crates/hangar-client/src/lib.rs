@@ -1,1 +1,256 @@
+//! The typed HTTP client of web's API, used by the worker agent and the CLI.
 
+use std::time::Duration;
+
+use hangar_api::{
+    CommandDone, ErrorBody, Heartbeat, HeartbeatAccepted, Info, Pruned, RegisterWorker, Registered,
+    Worker, WorkerEvent, API_PREFIX,
+};
+use reqwest::{Method, StatusCode, Url};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Web answered with an error body.
+    #[error("{message} ({status})")]
+    Api {
+        status: StatusCode,
+        code: String,
+        message: String,
+    },
+    #[error("cannot reach {url}: {source}")]
+    Transport {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("unexpected answer from web: {0}")]
+    Decode(String),
+    #[error("invalid web url {0:?}: {1}")]
+    BadUrl(String, String),
+}
+
+impl ClientError {
+    /// The API error code, when web answered with one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Api { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Client {
+    base: Url,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// A client of the web node at `url`, presenting `token` (the admin token
+    /// for users, the worker key for workers).
+    pub fn new(url: &str, token: &str, timeout: Duration) -> Result<Client, ClientError> {
+        let mut base =
+            Url::parse(url).map_err(|e| ClientError::BadUrl(url.to_string(), e.to_string()))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(ClientError::BadUrl(
+                url.to_string(),
+                "use http:// or https://".into(),
+            ));
+        }
+        if !base.path().ends_with('/') {
+            let path = format!("{}/", base.path());
+            base.set_path(&path);
+        }
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError::Decode(e.to_string()))?;
+        Ok(Client {
+            base,
+            token: token.to_string(),
+            http,
+        })
+    }
+
+    pub fn base_url(&self) -> &Url {
+        &self.base
+    }
+
+    /// The URL of an API route; every segment is percent-encoded.
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        {
+            let mut path = url.path_segments_mut().expect("http urls have paths");
+            path.pop_if_empty();
+            for s in API_PREFIX.trim_start_matches('/').split('/') {
+                path.push(s);
+            }
+            for s in segments {
+                path.push(s);
+            }
+        }
+        url
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&B>,
+    ) -> Result<T, ClientError> {
+        let mut req = self
+            .http
+            .request(method, url.clone())
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        let resp = req.send().await.map_err(|source| ClientError::Transport {
+            url: url.to_string(),
+            source,
+        })?;
+        let status = resp.status();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|source| ClientError::Transport {
+                url: url.to_string(),
+                source,
+            })?;
+        if !status.is_success() {
+            return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+                Ok(body) => ClientError::Api {
+                    status,
+                    code: body.error.code,
+                    message: body.error.message,
+                },
+                Err(_) => ClientError::Api {
+                    status,
+                    code: "http".into(),
+                    message: format!(
+                        "web answered {status}: {}",
+                        String::from_utf8_lossy(&bytes)
+                            .chars()
+                            .take(200)
+                            .collect::<String>()
+                    ),
+                },
+            });
+        }
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ClientError::Decode(format!("{e} in answer from {url}")))
+    }
+
+    pub async fn info(&self) -> Result<Info, ClientError> {
+        // /info answers 503 with a full body while the database is down.
+        let url = self.url(&["info"]);
+        let resp =
+            self.http
+                .get(url.clone())
+                .send()
+                .await
+                .map_err(|source| ClientError::Transport {
+                    url: url.to_string(),
+                    source,
+                })?;
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|source| ClientError::Transport {
+                url: url.to_string(),
+                source,
+            })?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    pub async fn register(&self, req: &RegisterWorker) -> Result<Registered, ClientError> {
+        self.call(Method::POST, self.url(&["workers"]), Some(req))
+            .await
+    }
+
+    pub async fn heartbeat(
+        &self,
+        name: &str,
+        hb: &Heartbeat,
+    ) -> Result<HeartbeatAccepted, ClientError> {
+        self.call(
+            Method::PUT,
+            self.url(&["workers", name, "heartbeat"]),
+            Some(hb),
+        )
+        .await
+    }
+
+    pub async fn workers(&self) -> Result<Vec<Worker>, ClientError> {
+        self.call::<(), _>(Method::GET, self.url(&["workers"]), None)
+            .await
+    }
+
+    pub async fn worker(&self, name: &str) -> Result<Worker, ClientError> {
+        self.call::<(), _>(Method::GET, self.url(&["workers", name]), None)
+            .await
+    }
+
+    pub async fn land(&self, name: &str) -> Result<CommandDone, ClientError> {
+        self.call::<(), _>(Method::PUT, self.url(&["workers", name, "land"]), None)
+            .await
+    }
+
+    pub async fn retire(&self, name: &str) -> Result<CommandDone, ClientError> {
+        self.call::<(), _>(Method::PUT, self.url(&["workers", name, "retire"]), None)
+            .await
+    }
+
+    pub async fn prune(&self, name: &str) -> Result<CommandDone, ClientError> {
+        self.call::<(), _>(Method::DELETE, self.url(&["workers", name]), None)
+            .await
+    }
+
+    pub async fn prune_stalled(&self) -> Result<Pruned, ClientError> {
+        self.call::<(), _>(Method::POST, self.url(&["stalled-workers", "prune"]), None)
+            .await
+    }
+
+    pub async fn events(
+        &self,
+        worker: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<WorkerEvent>, ClientError> {
+        let mut url = self.url(&["events"]);
+        {
+            let mut q = url.query_pairs_mut();
+            if let Some(w) = worker {
+                q.append_pair("worker", w);
+            }
+            q.append_pair("limit", &limit.to_string());
+        }
+        self.call::<(), _>(Method::GET, url, None).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_segments_are_percent_encoded_under_the_base_path() {
+        let c = Client::new("http://web:8080/ci", "t", Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            c.url(&["workers", "a/b c", "land"]).as_str(),
+            "http://web:8080/ci/api/v1/workers/a%2Fb%20c/land"
+        );
+        let c = Client::new("http://web:8080", "t", Duration::from_secs(1)).unwrap();
+        assert_eq!(c.url(&["info"]).as_str(), "http://web:8080/api/v1/info");
+    }
+
+    #[test]
+    fn a_url_that_is_not_http_is_refused() {
+        assert!(Client::new("ftp://x", "t", Duration::from_secs(1)).is_err());
+        assert!(Client::new("not a url", "t", Duration::from_secs(1)).is_err());
+    }
+}

@@ -1,1 +1,139 @@
+//! The web node: the HTTP API over the store, and the lifecycle loop.
+//!
+//! Handlers only parse, authenticate and call the store; every decision is
+//! made in `hangar-core` (through the store). The caller binds the listener
+//! (tests bind port 0) and owns the shutdown token; [`serve`] returns once
+//! every task it started has stopped.
 
+mod auth;
+mod clock;
+mod error;
+mod json;
+mod lifecycle_loop;
+mod metrics;
+mod routes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hangar_core::LifecycleConfig;
+use hangar_store::Store;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use clock::Clock;
+pub use error::ApiError;
+
+/// Everything web is configured with.
+#[derive(Clone, Debug)]
+pub struct WebConfig {
+    /// The token users (the CLI) present.
+    pub admin_token: String,
+    /// The secret workers register with.
+    pub worker_key: String,
+    pub lifecycle: LifecycleConfig,
+    /// The heartbeat interval web dictates to workers, if any.
+    pub heartbeat_interval_ms: Option<i64>,
+    /// How often the lifecycle loop runs; `None` runs it never (tests drive
+    /// it through [`Web::run_lifecycle_once`]).
+    pub lifecycle_interval: Option<Duration>,
+    pub clock: Clock,
+}
+
+impl WebConfig {
+    /// Refuses configurations that would make the API unsafe or useless.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.admin_token.len() < 16 {
+            return Err("the admin token must be at least 16 characters".into());
+        }
+        if self.worker_key.len() < 16 {
+            return Err("the worker key must be at least 16 characters".into());
+        }
+        if self.admin_token == self.worker_key {
+            return Err("the admin token and the worker key must differ".into());
+        }
+        if self.lifecycle.heartbeat_ttl_ms <= 0 {
+            return Err("the heartbeat ttl must be positive".into());
+        }
+        if let Some(interval) = self.heartbeat_interval_ms {
+            if interval <= 0 || interval >= self.lifecycle.heartbeat_ttl_ms {
+                return Err(format!(
+                    "the heartbeat interval ({interval}ms) must be positive and shorter than the heartbeat ttl ({}ms)",
+                    self.lifecycle.heartbeat_ttl_ms
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The shared state of one web node.
+#[derive(Clone)]
+pub struct Web {
+    inner: Arc<WebInner>,
+}
+
+struct WebInner {
+    store: Store,
+    config: WebConfig,
+    metrics: metrics::Metrics,
+}
+
+impl Web {
+    pub fn new(store: Store, config: WebConfig) -> Result<Web, String> {
+        config.validate()?;
+        Ok(Web {
+            inner: Arc::new(WebInner {
+                store,
+                config,
+                metrics: metrics::Metrics::new(),
+            }),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn config(&self) -> &WebConfig {
+        &self.inner.config
+    }
+
+    pub(crate) fn metrics(&self) -> &metrics::Metrics {
+        &self.inner.metrics
+    }
+
+    pub(crate) fn now(&self) -> i64 {
+        self.inner.config.clock.now()
+    }
+
+    /// Runs one pass of the lifecycle loop now.
+    pub async fn run_lifecycle_once(&self) -> Result<usize, hangar_store::StoreError> {
+        lifecycle_loop::tick(self).await
+    }
+
+    pub fn router(&self) -> axum::Router {
+        routes::router(self.clone())
+    }
+}
+
+/// Serves the API on `listener` and runs the lifecycle loop until `shutdown`
+/// is cancelled, then waits for in-flight requests and the loop to finish.
+pub async fn serve(
+    listener: TcpListener,
+    web: Web,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(interval) = web.config().lifecycle_interval {
+        tasks.spawn(lifecycle_loop::run(web.clone(), interval, shutdown.clone()));
+    }
+    let app = web.router();
+    let stop = shutdown.clone();
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await;
+    shutdown.cancel();
+    while tasks.join_next().await.is_some() {}
+    result.map_err(Into::into)
+}

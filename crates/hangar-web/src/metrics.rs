@@ -1,0 +1,79 @@
+//! Prometheus metrics of the web node, served on `/metrics`.
+
+use std::sync::Mutex;
+
+use hangar_core::{EventKind, WorkerState};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, &'static str)>;
+
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    events: Family<Labels, Counter>,
+    heartbeats: Family<Labels, Counter>,
+    workers: Family<Labels, Gauge>,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("hangar");
+        let events = Family::<Labels, Counter>::default();
+        let heartbeats = Family::<Labels, Counter>::default();
+        let workers = Family::<Labels, Gauge>::default();
+        registry.register(
+            "worker_events",
+            "Worker lifecycle events recorded, by kind",
+            events.clone(),
+        );
+        registry.register(
+            "worker_heartbeats",
+            "Worker heartbeats received, by result",
+            heartbeats.clone(),
+        );
+        registry.register("workers", "Workers known, by state", workers.clone());
+        Metrics {
+            registry: Mutex::new(registry),
+            events,
+            heartbeats,
+            workers,
+        }
+    }
+
+    pub fn lifecycle_event(&self, kind: EventKind) {
+        self.events
+            .get_or_create(&vec![("kind", kind.as_str())])
+            .inc();
+    }
+
+    pub fn heartbeat(&self, accepted: bool) {
+        let result = if accepted { "accepted" } else { "refused" };
+        self.heartbeats
+            .get_or_create(&vec![("result", result)])
+            .inc();
+    }
+
+    pub fn set_worker_counts(&self, counts: &[(WorkerState, i64)]) {
+        for state in WorkerState::ALL {
+            let n = counts
+                .iter()
+                .filter(|(s, _)| *s == state)
+                .map(|(_, n)| *n)
+                .sum();
+            self.workers
+                .get_or_create(&vec![("state", state.as_str())])
+                .set(n);
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &registry);
+        out
+    }
+}

@@ -1,0 +1,42 @@
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use hangar_api::{DatabaseStatus, Info};
+
+use crate::Web;
+
+/// Answers without credentials: for load balancers and probes. The status is
+/// 503 while the database is unreachable, so a probe needs no JSON parsing.
+pub async fn info(State(web): State<Web>) -> impl IntoResponse {
+    let ping = web.store().ping().await;
+    let status = if ping.is_ok() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = Info {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        database: DatabaseStatus {
+            backend: web.store().backend().as_str().to_string(),
+            reachable: ping.is_ok(),
+            error: ping.err().map(|e| e.to_string()),
+        },
+    };
+    (status, axum::Json(body))
+}
+
+pub async fn metrics(State(web): State<Web>) -> impl IntoResponse {
+    // Worker counts are read at scrape time so every web node reports the
+    // fleet as the database holds it. A failed read keeps the last values.
+    if let Ok(workers) = web.store().list_workers().await {
+        let counts: Vec<_> = workers.iter().map(|w| (w.state, 1)).collect();
+        web.metrics().set_worker_counts(&counts);
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        web.metrics().render(),
+    )
+}

@@ -1,0 +1,36 @@
+//! One file per API resource. Handlers parse, check credentials, call the
+//! store and shape the answer; nothing else.
+
+mod events;
+mod info;
+mod workers;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post, put};
+use axum::Router;
+
+use crate::error::ApiError;
+use crate::Web;
+
+pub fn router(web: Web) -> Router {
+    let api = Router::new()
+        .route("/info", get(info::info))
+        .route("/workers", post(workers::register).get(workers::list))
+        .route("/workers/{name}", get(workers::show).delete(workers::prune))
+        .route("/workers/{name}/heartbeat", put(workers::heartbeat))
+        .route("/workers/{name}/land", put(workers::land))
+        .route("/workers/{name}/retire", put(workers::retire))
+        .route("/stalled-workers/prune", post(workers::prune_stalled))
+        .route("/events", get(events::list))
+        .fallback(not_found);
+    Router::new()
+        .nest(hangar_api::API_PREFIX, api)
+        .route("/metrics", get(info::metrics))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(hangar_api::MAX_JSON_BODY))
+        .with_state(web)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}

@@ -1,0 +1,227 @@
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use hangar_api::{
+    BaseResourceType, CommandDone, Heartbeat, HeartbeatAccepted, Pruned, RegisterWorker,
+    Registered, Worker,
+};
+use hangar_core::names::{validate_label, validate_worker_name};
+use hangar_core::OperatorCommand;
+use hangar_store::{StoreError, WorkerInfo, WorkerRecord};
+
+use crate::auth::{Admin, AdminOrWorker, Principal, WorkerKey};
+use crate::error::ApiError;
+use crate::json::Json;
+use crate::routes::events::event_to_api;
+use crate::Web;
+
+const MAX_TAGS: usize = 32;
+const MAX_RESOURCE_TYPES: usize = 64;
+const MAX_TEXT: usize = 128;
+const MAX_PATH: usize = 4096;
+
+fn printable(field: &str, value: &str, max: usize) -> Result<(), String> {
+    if value.is_empty() || value.len() > max {
+        return Err(format!("{field} must be 1 to {max} bytes long"));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(format!("{field} must not contain control characters"));
+    }
+    Ok(())
+}
+
+/// Everything a registration says is checked before anything is stored.
+pub fn validate_registration(r: &RegisterWorker) -> Result<(), String> {
+    validate_worker_name(&r.name).map_err(|e| format!("worker name: {e}"))?;
+    printable("state_identity", &r.state_identity, MAX_TEXT)?;
+    validate_label(&r.platform).map_err(|e| format!("platform: {e}"))?;
+    printable("version", &r.version, MAX_TEXT)?;
+    if r.tags.len() > MAX_TAGS {
+        return Err(format!("at most {MAX_TAGS} tags are allowed"));
+    }
+    for tag in &r.tags {
+        validate_label(tag).map_err(|e| format!("tag: {e}"))?;
+    }
+    if let Some(team) = &r.team {
+        validate_label(team).map_err(|e| format!("team: {e}"))?;
+    }
+    if r.resource_types.len() > MAX_RESOURCE_TYPES {
+        return Err(format!(
+            "at most {MAX_RESOURCE_TYPES} resource types are allowed"
+        ));
+    }
+    for rt in &r.resource_types {
+        validate_label(&rt.type_name).map_err(|e| format!("resource type: {e}"))?;
+        printable("resource type path", &rt.path, MAX_PATH)?;
+        if let Some(v) = &rt.version {
+            printable("resource type version", v, MAX_TEXT)?;
+        }
+    }
+    if r.containers < 0 || r.volumes < 0 {
+        return Err("container and volume counts must not be negative".into());
+    }
+    Ok(())
+}
+
+fn valid_name(name: &str) -> Result<(), ApiError> {
+    validate_worker_name(name).map_err(|e| ApiError::bad_request(format!("worker name: {e}")))
+}
+
+pub async fn register(
+    State(web): State<Web>,
+    _: WorkerKey,
+    Json(req): Json<RegisterWorker>,
+) -> Result<(StatusCode, axum::Json<Registered>), ApiError> {
+    validate_registration(&req).map_err(ApiError::bad_request)?;
+    let info = WorkerInfo {
+        resource_types_json: serde_json::to_string(&req.resource_types)
+            .map_err(|e| ApiError::bad_request(format!("resource types: {e}")))?,
+        name: req.name,
+        state_identity: req.state_identity,
+        platform: req.platform,
+        tags: req.tags,
+        team: req.team,
+        version: req.version,
+        ephemeral: req.ephemeral,
+        containers: req.containers,
+        volumes: req.volumes,
+    };
+    let out = web.store().register_worker(&info, web.now()).await?;
+    let event = out.kind.event();
+    tracing::info!(worker = %info.name, generation = out.generation, kind = out.kind.as_str(), "worker registered");
+    web.metrics().lifecycle_event(event);
+    let cfg = web.config();
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(Registered {
+            generation: out.generation,
+            kind: out.kind.as_str().to_string(),
+            heartbeat_interval_ms: cfg.heartbeat_interval_ms,
+            heartbeat_ttl_ms: cfg.lifecycle.heartbeat_ttl_ms,
+        }),
+    ))
+}
+
+pub async fn heartbeat(
+    State(web): State<Web>,
+    _: WorkerKey,
+    Path(name): Path<String>,
+    Json(hb): Json<Heartbeat>,
+) -> Result<axum::Json<HeartbeatAccepted>, ApiError> {
+    valid_name(&name)?;
+    if hb.containers < 0 || hb.volumes < 0 {
+        return Err(ApiError::bad_request(
+            "container and volume counts must not be negative",
+        ));
+    }
+    let result = web
+        .store()
+        .heartbeat(&name, hb.generation, hb.containers, hb.volumes, web.now())
+        .await;
+    web.metrics().heartbeat(result.is_ok());
+    let state = result?;
+    Ok(axum::Json(HeartbeatAccepted {
+        state: state.as_str().to_string(),
+    }))
+}
+
+pub fn worker_to_api(w: WorkerRecord) -> Worker {
+    // The store keeps the JSON the worker sent; it was validated on the way in.
+    let resource_types: Vec<BaseResourceType> =
+        serde_json::from_str(&w.info.resource_types_json).unwrap_or_default();
+    Worker {
+        name: w.info.name,
+        state: w.state.as_str().to_string(),
+        state_identity: w.info.state_identity,
+        generation: w.generation,
+        platform: w.info.platform,
+        tags: w.info.tags,
+        team: w.info.team,
+        version: w.info.version,
+        resource_types,
+        ephemeral: w.info.ephemeral,
+        containers: w.info.containers,
+        volumes: w.info.volumes,
+        first_registered_at: w.first_registered_at,
+        registered_at: w.registered_at,
+        last_heartbeat_at: w.last_heartbeat_at,
+        state_changed_at: w.state_changed_at,
+        restarts: w.restarts,
+        last_event: w.last_event.map(event_to_api),
+    }
+}
+
+pub async fn list(State(web): State<Web>, _: Admin) -> Result<axum::Json<Vec<Worker>>, ApiError> {
+    let workers = web.store().list_workers().await?;
+    Ok(axum::Json(workers.into_iter().map(worker_to_api).collect()))
+}
+
+pub async fn show(
+    State(web): State<Web>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<axum::Json<Worker>, ApiError> {
+    valid_name(&name)?;
+    let worker = web
+        .store()
+        .get_worker(&name)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("worker {name} not found")))?;
+    Ok(axum::Json(worker_to_api(worker)))
+}
+
+async fn command(
+    web: &Web,
+    name: &str,
+    command: OperatorCommand,
+    by: Principal,
+) -> Result<axum::Json<CommandDone>, ApiError> {
+    valid_name(name)?;
+    let out = web
+        .store()
+        .worker_command(name, command, by.describe(), web.now())
+        .await?;
+    if out.changed {
+        tracing::info!(worker = %name, command = command.as_str(), by = by.describe(), "worker command");
+    }
+    Ok(axum::Json(CommandDone {
+        worker: name.to_string(),
+        state: out.state.map_or("removed", |s| s.as_str()).to_string(),
+        changed: out.changed,
+    }))
+}
+
+pub async fn land(
+    State(web): State<Web>,
+    AdminOrWorker(by): AdminOrWorker,
+    Path(name): Path<String>,
+) -> Result<axum::Json<CommandDone>, ApiError> {
+    command(&web, &name, OperatorCommand::Land, by).await
+}
+
+pub async fn retire(
+    State(web): State<Web>,
+    AdminOrWorker(by): AdminOrWorker,
+    Path(name): Path<String>,
+) -> Result<axum::Json<CommandDone>, ApiError> {
+    command(&web, &name, OperatorCommand::Retire, by).await
+}
+
+pub async fn prune(
+    State(web): State<Web>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Result<axum::Json<CommandDone>, ApiError> {
+    command(&web, &name, OperatorCommand::Prune, Principal::Admin).await
+}
+
+pub async fn prune_stalled(
+    State(web): State<Web>,
+    _: Admin,
+) -> Result<axum::Json<Pruned>, ApiError> {
+    let pruned = web
+        .store()
+        .prune_stalled(Principal::Admin.describe(), web.now())
+        .await
+        .map_err(|e: StoreError| ApiError::from(e))?;
+    Ok(axum::Json(Pruned { pruned }))
+}
