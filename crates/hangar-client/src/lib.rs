@@ -19,12 +19,10 @@ pub enum ClientError {
         code: String,
         message: String,
     },
-    #[error("cannot reach {url}: {source}")]
-    Transport {
-        url: String,
-        #[source]
-        source: reqwest::Error,
-    },
+    /// Web could not be reached or the connection broke. Only the innermost
+    /// cause is shown: reqwest's own chain repeats the URL at every level.
+    #[error("cannot reach {url}: {}", root_cause(source))]
+    Transport { url: String, source: reqwest::Error },
     #[error("unexpected answer from web: {0}")]
     Decode(String),
     #[error("invalid web url {0:?}: {1}")]
@@ -38,6 +36,18 @@ impl ClientError {
             ClientError::Api { code, .. } => Some(code),
             _ => None,
         }
+    }
+}
+
+fn root_cause(e: &reqwest::Error) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    if e.is_timeout() {
+        format!("timed out ({cause})")
+    } else {
+        cause.to_string()
     }
 }
 

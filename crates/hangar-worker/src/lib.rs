@@ -1,1 +1,13 @@
+//! The worker agent: keeps the worker registered with web, heartbeats, and
+//! carries out land, retire and stop.
+//!
+//! The agent is driven by [`AgentCommand`]s so that the binary can map Unix
+//! signals onto them and `quickstart` and tests can send them directly.
 
+mod agent;
+mod resource_types;
+mod state_identity;
+
+pub use agent::{run, AgentCommand, AgentExit, WorkerConfig};
+pub use resource_types::discover_resource_types;
+pub use state_identity::{load_or_create_state_identity, STATE_IDENTITY_FILE};

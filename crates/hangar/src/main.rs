@@ -1,1 +1,88 @@
-fn main() {}
+//! `hangar`: one binary for the servers (web, worker, quickstart) and for
+//! users (workers, events, land-worker, …). One file per subcommand.
+
+mod cmd;
+mod duration;
+mod format;
+mod secrets;
+mod signals;
+mod target;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "hangar",
+    version,
+    about = "A CI build runtime that keeps its picture of the fleet true"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start web and workers on SQLite in one process: no other setup.
+    Quickstart(cmd::quickstart::Args),
+    /// Run a web node: the API, the database and the lifecycle loop.
+    Web(cmd::web::Args),
+    /// Run a worker agent.
+    Worker(cmd::worker::Args),
+    /// List the workers.
+    Workers(cmd::workers::Args),
+    /// List worker lifecycle events, newest first.
+    Events(cmd::events::Args),
+    /// Land a worker: it takes no new work, finishes what runs, then stops.
+    LandWorker(cmd::worker_commands::NameArgs),
+    /// Retire a worker: like land, then it leaves the fleet for good.
+    RetireWorker(cmd::worker_commands::NameArgs),
+    /// Remove a worker that is not running (stalled, landed, …) from web.
+    PruneWorker(cmd::worker_commands::PruneArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Quickstart(args) => cmd::quickstart::run(args).await,
+            Command::Web(args) => cmd::web::run(args).await,
+            Command::Worker(args) => cmd::worker::run(args).await,
+            Command::Workers(args) => cmd::workers::run(args).await,
+            Command::Events(args) => cmd::events::run(args).await,
+            Command::LandWorker(args) => cmd::worker_commands::land(args).await,
+            Command::RetireWorker(args) => cmd::worker_commands::retire(args).await,
+            Command::PruneWorker(args) => cmd::worker_commands::prune(args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Sets up logging for the servers: `HANGAR_LOG` (or `RUST_LOG`) filters,
+/// default `info`.
+pub fn init_logging() {
+    let filter = std::env::var("HANGAR_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}

@@ -1,0 +1,6 @@
+pub mod events;
+pub mod quickstart;
+pub mod web;
+pub mod worker;
+pub mod worker_commands;
+pub mod workers;

@@ -1,0 +1,121 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use hangar_worker::WorkerConfig;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::cmd::web::{database_url, open_web, Lifecycle};
+use crate::secrets;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Where the database, the secrets and the workers' work dirs live.
+    #[arg(long, env = "HANGAR_DATA_DIR", default_value = "hangar-data")]
+    pub data_dir: PathBuf,
+    /// Address to serve the API on.
+    #[arg(long, env = "HANGAR_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: String,
+    /// How many workers to start.
+    #[arg(long, env = "HANGAR_WORKERS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: u16,
+    #[command(flatten)]
+    pub lifecycle: Lifecycle,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    crate::init_logging();
+    let data_dir = std::path::absolute(&args.data_dir)
+        .with_context(|| format!("resolve data dir {}", args.data_dir.display()))?;
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("create data dir {}", data_dir.display()))?;
+    let token_file = data_dir.join("admin-token");
+    let admin_token = secrets::load_or_create(&token_file)?;
+    let worker_key = secrets::load_or_create(&data_dir.join("worker-key"))?;
+    let db = database_url(None, &data_dir)?;
+    let web = open_web(
+        &db,
+        args.lifecycle.web_config(admin_token, worker_key.clone())?,
+    )
+    .await?;
+    let listener = tokio::net::TcpListener::bind(&args.bind)
+        .await
+        .with_context(|| {
+            format!(
+                "listen on {} (pass --bind to use another address)",
+                args.bind
+            )
+        })?;
+    let addr = listener.local_addr()?;
+    let url = format!("http://{addr}");
+
+    let shutdown = CancellationToken::new();
+    crate::signals::stop_on_terminate(shutdown.clone())?;
+    let serving = tokio::spawn(hangar_web::serve(listener, web.clone(), shutdown.clone()));
+    let mut workers = tokio::task::JoinSet::new();
+    let mut names = Vec::new();
+    // Senders are kept so the agents' command channels stay open.
+    let mut senders = Vec::new();
+    for i in 1..=args.workers {
+        let name = format!("quickstart-worker-{i}");
+        let config = WorkerConfig {
+            name: name.clone(),
+            work_dir: data_dir.join("workers").join(&name),
+            web_url: url.clone(),
+            worker_key: worker_key.clone(),
+            platform: std::env::consts::OS.to_string(),
+            tags: vec![],
+            team: None,
+            ephemeral: false,
+            heartbeat_interval: Duration::from_secs(5),
+            resource_types_dir: None,
+        };
+        let (tx, rx) = mpsc::channel(4);
+        senders.push(tx);
+        let shutdown = shutdown.clone();
+        let name_for_log = name.clone();
+        workers.spawn(async move {
+            let exit = hangar_worker::run(config, rx, shutdown).await;
+            (name_for_log, exit)
+        });
+        names.push(name);
+    }
+
+    println!("hangar is running");
+    println!("  api:      {url}");
+    println!("  database: {db}");
+    println!(
+        "  workers:  {} (work dirs in {})",
+        names.join(", "),
+        data_dir.join("workers").display()
+    );
+    println!();
+    println!("Point the CLI at it (in another shell):");
+    println!("  export HANGAR_URL={url}");
+    println!("  export HANGAR_TOKEN=$(cat {})", token_file.display());
+    println!("  hangar workers");
+    println!();
+    println!("Stop with Ctrl-C.");
+
+    // A worker that lands or retires ends its own task and leaves the others
+    // running; web ending (an error, or Ctrl-C) stops everything.
+    tokio::pin!(serving);
+    let served = loop {
+        tokio::select! {
+            served = &mut serving => break served,
+            Some(joined) = workers.join_next() => match joined {
+                Ok((name, Ok(exit))) => println!("worker {name} ended: {exit:?}"),
+                Ok((name, Err(e))) => eprintln!("worker {name} failed: {e:#}"),
+                Err(e) => eprintln!("a worker task failed: {e}"),
+            },
+        }
+    };
+    shutdown.cancel();
+    while workers.join_next().await.is_some() {}
+    drop(senders);
+    web.store().close().await;
+    served??;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,115 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use hangar_core::LifecycleConfig;
+use hangar_store::Store;
+use hangar_web::{Clock, Web, WebConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::duration::{self, millis};
+
+/// Lifecycle timing, shared by `web` and `quickstart`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Lifecycle {
+    /// A worker silent for longer than this is stalled (ephemeral: removed).
+    #[arg(long, env = "HANGAR_HEARTBEAT_TTL", default_value = "15s", value_parser = duration::parse)]
+    pub heartbeat_ttl: Duration,
+    /// The heartbeat interval web tells every worker to use (default: each
+    /// worker's own --heartbeat-interval).
+    #[arg(long, env = "HANGAR_HEARTBEAT_INTERVAL", value_parser = duration::parse)]
+    pub heartbeat_interval: Option<Duration>,
+    /// A worker stalled for longer than this is removed; 0 = never.
+    #[arg(long, env = "HANGAR_STALLED_WORKER_TIMEOUT", default_value = "10m", value_parser = duration::parse)]
+    pub stalled_worker_timeout: Duration,
+    /// How often the lifecycle loop looks for stalled, landed and retired workers.
+    #[arg(long, env = "HANGAR_LIFECYCLE_INTERVAL", default_value = "1s", value_parser = duration::parse)]
+    pub lifecycle_interval: Duration,
+}
+
+impl Lifecycle {
+    pub fn web_config(&self, admin_token: String, worker_key: String) -> anyhow::Result<WebConfig> {
+        if self.lifecycle_interval.is_zero() {
+            anyhow::bail!("--lifecycle-interval must be more than 0");
+        }
+        Ok(WebConfig {
+            admin_token,
+            worker_key,
+            lifecycle: LifecycleConfig {
+                heartbeat_ttl_ms: millis(self.heartbeat_ttl),
+                stalled_worker_timeout_ms: (!self.stalled_worker_timeout.is_zero())
+                    .then(|| millis(self.stalled_worker_timeout)),
+            },
+            heartbeat_interval_ms: self.heartbeat_interval.map(millis),
+            lifecycle_interval: Some(self.lifecycle_interval),
+            clock: Clock::System,
+        })
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Address to serve the API on.
+    #[arg(long, env = "HANGAR_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: String,
+    /// sqlite://PATH or postgres://USER@HOST:PORT/DB (default: SQLite in --data-dir).
+    #[arg(long, env = "HANGAR_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Where web keeps its SQLite database when no --database-url is given.
+    #[arg(long, env = "HANGAR_DATA_DIR", default_value = "hangar-data")]
+    pub data_dir: PathBuf,
+    /// The token users present (at least 16 characters).
+    #[arg(long, env = "HANGAR_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: String,
+    /// The secret workers register with (at least 16 characters).
+    #[arg(long, env = "HANGAR_WORKER_KEY", hide_env_values = true)]
+    pub worker_key: String,
+    #[command(flatten)]
+    pub lifecycle: Lifecycle,
+}
+
+/// The database URL: the one given, or a SQLite file in the data dir.
+pub fn database_url(given: Option<String>, data_dir: &std::path::Path) -> anyhow::Result<String> {
+    match given {
+        Some(url) => Ok(url),
+        None => {
+            std::fs::create_dir_all(data_dir)
+                .with_context(|| format!("create data dir {}", data_dir.display()))?;
+            Ok(format!("sqlite://{}", data_dir.join("hangar.db").display()))
+        }
+    }
+}
+
+/// Opens the store and builds the web node, with errors that say what to fix.
+pub async fn open_web(url: &str, config: WebConfig) -> anyhow::Result<Web> {
+    config
+        .validate()
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let store = Store::open(url)
+        .await
+        .with_context(|| format!("open the {} database", url.split(':').next().unwrap_or("")))?;
+    Web::new(store, config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    crate::init_logging();
+    let config = args
+        .lifecycle
+        .web_config(args.admin_token, args.worker_key)?;
+    // Refuse a bad configuration before anything is created on disk.
+    config
+        .validate()
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let url = database_url(args.database_url, &args.data_dir)?;
+    let web = open_web(&url, config).await?;
+    let listener = tokio::net::TcpListener::bind(&args.bind)
+        .await
+        .with_context(|| format!("listen on {}", args.bind))?;
+    tracing::info!(addr = %listener.local_addr()?, database = web.store().backend().as_str(), "web listening");
+    let shutdown = CancellationToken::new();
+    crate::signals::stop_on_terminate(shutdown.clone())?;
+    hangar_web::serve(listener, web.clone(), shutdown).await?;
+    web.store().close().await;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,75 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use hangar_worker::{AgentExit, WorkerConfig};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::duration;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The worker's name; a pod recreated under the same name is the same worker.
+    #[arg(long, env = "HANGAR_NAME")]
+    pub name: String,
+    /// Where the worker keeps its volumes and its state identity.
+    #[arg(long, env = "HANGAR_WORK_DIR")]
+    pub work_dir: PathBuf,
+    /// Web's URL.
+    #[arg(long, env = "HANGAR_WEB")]
+    pub web: String,
+    /// The secret web accepts registrations with.
+    #[arg(long, env = "HANGAR_WORKER_KEY", hide_env_values = true)]
+    pub worker_key: String,
+    #[arg(long, env = "HANGAR_PLATFORM", default_value = std::env::consts::OS)]
+    pub platform: String,
+    /// Tags steps can ask for; repeat the flag or separate with commas.
+    #[arg(long = "tag", env = "HANGAR_TAGS", value_delimiter = ',')]
+    pub tags: Vec<String>,
+    /// Serve only this team's builds.
+    #[arg(long, env = "HANGAR_TEAM")]
+    pub team: Option<String>,
+    /// The worker's state does not outlive it: web removes it, rather than
+    /// stalls it, when it goes silent.
+    #[arg(long, env = "HANGAR_EPHEMERAL")]
+    pub ephemeral: bool,
+    #[arg(long, env = "HANGAR_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = duration::parse)]
+    pub heartbeat_interval: Duration,
+    /// A directory of base resource types (each a directory with check, in, out).
+    #[arg(long, env = "HANGAR_RESOURCE_TYPES_DIR")]
+    pub resource_types_dir: Option<PathBuf>,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    crate::init_logging();
+    if args.heartbeat_interval.is_zero() {
+        anyhow::bail!("--heartbeat-interval must be more than 0");
+    }
+    let config = WorkerConfig {
+        name: args.name,
+        work_dir: args.work_dir,
+        web_url: args.web,
+        worker_key: args.worker_key,
+        platform: args.platform,
+        tags: args.tags,
+        team: args.team,
+        ephemeral: args.ephemeral,
+        heartbeat_interval: args.heartbeat_interval,
+        resource_types_dir: args.resource_types_dir,
+    };
+    let shutdown = CancellationToken::new();
+    let (tx, rx) = mpsc::channel(4);
+    crate::signals::stop_on_terminate(shutdown.clone())?;
+    crate::signals::worker_commands(tx, shutdown.clone())?;
+    let exit = hangar_worker::run(config, rx, shutdown.clone()).await;
+    shutdown.cancel();
+    match exit? {
+        AgentExit::Superseded(why) => {
+            eprintln!("error: {why}");
+            // A distinct code so a supervisor can tell a fenced zombie apart.
+            Ok(ExitCode::from(3))
+        }
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}

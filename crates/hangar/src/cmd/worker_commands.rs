@@ -1,0 +1,65 @@
+use std::process::ExitCode;
+
+use crate::target::Target;
+
+#[derive(clap::Args, Debug)]
+pub struct NameArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// The worker's name.
+    #[arg(short = 'w', long = "worker")]
+    pub worker: String,
+}
+
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["worker", "all_stalled"])))]
+pub struct PruneArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// The worker's name.
+    #[arg(short = 'w', long = "worker")]
+    pub worker: Option<String>,
+    /// Prune every stalled worker.
+    #[arg(long)]
+    pub all_stalled: bool,
+}
+
+pub async fn land(args: NameArgs) -> anyhow::Result<ExitCode> {
+    let done = args.target.client()?.land(&args.worker).await?;
+    report(&done.worker, &done.state, done.changed);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn retire(args: NameArgs) -> anyhow::Result<ExitCode> {
+    let done = args.target.client()?.retire(&args.worker).await?;
+    report(&done.worker, &done.state, done.changed);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn prune(args: PruneArgs) -> anyhow::Result<ExitCode> {
+    let client = args.target.client()?;
+    match args.worker {
+        Some(name) => {
+            client.prune(&name).await?;
+            println!("pruned worker {name}");
+        }
+        None => {
+            let pruned = client.prune_stalled().await?.pruned;
+            if pruned.is_empty() {
+                println!("no stalled workers");
+            }
+            for name in pruned {
+                println!("pruned worker {name}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report(worker: &str, state: &str, changed: bool) {
+    if changed {
+        println!("worker {worker} is {state}");
+    } else {
+        println!("worker {worker} was already {state}");
+    }
+}

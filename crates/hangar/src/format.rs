@@ -1,0 +1,113 @@
+//! Plain-text tables and times for the listings.
+
+/// Renders rows as left-aligned columns separated by two spaces.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(cell);
+            } else {
+                l.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+/// "3s ago", "5m ago"; times in the future (clock skew) read "just now".
+pub fn ago(now_ms: i64, at_ms: i64) -> String {
+    let d = now_ms - at_ms;
+    if d < 1000 {
+        return "just now".into();
+    }
+    format!("{} ago", coarse(d))
+}
+
+/// A duration rounded to its largest unit: 42s, 5m, 3h, 2d.
+pub fn coarse(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86399 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+/// Local wall-clock time would need a time zone database; UTC is unambiguous.
+pub fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_columns() {
+        let t = table(
+            &["name", "state"],
+            &[
+                vec!["w-1".into(), "running".into()],
+                vec!["worker-10".into(), "stalled".into()],
+            ],
+        );
+        assert_eq!(
+            t,
+            "name       state\nw-1        running\nworker-10  stalled\n"
+        );
+    }
+
+    #[test]
+    fn times_read_plainly() {
+        assert_eq!(ago(10_000, 9_500), "just now");
+        assert_eq!(ago(10_000, 5_000), "5s ago");
+        assert_eq!(ago(400_000, 100_000), "5m ago");
+        assert_eq!(coarse(3 * 86_400_000), "3d");
+        assert_eq!(utc(0), "1970-01-01 00:00:00Z");
+        assert_eq!(utc(1_764_694_800_000), "2025-12-02 17:00:00Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00Z");
+    }
+}

@@ -1,0 +1,388 @@
+//! End to end with real processes and real signals: `hangar web` and several
+//! `hangar worker`s on loopback, driven by the `hangar` CLI.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use hangar_api::Worker;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+const ADMIN: &str = "e2e-admin-token-0123456789";
+const KEY: &str = "e2e-worker-key-0123456789";
+const HEARTBEAT: &str = "300ms";
+const TTL: &str = "900ms";
+
+fn hangar() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hangar"));
+    // Nothing from the developer's shell may leak into the processes.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HANGAR_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("HANGAR_LOG", "info");
+    c
+}
+
+/// A child process that is killed when the test ends, however it ends.
+struct Proc {
+    child: Child,
+    name: String,
+}
+
+impl Proc {
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    fn signal(&self, sig: Signal) {
+        kill(self.pid(), sig).unwrap_or_else(|e| panic!("send {sig} to {}: {e}", self.name));
+    }
+
+    /// Waits for the process to exit on its own and returns its exit code.
+    fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not exit within {within:?}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    url: String,
+    web: Proc,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let url = format!("http://127.0.0.1:{port}");
+        let log = std::fs::File::create(dir.path().join("web.log")).unwrap();
+        let child = hangar()
+            .args(["web", "--bind", &format!("127.0.0.1:{port}")])
+            .arg("--data-dir")
+            .arg(dir.path().join("web"))
+            .args(["--heartbeat-ttl", TTL, "--lifecycle-interval", "100ms"])
+            .env("HANGAR_ADMIN_TOKEN", ADMIN)
+            .env("HANGAR_WORKER_KEY", KEY)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let cluster = Cluster {
+            dir,
+            url,
+            web: Proc {
+                child,
+                name: "web".into(),
+            },
+        };
+        cluster.wait_until("web answers", |_| true);
+        cluster
+    }
+
+    fn work_dir(&self, name: &str) -> PathBuf {
+        self.dir.path().join("workers").join(name)
+    }
+
+    fn worker(&self, name: &str) -> Proc {
+        self.worker_in(name, &self.work_dir(name))
+    }
+
+    fn worker_in(&self, name: &str, work_dir: &Path) -> Proc {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{name}.log")))
+            .unwrap();
+        // Flags and environment variables both configure the worker.
+        let child = hangar()
+            .args(["worker", "--name", name, "--heartbeat-interval", HEARTBEAT])
+            .arg("--work-dir")
+            .arg(work_dir)
+            .env("HANGAR_WEB", &self.url)
+            .env("HANGAR_WORKER_KEY", KEY)
+            .env("HANGAR_TAGS", "e2e,fast")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Proc {
+            child,
+            name: name.into(),
+        }
+    }
+
+    /// Runs a user-side CLI command against the cluster.
+    fn cli(&self, args: &[&str]) -> Output {
+        hangar()
+            .args(args)
+            .env("HANGAR_URL", &self.url)
+            .env("HANGAR_TOKEN", ADMIN)
+            .output()
+            .unwrap()
+    }
+
+    fn workers(&self) -> Option<Vec<Worker>> {
+        let out = self.cli(&["workers", "--json"]);
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    fn state_of(&self, name: &str) -> Option<String> {
+        self.workers()?
+            .into_iter()
+            .find(|w| w.name == name)
+            .map(|w| w.state)
+    }
+
+    /// Polls the worker list until `cond` holds; panics with the logs if it
+    /// never does.
+    fn wait_until(&self, what: &str, cond: impl Fn(&[Worker]) -> bool) -> Vec<Worker> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(workers) = self.workers() {
+                if cond(&workers) {
+                    return workers;
+                }
+            }
+            if Instant::now() > deadline {
+                let logs = std::fs::read_dir(self.dir.path())
+                    .unwrap()
+                    .filter_map(Result::ok)
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                    .map(|e| {
+                        format!(
+                            "--- {}\n{}",
+                            e.path().display(),
+                            std::fs::read_to_string(e.path()).unwrap()
+                        )
+                    })
+                    .collect::<String>();
+                panic!(
+                    "timed out waiting until {what}; workers: {:?}\n{logs}",
+                    self.workers()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn events_of(&self, name: &str) -> Vec<hangar_api::WorkerEvent> {
+        let out = self.cli(&["events", "-w", name, "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+fn has(workers: &[Worker], name: &str, state: &str) -> bool {
+    workers.iter().any(|w| w.name == name && w.state == state)
+}
+
+#[test]
+fn a_killed_worker_stalls_is_pruned_and_a_retired_worker_leaves() {
+    let c = Cluster::start();
+    let a = c.worker("worker-a");
+    let mut b = c.worker("worker-b");
+    let workers = c.wait_until("both workers run", |w| {
+        has(w, "worker-a", "running") && has(w, "worker-b", "running")
+    });
+    let b_row = workers.iter().find(|w| w.name == "worker-b").unwrap();
+    assert_eq!(b_row.tags, ["e2e", "fast"]);
+    assert!(!b_row.state_identity.is_empty());
+
+    a.signal(Signal::SIGKILL);
+    let killed_at = Instant::now();
+    c.wait_until("worker-a is stalled", |w| has(w, "worker-a", "stalled"));
+    eprintln!(
+        "worker-a stalled {:?} after SIGKILL (heartbeat {HEARTBEAT}, ttl {TTL})",
+        killed_at.elapsed()
+    );
+    assert_eq!(c.state_of("worker-b").as_deref(), Some("running"));
+    let stalled = c.events_of("worker-a").remove(0);
+    assert_eq!(stalled.kind, "stalled");
+    assert!(stalled.cause.ends_with("(ttl 900ms)"), "{}", stalled.cause);
+
+    // A running worker cannot be pruned; a stalled one can.
+    let refused = c.cli(&["prune-worker", "-w", "worker-b"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("it is running"));
+    let pruned = c.cli(&["prune-worker", "-w", "worker-a"]);
+    assert!(
+        pruned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pruned.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&pruned.stdout),
+        "pruned worker worker-a\n"
+    );
+
+    // SIGUSR2 retires worker-b: it leaves the list and its process exits 0.
+    b.signal(Signal::SIGUSR2);
+    assert_eq!(b.wait_exit(Duration::from_secs(30)), Some(0));
+    let left = c.wait_until("worker-b is gone", |w| w.is_empty());
+    assert!(left.is_empty());
+    let kinds: Vec<_> = c
+        .events_of("worker-b")
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds, ["retired", "retiring", "registered"]);
+    drop(c.web);
+}
+
+#[test]
+fn a_landed_worker_comes_back_running_and_a_wiped_work_dir_is_noticed() {
+    let c = Cluster::start();
+    let mut w = c.worker("worker-l");
+    let first = c.wait_until("worker-l runs", |ws| has(ws, "worker-l", "running"))[0].clone();
+
+    w.signal(Signal::SIGUSR1);
+    assert_eq!(w.wait_exit(Duration::from_secs(30)), Some(0));
+    c.wait_until("worker-l is landed", |ws| has(ws, "worker-l", "landed"));
+
+    // Restarted with its work dir kept: same identity, running again.
+    let _w = c.worker("worker-l");
+    let again = c.wait_until("worker-l runs again", |ws| {
+        ws.iter().any(|x| {
+            x.name == "worker-l" && x.state == "running" && x.generation > first.generation
+        })
+    });
+    assert_eq!(again[0].state_identity, first.state_identity);
+    assert_eq!(again[0].restarts, 1);
+    assert_eq!(
+        again[0].last_event.as_ref().unwrap().kind,
+        "restarted-state-kept"
+    );
+    drop(_w);
+
+    // Killed, its work dir wiped, recreated under the same name: web knows at
+    // registration that the state is new.
+    std::fs::remove_dir_all(c.work_dir("worker-l")).unwrap();
+    let _w = c.worker("worker-l");
+    let wiped = c.wait_until("worker-l registers with a new identity", |ws| {
+        ws.iter()
+            .any(|x| x.name == "worker-l" && x.state_identity != first.state_identity)
+    });
+    assert_eq!(
+        wiped[0].last_event.as_ref().unwrap().kind,
+        "restarted-state-lost"
+    );
+    assert_eq!(wiped[0].restarts, 2);
+}
+
+#[test]
+fn a_paused_worker_replaced_under_its_name_is_fenced_when_it_wakes() {
+    let c = Cluster::start();
+    let mut zombie = c.worker("worker-z");
+    let first = c.wait_until("worker-z runs", |ws| has(ws, "worker-z", "running"))[0].clone();
+    zombie.signal(Signal::SIGSTOP);
+    c.wait_until("worker-z is stalled", |ws| has(ws, "worker-z", "stalled"));
+
+    // Its successor: same name, a fresh work dir (a recreated pod).
+    let successor_dir = c.dir.path().join("successor");
+    let _successor = c.worker_in("worker-z", &successor_dir);
+    c.wait_until("the successor runs", |ws| {
+        ws.iter().any(|x| {
+            x.name == "worker-z" && x.state == "running" && x.generation > first.generation
+        })
+    });
+
+    zombie.signal(Signal::SIGCONT);
+    assert_eq!(
+        zombie.wait_exit(Duration::from_secs(30)),
+        Some(3),
+        "a superseded worker exits with 3"
+    );
+    let log = std::fs::read_to_string(c.dir.path().join("worker-z.log")).unwrap();
+    assert!(log.contains("superseded"), "{log}");
+    // The successor is untouched.
+    let now = c.wait_until("the successor keeps running", |ws| {
+        has(ws, "worker-z", "running")
+    });
+    assert_ne!(now[0].state_identity, first.state_identity);
+}
+
+#[test]
+fn sigterm_stops_a_worker_gracefully() {
+    let c = Cluster::start();
+    let mut w = c.worker("worker-t");
+    c.wait_until("worker-t runs", |ws| has(ws, "worker-t", "running"));
+    w.signal(Signal::SIGTERM);
+    assert_eq!(w.wait_exit(Duration::from_secs(30)), Some(0));
+    // Not ephemeral: web keeps it until the TTL says it is gone.
+    c.wait_until("worker-t is stalled", |ws| has(ws, "worker-t", "stalled"));
+}
+
+#[test]
+fn the_cli_refuses_missing_credentials_with_a_clear_error() {
+    let out = hangar()
+        .args(["workers"])
+        .env("HANGAR_URL", "http://127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no credentials"));
+    let out = hangar()
+        .args(["prune-worker"])
+        .env("HANGAR_TOKEN", "x")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let out = hangar()
+        .args([
+            "web",
+            "--admin-token",
+            "short",
+            "--worker-key",
+            "also-short",
+            "--bind",
+            "127.0.0.1:0",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("the admin token must be at least 16 characters"));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "a refused start creates nothing"
+    );
+}
