@@ -38,6 +38,10 @@ fn plan(w: WorkerSnapshot, cfg: &LifecycleConfig) -> Option<(LifecycleStep, Even
     })
 }
 
+/// (state, ephemeral, ms since heartbeat, ms in state, unfinished work)
+type Case = (WorkerState, bool, i64, i64, i64);
+type Expected = Option<(LifecycleStep, EventKind)>;
+
 #[test]
 fn lifecycle_transitions_follow_the_table() {
     use EventKind as E;
@@ -46,10 +50,7 @@ fn lifecycle_transitions_follow_the_table() {
     let fresh = 1_000;
     let dead = TTL + 1;
     // (state, ephemeral, ms since heartbeat, ms in state, unfinished work) => expected
-    let cases: Vec<(
-        (WorkerState, bool, i64, i64, i64),
-        Option<(LifecycleStep, EventKind)>,
-    )> = vec![
+    let cases: Vec<(Case, Expected)> = vec![
         ((Running, false, fresh, 0, 3), None),
         ((Running, false, TTL, 0, 0), None), // exactly at the TTL is still alive
         (
