@@ -34,6 +34,9 @@ pub struct RegisterWorker {
     pub containers: i64,
     #[serde(default)]
     pub volumes: i64,
+    /// Where the worker serves its volume API (`http://host:port`).
+    #[serde(default)]
+    pub api_url: Option<String>,
 }
 
 /// A resource type the worker has on disk (a directory with `check`, `in`, `out`).
@@ -99,6 +102,7 @@ pub struct Worker {
     pub state_changed_at: i64,
     /// How many times the name registered again while web still knew it.
     pub restarts: i64,
+    pub api_url: Option<String>,
     pub last_event: Option<WorkerEvent>,
 }
 
@@ -125,6 +129,99 @@ pub struct CommandDone {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pruned {
     pub pruned: Vec<String>,
+}
+
+/// The largest volume report web accepts: 100,000 handles of 128 bytes.
+pub const MAX_REPORT_BODY: usize = 16 * 1024 * 1024;
+
+/// A volume as web knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Volume {
+    pub handle: String,
+    pub worker: String,
+    /// `creating`, `created`, `destroying` or `failed`.
+    pub state: String,
+    pub parent: Option<String>,
+    /// `base-resource-type`, `resource-cache`, `task-cache`, `container`, `artifact`.
+    pub owner_kind: String,
+    pub owner_id: Option<String>,
+    /// `empty`, `cow` or `import`.
+    pub strategy: String,
+    pub size_bytes: Option<i64>,
+    pub created_at: i64,
+    /// Set while the worker does not report the volume: it is treated as
+    /// absent from that moment and collected after the grace period.
+    pub missing_since: Option<i64>,
+}
+
+/// `POST /api/v1/volumes`: make a volume on a worker, through web, so the
+/// row exists before the volume does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateVolume {
+    pub worker: String,
+    /// `empty`, `cow` (needs `parent`) or `import` (needs `import_path`).
+    pub strategy: String,
+    #[serde(default)]
+    pub parent: Option<String>,
+    #[serde(default)]
+    pub import_path: Option<String>,
+    pub owner_kind: String,
+    #[serde(default)]
+    pub owner_id: Option<String>,
+}
+
+/// A worker's full list of the volume handles it has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeReport {
+    pub generation: i64,
+    pub handles: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeReportAnswer {
+    /// Handles the worker must destroy, children before parents.
+    pub destroy: Vec<String>,
+}
+
+/// The worker's own volume API (served by each worker, called by web).
+pub mod worker_api {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct CreateVolume {
+        pub handle: String,
+        /// `empty`, `cow` or `import`.
+        pub strategy: String,
+        #[serde(default)]
+        pub parent: Option<String>,
+        #[serde(default)]
+        pub import_path: Option<String>,
+        #[serde(default)]
+        pub properties: BTreeMap<String, String>,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Volume {
+        pub handle: String,
+        pub parent: Option<String>,
+        /// The data directory on the worker's disk.
+        pub path: String,
+        pub properties: BTreeMap<String, String>,
+        pub size_bytes: Option<u64>,
+        pub created_at: i64,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct SetProperty {
+        pub value: String,
+    }
 }
 
 /// `GET /api/v1/info`: answers without credentials, for probes.

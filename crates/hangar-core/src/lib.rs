@@ -10,6 +10,7 @@ pub mod fencing;
 pub mod lifecycle;
 pub mod names;
 pub mod registration;
+pub mod volumes;
 
 pub use events::EventKind;
 pub use lifecycle::{

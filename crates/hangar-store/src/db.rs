@@ -74,6 +74,8 @@ impl Store {
                             conn.execute("PRAGMA journal_mode = WAL").await?;
                             conn.execute("PRAGMA busy_timeout = 5000").await?;
                             conn.execute("PRAGMA synchronous = NORMAL").await?;
+                            // Off by default in SQLite; PostgreSQL always checks.
+                            conn.execute("PRAGMA foreign_keys = ON").await?;
                             Ok(())
                         })
                     })

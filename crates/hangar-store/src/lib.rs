@@ -11,9 +11,11 @@ mod db;
 mod error;
 mod events;
 mod records;
+mod volumes;
 mod workers;
 
 pub use db::{Backend, Store};
 pub use error::StoreError;
 pub use records::{EventRecord, WorkerInfo, WorkerRecord};
+pub use volumes::{NewVolume, VolumeRecord};
 pub use workers::{CommandOutcome, RegisterOutcome};

@@ -19,6 +19,8 @@ pub struct WorkerInfo {
     pub ephemeral: bool,
     pub containers: i64,
     pub volumes: i64,
+    /// Where the worker serves its volume API, if it does.
+    pub api_url: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +49,7 @@ pub struct EventRecord {
 pub(crate) const WORKER_COLUMNS: &str =
     "w.name, w.state, w.state_identity, w.generation, w.platform, \
      w.tags, w.team, w.version, w.resource_types, w.ephemeral, w.containers, w.volumes, \
-     w.first_registered_at, w.registered_at, w.last_heartbeat_at, w.state_changed_at, w.restarts";
+     w.first_registered_at, w.registered_at, w.last_heartbeat_at, w.state_changed_at, w.restarts, w.api_url";
 
 pub(crate) fn parse_state(s: &str) -> Result<WorkerState, StoreError> {
     s.parse().map_err(StoreError::Corrupt)
@@ -83,6 +85,7 @@ pub(crate) fn worker_from_row(row: &AnyRow) -> Result<WorkerRecord, StoreError> 
             ephemeral: row.try_get::<i64, _>("ephemeral")? != 0,
             containers: row.try_get("containers")?,
             volumes: row.try_get("volumes")?,
+            api_url: row.try_get("api_url")?,
         },
         state: parse_state(&row.try_get::<String, _>("state")?)?,
         generation: row.try_get("generation")?,

@@ -13,6 +13,7 @@ use crate::db::Store;
 use crate::error::StoreError;
 use crate::events::record_event;
 use crate::records::{parse_state, worker_from_row, WorkerInfo, WorkerRecord, WORKER_COLUMNS};
+use crate::volumes::invalidate_worker_volumes;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterOutcome {
@@ -20,6 +21,8 @@ pub struct RegisterOutcome {
     pub kind: RegistrationKind,
     /// What web knew of the name before, if anything.
     pub previous: Option<KnownWorker>,
+    /// Volume rows of the old state dropped with a `state-lost` registration.
+    pub invalidated_volumes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,14 +85,14 @@ impl Store {
                 "UPDATE workers SET state = $2, state_identity = $3, generation = $4, platform = $5, \
                  tags = $6, team = $7, version = $8, resource_types = $9, ephemeral = $10, \
                  containers = $11, volumes = $12, registered_at = $13, last_heartbeat_at = $13, \
-                 state_changed_at = $13, restarts = restarts + 1 WHERE name = $1",
+                 state_changed_at = $13, restarts = restarts + 1, api_url = $14 WHERE name = $1",
             )
         } else {
             sqlx::query(
                 "INSERT INTO workers (name, state, state_identity, generation, platform, tags, team, \
                  version, resource_types, ephemeral, containers, volumes, first_registered_at, \
-                 registered_at, last_heartbeat_at, state_changed_at, restarts) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $13, $13, 0)",
+                 registered_at, last_heartbeat_at, state_changed_at, restarts, api_url) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $13, $13, 0, $14)",
             )
         };
         query
@@ -106,16 +109,28 @@ impl Store {
             .bind(info.containers)
             .bind(info.volumes)
             .bind(now)
+            .bind(&info.api_url)
             .execute(&mut *tx)
             .await?;
 
-        let cause = registration_cause(previous.as_ref(), kind, generation);
+        // The old state is gone from the worker's disk: every row of it is
+        // false from this instant, so it goes in this same transaction.
+        let invalidated_volumes = if kind == RegistrationKind::StateLost {
+            invalidate_worker_volumes(&mut tx, &info.name).await?
+        } else {
+            0
+        };
+        let mut cause = registration_cause(previous.as_ref(), kind, generation);
+        if kind == RegistrationKind::StateLost {
+            cause.push_str(&format!("; invalidated {invalidated_volumes} volume(s)"));
+        }
         record_event(&mut tx, &info.name, kind.event(), &cause, generation, now).await?;
         tx.commit().await?;
         Ok(RegisterOutcome {
             generation,
             kind,
             previous,
+            invalidated_volumes,
         })
     }
 

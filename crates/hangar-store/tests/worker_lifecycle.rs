@@ -29,6 +29,7 @@ fn info(name: &str, identity: &str) -> WorkerInfo {
         ephemeral: false,
         containers: 0,
         volumes: 0,
+        api_url: None,
     }
 }
 

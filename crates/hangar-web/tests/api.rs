@@ -97,6 +97,7 @@ fn registration(name: &str, identity: &str) -> RegisterWorker {
         ephemeral: false,
         containers: 0,
         volumes: 0,
+        api_url: None,
     }
 }
 

@@ -153,6 +153,7 @@ fn registration(config: &WorkerConfig, identity: &str) -> RegisterWorker {
         ephemeral: config.ephemeral,
         containers: 0,
         volumes: count_volumes(&config.work_dir),
+        api_url: None,
     }
 }
 

@@ -56,6 +56,12 @@ pub fn validate_registration(r: &RegisterWorker) -> Result<(), String> {
             printable("resource type version", v, MAX_TEXT)?;
         }
     }
+    if let Some(url) = &r.api_url {
+        printable("api_url", url, MAX_PATH)?;
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err("api_url must be an http:// or https:// URL".into());
+        }
+    }
     if r.containers < 0 || r.volumes < 0 {
         return Err("container and volume counts must not be negative".into());
     }
@@ -84,6 +90,7 @@ pub async fn register(
         ephemeral: req.ephemeral,
         containers: req.containers,
         volumes: req.volumes,
+        api_url: req.api_url,
     };
     let out = web.store().register_worker(&info, web.now()).await?;
     let event = out.kind.event();
@@ -146,6 +153,7 @@ pub fn worker_to_api(w: WorkerRecord) -> Worker {
         last_heartbeat_at: w.last_heartbeat_at,
         state_changed_at: w.state_changed_at,
         restarts: w.restarts,
+        api_url: w.info.api_url,
         last_event: w.last_event.map(event_to_api),
     }
 }

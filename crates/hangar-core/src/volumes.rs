@@ -1,0 +1,241 @@
+//! Volumes as web sees them, and what a worker's report of its volumes means.
+//!
+//! A report is the full list of handles a worker has on disk. The planner
+//! diffs it against the rows web holds for that worker, both ways, and says
+//! what to change; the store applies it.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+
+use crate::UnixMillis;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VolumeState {
+    /// A row exists; the worker is making the volume (or was told to).
+    Creating,
+    Created,
+    /// Web wants it gone; the worker destroys it when it next reports it.
+    Destroying,
+    /// Creation failed; whatever the worker has of it is to be destroyed.
+    Failed,
+}
+
+impl VolumeState {
+    pub const ALL: [VolumeState; 4] = [
+        VolumeState::Creating,
+        VolumeState::Created,
+        VolumeState::Destroying,
+        VolumeState::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VolumeState::Creating => "creating",
+            VolumeState::Created => "created",
+            VolumeState::Destroying => "destroying",
+            VolumeState::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for VolumeState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for VolumeState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        VolumeState::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("unknown volume state {s:?}"))
+    }
+}
+
+/// What a volume is for; decides who may use it and when it is collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OwnerKind {
+    BaseResourceType,
+    ResourceCache,
+    TaskCache,
+    Container,
+    Artifact,
+}
+
+impl OwnerKind {
+    pub const ALL: [OwnerKind; 5] = [
+        OwnerKind::BaseResourceType,
+        OwnerKind::ResourceCache,
+        OwnerKind::TaskCache,
+        OwnerKind::Container,
+        OwnerKind::Artifact,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnerKind::BaseResourceType => "base-resource-type",
+            OwnerKind::ResourceCache => "resource-cache",
+            OwnerKind::TaskCache => "task-cache",
+            OwnerKind::Container => "container",
+            OwnerKind::Artifact => "artifact",
+        }
+    }
+}
+
+impl fmt::Display for OwnerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for OwnerKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        OwnerKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("unknown volume owner kind {s:?}"))
+    }
+}
+
+/// What the report planner needs of one volume row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeRow {
+    pub handle: String,
+    pub state: VolumeState,
+    pub parent: Option<String>,
+    pub missing_since: Option<UnixMillis>,
+}
+
+/// The changes one report calls for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReportPlan {
+    /// Rows the worker did not report: absent from now on (for scheduling),
+    /// collected after the grace period.
+    pub mark_missing: Vec<String>,
+    /// Rows the worker reported again after they went missing.
+    pub clear_missing: Vec<String>,
+    /// Handles the worker must destroy: unknown to web, being destroyed, or
+    /// failed. Children come before their parents.
+    pub destroy_on_worker: Vec<String>,
+    /// Rows whose volume is gone from the worker and that web no longer
+    /// wants: deleted now. Children come before their parents.
+    pub delete_rows: Vec<String>,
+}
+
+impl ReportPlan {
+    pub fn is_empty(&self) -> bool {
+        self.mark_missing.is_empty()
+            && self.clear_missing.is_empty()
+            && self.destroy_on_worker.is_empty()
+            && self.delete_rows.is_empty()
+    }
+}
+
+/// Diffs a worker's full report against the rows web holds for it.
+///
+/// Rows still `creating` are never marked missing: the worker may not have
+/// made them yet. A row is deleted only when no row that stays has it as a
+/// parent, so a child never outlives its parent's row.
+pub fn plan_report(rows: &[VolumeRow], reported: &[String]) -> ReportPlan {
+    let reported: HashSet<&str> = reported.iter().map(String::as_str).collect();
+    let by_handle: HashMap<&str, &VolumeRow> =
+        rows.iter().map(|r| (r.handle.as_str(), r)).collect();
+    let mut plan = ReportPlan::default();
+
+    let mut unknown: BTreeSet<&str> = BTreeSet::new();
+    for handle in &reported {
+        match by_handle.get(handle) {
+            None => {
+                unknown.insert(handle);
+            }
+            Some(row) => match row.state {
+                VolumeState::Destroying | VolumeState::Failed => {
+                    plan.destroy_on_worker.push(row.handle.clone())
+                }
+                VolumeState::Created if row.missing_since.is_some() => {
+                    plan.clear_missing.push(row.handle.clone())
+                }
+                _ => {}
+            },
+        }
+    }
+
+    let mut deletable: HashSet<&str> = HashSet::new();
+    for row in rows {
+        if reported.contains(row.handle.as_str()) {
+            continue;
+        }
+        match row.state {
+            VolumeState::Created if row.missing_since.is_none() => {
+                plan.mark_missing.push(row.handle.clone())
+            }
+            VolumeState::Destroying | VolumeState::Failed => {
+                deletable.insert(row.handle.as_str());
+            }
+            _ => {}
+        }
+    }
+    // A deletable row whose child stays (any state not deletable) must wait.
+    let mut blocked: HashSet<&str> = HashSet::new();
+    for row in rows {
+        if deletable.contains(row.handle.as_str()) {
+            continue;
+        }
+        let mut parent = row.parent.as_deref();
+        while let Some(p) = parent {
+            if !blocked.insert(p) {
+                break;
+            }
+            parent = by_handle.get(p).and_then(|r| r.parent.as_deref());
+        }
+    }
+    let deletable: Vec<&VolumeRow> = rows
+        .iter()
+        .filter(|r| deletable.contains(r.handle.as_str()) && !blocked.contains(r.handle.as_str()))
+        .collect();
+    plan.delete_rows = children_first(&deletable, &by_handle);
+    plan.destroy_on_worker = {
+        let mut on_worker: Vec<&VolumeRow> = plan
+            .destroy_on_worker
+            .iter()
+            .filter_map(|h| by_handle.get(h.as_str()).copied())
+            .collect();
+        on_worker.sort_by(|a, b| a.handle.cmp(&b.handle));
+        let mut ordered = children_first(&on_worker, &by_handle);
+        // Unknown handles have no known parents: destroy them last, sorted.
+        ordered.extend(unknown.into_iter().map(str::to_string));
+        ordered
+    };
+    plan.mark_missing.sort();
+    plan.clear_missing.sort();
+    plan
+}
+
+/// Orders `set` so every volume comes before its ancestors: deepest first,
+/// then by handle for a stable order.
+pub fn children_first(set: &[&VolumeRow], by_handle: &HashMap<&str, &VolumeRow>) -> Vec<String> {
+    let depth = |row: &VolumeRow| {
+        let mut d = 0usize;
+        let mut parent = row.parent.as_deref();
+        let mut seen = HashSet::new();
+        while let Some(p) = parent {
+            if !seen.insert(p) {
+                break; // a cycle in corrupt data must not hang the planner
+            }
+            d += 1;
+            parent = by_handle.get(p).and_then(|r| r.parent.as_deref());
+        }
+        d
+    };
+    let mut with_depth: Vec<(usize, &str)> =
+        set.iter().map(|r| (depth(r), r.handle.as_str())).collect();
+    with_depth.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    with_depth.into_iter().map(|(_, h)| h.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,346 @@
+use hangar_core::fencing::check_generation;
+use hangar_core::volumes::{plan_report, OwnerKind, ReportPlan, VolumeRow, VolumeState};
+use hangar_core::UnixMillis;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use crate::db::Store;
+use crate::error::StoreError;
+use crate::records::parse_state;
+
+/// Binds per statement stay well under both databases' limits.
+const CHUNK: usize = 1000;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewVolume {
+    pub handle: String,
+    pub worker: String,
+    pub parent: Option<String>,
+    pub owner_kind: OwnerKind,
+    pub owner_id: Option<String>,
+    /// `empty`, `cow` or `import`.
+    pub strategy: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeRecord {
+    pub handle: String,
+    pub worker: String,
+    pub state: VolumeState,
+    pub parent: Option<String>,
+    pub owner_kind: OwnerKind,
+    pub owner_id: Option<String>,
+    pub strategy: String,
+    pub size_bytes: Option<i64>,
+    pub created_at: UnixMillis,
+    pub missing_since: Option<UnixMillis>,
+}
+
+const VOLUME_COLUMNS: &str =
+    "handle, worker_name, state, parent_handle, owner_kind, owner_id, strategy, \
+     size_bytes, created_at, missing_since";
+
+fn volume_from_row(row: &AnyRow) -> Result<VolumeRecord, StoreError> {
+    Ok(VolumeRecord {
+        handle: row.try_get("handle")?,
+        worker: row.try_get("worker_name")?,
+        state: row
+            .try_get::<String, _>("state")?
+            .parse()
+            .map_err(StoreError::Corrupt)?,
+        parent: row.try_get("parent_handle")?,
+        owner_kind: row
+            .try_get::<String, _>("owner_kind")?
+            .parse()
+            .map_err(StoreError::Corrupt)?,
+        owner_id: row.try_get("owner_id")?,
+        strategy: row.try_get("strategy")?,
+        size_bytes: row.try_get("size_bytes")?,
+        created_at: row.try_get("created_at")?,
+        missing_since: row.try_get("missing_since")?,
+    })
+}
+
+/// `$first, $first+1, …` for an `IN (…)` list of `n` binds.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Store {
+    /// Adds the row of a volume about to be made on a running worker. A
+    /// copy-on-write child needs a parent that is created, on the same
+    /// worker, and not missing: a missing volume is never built upon.
+    pub async fn create_volume_row(
+        &self,
+        v: &NewVolume,
+        now: UnixMillis,
+    ) -> Result<VolumeRecord, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let state = sqlx::query("SELECT state FROM workers WHERE name = $1")
+            .bind(&v.worker)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("worker {} not found", v.worker)))?;
+        let state = parse_state(&state.try_get::<String, _>("state")?)?;
+        if state != hangar_core::WorkerState::Running {
+            return Err(StoreError::Conflict(format!(
+                "worker {} is {state}; volumes are made only on running workers",
+                v.worker
+            )));
+        }
+        if let Some(parent) = &v.parent {
+            let p = get_volume_in(&mut tx, parent)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("parent volume {parent} not found")))?;
+            if p.worker != v.worker {
+                return Err(StoreError::Conflict(format!(
+                    "parent volume {parent} is on worker {}, not {}",
+                    p.worker, v.worker
+                )));
+            }
+            if p.state != VolumeState::Created || p.missing_since.is_some() {
+                let why = if p.missing_since.is_some() {
+                    "missing".to_string()
+                } else {
+                    p.state.to_string()
+                };
+                return Err(StoreError::Conflict(format!(
+                    "parent volume {parent} is {why}"
+                )));
+            }
+        }
+        sqlx::query(&format!(
+            "INSERT INTO volumes ({VOLUME_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, NULL)"
+        ))
+        .bind(&v.handle)
+        .bind(&v.worker)
+        .bind(VolumeState::Creating.as_str())
+        .bind(&v.parent)
+        .bind(v.owner_kind.as_str())
+        .bind(&v.owner_id)
+        .bind(&v.strategy)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| match e {
+            sqlx::Error::Database(d) if d.is_unique_violation() => {
+                StoreError::Conflict(format!("volume {} already exists", v.handle))
+            }
+            other => other.into(),
+        })?;
+        let record = get_volume_in(&mut tx, &v.handle).await?.ok_or_else(|| {
+            StoreError::Corrupt("volume row vanished inside its transaction".into())
+        })?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    /// Moves a `creating` row to `created` (with its size) or `failed`.
+    pub async fn finish_volume_creation(
+        &self,
+        handle: &str,
+        outcome: Result<Option<i64>, ()>,
+    ) -> Result<(), StoreError> {
+        let (state, size) = match outcome {
+            Ok(size) => (VolumeState::Created, size),
+            Err(()) => (VolumeState::Failed, None),
+        };
+        sqlx::query("UPDATE volumes SET state = $1, size_bytes = $2 WHERE handle = $3 AND state = 'creating'")
+            .bind(state.as_str())
+            .bind(size)
+            .bind(handle)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn get_volume(&self, handle: &str) -> Result<Option<VolumeRecord>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        sqlx::query(&format!(
+            "SELECT {VOLUME_COLUMNS} FROM volumes WHERE handle = $1"
+        ))
+        .bind(handle)
+        .fetch_optional(&mut *conn)
+        .await?
+        .as_ref()
+        .map(volume_from_row)
+        .transpose()
+    }
+
+    pub async fn list_volumes(
+        &self,
+        worker: Option<&str>,
+    ) -> Result<Vec<VolumeRecord>, StoreError> {
+        let rows = match worker {
+            Some(w) => {
+                sqlx::query(&format!(
+                    "SELECT {VOLUME_COLUMNS} FROM volumes WHERE worker_name = $1 ORDER BY worker_name, handle"
+                ))
+                .bind(w)
+                .fetch_all(&self.pool)
+                .await?
+            }
+            None => {
+                sqlx::query(&format!("SELECT {VOLUME_COLUMNS} FROM volumes ORDER BY worker_name, handle"))
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+        };
+        rows.iter().map(volume_from_row).collect()
+    }
+
+    /// Marks a volume for destruction; the worker destroys it when it next
+    /// reports it. Refused while the volume has children that are not
+    /// themselves being destroyed.
+    pub async fn destroy_volume(&self, handle: &str) -> Result<VolumeState, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let v = get_volume_in(&mut tx, handle)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("volume {handle} not found")))?;
+        let live_children: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM volumes WHERE parent_handle = $1 AND state NOT IN ('destroying', 'failed')",
+        )
+        .bind(handle)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("n")?;
+        if live_children > 0 {
+            return Err(StoreError::Conflict(format!(
+                "volume {handle} has {live_children} child volume(s); destroy them first"
+            )));
+        }
+        if v.state == VolumeState::Creating {
+            return Err(StoreError::Conflict(format!(
+                "volume {handle} is still being created"
+            )));
+        }
+        sqlx::query("UPDATE volumes SET state = 'destroying' WHERE handle = $1 AND state IN ('created', 'failed')")
+            .bind(handle)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(VolumeState::Destroying)
+    }
+
+    /// Applies a worker's full report of its volume handles and returns the
+    /// handles it must destroy, children first. Refused unless `generation`
+    /// is the worker's current, non-stalled registration.
+    pub async fn apply_volume_report(
+        &self,
+        worker: &str,
+        generation: i64,
+        reported: &[String],
+        now: UnixMillis,
+    ) -> Result<ReportPlan, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query("SELECT state, generation FROM workers WHERE name = $1")
+            .bind(worker)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|r| -> Result<_, StoreError> {
+                Ok((
+                    parse_state(&r.try_get::<String, _>("state")?)?,
+                    r.try_get::<i64, _>("generation")?,
+                ))
+            })
+            .transpose()?;
+        check_generation(row, generation).map_err(|refusal| StoreError::Refused {
+            message: refusal.message(worker, generation),
+            refusal,
+        })?;
+        let rows: Vec<VolumeRow> = sqlx::query(
+            "SELECT handle, state, parent_handle, missing_since FROM volumes WHERE worker_name = $1",
+        )
+        .bind(worker)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(VolumeRow {
+                handle: r.try_get("handle")?,
+                state: r.try_get::<String, _>("state")?.parse().map_err(StoreError::Corrupt)?,
+                parent: r.try_get("parent_handle")?,
+                missing_since: r.try_get("missing_since")?,
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+        let plan = plan_report(&rows, reported);
+        update_handles(
+            &mut tx,
+            "UPDATE volumes SET missing_since = $1 WHERE handle IN",
+            Some(now),
+            &plan.mark_missing,
+        )
+        .await?;
+        update_handles(
+            &mut tx,
+            "UPDATE volumes SET missing_since = NULL WHERE handle IN",
+            None,
+            &plan.clear_missing,
+        )
+        .await?;
+        // One row at a time, in the planner's children-first order, so no
+        // statement ever deletes a parent before its child.
+        for handle in &plan.delete_rows {
+            sqlx::query("DELETE FROM volumes WHERE handle = $1")
+                .bind(handle)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(plan)
+    }
+}
+
+/// Runs `sql IN (…)` over `handles` in chunks; `first` is bound as `$1` when given.
+async fn update_handles(
+    tx: &mut Transaction<'_, Any>,
+    sql: &str,
+    first: Option<i64>,
+    handles: &[String],
+) -> Result<(), StoreError> {
+    for chunk in handles.chunks(CHUNK) {
+        let offset = usize::from(first.is_some()) + 1;
+        let text = format!("{sql} ({})", placeholders(offset, chunk.len()));
+        let mut q = sqlx::query(&text);
+        if let Some(v) = first {
+            q = q.bind(v);
+        }
+        for h in chunk {
+            q = q.bind(h);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+async fn get_volume_in(
+    tx: &mut Transaction<'_, Any>,
+    handle: &str,
+) -> Result<Option<VolumeRecord>, StoreError> {
+    sqlx::query(&format!(
+        "SELECT {VOLUME_COLUMNS} FROM volumes WHERE handle = $1"
+    ))
+    .bind(handle)
+    .fetch_optional(&mut **tx)
+    .await?
+    .as_ref()
+    .map(volume_from_row)
+    .transpose()
+}
+
+/// Deletes every volume row of `worker` (children before parents, by the
+/// statement-level foreign key check) and returns how many there were.
+pub(crate) async fn invalidate_worker_volumes(
+    tx: &mut Transaction<'_, Any>,
+    worker: &str,
+) -> Result<u64, StoreError> {
+    let done = sqlx::query("DELETE FROM volumes WHERE worker_name = $1")
+        .bind(worker)
+        .execute(&mut **tx)
+        .await?;
+    Ok(done.rows_affected())
+}
