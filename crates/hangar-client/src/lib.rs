@@ -3,12 +3,16 @@
 use std::time::Duration;
 
 use hangar_api::{
-    CommandDone, ErrorBody, Heartbeat, HeartbeatAccepted, Info, Pruned, RegisterWorker, Registered,
-    Worker, WorkerEvent, API_PREFIX,
+    CommandDone, CreateVolume, ErrorBody, Heartbeat, HeartbeatAccepted, Info, Pruned,
+    RegisterWorker, Registered, Volume, VolumeReport, VolumeReportAnswer, Worker, WorkerEvent,
+    API_PREFIX,
 };
+
+mod worker_api;
 use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+pub use worker_api::WorkerApi;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -124,36 +128,7 @@ impl Client {
             url: url.to_string(),
             source,
         })?;
-        let status = resp.status();
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|source| ClientError::Transport {
-                url: url.to_string(),
-                source,
-            })?;
-        if !status.is_success() {
-            return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
-                Ok(body) => ClientError::Api {
-                    status,
-                    code: body.error.code,
-                    message: body.error.message,
-                },
-                Err(_) => ClientError::Api {
-                    status,
-                    code: "http".into(),
-                    message: format!(
-                        "web answered {status}: {}",
-                        String::from_utf8_lossy(&bytes)
-                            .chars()
-                            .take(200)
-                            .collect::<String>()
-                    ),
-                },
-            });
-        }
-        serde_json::from_slice(&bytes)
-            .map_err(|e| ClientError::Decode(format!("{e} in answer from {url}")))
+        decode(url, resp).await
     }
 
     pub async fn info(&self) -> Result<Info, ClientError> {
@@ -226,6 +201,44 @@ impl Client {
             .await
     }
 
+    pub async fn create_volume(&self, req: &CreateVolume) -> Result<Volume, ClientError> {
+        self.call(Method::POST, self.url(&["volumes"]), Some(req))
+            .await
+    }
+
+    pub async fn volumes(&self, worker: Option<&str>) -> Result<Vec<Volume>, ClientError> {
+        let mut url = self.url(&["volumes"]);
+        if let Some(w) = worker {
+            url.query_pairs_mut().append_pair("worker", w);
+        }
+        self.call::<(), _>(Method::GET, url, None).await
+    }
+
+    pub async fn volume(&self, handle: &str) -> Result<Volume, ClientError> {
+        self.call::<(), _>(Method::GET, self.url(&["volumes", handle]), None)
+            .await
+    }
+
+    pub async fn destroy_volume(&self, handle: &str) -> Result<Volume, ClientError> {
+        self.call::<(), _>(Method::DELETE, self.url(&["volumes", handle]), None)
+            .await
+    }
+
+    /// A worker's full report of its volume handles; the answer lists what
+    /// it must destroy.
+    pub async fn report_volumes(
+        &self,
+        worker: &str,
+        report: &VolumeReport,
+    ) -> Result<VolumeReportAnswer, ClientError> {
+        self.call(
+            Method::PUT,
+            self.url(&["workers", worker, "volumes"]),
+            Some(report),
+        )
+        .await
+    }
+
     pub async fn events(
         &self,
         worker: Option<&str>,
@@ -241,6 +254,43 @@ impl Client {
         }
         self.call::<(), _>(Method::GET, url, None).await
     }
+}
+
+/// Reads an answer: the JSON body on success, else the error body.
+pub(crate) async fn decode<T: DeserializeOwned>(
+    url: Url,
+    resp: reqwest::Response,
+) -> Result<T, ClientError> {
+    let status = resp.status();
+    let bytes = resp
+        .bytes()
+        .await
+        .map_err(|source| ClientError::Transport {
+            url: url.to_string(),
+            source,
+        })?;
+    if !status.is_success() {
+        return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(body) => ClientError::Api {
+                status,
+                code: body.error.code,
+                message: body.error.message,
+            },
+            Err(_) => ClientError::Api {
+                status,
+                code: "http".into(),
+                message: format!(
+                    "web answered {status}: {}",
+                    String::from_utf8_lossy(&bytes)
+                        .chars()
+                        .take(200)
+                        .collect::<String>()
+                ),
+            },
+        });
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ClientError::Decode(format!("{e} in answer from {url}")))
 }
 
 #[cfg(test)]

@@ -1,10 +1,15 @@
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use hangar_api::{codes, Heartbeat, RegisterWorker, Registered};
+use anyhow::Context;
+use hangar_api::{codes, Heartbeat, RegisterWorker, Registered, VolumeReport};
 use hangar_client::{Client, ClientError};
+use hangar_volumes::{DriverKind, Limits, VolumeManager};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, VolumeApi};
 
 use crate::resource_types::discover_resource_types;
 use crate::state_identity::load_or_create_state_identity;
@@ -21,6 +26,14 @@ pub struct WorkerConfig {
     pub ephemeral: bool,
     pub heartbeat_interval: Duration,
     pub resource_types_dir: Option<PathBuf>,
+    /// `None` picks overlay when it works here, else naive.
+    pub volume_driver: Option<DriverKind>,
+    /// Where the volume API listens (`127.0.0.1:0` picks a free port).
+    pub api_bind: String,
+    /// The URL web reaches the volume API at; defaults to `http://<bound address>`.
+    pub api_url: Option<String>,
+    /// How often the worker reports its full list of volumes.
+    pub report_interval: Duration,
 }
 
 /// What the agent is asked to do, from a signal or from its owner.
@@ -61,14 +74,134 @@ pub async fn run(
     hangar_core::names::validate_worker_name(&config.name)?;
     let identity = load_or_create_state_identity(&config.work_dir)?;
     let client = Client::new(&config.web_url, &config.worker_key, Duration::from_secs(10))?;
-    let registration = || registration(&config, &identity);
+    let volumes = open_volumes(&config).await?;
 
-    let Some(mut registered) = register_until_accepted(&client, &registration(), &shutdown).await
+    let listener = tokio::net::TcpListener::bind(&config.api_bind)
+        .await
+        .with_context(|| format!("listen for the volume API on {}", config.api_bind))?;
+    let bound = listener.local_addr()?;
+    let api_url = match &config.api_url {
+        Some(url) => url.clone(),
+        None if bound.ip().is_unspecified() => anyhow::bail!(
+            "the volume API listens on {bound}, which web cannot dial: set --api-url to an address web can reach"
+        ),
+        None => format!("http://{bound}"),
+    };
+    tracing::info!(worker = %config.name, %api_url, driver = ?volumes.driver(), "volume API listening");
+    // The API server is owned here and stops with the agent.
+    let api_stop = shutdown.child_token();
+    let _stop_api_on_return = api_stop.clone().drop_guard();
+    let api_task = tokio::spawn(api::serve(
+        listener,
+        VolumeApi::new(volumes.clone(), &config.worker_key, Limits::default()),
+        api_stop,
+    ));
+    let result = agent_loop(
+        &config,
+        &identity,
+        &api_url,
+        &client,
+        &volumes,
+        &mut commands,
+        &shutdown,
+    )
+    .await;
+    drop(_stop_api_on_return);
+    if let Err(e) = api_task.await {
+        tracing::warn!(error = %e, "volume API task failed");
+    }
+    result
+}
+
+async fn open_volumes(config: &WorkerConfig) -> anyhow::Result<Arc<VolumeManager>> {
+    let root = config.work_dir.clone();
+    let choice = config.volume_driver;
+    let manager = tokio::task::spawn_blocking(move || {
+        let driver = choice.unwrap_or_else(|| hangar_volumes::best_driver(&root));
+        VolumeManager::open(&root, driver)
+    })
+    .await??;
+    let report = manager.open_report();
+    if !report.removed.is_empty()
+        || !report.remounted.is_empty()
+        || !report.remount_failed.is_empty()
+    {
+        tracing::info!(
+            removed = report.removed.len(),
+            remounted = report.remounted.len(),
+            remount_failed = report.remount_failed.len(),
+            "volume store recovered at start"
+        );
+    }
+    Ok(Arc::new(manager))
+}
+
+/// Every handle the worker has, for the report (and the count in heartbeats).
+async fn handles(volumes: &Arc<VolumeManager>) -> anyhow::Result<Vec<String>> {
+    let m = volumes.clone();
+    let list = tokio::task::spawn_blocking(move || m.list()).await??;
+    Ok(list.into_iter().map(|v| v.handle).collect())
+}
+
+/// Reports the full list of handles and destroys what web answers, children
+/// first as web orders them; one failure does not stop the rest.
+async fn report_volumes(
+    client: &Client,
+    name: &str,
+    generation: i64,
+    volumes: &Arc<VolumeManager>,
+) -> Result<(), ClientError> {
+    let reported = match handles(volumes).await {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot list volumes for the report");
+            return Ok(());
+        }
+    };
+    let answer = client
+        .report_volumes(
+            name,
+            &VolumeReport {
+                generation,
+                handles: reported,
+            },
+        )
+        .await?;
+    for handle in answer.destroy {
+        let m = volumes.clone();
+        let h = handle.clone();
+        match tokio::task::spawn_blocking(move || m.destroy(&h)).await {
+            Ok(Ok(())) => tracing::info!(%handle, "destroyed volume as web asked"),
+            Ok(Err(e)) => tracing::warn!(%handle, error = %e, "could not destroy volume"),
+            Err(e) => tracing::warn!(%handle, error = %e, "destroy task failed"),
+        }
+    }
+    Ok(())
+}
+
+async fn agent_loop(
+    config: &WorkerConfig,
+    identity: &str,
+    api_url: &str,
+    client: &Client,
+    volumes: &Arc<VolumeManager>,
+    commands: &mut mpsc::Receiver<AgentCommand>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<AgentExit> {
+    let registration = || async {
+        let mut req = registration(config, identity);
+        req.api_url = Some(api_url.to_string());
+        req.volumes = handles(volumes).await.map(|h| h.len() as i64).unwrap_or(0);
+        req
+    };
+    let Some(mut registered) =
+        register_until_accepted(client, &registration().await, shutdown).await
     else {
         return Ok(AgentExit::Stopped);
     };
+    let mut reports = Ticker::new(config.report_interval);
     let mut leaving = Leaving::No;
-    let mut ticker = heartbeat_ticker(&config, &registered);
+    let mut ticker = heartbeat_ticker(config, &registered);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => {
@@ -99,11 +232,17 @@ pub async fn run(
                 }
                 ticker.reset_immediately();
             }
+            _ = reports.tick() => {
+                if let Err(e) = report_volumes(client, &config.name, registered.generation, volumes).await {
+                    // Refusals are acted on by the heartbeat, which sees the same answer.
+                    tracing::warn!(error = %e, "volume report failed; retrying next interval");
+                }
+            }
             _ = ticker.tick() => {
                 let hb = Heartbeat {
                     generation: registered.generation,
                     containers: 0,
-                    volumes: count_volumes(&config.work_dir),
+                    volumes: handles(volumes).await.map(|h| h.len() as i64).unwrap_or(0),
                 };
                 match client.heartbeat(&config.name, &hb).await {
                     Ok(accepted) if accepted.state == "landed" => {
@@ -122,12 +261,12 @@ pub async fn run(
                         }
                         Some(codes::NOT_FOUND | codes::REREGISTER) => {
                             tracing::warn!(error = %e, "web no longer accepts this registration; registering again");
-                            let Some(r) = register_until_accepted(&client, &registration(), &shutdown).await else {
+                            let Some(r) = register_until_accepted(client, &registration().await, shutdown).await else {
                                 return Ok(AgentExit::Stopped);
                             };
                             registered = r;
                             leaving = Leaving::No;
-                            ticker = heartbeat_ticker(&config, &registered);
+                            ticker = heartbeat_ticker(config, &registered);
                         }
                         _ => tracing::warn!(error = %e, "heartbeat failed; retrying next interval"),
                     },
@@ -152,21 +291,9 @@ fn registration(config: &WorkerConfig, identity: &str) -> RegisterWorker {
             .unwrap_or_default(),
         ephemeral: config.ephemeral,
         containers: 0,
-        volumes: count_volumes(&config.work_dir),
+        volumes: 0,
         api_url: None,
     }
-}
-
-/// The volumes in the work dir, as the volume manager lays them out.
-fn count_volumes(work_dir: &std::path::Path) -> i64 {
-    std::fs::read_dir(work_dir.join("volumes"))
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                .count() as i64
-        })
-        .unwrap_or(0)
 }
 
 fn heartbeat_ticker(config: &WorkerConfig, registered: &Registered) -> Ticker {

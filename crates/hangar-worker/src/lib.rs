@@ -5,6 +5,7 @@
 //! signals onto them and `quickstart` and tests can send them directly.
 
 mod agent;
+pub mod api;
 mod resource_types;
 mod state_identity;
 

@@ -31,6 +31,8 @@ enum Command {
     Worker(cmd::worker::Args),
     /// List the workers.
     Workers(cmd::workers::Args),
+    /// List the volumes web knows, on every worker.
+    Volumes(cmd::volumes::Args),
     /// List worker lifecycle events, newest first.
     Events(cmd::events::Args),
     /// Land a worker: it takes no new work, finishes what runs, then stops.
@@ -59,6 +61,7 @@ fn main() -> std::process::ExitCode {
             Command::Web(args) => cmd::web::run(args).await,
             Command::Worker(args) => cmd::worker::run(args).await,
             Command::Workers(args) => cmd::workers::run(args).await,
+            Command::Volumes(args) => cmd::volumes::run(args).await,
             Command::Events(args) => cmd::events::run(args).await,
             Command::LandWorker(args) => cmd::worker_commands::land(args).await,
             Command::RetireWorker(args) => cmd::worker_commands::retire(args).await,

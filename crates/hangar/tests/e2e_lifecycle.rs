@@ -126,6 +126,7 @@ impl Cluster {
         // Flags and environment variables both configure the worker.
         let child = hangar()
             .args(["worker", "--name", name, "--heartbeat-interval", HEARTBEAT])
+            .args(["--api-bind", "127.0.0.1:0", "--report-interval", "200ms"])
             .arg("--work-dir")
             .arg(work_dir)
             .env("HANGAR_WEB", &self.url)

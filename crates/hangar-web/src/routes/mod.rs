@@ -3,6 +3,7 @@
 
 mod events;
 mod info;
+mod volumes;
 mod workers;
 
 use axum::extract::DefaultBodyLimit;
@@ -22,6 +23,16 @@ pub fn router(web: Web) -> Router {
         .route("/workers/{name}/retire", put(workers::retire))
         .route("/stalled-workers/prune", post(workers::prune_stalled))
         .route("/events", get(events::list))
+        .route("/volumes", post(volumes::create).get(volumes::list))
+        .route(
+            "/volumes/{handle}",
+            get(volumes::show).delete(volumes::destroy),
+        )
+        .route(
+            "/workers/{name}/volumes",
+            // A full report of a big worker is larger than any other body.
+            put(volumes::report).layer(DefaultBodyLimit::max(hangar_api::MAX_REPORT_BODY)),
+        )
         .fallback(not_found);
     Router::new()
         .nest(hangar_api::API_PREFIX, api)

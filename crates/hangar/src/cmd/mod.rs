@@ -1,5 +1,6 @@
 pub mod events;
 pub mod quickstart;
+pub mod volumes;
 pub mod web;
 pub mod worker;
 pub mod worker_commands;

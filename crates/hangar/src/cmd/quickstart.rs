@@ -71,6 +71,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ephemeral: false,
             heartbeat_interval: Duration::from_secs(5),
             resource_types_dir: None,
+            volume_driver: None,
+            // Each worker's volume API on a free loopback port.
+            api_bind: "127.0.0.1:0".into(),
+            api_url: None,
+            report_interval: Duration::from_secs(10),
         };
         let (tx, rx) = mpsc::channel(4);
         senders.push(tx);

@@ -2,6 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use hangar_volumes::DriverKind;
 use hangar_worker::{AgentExit, WorkerConfig};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -39,12 +40,40 @@ pub struct Args {
     /// A directory of base resource types (each a directory with check, in, out).
     #[arg(long, env = "HANGAR_RESOURCE_TYPES_DIR")]
     pub resource_types_dir: Option<PathBuf>,
+    /// How often the worker reports its full list of volumes to web.
+    #[arg(long, env = "HANGAR_REPORT_INTERVAL", default_value = "10s", value_parser = duration::parse)]
+    pub report_interval: Duration,
+    /// Volume driver: auto (overlay when it works here, else naive), naive or overlay.
+    #[arg(long, env = "HANGAR_VOLUME_DRIVER", default_value = "auto", value_parser = parse_driver)]
+    pub volume_driver: DriverChoice,
+    /// Where the worker's volume API listens.
+    #[arg(long, env = "HANGAR_API_BIND", default_value = "127.0.0.1:7788")]
+    pub api_bind: String,
+    /// The URL web reaches the volume API at (default: http://<api-bind>);
+    /// needed when --api-bind is 0.0.0.0, e.g. the pod IP on Kubernetes.
+    #[arg(long, env = "HANGAR_API_URL")]
+    pub api_url: Option<String>,
+}
+
+/// `auto` is `None`: the worker probes for overlay at start.
+#[derive(Debug, Clone, Copy)]
+pub struct DriverChoice(Option<DriverKind>);
+
+fn parse_driver(s: &str) -> Result<DriverChoice, String> {
+    match s {
+        "auto" => Ok(DriverChoice(None)),
+        "naive" => Ok(DriverChoice(Some(DriverKind::Naive))),
+        "overlay" => Ok(DriverChoice(Some(DriverKind::Overlay))),
+        other => Err(format!(
+            "unknown volume driver {other:?}: use auto, naive or overlay"
+        )),
+    }
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::init_logging();
-    if args.heartbeat_interval.is_zero() {
-        anyhow::bail!("--heartbeat-interval must be more than 0");
+    if args.heartbeat_interval.is_zero() || args.report_interval.is_zero() {
+        anyhow::bail!("--heartbeat-interval and --report-interval must be more than 0");
     }
     let config = WorkerConfig {
         name: args.name,
@@ -57,6 +86,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         ephemeral: args.ephemeral,
         heartbeat_interval: args.heartbeat_interval,
         resource_types_dir: args.resource_types_dir,
+        volume_driver: args.volume_driver.0,
+        api_bind: args.api_bind,
+        api_url: args.api_url,
+        report_interval: args.report_interval,
     };
     let shutdown = CancellationToken::new();
     let (tx, rx) = mpsc::channel(4);

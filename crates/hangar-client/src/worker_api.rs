@@ -1,0 +1,161 @@
+//! The client of a worker's own volume API, used by web (and by other workers
+//! to stream volumes between them).
+
+use std::time::Duration;
+
+use hangar_api::worker_api::{CreateVolume, SetProperty, Volume};
+use reqwest::{Method, Url};
+
+use crate::{decode, ClientError};
+
+#[derive(Clone, Debug)]
+pub struct WorkerApi {
+    base: Url,
+    key: String,
+    http: reqwest::Client,
+}
+
+/// Tar streams may be compressed.
+pub const ENCODING_GZIP: &str = "gzip";
+
+impl WorkerApi {
+    pub fn new(url: &str, key: &str, timeout: Duration) -> Result<WorkerApi, ClientError> {
+        let base =
+            Url::parse(url).map_err(|e| ClientError::BadUrl(url.to_string(), e.to_string()))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(ClientError::BadUrl(
+                url.to_string(),
+                "use http:// or https://".into(),
+            ));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .read_timeout(timeout)
+            .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError::Decode(e.to_string()))?;
+        Ok(WorkerApi {
+            base,
+            key: key.to_string(),
+            http,
+        })
+    }
+
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        {
+            let mut path = url.path_segments_mut().expect("http urls have paths");
+            path.pop_if_empty();
+            for s in segments {
+                path.push(s);
+            }
+        }
+        url
+    }
+
+    async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+        url: &Url,
+    ) -> Result<reqwest::Response, ClientError> {
+        req.bearer_auth(&self.key)
+            .send()
+            .await
+            .map_err(|source| ClientError::Transport {
+                url: url.to_string(),
+                source,
+            })
+    }
+
+    pub async fn create_volume(&self, req: &CreateVolume) -> Result<Volume, ClientError> {
+        let url = self.url(&["volumes"]);
+        let resp = self
+            .send(self.http.request(Method::POST, url.clone()).json(req), &url)
+            .await?;
+        decode(url, resp).await
+    }
+
+    pub async fn volumes(&self) -> Result<Vec<Volume>, ClientError> {
+        let url = self.url(&["volumes"]);
+        let resp = self.send(self.http.get(url.clone()), &url).await?;
+        decode(url, resp).await
+    }
+
+    pub async fn volume(&self, handle: &str) -> Result<Volume, ClientError> {
+        let url = self.url(&["volumes", handle]);
+        let resp = self.send(self.http.get(url.clone()), &url).await?;
+        decode(url, resp).await
+    }
+
+    /// Destroys a volume; a volume that is not there counts as destroyed.
+    pub async fn destroy_volume(&self, handle: &str) -> Result<(), ClientError> {
+        let url = self.url(&["volumes", handle]);
+        let resp = self.send(self.http.delete(url.clone()), &url).await?;
+        decode::<serde_json::Value>(url, resp).await.map(|_| ())
+    }
+
+    pub async fn set_property(
+        &self,
+        handle: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Volume, ClientError> {
+        let url = self.url(&["volumes", handle, "properties", key]);
+        let body = SetProperty {
+            value: value.into(),
+        };
+        let resp = self
+            .send(self.http.put(url.clone()).json(&body), &url)
+            .await?;
+        decode(url, resp).await
+    }
+
+    fn stream_url(&self, handle: &str, direction: &str, path: &str, gzip: bool) -> Url {
+        let mut url = self.url(&["volumes", handle, direction]);
+        url.query_pairs_mut().append_pair("path", path);
+        if gzip {
+            url.query_pairs_mut().append_pair("encoding", ENCODING_GZIP);
+        }
+        url
+    }
+
+    /// Extracts a tar stream into the volume at `path` (relative).
+    pub async fn stream_in(
+        &self,
+        handle: &str,
+        path: &str,
+        gzip: bool,
+        body: impl Into<reqwest::Body>,
+    ) -> Result<serde_json::Value, ClientError> {
+        let url = self.stream_url(handle, "stream-in", path, gzip);
+        let req = self
+            .http
+            .put(url.clone())
+            .header("content-type", "application/x-tar")
+            .body(body);
+        let resp = self.send(req, &url).await?;
+        decode(url, resp).await
+    }
+
+    /// A tar stream of the volume at `path`; the caller reads the body.
+    pub async fn stream_out(
+        &self,
+        handle: &str,
+        path: &str,
+        gzip: bool,
+    ) -> Result<reqwest::Response, ClientError> {
+        let url = self.stream_url(handle, "stream-out", path, gzip);
+        let resp = self.send(self.http.get(url.clone()), &url).await?;
+        if resp.status().is_success() {
+            Ok(resp)
+        } else {
+            Err(decode::<serde_json::Value>(url, resp).await.unwrap_err())
+        }
+    }
+
+    pub async fn healthy(&self) -> Result<(), ClientError> {
+        let url = self.url(&["healthz"]);
+        let resp = self.send(self.http.get(url.clone()), &url).await?;
+        decode::<serde_json::Value>(url, resp).await.map(|_| ())
+    }
+}

@@ -1,0 +1,838 @@
+//! Streaming a tar archive into a volume, safely.
+//!
+//! Protocol: the archive is extracted into a fresh staging directory that is
+//! on the same filesystem as the volume's data (beside `data/`, or inside it
+//! for overlay children), with every entry checked *before* anything is
+//! written for it:
+//!
+//! * names must be relative without `..` (refused otherwise);
+//! * no entry may be written through a symlink (every parent component is
+//!   checked to be a real directory inside the staging dir, files are created
+//!   with `O_EXCL`);
+//! * only regular files, directories, symlinks and hard links are accepted;
+//!   devices, fifos, sparse files and unknown types are refused;
+//! * hard links must point at a regular file extracted earlier from the same
+//!   archive;
+//! * decompressed bytes actually read are metered against `max_bytes`
+//!   (headers, extensions and data alike, so a gzip bomb stops at the limit),
+//!   extension headers are additionally capped per entry, and entries are
+//!   counted against `max_entries`.
+//!
+//! After the whole archive was read, every symlink is resolved inside the
+//! volume (following symlinks of the staged archive and of the existing
+//! volume content, never the host's) and refused if it points outside the
+//! volume. Then the merge into the destination is checked for conflicts
+//! (directory vs non-directory, symlinked destination dirs), and only then are
+//! the staged entries renamed into place. Any refusal leaves the volume as it
+//! was; the staging directory is removed by the caller.
+
+use std::collections::{HashSet, VecDeque};
+use std::ffi::OsString;
+use std::fs::{self, OpenOptions};
+use std::io::{self, BufReader, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use crate::driver::names;
+use crate::error::{IoContext, LimitKind, VolumeError};
+use crate::fsutil::{lchown_if_root, set_times_nofollow};
+use crate::paths::{self, display, join, RelPath};
+use crate::Compression;
+
+/// Cap on the bytes read while parsing one entry's headers (including pax
+/// extended headers and GNU long names, which the tar parser buffers in
+/// memory).
+pub const MAX_HEADER_BYTES: u64 = 1024 * 1024;
+
+/// How many symlinks one resolution may traverse (like Linux's ELOOP limit).
+const MAX_SYMLINK_HOPS: u32 = 40;
+
+/// Limits applied to one stream-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Maximum decompressed archive bytes read (headers included).
+    pub max_bytes: u64,
+    /// Maximum number of archive entries.
+    pub max_entries: u64,
+}
+
+impl Default for Limits {
+    /// 16 GiB and one million entries.
+    fn default() -> Self {
+        Limits {
+            max_bytes: 16 << 30,
+            max_entries: 1_000_000,
+        }
+    }
+}
+
+/// What a successful stream-in did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamInReport {
+    pub entries: u64,
+    pub files: u64,
+    pub dirs: u64,
+    pub symlinks: u64,
+    pub hardlinks: u64,
+    /// Decompressed archive bytes read (what `max_bytes` is compared with).
+    pub archive_bytes: u64,
+    /// Bytes of regular file content written.
+    pub content_bytes: u64,
+}
+
+/// Where the archive lands.
+pub(crate) struct Target<'a> {
+    /// Fresh, empty staging dir on the same filesystem as `data`.
+    pub staging: &'a Path,
+    /// The volume's data root.
+    pub data: &'a Path,
+    /// Destination inside `data`.
+    pub sub: &'a [OsString],
+    /// Keep setuid/setgid bits.
+    pub privileged: bool,
+}
+
+/// Extract, validate and merge. See the module docs.
+pub(crate) fn stream_in(
+    reader: impl Read,
+    compression: Compression,
+    limits: &Limits,
+    target: &Target<'_>,
+) -> Result<StreamInReport, VolumeError> {
+    check_destination(target.data, target.sub)?;
+    let mut ex = Extractor::new(target, limits);
+    ex.extract(reader, compression)?;
+    check_symlinks(target)?;
+    let dest = join(target.data, target.sub);
+    check_merge(target.staging, &dest, &[])?;
+    create_destination(target.data, target.sub)?;
+    merge(target.staging, &dest)?;
+    ex.apply_dir_metadata(&dest)?;
+    Ok(ex.report)
+}
+
+// ---------------------------------------------------------------- metering
+
+/// Counts decompressed bytes as the tar parser pulls them.
+struct Meter {
+    limit: u64,
+    total: std::cell::Cell<u64>,
+    phase_start: std::cell::Cell<u64>,
+    phase_budget: std::cell::Cell<Option<u64>>,
+    tripped: std::cell::Cell<Option<LimitKind>>,
+}
+
+impl Meter {
+    fn new(limit: u64) -> Self {
+        Meter {
+            limit,
+            total: 0.into(),
+            phase_start: 0.into(),
+            phase_budget: None.into(),
+            tripped: None.into(),
+        }
+    }
+
+    fn begin_headers(&self) {
+        self.phase_start.set(self.total.get());
+        self.phase_budget.set(Some(MAX_HEADER_BYTES));
+    }
+
+    fn end_headers(&self) {
+        self.phase_budget.set(None);
+    }
+
+    fn remaining(&self) -> u64 {
+        self.limit.saturating_sub(self.total.get())
+    }
+}
+
+struct MeteredReader<'m, R> {
+    inner: R,
+    meter: &'m Meter,
+}
+
+impl<R: Read> Read for MeteredReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let m = self.meter;
+        if m.tripped.get().is_some() {
+            return Err(io::Error::other("archive limit exceeded"));
+        }
+        let total = m.total.get();
+        // Never read more than one byte past a limit: that byte proves the
+        // limit is exceeded without buffering an unbounded amount.
+        let mut allow = m.limit.saturating_sub(total).saturating_add(1);
+        if let Some(budget) = m.phase_budget.get() {
+            let used = total - m.phase_start.get();
+            allow = allow.min(budget.saturating_sub(used).saturating_add(1));
+        }
+        let want = buf.len().min(usize::try_from(allow).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        let total = total + n as u64;
+        m.total.set(total);
+        if total > m.limit {
+            m.tripped.set(Some(LimitKind::Bytes));
+            return Err(io::Error::other("archive byte limit exceeded"));
+        }
+        if let Some(budget) = m.phase_budget.get() {
+            if total - m.phase_start.get() > budget {
+                m.tripped.set(Some(LimitKind::HeaderBytes));
+                return Err(io::Error::other("archive header size limit exceeded"));
+            }
+        }
+        Ok(n)
+    }
+}
+
+// -------------------------------------------------------------- extraction
+
+struct Extractor<'a> {
+    t: &'a Target<'a>,
+    limits: Limits,
+    /// Regular files extracted so far (valid hard link targets).
+    files: HashSet<RelPath>,
+    /// Explicit directory entries: applied after the merge.
+    dirs: Vec<DirMeta>,
+    report: StreamInReport,
+    mode_mask: u32,
+}
+
+struct DirMeta {
+    rel: RelPath,
+    mode: u32,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mtime: Option<i64>,
+}
+
+fn refused(entry: &str, reason: impl Into<String>) -> VolumeError {
+    VolumeError::Refused {
+        entry: entry.to_string(),
+        reason: reason.into(),
+    }
+}
+
+impl<'a> Extractor<'a> {
+    fn new(t: &'a Target<'a>, limits: &Limits) -> Self {
+        Extractor {
+            t,
+            limits: *limits,
+            files: HashSet::new(),
+            dirs: Vec::new(),
+            report: StreamInReport::default(),
+            mode_mask: if t.privileged { 0o7777 } else { 0o1777 },
+        }
+    }
+
+    fn read_failure(&self, meter: &Meter, entry: &str, e: io::Error) -> VolumeError {
+        match meter.tripped.get() {
+            Some(LimitKind::HeaderBytes) => VolumeError::TooLarge {
+                entry: entry.to_string(),
+                kind: LimitKind::HeaderBytes,
+                limit: MAX_HEADER_BYTES,
+            },
+            Some(kind) => VolumeError::TooLarge {
+                entry: entry.to_string(),
+                kind,
+                limit: self.limits.max_bytes,
+            },
+            None => VolumeError::BadArchive {
+                entry: entry.to_string(),
+                source: e,
+            },
+        }
+    }
+
+    fn extract(&mut self, reader: impl Read, compression: Compression) -> Result<(), VolumeError> {
+        let meter = Meter::new(self.limits.max_bytes);
+        let input: Box<dyn Read + '_> = match compression {
+            Compression::None => Box::new(BufReader::with_capacity(256 * 1024, reader)),
+            Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(
+                BufReader::with_capacity(256 * 1024, reader),
+            )),
+        };
+        let mut archive = tar::Archive::new(MeteredReader {
+            inner: input,
+            meter: &meter,
+        });
+        let mut entries = archive
+            .entries()
+            .map_err(|e| self.read_failure(&meter, "(first entry)", e))?;
+        let mut last: Option<String> = None;
+        loop {
+            meter.begin_headers();
+            let next = entries.next();
+            meter.end_headers();
+            let mut entry = match next {
+                None => break,
+                Some(Ok(entry)) => entry,
+                Some(Err(e)) => {
+                    let at = match &last {
+                        Some(l) => format!("(entry after {l})"),
+                        None => "(first entry)".to_string(),
+                    };
+                    return Err(self.read_failure(&meter, &at, e));
+                }
+            };
+            let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+            self.report.entries += 1;
+            if self.report.entries > self.limits.max_entries {
+                return Err(VolumeError::TooLarge {
+                    entry: name,
+                    kind: LimitKind::Entries,
+                    limit: self.limits.max_entries,
+                });
+            }
+            // Cheap early refusal on the declared size; the meter remains the
+            // real guard since it counts what is actually read.
+            if entry.size() > meter.remaining() {
+                return Err(VolumeError::TooLarge {
+                    entry: name,
+                    kind: LimitKind::Bytes,
+                    limit: self.limits.max_bytes,
+                });
+            }
+            self.entry(&mut entry, &name, &meter)?;
+            // Consume whatever the handler did not read, still metered.
+            io::copy(&mut entry, &mut io::sink())
+                .map_err(|e| self.read_failure(&meter, &name, e))?;
+            last = Some(name);
+        }
+        self.report.archive_bytes = meter.total.get();
+        Ok(())
+    }
+
+    fn entry<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<'_, R>,
+        name: &str,
+        meter: &Meter,
+    ) -> Result<(), VolumeError> {
+        use tar::EntryType as T;
+        let rel = paths::normalize_bytes(&entry.path_bytes())
+            .map_err(|why| refused(name, format!("path {why}")))?;
+        if self.t.sub.is_empty()
+            && rel
+                .first()
+                .is_some_and(|c| c.to_string_lossy().starts_with(names::STREAM_STAGING))
+        {
+            return Err(refused(
+                name,
+                "name is reserved for the volume manager's staging dirs",
+            ));
+        }
+        let header = entry.header();
+        let kind = header.entry_type();
+        let mode = header.mode().unwrap_or(0o644) & self.mode_mask;
+        let uid = header.uid().ok().and_then(|v| u32::try_from(v).ok());
+        let gid = header.gid().ok().and_then(|v| u32::try_from(v).ok());
+        let mtime = header.mtime().ok().and_then(|v| i64::try_from(v).ok());
+        match kind {
+            T::Directory => {
+                if rel.is_empty() {
+                    return Ok(()); // "./": the destination itself; left as is
+                }
+                self.ensure_parents(&rel, name)?;
+                let path = join(self.t.staging, &rel);
+                match fs::symlink_metadata(&path) {
+                    Ok(m) if m.is_dir() => {}
+                    Ok(_) => return Err(refused(
+                        name,
+                        "directory conflicts with an earlier non-directory entry of the same name",
+                    )),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        fs::create_dir(&path).ctx_path("create staged directory", &path)?;
+                        fs::set_permissions(&path, fs::Permissions::from_mode(0o700))
+                            .ctx_path("chmod staged directory", &path)?;
+                    }
+                    Err(e) => return Err(VolumeError::io(format!("stat {}", path.display()), e)),
+                }
+                self.dirs.push(DirMeta {
+                    rel,
+                    mode,
+                    uid,
+                    gid,
+                    mtime,
+                });
+                self.report.dirs += 1;
+            }
+            T::Regular | T::Continuous => {
+                let path = self.prepare_slot(&rel, name)?;
+                let mut file = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(nix::libc::O_NOFOLLOW)
+                    .open(&path)
+                    .ctx_path("create staged file", &path)?;
+                let mut buf = vec![0u8; 256 * 1024];
+                let mut written = 0u64;
+                loop {
+                    let n = entry
+                        .read(&mut buf)
+                        .map_err(|e| self.read_failure(meter, name, e))?;
+                    if n == 0 {
+                        break;
+                    }
+                    file.write_all(&buf[..n])
+                        .ctx_path("write staged file", &path)?;
+                    written += n as u64;
+                }
+                drop(file);
+                self.finish_node(&path, mode, uid, gid, mtime, false)?;
+                self.files.insert(rel);
+                self.report.files += 1;
+                self.report.content_bytes += written;
+            }
+            T::Symlink => {
+                let target = entry
+                    .link_name_bytes()
+                    .map(|c| c.into_owned())
+                    .filter(|t| !t.is_empty())
+                    .ok_or_else(|| refused(name, "symlink has no target"))?;
+                if target.contains(&0) {
+                    return Err(refused(name, "symlink target contains a NUL byte"));
+                }
+                let target = PathBuf::from(std::ffi::OsString::from(
+                    <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&target),
+                ));
+                if target.is_absolute() {
+                    return Err(refused(
+                        name,
+                        format!(
+                            "symlink target {} is absolute and points outside the volume",
+                            target.display()
+                        ),
+                    ));
+                }
+                let path = self.prepare_slot(&rel, name)?;
+                std::os::unix::fs::symlink(&target, &path)
+                    .ctx_path("create staged symlink", &path)?;
+                self.finish_node(&path, mode, uid, gid, mtime, true)?;
+                self.report.symlinks += 1;
+            }
+            T::Link => {
+                let raw = entry
+                    .link_name_bytes()
+                    .map(|c| c.into_owned())
+                    .ok_or_else(|| refused(name, "hard link has no target"))?;
+                let shown = String::from_utf8_lossy(&raw).into_owned();
+                let target = paths::normalize_bytes(&raw)
+                    .map_err(|why| refused(name, format!("hard link target {shown:?} {why}")))?;
+                if target.is_empty() || target == rel {
+                    return Err(refused(
+                        name,
+                        format!("hard link target {shown:?} is invalid"),
+                    ));
+                }
+                if !self.files.contains(&target) {
+                    return Err(refused(
+                        name,
+                        format!(
+                            "hard link target {shown:?} is not a regular file extracted earlier from this archive"
+                        ),
+                    ));
+                }
+                self.check_parents(&target, name)?;
+                let src = join(self.t.staging, &target);
+                let m = fs::symlink_metadata(&src).ctx_path("stat hard link target", &src)?;
+                if !m.file_type().is_file() {
+                    return Err(refused(
+                        name,
+                        format!("hard link target {shown:?} is not a regular file"),
+                    ));
+                }
+                let path = self.prepare_slot(&rel, name)?;
+                fs::hard_link(&src, &path).ctx_path("create staged hard link", &path)?;
+                self.files.insert(rel);
+                self.report.hardlinks += 1;
+            }
+            T::XGlobalHeader => {} // global pax header: nothing to apply
+            T::Char => return Err(refused(name, "character device entries are not allowed")),
+            T::Block => return Err(refused(name, "block device entries are not allowed")),
+            T::Fifo => return Err(refused(name, "fifo entries are not allowed")),
+            T::GNUSparse => return Err(refused(name, "sparse file entries are not supported")),
+            other => {
+                return Err(refused(
+                    name,
+                    format!("unsupported entry type {:?}", other.as_byte() as char),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// chown, chmod, mtime of a freshly staged node (never follows it).
+    fn finish_node(
+        &self,
+        path: &Path,
+        mode: u32,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        mtime: Option<i64>,
+        is_symlink: bool,
+    ) -> Result<(), VolumeError> {
+        if let (Some(u), Some(g)) = (uid, gid) {
+            lchown_if_root(path, u, g).ctx_path("chown staged entry", path)?;
+        }
+        if !is_symlink {
+            // After chown, which clears setuid/setgid bits.
+            fs::set_permissions(path, fs::Permissions::from_mode(mode))
+                .ctx_path("chmod staged entry", path)?;
+        }
+        if let Some(t) = mtime {
+            set_times_nofollow(path, t, 0).ctx_path("set mtime of staged entry", path)?;
+        }
+        Ok(())
+    }
+
+    /// Every proper prefix of `rel` must be a real directory in staging.
+    fn check_parents(&self, rel: &[OsString], name: &str) -> Result<(), VolumeError> {
+        for i in 1..rel.len() {
+            let p = join(self.t.staging, &rel[..i]);
+            let m = fs::symlink_metadata(&p).ctx_path("stat staged parent", &p)?;
+            if !m.is_dir() {
+                return Err(refused(
+                    name,
+                    format!("parent {} is not a directory", display(&rel[..i])),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Create missing parents of `rel` as real directories; refuse to go
+    /// through symlinks or files.
+    fn ensure_parents(&self, rel: &[OsString], name: &str) -> Result<(), VolumeError> {
+        for i in 1..rel.len() {
+            let p = join(self.t.staging, &rel[..i]);
+            match fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => {}
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(refused(
+                        name,
+                        format!("path goes through symlink {}", display(&rel[..i])),
+                    ))
+                }
+                Ok(_) => {
+                    return Err(refused(
+                        name,
+                        format!("parent {} is not a directory", display(&rel[..i])),
+                    ))
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    fs::create_dir(&p).ctx_path("create staged directory", &p)?;
+                }
+                Err(e) => return Err(VolumeError::io(format!("stat {}", p.display()), e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Make `rel` free for a new non-directory node: parents exist, an
+    /// earlier file or symlink of the same name is replaced (tar semantics),
+    /// an earlier directory is a conflict.
+    fn prepare_slot(&mut self, rel: &RelPath, name: &str) -> Result<PathBuf, VolumeError> {
+        if rel.is_empty() {
+            return Err(refused(name, "entry has an empty path"));
+        }
+        self.ensure_parents(rel, name)?;
+        let path = join(self.t.staging, rel);
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => Err(refused(
+                name,
+                "entry conflicts with an earlier directory of the same name",
+            )),
+            Ok(_) => {
+                fs::remove_file(&path).ctx_path("replace staged entry", &path)?;
+                self.files.remove(rel);
+                Ok(path)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(path),
+            Err(e) => Err(VolumeError::io(format!("stat {}", path.display()), e)),
+        }
+    }
+
+    /// Explicit directory entries get their mode/owner/mtime once they are
+    /// in place (deepest first, so parents' mtimes stick).
+    fn apply_dir_metadata(&mut self, dest: &Path) -> Result<(), VolumeError> {
+        self.dirs.sort_by_key(|d| std::cmp::Reverse(d.rel.len()));
+        for d in &self.dirs {
+            let path = join(dest, &d.rel);
+            let m = fs::symlink_metadata(&path).ctx_path("stat extracted directory", &path)?;
+            if !m.is_dir() {
+                continue; // replaced meanwhile; never chmod through a symlink
+            }
+            self.finish_node(&path, d.mode, d.uid, d.gid, d.mtime, false)?;
+        }
+        Ok(())
+    }
+}
+
+// -------------------------------------------------------- symlink checking
+
+enum Node {
+    Missing,
+    Dir,
+    Symlink(PathBuf),
+    Other,
+}
+
+/// The volume as it will look after the merge: staged entries over the
+/// existing data.
+struct View<'a> {
+    t: &'a Target<'a>,
+}
+
+impl View<'_> {
+    fn lookup(&self, p: &[OsString]) -> io::Result<Node> {
+        if p.len() >= self.t.sub.len() && p[..self.t.sub.len()] == *self.t.sub {
+            match classify(&join(self.t.staging, &p[self.t.sub.len()..]))? {
+                Node::Missing => {}
+                found => return Ok(found),
+            }
+        }
+        classify(&join(self.t.data, p))
+    }
+
+    /// Resolve `target` as the kernel would from directory `from`, with the
+    /// volume data root as the top; `Err` tells why it escapes.
+    fn check_inside(&self, from: &[OsString], target: &Path) -> Result<(), String> {
+        let mut cur: Vec<OsString> = from.to_vec();
+        let mut queue: VecDeque<OsStep> = target.components().map(OsStep::from).collect();
+        let mut hops = 0;
+        while let Some(step) = queue.pop_front() {
+            match step {
+                OsStep::Root => return Err("it is an absolute path".into()),
+                OsStep::Cur => {}
+                OsStep::Up => {
+                    if cur.pop().is_none() {
+                        return Err("it climbs above the volume root".into());
+                    }
+                }
+                OsStep::Name(n) => {
+                    cur.push(n);
+                    let node = self
+                        .lookup(&cur)
+                        .map_err(|e| format!("lookup failed: {e}"))?;
+                    if let Node::Symlink(next) = node {
+                        hops += 1;
+                        if hops > MAX_SYMLINK_HOPS {
+                            return Err("too many levels of symbolic links".into());
+                        }
+                        cur.pop();
+                        for s in next.components().map(OsStep::from).rev() {
+                            queue.push_front(s);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+enum OsStep {
+    Root,
+    Cur,
+    Up,
+    Name(OsString),
+}
+
+impl From<Component<'_>> for OsStep {
+    fn from(c: Component<'_>) -> Self {
+        match c {
+            Component::RootDir | Component::Prefix(_) => OsStep::Root,
+            Component::ParentDir => OsStep::Up,
+            Component::CurDir => OsStep::Cur,
+            Component::Normal(n) => OsStep::Name(n.to_os_string()),
+        }
+    }
+}
+
+fn classify(path: &Path) -> io::Result<Node> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => Ok(Node::Dir),
+        Ok(m) if m.file_type().is_symlink() => Ok(Node::Symlink(fs::read_link(path)?)),
+        Ok(_) => Ok(Node::Other),
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(nix::libc::ENOTDIR) =>
+        {
+            Ok(Node::Missing)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Every symlink in the staging dir must resolve inside the volume.
+fn check_symlinks(t: &Target<'_>) -> Result<(), VolumeError> {
+    let view = View { t };
+    let mut stack: Vec<RelPath> = vec![Vec::new()];
+    while let Some(dir) = stack.pop() {
+        let abs = join(t.staging, &dir);
+        for entry in fs::read_dir(&abs).ctx_path("list staged directory", &abs)? {
+            let entry = entry.ctx_path("list staged directory", &abs)?;
+            let mut rel = dir.clone();
+            rel.push(entry.file_name());
+            let ft = entry
+                .file_type()
+                .ctx_path("stat staged entry", &entry.path())?;
+            if ft.is_dir() {
+                stack.push(rel);
+            } else if ft.is_symlink() {
+                let target =
+                    fs::read_link(entry.path()).ctx_path("read staged symlink", &entry.path())?;
+                let mut from: Vec<OsString> = t.sub.to_vec();
+                from.extend_from_slice(&dir);
+                if let Err(why) = view.check_inside(&from, &target) {
+                    return Err(refused(
+                        &display(&rel),
+                        format!(
+                            "symlink target {} resolves outside the volume: {why}",
+                            target.display()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ merge
+
+/// Each existing component of the destination subpath must be a real
+/// directory (never a symlink a container may have planted).
+fn check_destination(data: &Path, sub: &[OsString]) -> Result<(), VolumeError> {
+    for i in 1..=sub.len() {
+        let p = join(data, &sub[..i]);
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => {}
+            Ok(m) => {
+                let what = if m.file_type().is_symlink() {
+                    "is a symlink"
+                } else {
+                    "is not a directory"
+                };
+                return Err(VolumeError::InvalidPath {
+                    path: display(sub),
+                    reason: format!("{} {what}", display(&sub[..i])),
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(VolumeError::io(format!("stat {}", p.display()), e)),
+        }
+    }
+    Ok(())
+}
+
+fn create_destination(data: &Path, sub: &[OsString]) -> Result<(), VolumeError> {
+    check_destination(data, sub)?;
+    for i in 1..=sub.len() {
+        let p = join(data, &sub[..i]);
+        match fs::create_dir(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(VolumeError::io(format!("create {}", p.display()), e)),
+        }
+    }
+    check_destination(data, sub)
+}
+
+fn is_real_dir(m: &fs::Metadata) -> bool {
+    m.file_type().is_dir()
+}
+
+/// Refuse merges that would replace a directory by a non-directory or the
+/// other way round (which includes writing into a symlinked directory).
+fn check_merge(staged: &Path, dest: &Path, rel: &[OsString]) -> Result<(), VolumeError> {
+    for entry in fs::read_dir(staged).ctx_path("list staged directory", staged)? {
+        let entry = entry.ctx_path("list staged directory", staged)?;
+        let mut r = rel.to_vec();
+        r.push(entry.file_name());
+        let staged_is_dir = entry
+            .file_type()
+            .ctx_path("stat staged entry", &entry.path())?
+            .is_dir();
+        let d = dest.join(entry.file_name());
+        let existing = match fs::symlink_metadata(&d) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENOTDIR) => continue,
+            Err(e) => return Err(VolumeError::io(format!("stat {}", d.display()), e)),
+        };
+        match (staged_is_dir, is_real_dir(&existing)) {
+            (true, true) => check_merge(&entry.path(), &d, &r)?,
+            (true, false) => {
+                return Err(refused(
+                    &display(&r),
+                    "directory would replace an existing file or symlink in the volume",
+                ))
+            }
+            (false, true) => {
+                return Err(refused(
+                    &display(&r),
+                    "entry would replace an existing directory in the volume",
+                ))
+            }
+            (false, false) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Rename staged entries into `dest`, merging into existing directories.
+fn merge(staged: &Path, dest: &Path) -> Result<(), VolumeError> {
+    for entry in fs::read_dir(staged).ctx_path("list staged directory", staged)? {
+        let entry = entry.ctx_path("list staged directory", staged)?;
+        let src = entry.path();
+        let d = dest.join(entry.file_name());
+        let staged_is_dir = entry
+            .file_type()
+            .ctx_path("stat staged entry", &src)?
+            .is_dir();
+        match fs::symlink_metadata(&d) {
+            Ok(m) if staged_is_dir && is_real_dir(&m) => merge(&src, &d)?,
+            Ok(_) | Err(_) => fs::rename(&src, &d)
+                .ctx(|| format!("move {} into {}", src.display(), d.display()))?,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_meter_stops_an_endless_stream_one_byte_past_the_limit() {
+        let meter = Meter::new(10_000);
+        let mut r = MeteredReader {
+            inner: io::repeat(0),
+            meter: &meter,
+        };
+        let err = io::copy(&mut r, &mut io::sink()).unwrap_err();
+        assert!(err.to_string().contains("limit"));
+        assert_eq!(meter.total.get(), 10_001);
+        assert_eq!(meter.tripped.get(), Some(LimitKind::Bytes));
+    }
+
+    #[test]
+    fn the_header_budget_applies_only_while_parsing_headers() {
+        let meter = Meter::new(u64::MAX);
+        let mut r = MeteredReader {
+            inner: io::repeat(1).take(4 * MAX_HEADER_BYTES),
+            meter: &meter,
+        };
+        let mut sink = Vec::new();
+        (&mut r)
+            .take(2 * MAX_HEADER_BYTES)
+            .read_to_end(&mut sink)
+            .unwrap();
+        meter.begin_headers();
+        let err = io::copy(&mut r, &mut io::sink()).unwrap_err();
+        assert!(err.to_string().contains("header"));
+        assert_eq!(meter.tripped.get(), Some(LimitKind::HeaderBytes));
+    }
+}

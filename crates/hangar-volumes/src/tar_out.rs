@@ -1,0 +1,241 @@
+//! Streaming a volume (or a path inside it) out as a tar archive.
+//!
+//! Symlinks are archived as symlinks and never followed, neither for the
+//! walk nor for reading file content (files are opened `O_NOFOLLOW`, and
+//! `O_NONBLOCK` so a fifo swapped in by a container cannot hang us). Hard
+//! links inside the tree are archived as hard links. Sockets, fifos and
+//! device nodes are skipped. A file that changes size while being read is
+//! truncated or zero-padded to the size in its header, so the archive stays
+//! well-formed.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use tar::{Builder, EntryType, Header, HeaderMode};
+
+use crate::driver::names;
+use crate::error::{IoContext, VolumeError};
+use crate::fsutil::open_regular_nofollow;
+use crate::paths::{display, join};
+use crate::Compression;
+
+/// Write a tar of `data/sub` to `writer`; returns bytes written to `writer`.
+pub(crate) fn stream_out<W: Write>(
+    data: &Path,
+    sub: &[OsString],
+    writer: W,
+    compression: Compression,
+) -> Result<u64, VolumeError> {
+    let src = join(data, sub);
+    for i in 1..=sub.len() {
+        let p = join(data, &sub[..i]);
+        let m = fs::symlink_metadata(&p).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => VolumeError::InvalidPath {
+                path: display(sub),
+                reason: format!("{} does not exist in the volume", display(&sub[..i])),
+            },
+            _ => VolumeError::io(format!("stat {}", p.display()), e),
+        })?;
+        if i < sub.len() && !m.file_type().is_dir() {
+            return Err(VolumeError::InvalidPath {
+                path: display(sub),
+                reason: format!("{} is not a directory", display(&sub[..i])),
+            });
+        }
+    }
+    let mut counter = CountingWriter {
+        inner: writer,
+        n: 0,
+    };
+    match compression {
+        Compression::None => write_tar(&mut counter, &src, sub)?,
+        Compression::Gzip => {
+            let mut gz = flate2::write::GzEncoder::new(&mut counter, flate2::Compression::fast());
+            write_tar(&mut gz, &src, sub)?;
+            gz.finish().ctx(|| "finish gzip stream".to_string())?;
+        }
+    }
+    counter.flush().ctx(|| "flush archive output".to_string())?;
+    Ok(counter.n)
+}
+
+fn write_tar<W: Write>(w: W, src: &Path, sub: &[OsString]) -> Result<(), VolumeError> {
+    let mut out = Out {
+        builder: Builder::new(w),
+        links: HashMap::new(),
+    };
+    let top = fs::symlink_metadata(src).ctx_path("stat", src)?;
+    if top.file_type().is_dir() {
+        out.dir_contents(src, Path::new(""), sub.is_empty())?;
+    } else {
+        let name = PathBuf::from(sub.last().cloned().unwrap_or_default());
+        out.node(src, &name, &top)?;
+    }
+    out.builder
+        .into_inner()
+        .ctx(|| "finish tar stream".to_string())?;
+    Ok(())
+}
+
+struct Out<W: Write> {
+    builder: Builder<W>,
+    /// (dev, ino) of multiply-linked files already archived -> their name.
+    links: HashMap<(u64, u64), PathBuf>,
+}
+
+impl<W: Write> Out<W> {
+    fn dir_contents(
+        &mut self,
+        dir: &Path,
+        rel: &Path,
+        is_data_root: bool,
+    ) -> Result<(), VolumeError> {
+        let mut entries: Vec<_> = fs::read_dir(dir)
+            .ctx_path("list", dir)?
+            .collect::<io::Result<_>>()
+            .ctx_path("list", dir)?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let name = entry.file_name();
+            if is_data_root && name.to_string_lossy().starts_with(names::STREAM_STAGING) {
+                continue; // an in-flight stream-in's staging dir
+            }
+            let path = entry.path();
+            let m = match fs::symlink_metadata(&path) {
+                Ok(m) => m,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // removed meanwhile
+                Err(e) => return Err(VolumeError::io(format!("stat {}", path.display()), e)),
+            };
+            self.node(&path, &rel.join(&name), &m)?;
+        }
+        Ok(())
+    }
+
+    fn node(&mut self, path: &Path, rel: &Path, m: &fs::Metadata) -> Result<(), VolumeError> {
+        let ft = m.file_type();
+        let write_err =
+            |e: io::Error| VolumeError::io(format!("write archive entry {}", rel.display()), e);
+        if ft.is_dir() {
+            let mut h = header_for(m);
+            h.set_entry_type(EntryType::Directory);
+            h.set_size(0);
+            self.builder
+                .append_data(&mut h, rel, io::empty())
+                .map_err(write_err)?;
+            self.dir_contents(path, rel, false)
+        } else if ft.is_symlink() {
+            let target = fs::read_link(path).ctx_path("read symlink", path)?;
+            let mut h = header_for(m);
+            h.set_entry_type(EntryType::Symlink);
+            h.set_size(0);
+            self.builder
+                .append_link(&mut h, rel, &target)
+                .map_err(write_err)
+        } else if ft.is_file() {
+            let key = (m.dev(), m.ino());
+            if m.nlink() > 1 {
+                if let Some(first) = self.links.get(&key) {
+                    let mut h = header_for(m);
+                    h.set_entry_type(EntryType::Link);
+                    h.set_size(0);
+                    let first = first.clone();
+                    return self
+                        .builder
+                        .append_link(&mut h, rel, &first)
+                        .map_err(write_err);
+                }
+            }
+            let (file, fm) = match open_regular_nofollow(path) {
+                Ok(v) => v,
+                Err(e) => {
+                    // Replaced by a symlink/fifo or removed since listing.
+                    tracing::warn!(path = %path.display(), error = %e, "skipping file that changed while streaming out");
+                    return Ok(());
+                }
+            };
+            let mut h = header_for(&fm);
+            h.set_entry_type(EntryType::Regular);
+            h.set_size(fm.len());
+            let body = ExactLen {
+                inner: file.take(fm.len()),
+                remaining: fm.len(),
+            };
+            self.builder
+                .append_data(&mut h, rel, body)
+                .map_err(|e| VolumeError::io(format!("archive file {}", path.display()), e))?;
+            if fm.nlink() > 1 {
+                self.links.insert(key, rel.to_path_buf());
+            }
+            Ok(())
+        } else {
+            tracing::warn!(path = %path.display(), "skipping special file (fifo, socket or device) while streaming out");
+            Ok(())
+        }
+    }
+}
+
+fn header_for(m: &fs::Metadata) -> Header {
+    let mut h = Header::new_gnu();
+    h.set_metadata_in_mode(m, HeaderMode::Complete);
+    h
+}
+
+/// Yields exactly `remaining` bytes: truncates growth, zero-pads shrinkage.
+struct ExactLen<R> {
+    inner: R,
+    remaining: u64,
+}
+
+impl<R: Read> Read for ExactLen<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.remaining == 0 {
+            return Ok(0);
+        }
+        let max = buf
+            .len()
+            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let mut n = self.inner.read(&mut buf[..max])?;
+        if n == 0 {
+            buf[..max].fill(0);
+            n = max;
+        }
+        self.remaining -= n as u64;
+        Ok(n)
+    }
+}
+
+struct CountingWriter<W> {
+    inner: W,
+    n: u64,
+}
+
+impl<W: Write> Write for CountingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_len_pads_a_shrunken_file_with_zeros() {
+        let mut r = ExactLen {
+            inner: &b"abc"[..],
+            remaining: 5,
+        };
+        let mut v = Vec::new();
+        r.read_to_end(&mut v).unwrap();
+        assert_eq!(v, b"abc\0\0");
+    }
+}

@@ -1,0 +1,241 @@
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use hangar_api::{CreateVolume, Volume, VolumeReport, VolumeReportAnswer};
+use hangar_client::WorkerApi;
+use hangar_core::names::validate_worker_name;
+use hangar_core::volumes::OwnerKind;
+use hangar_store::{NewVolume, VolumeRecord};
+use serde::Deserialize;
+
+use crate::auth::{Admin, WorkerKey};
+use crate::error::ApiError;
+use crate::json::Json;
+use crate::Web;
+
+const MAX_HANDLE: usize = 128;
+const MAX_REPORTED: usize = 100_000;
+
+pub fn volume_to_api(v: VolumeRecord) -> Volume {
+    Volume {
+        handle: v.handle,
+        worker: v.worker,
+        state: v.state.as_str().to_string(),
+        parent: v.parent,
+        owner_kind: v.owner_kind.as_str().to_string(),
+        owner_id: v.owner_id,
+        strategy: v.strategy,
+        size_bytes: v.size_bytes,
+        created_at: v.created_at,
+        missing_since: v.missing_since,
+    }
+}
+
+/// Handles are what web generates (UUIDs) or what a worker reports; either
+/// way they appear in paths on the worker's disk, so the rule is strict.
+pub fn validate_handle(handle: &str) -> Result<(), ApiError> {
+    let ok = !handle.is_empty()
+        && handle.len() <= MAX_HANDLE
+        && handle.as_bytes()[0].is_ascii_alphanumeric()
+        && handle
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "invalid volume handle {:?}: 1 to {MAX_HANDLE} letters, digits, '-', '_' or '.', starting with a letter or digit",
+            handle.chars().take(MAX_HANDLE + 8).collect::<String>()
+        )))
+    }
+}
+
+fn validate_create(req: &CreateVolume) -> Result<OwnerKind, ApiError> {
+    validate_worker_name(&req.worker)
+        .map_err(|e| ApiError::bad_request(format!("worker name: {e}")))?;
+    let owner: OwnerKind = req.owner_kind.parse().map_err(ApiError::bad_request)?;
+    if let Some(id) = &req.owner_id {
+        if id.is_empty() || id.len() > 256 || id.chars().any(char::is_control) {
+            return Err(ApiError::bad_request(
+                "owner_id must be 1 to 256 printable bytes",
+            ));
+        }
+    }
+    match (req.strategy.as_str(), &req.parent, &req.import_path) {
+        ("empty", None, None) => {}
+        ("cow", Some(parent), None) => validate_handle(parent)?,
+        ("import", None, Some(path)) => {
+            if !path.starts_with('/') || path.len() > 4096 || path.chars().any(char::is_control) {
+                return Err(ApiError::bad_request("import_path must be an absolute path on the worker"));
+            }
+        }
+        ("empty" | "cow" | "import", _, _) => {
+            return Err(ApiError::bad_request(
+                "strategy empty takes neither parent nor import_path; cow takes parent; import takes import_path",
+            ))
+        }
+        (other, _, _) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown strategy {other:?}: use empty, cow or import"
+            )))
+        }
+    }
+    Ok(owner)
+}
+
+/// Makes a volume on a worker: the row first (`creating`), then the worker's
+/// volume, then the row's outcome (`created` or `failed`). A crash between
+/// the steps leaves a row the reconciliation settles, never a volume web
+/// does not know.
+pub async fn create(
+    State(web): State<Web>,
+    _: Admin,
+    Json(req): Json<CreateVolume>,
+) -> Result<(StatusCode, axum::Json<Volume>), ApiError> {
+    let owner_kind = validate_create(&req)?;
+    let worker = web
+        .store()
+        .get_worker(&req.worker)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("worker {} not found", req.worker)))?;
+    let api_url = worker.info.api_url.clone().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            hangar_api::codes::CONFLICT,
+            format!("worker {} serves no volume API", req.worker),
+        )
+    })?;
+    let handle = uuid::Uuid::new_v4().to_string();
+    web.store()
+        .create_volume_row(
+            &NewVolume {
+                handle: handle.clone(),
+                worker: req.worker.clone(),
+                parent: req.parent.clone(),
+                owner_kind,
+                owner_id: req.owner_id.clone(),
+                strategy: req.strategy.clone(),
+            },
+            web.now(),
+        )
+        .await?;
+    let on_worker = async {
+        let api = WorkerApi::new(&api_url, &web.config().worker_key, Duration::from_secs(300))?;
+        api.create_volume(&hangar_api::worker_api::CreateVolume {
+            handle: handle.clone(),
+            strategy: req.strategy.clone(),
+            parent: req.parent.clone(),
+            import_path: req.import_path.clone(),
+            properties: Default::default(),
+        })
+        .await
+    }
+    .await;
+    match on_worker {
+        Ok(made) => {
+            let size = made.size_bytes.and_then(|s| i64::try_from(s).ok());
+            web.store()
+                .finish_volume_creation(&handle, Ok(size))
+                .await?;
+        }
+        Err(e) => {
+            web.store().finish_volume_creation(&handle, Err(())).await?;
+            return Err(ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                hangar_api::codes::UNAVAILABLE,
+                format!(
+                    "worker {} could not create volume {handle}: {e}",
+                    req.worker
+                ),
+            ));
+        }
+    }
+    let row = web
+        .store()
+        .get_volume(&handle)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("volume {handle} vanished")))?;
+    Ok((StatusCode::CREATED, axum::Json(volume_to_api(row))))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    worker: Option<String>,
+}
+
+pub async fn list(
+    State(web): State<Web>,
+    _: Admin,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<axum::Json<Vec<Volume>>, ApiError> {
+    let Query(q) =
+        query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    if let Some(w) = &q.worker {
+        validate_worker_name(w).map_err(|e| ApiError::bad_request(format!("worker name: {e}")))?;
+    }
+    let rows = web.store().list_volumes(q.worker.as_deref()).await?;
+    Ok(axum::Json(rows.into_iter().map(volume_to_api).collect()))
+}
+
+pub async fn show(
+    State(web): State<Web>,
+    _: Admin,
+    Path(handle): Path<String>,
+) -> Result<axum::Json<Volume>, ApiError> {
+    validate_handle(&handle)?;
+    let row = web
+        .store()
+        .get_volume(&handle)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("volume {handle} not found")))?;
+    Ok(axum::Json(volume_to_api(row)))
+}
+
+/// Marks a volume for destruction; the worker removes it at its next report.
+pub async fn destroy(
+    State(web): State<Web>,
+    _: Admin,
+    Path(handle): Path<String>,
+) -> Result<axum::Json<Volume>, ApiError> {
+    validate_handle(&handle)?;
+    web.store().destroy_volume(&handle).await?;
+    show(State(web), Admin, Path(handle)).await
+}
+
+/// A worker's full report of its volumes: diffed both ways, applied, and
+/// answered with what the worker must destroy.
+pub async fn report(
+    State(web): State<Web>,
+    _: WorkerKey,
+    Path(name): Path<String>,
+    Json(report): Json<VolumeReport>,
+) -> Result<axum::Json<VolumeReportAnswer>, ApiError> {
+    validate_worker_name(&name).map_err(|e| ApiError::bad_request(format!("worker name: {e}")))?;
+    if report.handles.len() > MAX_REPORTED {
+        return Err(ApiError::bad_request(format!(
+            "a report lists at most {MAX_REPORTED} handles"
+        )));
+    }
+    for h in &report.handles {
+        validate_handle(h)?;
+    }
+    let plan = web
+        .store()
+        .apply_volume_report(&name, report.generation, &report.handles, web.now())
+        .await?;
+    if !plan.is_empty() {
+        tracing::info!(
+            worker = %name,
+            missing = plan.mark_missing.len(),
+            back = plan.clear_missing.len(),
+            destroy = plan.destroy_on_worker.len(),
+            deleted = plan.delete_rows.len(),
+            "volume report applied"
+        );
+    }
+    Ok(axum::Json(VolumeReportAnswer {
+        destroy: plan.destroy_on_worker,
+    }))
+}

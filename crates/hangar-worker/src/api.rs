@@ -1,0 +1,294 @@
+//! The worker's volume API: what web (and other workers) call to create,
+//! list, destroy and stream volumes. A thin HTTP layer over
+//! `hangar_volumes::VolumeManager`, whose blocking calls run on the blocking
+//! pool.
+
+use std::io;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use axum::{Json, Router};
+use futures_util::TryStreamExt;
+use hangar_api::worker_api::{CreateVolume, SetProperty, Volume};
+use hangar_api::{codes, ErrorBody, ErrorDetail};
+use hangar_volumes::{Compression, Limits, Strategy, VolumeError, VolumeInfo, VolumeManager};
+use serde::Deserialize;
+use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Clone)]
+pub struct VolumeApi {
+    manager: Arc<VolumeManager>,
+    key: Arc<str>,
+    limits: Limits,
+}
+
+impl VolumeApi {
+    pub fn new(manager: Arc<VolumeManager>, key: &str, limits: Limits) -> VolumeApi {
+        VolumeApi {
+            manager,
+            key: key.into(),
+            limits,
+        }
+    }
+}
+
+/// An error answer in the same shape web uses.
+#[derive(Debug)]
+pub struct ApiError(StatusCode, &'static str, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.1.to_string(),
+                message: self.2,
+            },
+        };
+        (self.0, Json(body)).into_response()
+    }
+}
+
+impl From<VolumeError> for ApiError {
+    fn from(e: VolumeError) -> ApiError {
+        let (status, code) = match &e {
+            VolumeError::NotFound { .. } | VolumeError::ParentNotFound { .. } => {
+                (StatusCode::NOT_FOUND, codes::NOT_FOUND)
+            }
+            VolumeError::AlreadyExists { .. } | VolumeError::HasChildren { .. } => {
+                (StatusCode::CONFLICT, codes::CONFLICT)
+            }
+            VolumeError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::TOO_LARGE),
+            VolumeError::InvalidHandle { .. }
+            | VolumeError::InvalidPath { .. }
+            | VolumeError::Refused { .. }
+            | VolumeError::BadArchive { .. }
+            | VolumeError::Unsupported { .. } => (StatusCode::BAD_REQUEST, codes::BAD_REQUEST),
+            VolumeError::CorruptMeta { .. } | VolumeError::Io { .. } => {
+                tracing::error!(error = %e, "volume operation failed");
+                (StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL)
+            }
+        };
+        ApiError(status, code, e.to_string())
+    }
+}
+
+fn bad_request(message: String) -> ApiError {
+    ApiError(StatusCode::BAD_REQUEST, codes::BAD_REQUEST, message)
+}
+
+/// Runs a blocking volume operation on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, VolumeError> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => result.map_err(ApiError::from),
+        Err(e) => Err(ApiError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            codes::INTERNAL,
+            format!("volume operation panicked: {e}"),
+        )),
+    }
+}
+
+fn to_api(v: VolumeInfo) -> Volume {
+    Volume {
+        handle: v.handle,
+        parent: v.parent,
+        path: v.path.display().to_string(),
+        properties: v.properties,
+        size_bytes: v.size_bytes,
+        created_at: v.created_at,
+    }
+}
+
+pub fn router(api: VolumeApi) -> Router {
+    let authed = Router::new()
+        .route("/volumes", get(list).post(create))
+        .route("/volumes/{handle}", get(show).delete(destroy))
+        .route("/volumes/{handle}/properties/{key}", put(set_property))
+        .route("/volumes/{handle}/stream-in", put(stream_in))
+        .route("/volumes/{handle}/stream-out", get(stream_out))
+        .layer(middleware::from_fn_with_state(api.clone(), require_key))
+        // Stream-in bodies are bounded by the archive limits, not by size.
+        .layer(axum::extract::DefaultBodyLimit::disable());
+    Router::new()
+        .route(
+            "/healthz",
+            get(|| async { Json(serde_json::json!({"ok": true})) }),
+        )
+        .merge(authed)
+        .with_state(api)
+}
+
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    api: VolumeApi,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
+    axum::serve(listener, router(api))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+async fn require_key(State(api): State<VolumeApi>, req: Request, next: Next) -> Response {
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "));
+    match presented {
+        Some(k) if constant_time_eq(k.as_bytes(), api.key.as_bytes()) => next.run(req).await,
+        _ => ApiError(
+            StatusCode::UNAUTHORIZED,
+            codes::UNAUTHORIZED,
+            "missing or invalid worker key".into(),
+        )
+        .into_response(),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn list(State(api): State<VolumeApi>) -> Result<Json<Vec<Volume>>, ApiError> {
+    let m = api.manager.clone();
+    let volumes = blocking(move || m.list()).await?;
+    Ok(Json(volumes.into_iter().map(to_api).collect()))
+}
+
+async fn show(
+    State(api): State<VolumeApi>,
+    Path(handle): Path<String>,
+) -> Result<Json<Volume>, ApiError> {
+    let m = api.manager.clone();
+    let found = blocking(move || m.get(&handle).map(|v| (handle, v))).await?;
+    match found {
+        (_, Some(v)) => Ok(Json(to_api(v))),
+        (handle, None) => Err(VolumeError::NotFound { handle }.into()),
+    }
+}
+
+async fn create(
+    State(api): State<VolumeApi>,
+    body: Result<Json<CreateVolume>, JsonRejection>,
+) -> Result<(StatusCode, Json<Volume>), ApiError> {
+    let Json(req) = body.map_err(|e| bad_request(format!("invalid request: {}", e.body_text())))?;
+    let strategy = match (req.strategy.as_str(), req.parent, req.import_path) {
+        ("empty", None, None) => Strategy::Empty,
+        ("cow", Some(parent), None) => Strategy::CopyOnWrite { parent },
+        ("import", None, Some(path)) => Strategy::Import { path: path.into() },
+        (s, _, _) => {
+            return Err(bad_request(format!(
+                "strategy {s:?} with these fields is not valid: empty; cow with parent; import with import_path"
+            )))
+        }
+    };
+    let m = api.manager.clone();
+    let made = blocking(move || m.create(&req.handle, strategy, req.properties)).await?;
+    Ok((StatusCode::CREATED, Json(to_api(made))))
+}
+
+async fn destroy(
+    State(api): State<VolumeApi>,
+    Path(handle): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let m = api.manager.clone();
+    blocking(move || m.destroy(&handle)).await?;
+    Ok(Json(serde_json::json!({"destroyed": true})))
+}
+
+async fn set_property(
+    State(api): State<VolumeApi>,
+    Path((handle, key)): Path<(String, String)>,
+    body: Result<Json<SetProperty>, JsonRejection>,
+) -> Result<Json<Volume>, ApiError> {
+    let Json(req) = body.map_err(|e| bad_request(format!("invalid request: {}", e.body_text())))?;
+    let m = api.manager.clone();
+    let v = blocking(move || {
+        m.set_property(&handle, &key, &req.value)?;
+        m.get(&handle)?.ok_or(VolumeError::NotFound { handle })
+    })
+    .await?;
+    Ok(Json(to_api(v)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamQuery {
+    #[serde(default)]
+    path: String,
+    encoding: Option<String>,
+}
+
+fn compression(q: &StreamQuery) -> Result<Compression, ApiError> {
+    match q.encoding.as_deref() {
+        None | Some("") | Some("identity") => Ok(Compression::None),
+        Some("gzip") => Ok(Compression::Gzip),
+        Some(other) => Err(bad_request(format!(
+            "unknown encoding {other:?}: use gzip or none"
+        ))),
+    }
+}
+
+async fn stream_in(
+    State(api): State<VolumeApi>,
+    Path(handle): Path<String>,
+    query: Result<Query<StreamQuery>, QueryRejection>,
+    body: Body,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Query(q) = query.map_err(|e| bad_request(format!("invalid query: {}", e.body_text())))?;
+    let compression = compression(&q)?;
+    let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
+    // The bridge must be made on the runtime; it is used on the blocking pool.
+    let reader = SyncIoBridge::new(reader);
+    let (m, limits) = (api.manager.clone(), api.limits);
+    let report =
+        blocking(move || m.stream_in(&handle, &q.path, reader, compression, &limits)).await?;
+    Ok(Json(serde_json::json!({
+        "entries": report.entries,
+        "files": report.files,
+        "bytes": report.content_bytes,
+    })))
+}
+
+async fn stream_out(
+    State(api): State<VolumeApi>,
+    Path(handle): Path<String>,
+    query: Result<Query<StreamQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(|e| bad_request(format!("invalid query: {}", e.body_text())))?;
+    let compression = compression(&q)?;
+    // Fail before the headers go out when the volume is not there.
+    let m = api.manager.clone();
+    let h = handle.clone();
+    if blocking(move || m.get(&h)).await?.is_none() {
+        return Err(VolumeError::NotFound { handle }.into());
+    }
+    let (writer, reader) = tokio::io::duplex(256 * 1024);
+    let writer = SyncIoBridge::new(writer);
+    let m = api.manager.clone();
+    // Owned by the response: when the client goes away the pipe breaks and
+    // the blocking writer returns.
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = m.stream_out(&handle, &q.path, writer, compression) {
+            tracing::warn!(%handle, error = %e, "stream-out ended early");
+        }
+    });
+    let content_type = match compression {
+        Compression::Gzip => "application/gzip",
+        Compression::None => "application/x-tar",
+    };
+    Ok((
+        [(header::CONTENT_TYPE, content_type)],
+        Body::from_stream(ReaderStream::new(reader)),
+    )
+        .into_response())
+}
