@@ -1,112 +1,13 @@
 //! The web API served in-process on port 0, driven by the real client, on
 //! SQLite and PostgreSQL alike. Time is a manual clock.
 
-use std::time::Duration;
+mod common;
 
-use hangar_api::{Heartbeat, RegisterWorker};
-use hangar_client::{Client, ClientError};
-use hangar_core::LifecycleConfig;
+use common::{api_code, registration, TestWeb, ADMIN, TTL, WORKER_KEY};
+use hangar_api::Heartbeat;
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;
-use hangar_web::{Clock, Web, WebConfig};
 use reqwest::StatusCode;
-use tokio_util::sync::CancellationToken;
-
-const ADMIN: &str = "admin-token-0123456789";
-const WORKER_KEY: &str = "worker-key-0123456789";
-const TTL: i64 = 15_000;
-
-struct TestWeb {
-    url: String,
-    web: Web,
-    admin: Client,
-    worker: Client,
-    raw: reqwest::Client,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
-}
-
-impl TestWeb {
-    async fn start(store: Store) -> TestWeb {
-        let config = WebConfig {
-            admin_token: ADMIN.into(),
-            worker_key: WORKER_KEY.into(),
-            lifecycle: LifecycleConfig {
-                heartbeat_ttl_ms: TTL,
-                stalled_worker_timeout_ms: Some(600_000),
-            },
-            heartbeat_interval_ms: Some(5_000),
-            lifecycle_interval: None,
-            clock: Clock::manual(1_700_000_000_000),
-        };
-        let web = Web::new(store, config).unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(hangar_web::serve(listener, web.clone(), shutdown.clone()));
-        let timeout = Duration::from_secs(10);
-        TestWeb {
-            admin: Client::new(&url, ADMIN, timeout).unwrap(),
-            worker: Client::new(&url, WORKER_KEY, timeout).unwrap(),
-            raw: reqwest::Client::new(),
-            url,
-            web,
-            shutdown,
-            task,
-        }
-    }
-
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.task.await.unwrap().unwrap();
-    }
-
-    fn advance(&self, ms: i64) {
-        self.web.config().clock.advance(ms);
-    }
-
-    async fn lifecycle(&self) {
-        self.web.run_lifecycle_once().await.unwrap();
-    }
-
-    async fn register(&self, name: &str, identity: &str) -> i64 {
-        self.worker
-            .register(&registration(name, identity))
-            .await
-            .unwrap()
-            .generation
-    }
-
-    /// The whole visible state, to check that a refused request changed nothing.
-    async fn snapshot(&self) -> String {
-        let workers = self.admin.workers().await.unwrap();
-        let events = self.admin.events(None, 1000).await.unwrap();
-        format!("{workers:?}{events:?}")
-    }
-}
-
-fn registration(name: &str, identity: &str) -> RegisterWorker {
-    RegisterWorker {
-        name: name.into(),
-        state_identity: identity.into(),
-        platform: "linux".into(),
-        tags: vec![],
-        team: None,
-        version: "0.1.0".into(),
-        resource_types: vec![],
-        ephemeral: false,
-        containers: 0,
-        volumes: 0,
-        api_url: None,
-    }
-}
-
-fn api_code(err: ClientError) -> (StatusCode, String) {
-    match err {
-        ClientError::Api { status, code, .. } => (status, code),
-        other => panic!("expected an API error, got {other}"),
-    }
-}
 
 async fn info_answers_without_credentials(store: Store) {
     let t = TestWeb::start(store).await;
