@@ -1,0 +1,220 @@
+//! What the end-to-end tests share: a web process and worker processes on
+//! loopback, and the CLI to drive them.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use hangar_api::Worker;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+pub const ADMIN: &str = "e2e-admin-token-0123456789";
+pub const KEY: &str = "e2e-worker-key-0123456789";
+pub const HEARTBEAT: &str = "300ms";
+pub const TTL: &str = "900ms";
+
+pub fn hangar() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hangar"));
+    // Nothing from the developer's shell may leak into the processes.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HANGAR_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("HANGAR_LOG", "info");
+    c
+}
+
+/// A child process that is killed when the test ends, however it ends.
+pub struct Proc {
+    pub child: Child,
+    pub name: String,
+}
+
+impl Proc {
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    pub fn signal(&self, sig: Signal) {
+        kill(self.pid(), sig).unwrap_or_else(|e| panic!("send {sig} to {}: {e}", self.name));
+    }
+
+    /// Waits for the process to exit on its own and returns its exit code.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not exit within {within:?}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub url: String,
+    pub web: Proc,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let url = format!("http://127.0.0.1:{port}");
+        let log = std::fs::File::create(dir.path().join("web.log")).unwrap();
+        let child = hangar()
+            .args(["web", "--bind", &format!("127.0.0.1:{port}")])
+            .arg("--data-dir")
+            .arg(dir.path().join("web"))
+            .args(["--heartbeat-ttl", TTL, "--lifecycle-interval", "100ms"])
+            .env("HANGAR_ADMIN_TOKEN", ADMIN)
+            .env("HANGAR_WORKER_KEY", KEY)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let cluster = Cluster {
+            dir,
+            url,
+            web: Proc {
+                child,
+                name: "web".into(),
+            },
+        };
+        cluster.wait_until("web answers", |_| true);
+        cluster
+    }
+
+    pub fn work_dir(&self, name: &str) -> PathBuf {
+        self.dir.path().join("workers").join(name)
+    }
+
+    pub fn worker(&self, name: &str) -> Proc {
+        self.worker_in(name, &self.work_dir(name))
+    }
+
+    pub fn worker_in(&self, name: &str, work_dir: &Path) -> Proc {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{name}.log")))
+            .unwrap();
+        // Flags and environment variables both configure the worker.
+        let child = hangar()
+            .args(["worker", "--name", name, "--heartbeat-interval", HEARTBEAT])
+            .args(["--api-bind", "127.0.0.1:0", "--report-interval", "200ms"])
+            // Overlay mounts would outlive a SIGKILLed worker in this mount
+            // namespace and pin the temp dirs; the volume crate's own suite
+            // covers the overlay driver.
+            .args(["--volume-driver", "naive"])
+            .arg("--work-dir")
+            .arg(work_dir)
+            .env("HANGAR_WEB", &self.url)
+            .env("HANGAR_WORKER_KEY", KEY)
+            .env("HANGAR_TAGS", "e2e,fast")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Proc {
+            child,
+            name: name.into(),
+        }
+    }
+
+    /// Runs a user-side CLI command against the cluster.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        hangar()
+            .args(args)
+            .env("HANGAR_URL", &self.url)
+            .env("HANGAR_TOKEN", ADMIN)
+            .output()
+            .unwrap()
+    }
+
+    pub fn workers(&self) -> Option<Vec<Worker>> {
+        let out = self.cli(&["workers", "--json"]);
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    pub fn state_of(&self, name: &str) -> Option<String> {
+        self.workers()?
+            .into_iter()
+            .find(|w| w.name == name)
+            .map(|w| w.state)
+    }
+
+    /// Polls the worker list until `cond` holds; panics with the logs if it
+    /// never does.
+    pub fn wait_until(&self, what: &str, cond: impl Fn(&[Worker]) -> bool) -> Vec<Worker> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(workers) = self.workers() {
+                if cond(&workers) {
+                    return workers;
+                }
+            }
+            if Instant::now() > deadline {
+                let logs = std::fs::read_dir(self.dir.path())
+                    .unwrap()
+                    .filter_map(Result::ok)
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                    .map(|e| {
+                        format!(
+                            "--- {}\n{}",
+                            e.path().display(),
+                            std::fs::read_to_string(e.path()).unwrap()
+                        )
+                    })
+                    .collect::<String>();
+                panic!(
+                    "timed out waiting until {what}; workers: {:?}\n{logs}",
+                    self.workers()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn events_of(&self, name: &str) -> Vec<hangar_api::WorkerEvent> {
+        let out = self.cli(&["events", "-w", name, "--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+pub fn has(workers: &[Worker], name: &str, state: &str) -> bool {
+    workers.iter().any(|w| w.name == name && w.state == state)
+}
