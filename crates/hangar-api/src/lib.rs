@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod containers;
+
 /// The API version prefix every route lives under.
 pub const API_PREFIX: &str = "/api/v1";
 

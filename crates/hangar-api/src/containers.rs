@@ -1,0 +1,79 @@
+//! The worker's container API wire types (served by each worker, called by
+//! web's build engine).
+//!
+//! A container runs one process with volumes mounted into its working
+//! directory. Its output (stdout and stderr, interleaved) is kept in a log on
+//! the worker, so a caller that lost its connection (web restarted) reads on
+//! from an offset; its exit is kept too, so it can be learned after the fact.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `process`: run on the worker host, no isolation (works everywhere).
+pub const RUNTIME_PROCESS: &str = "process";
+/// `runc`: an OCI container from a rootfs volume, with a memory limit.
+pub const RUNTIME_RUNC: &str = "runc";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerSpec {
+    pub handle: String,
+    /// `process` or `runc`.
+    pub runtime: String,
+    /// runc only: the volume whose data directory is the root filesystem.
+    #[serde(default)]
+    pub rootfs_volume: Option<String>,
+    /// The program; a relative path is resolved in the working directory.
+    pub path: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Relative to the working directory; default the working directory.
+    #[serde(default)]
+    pub dir: Option<String>,
+    #[serde(default)]
+    pub mounts: Vec<Mount>,
+    /// The container's memory limit; the worker may refuse to run without
+    /// one if it cannot enforce it, or apply its own default.
+    #[serde(default)]
+    pub memory_limit_bytes: Option<u64>,
+}
+
+/// A volume mounted into the container's working directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mount {
+    pub volume: String,
+    /// Relative to the working directory (e.g. `my-input`, `cache/go`).
+    pub path: String,
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Container {
+    pub handle: String,
+    pub runtime: String,
+    /// `running` or `exited`.
+    pub state: String,
+    pub started_at: i64,
+    pub exit: Option<ContainerExit>,
+    /// Bytes of log written so far.
+    pub log_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerExit {
+    /// The exit code, when the process exited rather than being killed.
+    pub code: Option<i32>,
+    /// The signal that killed it, if one did.
+    pub signal: Option<i32>,
+    /// The kernel killed a process of the container for exceeding its
+    /// memory limit (read from the cgroup's counter: the main process can
+    /// exit 0 when a child was the one killed).
+    pub oom_killed: bool,
+    pub memory_limit_bytes: Option<u64>,
+    pub finished_at: i64,
+}
