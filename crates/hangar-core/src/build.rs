@@ -1,0 +1,387 @@
+//! Builds and steps: their states, how a step failure is classified, and
+//! whether it is retried.
+
+use std::fmt;
+use std::str::FromStr;
+
+macro_rules! string_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident => $text:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant),* }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),* }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $name::ALL
+                    .iter()
+                    .copied()
+                    .find(|k| k.as_str() == s)
+                    .ok_or_else(|| format!("unknown {} {s:?}", stringify!($name)))
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// A build's status. `errored` is for failures that are not the build's
+    /// own (after retries ran out); `failed` is a step's own failure.
+    BuildStatus {
+        Pending => "pending",
+        Started => "started",
+        Succeeded => "succeeded",
+        Failed => "failed",
+        Errored => "errored",
+        Aborted => "aborted",
+    }
+);
+
+impl BuildStatus {
+    pub fn is_final(self) -> bool {
+        !matches!(self, BuildStatus::Pending | BuildStatus::Started)
+    }
+}
+
+string_enum!(
+    StepState {
+        Pending => "pending",
+        Running => "running",
+        Succeeded => "succeeded",
+        Failed => "failed",
+        Errored => "errored",
+    }
+);
+
+/// Why a step attempt did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepFailure {
+    /// The step's program exited non-zero.
+    Exited { code: i32 },
+    /// The step's program was killed by a signal it was not sent by us.
+    Signaled { signal: i32 },
+    /// The kernel killed the step's container for exceeding its memory limit.
+    OutOfMemory { limit_bytes: Option<u64> },
+    /// The step's configuration or inputs are wrong (bad task config, an input
+    /// nobody produced, an image that does not exist).
+    Invalid { reason: String },
+    /// The worker was declared stalled while the step ran there.
+    WorkerStalled { worker: String },
+    /// The worker registered again (a new process, maybe a new disk).
+    WorkerRestarted { worker: String, state_lost: bool },
+    /// The worker left the fleet (retired, pruned, removed).
+    WorkerGone { worker: String },
+    /// The worker could not be reached.
+    WorkerUnreachable { worker: String, reason: String },
+    /// A volume the step needed is gone.
+    VolumeLost { worker: String, handle: String },
+    /// The step's container is gone or its state was lost.
+    ContainerLost { worker: String, handle: String },
+}
+
+/// Whose fault a failure is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// The step's own: not retried (unless the step asks), fails the build.
+    Own,
+    /// The infrastructure's: retried elsewhere; errors the build only once
+    /// the attempts run out.
+    Infrastructure,
+}
+
+impl StepFailure {
+    pub fn class(&self) -> FailureClass {
+        match self {
+            StepFailure::Exited { .. }
+            | StepFailure::Signaled { .. }
+            | StepFailure::OutOfMemory { .. }
+            | StepFailure::Invalid { .. } => FailureClass::Own,
+            StepFailure::WorkerStalled { .. }
+            | StepFailure::WorkerRestarted { .. }
+            | StepFailure::WorkerGone { .. }
+            | StepFailure::WorkerUnreachable { .. }
+            | StepFailure::VolumeLost { .. }
+            | StepFailure::ContainerLost { .. } => FailureClass::Infrastructure,
+        }
+    }
+
+    /// The worker to avoid on the next attempt, if the failure was its.
+    pub fn worker(&self) -> Option<&str> {
+        match self {
+            StepFailure::WorkerStalled { worker }
+            | StepFailure::WorkerRestarted { worker, .. }
+            | StepFailure::WorkerGone { worker }
+            | StepFailure::WorkerUnreachable { worker, .. }
+            | StepFailure::VolumeLost { worker, .. }
+            | StepFailure::ContainerLost { worker, .. } => Some(worker),
+            _ => None,
+        }
+    }
+
+    /// The failure in plain words, for the build log.
+    pub fn describe(&self) -> String {
+        match self {
+            StepFailure::Exited { code } => format!("exited with code {code}"),
+            StepFailure::Signaled { signal } => format!("killed by signal {signal}"),
+            StepFailure::OutOfMemory {
+                limit_bytes: Some(l),
+            } => {
+                format!("killed: out of memory (memory limit {})", human_bytes(*l))
+            }
+            StepFailure::OutOfMemory { limit_bytes: None } => "killed: out of memory".to_string(),
+            StepFailure::Invalid { reason } => reason.clone(),
+            StepFailure::WorkerStalled { worker } => {
+                format!("worker {worker} stalled (stopped heartbeating) while the step ran")
+            }
+            StepFailure::WorkerRestarted {
+                worker,
+                state_lost: true,
+            } => {
+                format!("worker {worker} restarted with its work dir wiped while the step ran")
+            }
+            StepFailure::WorkerRestarted {
+                worker,
+                state_lost: false,
+            } => {
+                format!("worker {worker} restarted while the step ran")
+            }
+            StepFailure::WorkerGone { worker } => {
+                format!("worker {worker} left the fleet while the step ran")
+            }
+            StepFailure::WorkerUnreachable { worker, reason } => {
+                format!("worker {worker} could not be reached: {reason}")
+            }
+            StepFailure::VolumeLost { worker, handle } => {
+                format!("volume {handle} on worker {worker} was lost")
+            }
+            StepFailure::ContainerLost { worker, handle } => {
+                format!("container {handle} on worker {worker} was lost")
+            }
+        }
+    }
+}
+
+/// What to do after a failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RetryDecision {
+    /// Try again (attempt numbers count from 1).
+    Retry { next_attempt: u32 },
+    /// Stop; the step ends in this state.
+    GiveUp(StepState),
+}
+
+/// Decides whether attempt `attempt` of at most `max_attempts` is retried.
+/// Infrastructure failures are retried while attempts remain; a step's own
+/// failure only when `retry_own_failures` (the task asked for it).
+pub fn decide_retry(
+    failure: &StepFailure,
+    attempt: u32,
+    max_attempts: u32,
+    retry_own_failures: bool,
+) -> RetryDecision {
+    let class = failure.class();
+    let retryable = class == FailureClass::Infrastructure || retry_own_failures;
+    if retryable && attempt < max_attempts {
+        RetryDecision::Retry {
+            next_attempt: attempt + 1,
+        }
+    } else {
+        RetryDecision::GiveUp(match class {
+            FailureClass::Own => StepState::Failed,
+            FailureClass::Infrastructure => StepState::Errored,
+        })
+    }
+}
+
+/// The build's status once its steps are done: the first step that did not
+/// succeed decides it.
+pub fn build_outcome(steps: &[StepState]) -> BuildStatus {
+    for s in steps {
+        match s {
+            StepState::Failed => return BuildStatus::Failed,
+            StepState::Errored => return BuildStatus::Errored,
+            _ => {}
+        }
+    }
+    BuildStatus::Succeeded
+}
+
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut size = n as f64;
+    let mut unit = 0;
+    while size >= 1024.0 && unit + 1 < UNITS.len() {
+        size /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else if size.fract() == 0.0 {
+        format!("{size:.0} {}", UNITS[unit])
+    } else {
+        format!("{size:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w() -> String {
+        "w1".into()
+    }
+
+    #[test]
+    fn failures_are_classified_by_whose_fault_they_are() {
+        use FailureClass::*;
+        let cases = [
+            (StepFailure::Exited { code: 1 }, Own),
+            (StepFailure::Signaled { signal: 9 }, Own),
+            (
+                StepFailure::OutOfMemory {
+                    limit_bytes: Some(1),
+                },
+                Own,
+            ),
+            (StepFailure::Invalid { reason: "x".into() }, Own),
+            (StepFailure::WorkerStalled { worker: w() }, Infrastructure),
+            (
+                StepFailure::WorkerRestarted {
+                    worker: w(),
+                    state_lost: true,
+                },
+                Infrastructure,
+            ),
+            (StepFailure::WorkerGone { worker: w() }, Infrastructure),
+            (
+                StepFailure::WorkerUnreachable {
+                    worker: w(),
+                    reason: "x".into(),
+                },
+                Infrastructure,
+            ),
+            (
+                StepFailure::VolumeLost {
+                    worker: w(),
+                    handle: "v".into(),
+                },
+                Infrastructure,
+            ),
+            (
+                StepFailure::ContainerLost {
+                    worker: w(),
+                    handle: "c".into(),
+                },
+                Infrastructure,
+            ),
+        ];
+        for (failure, class) in cases {
+            assert_eq!(failure.class(), class, "{failure:?}");
+            assert_eq!(
+                failure.worker().is_some(),
+                class == Infrastructure,
+                "{failure:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn retries_follow_the_table() {
+        let infra = StepFailure::WorkerStalled { worker: w() };
+        let own = StepFailure::Exited { code: 2 };
+        let cases = [
+            (
+                &infra,
+                1,
+                3,
+                false,
+                RetryDecision::Retry { next_attempt: 2 },
+            ),
+            (
+                &infra,
+                2,
+                3,
+                false,
+                RetryDecision::Retry { next_attempt: 3 },
+            ),
+            (
+                &infra,
+                3,
+                3,
+                false,
+                RetryDecision::GiveUp(StepState::Errored),
+            ),
+            (
+                &infra,
+                1,
+                1,
+                false,
+                RetryDecision::GiveUp(StepState::Errored),
+            ),
+            (&own, 1, 3, false, RetryDecision::GiveUp(StepState::Failed)),
+            (&own, 1, 3, true, RetryDecision::Retry { next_attempt: 2 }),
+            (&own, 3, 3, true, RetryDecision::GiveUp(StepState::Failed)),
+        ];
+        for (failure, attempt, max, own_retry, expected) in cases {
+            assert_eq!(
+                decide_retry(failure, attempt, max, own_retry),
+                expected,
+                "{failure:?} {attempt}/{max}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_first_unsuccessful_step_decides_the_build() {
+        use StepState::*;
+        assert_eq!(
+            build_outcome(&[Succeeded, Succeeded]),
+            BuildStatus::Succeeded
+        );
+        assert_eq!(
+            build_outcome(&[Succeeded, Failed, Errored]),
+            BuildStatus::Failed
+        );
+        assert_eq!(build_outcome(&[Errored, Failed]), BuildStatus::Errored);
+        assert_eq!(build_outcome(&[]), BuildStatus::Succeeded);
+    }
+
+    #[test]
+    fn failures_read_plainly() {
+        assert_eq!(
+            StepFailure::OutOfMemory {
+                limit_bytes: Some(32 << 20)
+            }
+            .describe(),
+            "killed: out of memory (memory limit 32 MiB)"
+        );
+        assert_eq!(
+            StepFailure::WorkerRestarted {
+                worker: w(),
+                state_lost: true
+            }
+            .describe(),
+            "worker w1 restarted with its work dir wiped while the step ran"
+        );
+        for s in BuildStatus::ALL {
+            assert_eq!(s.as_str().parse::<BuildStatus>(), Ok(*s));
+        }
+        for s in StepState::ALL {
+            assert_eq!(s.as_str().parse::<StepState>(), Ok(*s));
+        }
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+    }
+}
