@@ -5,10 +5,12 @@
 //! the time in, and get decisions out. That is what lets every rule here be
 //! tested with a table of cases and no server.
 
+pub mod build;
 pub mod events;
 pub mod fencing;
 pub mod lifecycle;
 pub mod names;
+pub mod placement;
 pub mod registration;
 pub mod volumes;
 
