@@ -76,4 +76,10 @@ pub struct ContainerExit {
     pub oom_killed: bool,
     pub memory_limit_bytes: Option<u64>,
     pub finished_at: i64,
+    /// The worker lost track of the process: it was gone without leaving
+    /// an exit status (killed together with its wrapper, or never started
+    /// because the worker died while creating it). `code` and `signal` are
+    /// then `None`.
+    #[serde(default)]
+    pub lost: bool,
 }

@@ -11,6 +11,7 @@ pub mod fencing;
 pub mod lifecycle;
 pub mod names;
 pub mod placement;
+pub mod plan;
 pub mod registration;
 pub mod volumes;
 

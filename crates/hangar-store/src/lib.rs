@@ -7,6 +7,7 @@
 //! its own text. Times are passed in by the caller, never read here, so tests
 //! drive the lifecycle in virtual time.
 
+mod builds;
 mod db;
 mod error;
 mod events;
@@ -14,6 +15,7 @@ mod records;
 mod volumes;
 mod workers;
 
+pub use builds::{BuildEventRecord, BuildRecord, StepRecord};
 pub use db::{Backend, Store};
 pub use error::StoreError;
 pub use records::{EventRecord, WorkerInfo, WorkerRecord};

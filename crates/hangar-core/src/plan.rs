@@ -1,0 +1,350 @@
+//! A build plan: `get` and `task` steps, in sequence (`do`) or in parallel
+//! (`in_parallel`), in Concourse's shape. Parsed from JSON with errors that
+//! name where in the plan the problem is.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::names::validate_label;
+
+/// The most steps one plan may hold, nested ones included.
+pub const MAX_STEPS: usize = 256;
+/// The deepest nesting of `do` / `in_parallel`.
+pub const MAX_DEPTH: usize = 8;
+/// Infrastructure attempts of a step unless it says otherwise.
+pub const DEFAULT_ATTEMPTS: u32 = 3;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    Get(GetStep),
+    Task(TaskStep),
+    Do(Vec<Step>),
+    InParallel(Vec<Step>),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GetStep {
+    /// The artifact the fetched version becomes.
+    pub get: String,
+    #[serde(rename = "type")]
+    pub resource_type: String,
+    pub source: serde_json::Map<String, Value>,
+    #[serde(default)]
+    pub version: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    pub params: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub attempts: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskStep {
+    pub task: String,
+    /// The task config (Concourse's `task.yml` as JSON); parsed by
+    /// [`crate::task::parse_task_config`].
+    pub config: Value,
+    /// task input name → artifact name.
+    #[serde(default)]
+    pub input_mapping: BTreeMap<String, String>,
+    /// task output name → artifact name.
+    #[serde(default)]
+    pub output_mapping: BTreeMap<String, String>,
+    /// An artifact whose content is the root filesystem to run in (runc).
+    #[serde(default)]
+    pub image: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Also retry the task's own failures (non-zero exit), up to `attempts`.
+    #[serde(default)]
+    pub retry_failures: bool,
+    #[serde(default)]
+    pub attempts: Option<u32>,
+    /// Job-level identity of the step, for task caches that persist across
+    /// builds of the same job (`<job>/<task>`). Set by web, not users.
+    #[serde(skip)]
+    pub cache_scope: Option<String>,
+}
+
+impl GetStep {
+    pub fn attempts(&self) -> u32 {
+        self.attempts.unwrap_or(DEFAULT_ATTEMPTS)
+    }
+}
+
+impl TaskStep {
+    pub fn attempts(&self) -> u32 {
+        self.attempts.unwrap_or(DEFAULT_ATTEMPTS)
+    }
+
+    /// The artifact a task input reads.
+    pub fn input_artifact<'a>(&'a self, input: &'a str) -> &'a str {
+        self.input_mapping
+            .get(input)
+            .map(String::as_str)
+            .unwrap_or(input)
+    }
+
+    /// The artifact a task output becomes.
+    pub fn output_artifact<'a>(&'a self, output: &'a str) -> &'a str {
+        self.output_mapping
+            .get(output)
+            .map(String::as_str)
+            .unwrap_or(output)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanError(pub String);
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "plan: {}", self.0)
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// Parses a plan: a JSON array of steps.
+pub fn parse_plan(value: &Value) -> Result<Vec<Step>, PlanError> {
+    let mut count = 0;
+    let steps = parse_list(value, "plan", 0, &mut count)?;
+    if steps.is_empty() {
+        return Err(PlanError("a plan needs at least one step".into()));
+    }
+    Ok(steps)
+}
+
+fn parse_list(
+    value: &Value,
+    at: &str,
+    depth: usize,
+    count: &mut usize,
+) -> Result<Vec<Step>, PlanError> {
+    if depth > MAX_DEPTH {
+        return Err(PlanError(format!(
+            "{at}: nested deeper than {MAX_DEPTH} levels"
+        )));
+    }
+    let items = value
+        .as_array()
+        .ok_or_else(|| PlanError(format!("{at}: expected a list of steps")))?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| parse_step(item, &format!("{at}[{i}]"), depth, count))
+        .collect()
+}
+
+fn parse_step(value: &Value, at: &str, depth: usize, count: &mut usize) -> Result<Step, PlanError> {
+    *count += 1;
+    if *count > MAX_STEPS {
+        return Err(PlanError(format!(
+            "{at}: a plan holds at most {MAX_STEPS} steps"
+        )));
+    }
+    let obj = value
+        .as_object()
+        .ok_or_else(|| PlanError(format!("{at}: expected a step (an object)")))?;
+    let kinds: Vec<&str> = ["get", "task", "do", "in_parallel"]
+        .into_iter()
+        .filter(|k| obj.contains_key(*k))
+        .collect();
+    let kind = match kinds.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(PlanError(format!(
+                "{at}: a step needs one of get, task, do, in_parallel"
+            )))
+        }
+        many => {
+            return Err(PlanError(format!(
+                "{at}: a step has exactly one of {}",
+                many.join(", ")
+            )))
+        }
+    };
+    let typed = |e: serde_path_to_error::Error<serde_json::Error>| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        let inner = inner.split(" at line").next().unwrap_or(&inner).to_string();
+        if path == "." {
+            PlanError(format!("{at}: {inner}"))
+        } else {
+            PlanError(format!("{at}.{path}: {inner}"))
+        }
+    };
+    match kind {
+        "get" => {
+            let step: GetStep = serde_path_to_error::deserialize(value).map_err(typed)?;
+            check_label(&step.get, &format!("{at}.get"))?;
+            check_label(&step.resource_type, &format!("{at}.type"))?;
+            check_common(&step.tags, step.attempts, at)?;
+            Ok(Step::Get(step))
+        }
+        "task" => {
+            let step: TaskStep = serde_path_to_error::deserialize(value).map_err(typed)?;
+            check_label(&step.task, &format!("{at}.task"))?;
+            for (k, v) in step.input_mapping.iter().chain(step.output_mapping.iter()) {
+                check_label(k, &format!("{at} mapping key"))?;
+                check_label(v, &format!("{at} mapping value"))?;
+            }
+            if let Some(image) = &step.image {
+                check_label(image, &format!("{at}.image"))?;
+            }
+            check_common(&step.tags, step.attempts, at)?;
+            Ok(Step::Task(step))
+        }
+        other => {
+            if obj.len() != 1 {
+                return Err(PlanError(format!(
+                    "{at}: {other} takes nothing but its list of steps"
+                )));
+            }
+            let inner = parse_list(&obj[other], &format!("{at}.{other}"), depth + 1, count)?;
+            Ok(if other == "do" {
+                Step::Do(inner)
+            } else {
+                Step::InParallel(inner)
+            })
+        }
+    }
+}
+
+fn check_label(s: &str, at: &str) -> Result<(), PlanError> {
+    validate_label(s).map_err(|e| PlanError(format!("{at}: {e}")))
+}
+
+fn check_common(tags: &[String], attempts: Option<u32>, at: &str) -> Result<(), PlanError> {
+    for t in tags {
+        check_label(t, &format!("{at}.tags"))?;
+    }
+    if let Some(n) = attempts {
+        if !(1..=10).contains(&n) {
+            return Err(PlanError(format!(
+                "{at}.attempts: {n} is out of range 1..=10"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every leaf step with its id (`0`, `2.1`, …), in plan order.
+pub fn leaf_steps(steps: &[Step]) -> Vec<(String, &Step)> {
+    fn walk<'a>(steps: &'a [Step], prefix: &str, out: &mut Vec<(String, &'a Step)>) {
+        for (i, s) in steps.iter().enumerate() {
+            let id = if prefix.is_empty() {
+                i.to_string()
+            } else {
+                format!("{prefix}.{i}")
+            };
+            match s {
+                Step::Do(inner) | Step::InParallel(inner) => walk(inner, &id, out),
+                leaf => out.push((id, leaf)),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(steps, "", &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn err(v: Value) -> String {
+        parse_plan(&v).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_plan_of_gets_and_tasks_parses_with_ids() {
+        let plan = json!([
+            {"get": "repo", "type": "git", "source": {"uri": "/r"}},
+            {"in_parallel": [
+                {"task": "unit", "config": {"platform": "linux"}, "input_mapping": {"src": "repo"}},
+                {"task": "lint", "config": {}, "attempts": 5}
+            ]},
+        ]);
+        let steps = parse_plan(&plan).unwrap();
+        let ids: Vec<String> = leaf_steps(&steps).into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, ["0", "1.0", "1.1"]);
+        let Step::InParallel(inner) = &steps[1] else {
+            panic!()
+        };
+        let Step::Task(unit) = &inner[0] else {
+            panic!()
+        };
+        assert_eq!(
+            (unit.input_artifact("src"), unit.input_artifact("other")),
+            ("repo", "other")
+        );
+        assert_eq!(unit.attempts(), 3);
+    }
+
+    #[test]
+    fn bad_plans_get_messages_that_say_where() {
+        let cases = [
+            (json!({}), "plan: plan: expected a list of steps"),
+            (json!([]), "plan: a plan needs at least one step"),
+            (json!([1]), "plan: plan[0]: expected a step (an object)"),
+            (
+                json!([{"put": "x"}]),
+                "plan: plan[0]: a step needs one of get, task, do, in_parallel",
+            ),
+            (
+                json!([{"get": "a", "task": "b"}]),
+                "plan: plan[0]: a step has exactly one of get, task",
+            ),
+            (
+                json!([{"get": "a", "type": "git"}]),
+                "plan: plan[0]: missing field `source`",
+            ),
+            (
+                json!([{"get": "a", "type": "git", "source": {}, "sauce": 1}]),
+                "plan: plan[0].sauce: unknown field `sauce`",
+            ),
+            (
+                json!([{"get": "a", "type": "git", "source": []}]),
+                "plan: plan[0].source: invalid type: sequence, expected a map",
+            ),
+            (
+                json!([{"get": "bad name", "type": "git", "source": {}}]),
+                "plan: plan[0].get: invalid name",
+            ),
+            (
+                json!([{"task": "t", "config": {}, "attempts": 0}]),
+                "plan: plan[0].attempts: 0 is out of range 1..=10",
+            ),
+            (
+                json!([{"do": [{"task": "t", "config": {}, "tags": ["a b"]}]}]),
+                "plan: plan[0].do[0].tags: invalid name",
+            ),
+            (
+                json!([{"do": [], "x": 1}]),
+                "plan: plan[0]: do takes nothing but its list of steps",
+            ),
+        ];
+        for (plan, expected) in cases {
+            let got = err(plan.clone());
+            assert!(got.starts_with(expected), "{plan}: {got}");
+        }
+    }
+
+    #[test]
+    fn plans_are_bounded_in_size_and_depth() {
+        let mut deep = json!([{"task": "t", "config": {}}]);
+        for _ in 0..=MAX_DEPTH {
+            deep = json!([{"do": deep}]);
+        }
+        assert!(err(deep).contains("nested deeper than"));
+        let wide = Value::Array(vec![json!({"task": "t", "config": {}}); MAX_STEPS + 1]);
+        assert!(err(wide).contains("at most 256 steps"));
+    }
+}

@@ -1,0 +1,327 @@
+//! Builds, their steps and their event log.
+
+use hangar_core::build::{BuildStatus, StepState};
+use hangar_core::UnixMillis;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::db::Store;
+use crate::error::StoreError;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildRecord {
+    pub id: i64,
+    pub name: String,
+    pub team: Option<String>,
+    /// The plan as JSON, validated when the build was created.
+    pub plan: String,
+    /// Artifacts the build starts with (name → volume handle), as JSON.
+    pub artifacts: String,
+    pub status: BuildStatus,
+    pub created_at: UnixMillis,
+    pub started_at: Option<UnixMillis>,
+    pub finished_at: Option<UnixMillis>,
+    pub exit_code: Option<i64>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepRecord {
+    pub build_id: i64,
+    /// The step's place in the plan (`0`, `1`, `2.0`, …).
+    pub step_id: String,
+    pub name: String,
+    /// `get` or `task`.
+    pub kind: String,
+    pub state: StepState,
+    pub attempt: i64,
+    pub worker: Option<String>,
+    pub container: Option<String>,
+    /// How much of the container's log is already in the build log.
+    pub log_offset: i64,
+    pub exit_code: Option<i64>,
+    /// Artifacts the step produced (name → volume handle), as JSON.
+    pub outputs: String,
+    pub error: Option<String>,
+    pub started_at: Option<UnixMillis>,
+    pub finished_at: Option<UnixMillis>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildEventRecord {
+    pub id: i64,
+    pub build_id: i64,
+    pub step: Option<String>,
+    /// `log`, `status`, `step`, `infra`, `error`.
+    pub kind: String,
+    pub payload: String,
+    pub at: UnixMillis,
+}
+
+const BUILD_COLUMNS: &str =
+    "id, name, team, plan, artifacts, status, created_at, started_at, finished_at, exit_code, error";
+const STEP_COLUMNS: &str =
+    "build_id, step_id, name, kind, state, attempt, worker_name, container_handle, \
+     log_offset, exit_code, outputs, error, started_at, finished_at";
+
+fn build_from_row(r: &AnyRow) -> Result<BuildRecord, StoreError> {
+    Ok(BuildRecord {
+        id: r.try_get("id")?,
+        name: r.try_get("name")?,
+        team: r.try_get("team")?,
+        plan: r.try_get("plan")?,
+        artifacts: r.try_get("artifacts")?,
+        status: r
+            .try_get::<String, _>("status")?
+            .parse()
+            .map_err(StoreError::Corrupt)?,
+        created_at: r.try_get("created_at")?,
+        started_at: r.try_get("started_at")?,
+        finished_at: r.try_get("finished_at")?,
+        exit_code: r.try_get("exit_code")?,
+        error: r.try_get("error")?,
+    })
+}
+
+fn step_from_row(r: &AnyRow) -> Result<StepRecord, StoreError> {
+    Ok(StepRecord {
+        build_id: r.try_get("build_id")?,
+        step_id: r.try_get("step_id")?,
+        name: r.try_get("name")?,
+        kind: r.try_get("kind")?,
+        state: r
+            .try_get::<String, _>("state")?
+            .parse()
+            .map_err(StoreError::Corrupt)?,
+        attempt: r.try_get("attempt")?,
+        worker: r.try_get("worker_name")?,
+        container: r.try_get("container_handle")?,
+        log_offset: r.try_get("log_offset")?,
+        exit_code: r.try_get("exit_code")?,
+        outputs: r.try_get("outputs")?,
+        error: r.try_get("error")?,
+        started_at: r.try_get("started_at")?,
+        finished_at: r.try_get("finished_at")?,
+    })
+}
+
+impl Store {
+    pub async fn create_build(
+        &self,
+        name: &str,
+        team: Option<&str>,
+        plan: &str,
+        artifacts: &str,
+        now: UnixMillis,
+    ) -> Result<BuildRecord, StoreError> {
+        let row = sqlx::query(&format!(
+            "INSERT INTO builds (name, team, plan, artifacts, status, created_at) \
+             VALUES ($1, $2, $3, $4, 'pending', $5) RETURNING {BUILD_COLUMNS}"
+        ))
+        .bind(name)
+        .bind(team)
+        .bind(plan)
+        .bind(artifacts)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        build_from_row(&row)
+    }
+
+    /// Takes the oldest build that is pending, or started by a web node whose
+    /// lease ran out (it died), for `owner` until `now + lease_ms`. A
+    /// conditional update: two nodes never take the same build.
+    pub async fn claim_build(
+        &self,
+        owner: &str,
+        now: UnixMillis,
+        lease_ms: i64,
+    ) -> Result<Option<BuildRecord>, StoreError> {
+        for _ in 0..5 {
+            let candidate = sqlx::query(
+                "SELECT id, status FROM builds WHERE status = 'pending' \
+                 OR (status = 'started' AND (lease_until IS NULL OR lease_until < $1)) ORDER BY id LIMIT 1",
+            )
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?;
+            let Some(candidate) = candidate else {
+                return Ok(None);
+            };
+            let id: i64 = candidate.try_get("id")?;
+            let status: String = candidate.try_get("status")?;
+            let claimed = sqlx::query(&format!(
+                "UPDATE builds SET status = 'started', started_at = COALESCE(started_at, $1), \
+                 lease_owner = $2, lease_until = $3 \
+                 WHERE id = $4 AND status = $5 AND (status = 'pending' OR lease_until IS NULL OR lease_until < $1) \
+                 RETURNING {BUILD_COLUMNS}"
+            ))
+            .bind(now)
+            .bind(owner)
+            .bind(now + lease_ms)
+            .bind(id)
+            .bind(&status)
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some(row) = claimed {
+                return build_from_row(&row).map(Some);
+            }
+            // Another node took it between the two statements: look again.
+        }
+        Ok(None)
+    }
+
+    /// Extends `owner`'s lease on a started build; false if it lost it.
+    pub async fn renew_build_lease(
+        &self,
+        id: i64,
+        owner: &str,
+        now: UnixMillis,
+        lease_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE builds SET lease_until = $1 WHERE id = $2 AND lease_owner = $3 AND status = 'started'",
+        )
+        .bind(now + lease_ms)
+        .bind(id)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Ends a build; only its lease owner can, and only once.
+    pub async fn finish_build(
+        &self,
+        id: i64,
+        owner: &str,
+        status: BuildStatus,
+        exit_code: Option<i64>,
+        error: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE builds SET status = $1, exit_code = $2, error = $3, finished_at = $4, lease_until = NULL \
+             WHERE id = $5 AND lease_owner = $6 AND status = 'started'",
+        )
+        .bind(status.as_str())
+        .bind(exit_code)
+        .bind(error)
+        .bind(now)
+        .bind(id)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub async fn get_build(&self, id: i64) -> Result<Option<BuildRecord>, StoreError> {
+        sqlx::query(&format!("SELECT {BUILD_COLUMNS} FROM builds WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(build_from_row)
+            .transpose()
+    }
+
+    /// The newest builds first.
+    pub async fn list_builds(&self, limit: i64) -> Result<Vec<BuildRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {BUILD_COLUMNS} FROM builds ORDER BY id DESC LIMIT $1"
+        ))
+        .bind(limit.clamp(1, 1000))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(build_from_row).collect()
+    }
+
+    /// Inserts or replaces a step's row.
+    pub async fn save_step(&self, s: &StepRecord) -> Result<(), StoreError> {
+        sqlx::query(&format!(
+            "INSERT INTO build_steps ({STEP_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+             ON CONFLICT (build_id, step_id) DO UPDATE SET name = $3, kind = $4, state = $5, attempt = $6, \
+             worker_name = $7, container_handle = $8, log_offset = $9, exit_code = $10, outputs = $11, \
+             error = $12, started_at = $13, finished_at = $14"
+        ))
+        .bind(s.build_id)
+        .bind(&s.step_id)
+        .bind(&s.name)
+        .bind(&s.kind)
+        .bind(s.state.as_str())
+        .bind(s.attempt)
+        .bind(&s.worker)
+        .bind(&s.container)
+        .bind(s.log_offset)
+        .bind(s.exit_code)
+        .bind(&s.outputs)
+        .bind(&s.error)
+        .bind(s.started_at)
+        .bind(s.finished_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn build_steps(&self, build_id: i64) -> Result<Vec<StepRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {STEP_COLUMNS} FROM build_steps WHERE build_id = $1 ORDER BY step_id"
+        ))
+        .bind(build_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(step_from_row).collect()
+    }
+
+    /// Appends to a build's log; returns the event's id (its position).
+    pub async fn append_build_event(
+        &self,
+        build_id: i64,
+        step: Option<&str>,
+        kind: &str,
+        payload: &str,
+        now: UnixMillis,
+    ) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO build_events (build_id, step, kind, payload, at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(build_id)
+        .bind(step)
+        .bind(kind)
+        .bind(payload)
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get("id")?)
+    }
+
+    /// A build's events after `after` (an event id; 0 for the start).
+    pub async fn build_events(
+        &self,
+        build_id: i64,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<BuildEventRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, build_id, step, kind, payload, at FROM build_events \
+             WHERE build_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+        )
+        .bind(build_id)
+        .bind(after)
+        .bind(limit.clamp(1, 10_000))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(BuildEventRecord {
+                    id: r.try_get("id")?,
+                    build_id: r.try_get("build_id")?,
+                    step: r.try_get("step")?,
+                    kind: r.try_get("kind")?,
+                    payload: r.try_get("payload")?,
+                    at: r.try_get("at")?,
+                })
+            })
+            .collect()
+    }
+}
