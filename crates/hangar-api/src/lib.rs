@@ -7,7 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod builds;
 pub mod containers;
+pub mod resources;
 
 /// The API version prefix every route lives under.
 pub const API_PREFIX: &str = "/api/v1";

@@ -8,6 +8,8 @@ use hangar_api::{
     API_PREFIX,
 };
 
+mod builds;
+mod resource_api;
 mod worker_api;
 use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
@@ -60,6 +62,8 @@ pub struct Client {
     base: Url,
     token: String,
     http: reqwest::Client,
+    /// For uploads and downloads: a whole-request timeout would cut them.
+    streaming: reqwest::Client,
 }
 
 impl Client {
@@ -84,10 +88,17 @@ impl Client {
             .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ClientError::Decode(e.to_string()))?;
+        let streaming = reqwest::Client::builder()
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .read_timeout(timeout)
+            .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError::Decode(e.to_string()))?;
         Ok(Client {
             base,
             token: token.to_string(),
             http,
+            streaming,
         })
     }
 
@@ -95,8 +106,13 @@ impl Client {
         &self.base
     }
 
+    /// A request with credentials and no timeout on the whole body (streams).
+    pub(crate) fn raw_request(&self, method: Method, url: Url) -> reqwest::RequestBuilder {
+        self.streaming.request(method, url).bearer_auth(&self.token)
+    }
+
     /// The URL of an API route; every segment is percent-encoded.
-    fn url(&self, segments: &[&str]) -> Url {
+    pub(crate) fn url(&self, segments: &[&str]) -> Url {
         let mut url = self.base.clone();
         {
             let mut path = url.path_segments_mut().expect("http urls have paths");
@@ -111,7 +127,7 @@ impl Client {
         url
     }
 
-    async fn call<B: Serialize, T: DeserializeOwned>(
+    pub(crate) async fn call<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,
         url: Url,

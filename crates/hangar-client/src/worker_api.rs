@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use hangar_api::containers::{Container, ContainerSpec};
 use hangar_api::worker_api::{CreateVolume, SetProperty, Volume};
 use reqwest::{Method, Url};
 
@@ -10,9 +11,9 @@ use crate::{decode, ClientError};
 
 #[derive(Clone, Debug)]
 pub struct WorkerApi {
-    base: Url,
-    key: String,
-    http: reqwest::Client,
+    pub(crate) base: Url,
+    pub(crate) key: String,
+    pub(crate) http: reqwest::Client,
 }
 
 /// Tar streams may be compressed.
@@ -41,7 +42,7 @@ impl WorkerApi {
         })
     }
 
-    fn url(&self, segments: &[&str]) -> Url {
+    pub(crate) fn url(&self, segments: &[&str]) -> Url {
         let mut url = self.base.clone();
         {
             let mut path = url.path_segments_mut().expect("http urls have paths");
@@ -53,7 +54,7 @@ impl WorkerApi {
         url
     }
 
-    async fn send(
+    pub(crate) async fn send(
         &self,
         req: reqwest::RequestBuilder,
         url: &Url,
@@ -158,4 +159,97 @@ impl WorkerApi {
         let resp = self.send(self.http.get(url.clone()), &url).await?;
         decode::<serde_json::Value>(url, resp).await.map(|_| ())
     }
+
+    /// Starts a container; answers once its process runs.
+    pub async fn create_container(&self, spec: &ContainerSpec) -> Result<Container, ClientError> {
+        let url = self.url(&["containers"]);
+        let resp = self
+            .send(self.http.post(url.clone()).json(spec), &url)
+            .await?;
+        decode(url, resp).await
+    }
+
+    pub async fn container(&self, handle: &str) -> Result<Container, ClientError> {
+        let url = self.url(&["containers", handle]);
+        let resp = self.send(self.http.get(url.clone()), &url).await?;
+        decode(url, resp).await
+    }
+
+    pub async fn containers(&self) -> Result<Vec<Container>, ClientError> {
+        let url = self.url(&["containers"]);
+        let resp = self.send(self.http.get(url.clone()), &url).await?;
+        decode(url, resp).await
+    }
+
+    /// The container's log (stdout and stderr) from byte `offset`; the
+    /// caller reads the body. With `follow` the body goes on until the
+    /// container has exited and its log is drained, however long that is
+    /// (no read timeout applies).
+    pub async fn container_logs(
+        &self,
+        handle: &str,
+        offset: u64,
+        follow: bool,
+    ) -> Result<reqwest::Response, ClientError> {
+        let mut url = self.url(&["containers", handle, "logs"]);
+        url.query_pairs_mut()
+            .append_pair("offset", &offset.to_string())
+            .append_pair("follow", if follow { "true" } else { "false" });
+        let resp = self.send(long_poll_client().get(url.clone()), &url).await?;
+        if resp.status().is_success() {
+            Ok(resp)
+        } else {
+            Err(decode::<serde_json::Value>(url, resp).await.unwrap_err())
+        }
+    }
+
+    /// Waits until the container has exited or `timeout` passes, and
+    /// returns it either way (check `state`). The worker holds one request
+    /// for at most a minute; longer waits are several requests.
+    pub async fn wait_container(
+        &self,
+        handle: &str,
+        timeout: Duration,
+    ) -> Result<Container, ClientError> {
+        const MAX_PER_REQUEST: Duration = Duration::from_secs(60);
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let step = deadline
+                .saturating_duration_since(std::time::Instant::now())
+                .min(MAX_PER_REQUEST);
+            let mut url = self.url(&["containers", handle, "wait"]);
+            url.query_pairs_mut()
+                .append_pair("timeout_ms", &step.as_millis().to_string());
+            let resp = self.send(long_poll_client().get(url.clone()), &url).await?;
+            let c: Container = decode(url, resp).await?;
+            if c.exit.is_some() || std::time::Instant::now() >= deadline {
+                return Ok(c);
+            }
+        }
+    }
+
+    /// Kills and removes a container; one that is not there counts as
+    /// destroyed.
+    pub async fn destroy_container(&self, handle: &str) -> Result<(), ClientError> {
+        let url = self.url(&["containers", handle]);
+        let resp = self.send(self.http.delete(url.clone()), &url).await?;
+        decode::<serde_json::Value>(url, resp).await.map(|_| ())
+    }
+}
+
+/// A client without a read timeout, for requests the worker holds open
+/// (waits, followed logs); TCP keepalive notices a dead peer. It keeps no
+/// idle connections: it is shared by every runtime of the process, and a
+/// pooled connection belongs to the runtime that made it.
+fn long_poll_client() -> &'static reqwest::Client {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_keepalive(Duration::from_secs(30))
+            .pool_max_idle_per_host(0)
+            .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("a client with static settings builds")
+    })
 }

@@ -219,6 +219,36 @@ pub fn build_outcome(steps: &[StepState]) -> BuildStatus {
     BuildStatus::Succeeded
 }
 
+/// What web knew of a worker when a step started on it, and what it knows
+/// now: whether the step's worker is still the one it started on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerSeen {
+    pub state: crate::WorkerState,
+    pub generation: i64,
+    pub state_identity: String,
+}
+
+/// The infrastructure failure a step suffers because its worker changed
+/// under it, if it did. A landing or retiring worker still finishes its work.
+pub fn worker_change(
+    worker: &str,
+    at_start: &WorkerSeen,
+    now: Option<&WorkerSeen>,
+) -> Option<StepFailure> {
+    let worker = worker.to_string();
+    match now {
+        None => Some(StepFailure::WorkerGone { worker }),
+        Some(n) if n.generation != at_start.generation => Some(StepFailure::WorkerRestarted {
+            worker,
+            state_lost: n.state_identity != at_start.state_identity,
+        }),
+        Some(n) if n.state == crate::WorkerState::Stalled => {
+            Some(StepFailure::WorkerStalled { worker })
+        }
+        Some(_) => None,
+    }
+}
+
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut size = n as f64;
@@ -340,6 +370,55 @@ mod tests {
                 decide_retry(failure, attempt, max, own_retry),
                 expected,
                 "{failure:?} {attempt}/{max}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_step_notices_its_worker_change_by_the_table() {
+        use crate::WorkerState::*;
+        let seen = |state, generation, id: &str| WorkerSeen {
+            state,
+            generation,
+            state_identity: id.into(),
+        };
+        let start = seen(Running, 5, "a");
+        let cases = [
+            (Some(seen(Running, 5, "a")), None),
+            (Some(seen(Landing, 5, "a")), None),
+            (Some(seen(Retiring, 5, "a")), None),
+            (
+                Some(seen(Stalled, 5, "a")),
+                Some(StepFailure::WorkerStalled { worker: w() }),
+            ),
+            (
+                Some(seen(Running, 6, "a")),
+                Some(StepFailure::WorkerRestarted {
+                    worker: w(),
+                    state_lost: false,
+                }),
+            ),
+            (
+                Some(seen(Running, 6, "b")),
+                Some(StepFailure::WorkerRestarted {
+                    worker: w(),
+                    state_lost: true,
+                }),
+            ),
+            (
+                Some(seen(Stalled, 6, "b")),
+                Some(StepFailure::WorkerRestarted {
+                    worker: w(),
+                    state_lost: true,
+                }),
+            ),
+            (None, Some(StepFailure::WorkerGone { worker: w() })),
+        ];
+        for (now, expected) in cases {
+            assert_eq!(
+                worker_change("w1", &start, now.as_ref()),
+                expected,
+                "{now:?}"
             );
         }
     }

@@ -6,6 +6,7 @@
 //! tested with a table of cases and no server.
 
 pub mod build;
+pub mod caches;
 pub mod events;
 pub mod fencing;
 pub mod lifecycle;
@@ -13,6 +14,7 @@ pub mod names;
 pub mod placement;
 pub mod plan;
 pub mod registration;
+pub mod task;
 pub mod volumes;
 
 pub use events::EventKind;

@@ -43,7 +43,9 @@ pub fn place(candidates: &[Candidate], req: &Requirement) -> Result<String, NoWo
     let fits = |c: &&Candidate| {
         c.state == WorkerState::Running
             && c.accepting_work
-            && c.platform == req.platform
+            // An empty platform asks for none in particular (resource types
+            // run on their worker's own platform).
+            && (req.platform.is_empty() || c.platform == req.platform)
             && req.tags.is_subset(&c.tags)
             // A team worker serves only its team; a shared worker serves all.
             && (c.team.is_none() || c.team == req.team)
@@ -171,6 +173,14 @@ mod tests {
                 Ok("a"),
             ),
             (vec![windows.clone(), c("a", 9, &[])], req(&["k"]), Ok("a")),
+            (
+                vec![windows.clone()],
+                Requirement {
+                    platform: String::new(),
+                    ..req(&[])
+                },
+                Ok("win"),
+            ),
             (vec![team.clone(), c("a", 9, &[])], req(&["k"]), Ok("a")),
             (
                 vec![pressured.clone(), c("a", 9, &[])],

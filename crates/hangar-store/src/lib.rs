@@ -8,6 +8,7 @@
 //! drive the lifecycle in virtual time.
 
 mod builds;
+mod containers;
 mod db;
 mod error;
 mod events;
@@ -16,6 +17,7 @@ mod volumes;
 mod workers;
 
 pub use builds::{BuildEventRecord, BuildRecord, StepRecord};
+pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;
 pub use records::{EventRecord, WorkerInfo, WorkerRecord};

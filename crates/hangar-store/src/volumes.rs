@@ -157,6 +157,22 @@ impl Store {
         Ok(())
     }
 
+    /// Gives a volume a new owner (a step's output becoming a build artifact).
+    pub async fn set_volume_owner(
+        &self,
+        handle: &str,
+        owner_kind: OwnerKind,
+        owner_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE volumes SET owner_kind = $1, owner_id = $2 WHERE handle = $3")
+            .bind(owner_kind.as_str())
+            .bind(owner_id)
+            .bind(handle)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     pub async fn get_volume(&self, handle: &str) -> Result<Option<VolumeRecord>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         sqlx::query(&format!(

@@ -67,7 +67,7 @@ pub use error::{LimitKind, VolumeError};
 pub use fsutil::copy_tree;
 pub use manager::{OpenReport, Strategy, VolumeInfo, VolumeManager, VolumeSpec};
 pub use meta::{validate_handle, StrategyKind};
-pub use tar_in::{Limits, StreamInReport};
+pub use tar_in::{extract_into_dir, Limits, StreamInReport};
 
 /// Compression of a tar stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

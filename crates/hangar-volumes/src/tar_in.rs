@@ -801,6 +801,31 @@ fn merge(staged: &Path, dest: &Path) -> Result<(), VolumeError> {
     Ok(())
 }
 
+/// Extracts a tar stream into a plain directory (not a volume) with the
+/// same checks as a stream into a volume: the CLI uses it for the outputs
+/// it downloads. The directory is created if missing; a refused archive
+/// leaves it as it was.
+pub fn extract_into_dir(
+    dir: &Path,
+    reader: impl Read,
+    compression: Compression,
+    limits: &Limits,
+) -> Result<StreamInReport, VolumeError> {
+    fs::create_dir_all(dir).map_err(|e| VolumeError::io(format!("create {}", dir.display()), e))?;
+    let staging = dir.join(format!(".hangar-extract-{}", uuid::Uuid::new_v4().simple()));
+    fs::create_dir(&staging)
+        .map_err(|e| VolumeError::io(format!("create {}", staging.display()), e))?;
+    let target = Target {
+        staging: &staging,
+        data: dir,
+        sub: &[],
+        privileged: false,
+    };
+    let result = stream_in(reader, compression, limits, &target);
+    let _ = fs::remove_dir_all(&staging);
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

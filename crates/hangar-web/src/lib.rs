@@ -7,11 +7,13 @@
 
 mod auth;
 mod clock;
+mod engine;
 mod error;
 mod json;
 mod lifecycle_loop;
 mod metrics;
 mod routes;
+mod worker_ops;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +40,9 @@ pub struct WebConfig {
     /// it through [`Web::run_lifecycle_once`]).
     pub lifecycle_interval: Option<Duration>,
     pub clock: Clock,
+    /// Whether this node runs builds (every node does in production; some
+    /// tests drive the API alone).
+    pub run_builds: bool,
 }
 
 impl WebConfig {
@@ -77,6 +82,12 @@ struct WebInner {
     store: Store,
     config: WebConfig,
     metrics: metrics::Metrics,
+    /// This node's name in build leases.
+    node_id: String,
+    /// Poked when a build is created, so the engine claims it at once.
+    engine_wake: tokio::sync::Notify,
+    /// Poked when a build's log grows, for long-polling watchers.
+    build_events: tokio::sync::Notify,
 }
 
 impl Web {
@@ -87,6 +98,9 @@ impl Web {
                 store,
                 config,
                 metrics: metrics::Metrics::new(),
+                node_id: format!("web-{}", uuid::Uuid::new_v4().simple()),
+                engine_wake: tokio::sync::Notify::new(),
+                build_events: tokio::sync::Notify::new(),
             }),
         })
     }
@@ -101,6 +115,18 @@ impl Web {
 
     pub(crate) fn metrics(&self) -> &metrics::Metrics {
         &self.inner.metrics
+    }
+
+    pub(crate) fn node_id(&self) -> &str {
+        &self.inner.node_id
+    }
+
+    pub(crate) fn engine_wake(&self) -> &tokio::sync::Notify {
+        &self.inner.engine_wake
+    }
+
+    pub(crate) fn build_events(&self) -> &tokio::sync::Notify {
+        &self.inner.build_events
     }
 
     pub(crate) fn now(&self) -> i64 {
@@ -127,6 +153,9 @@ pub async fn serve(
     let mut tasks = tokio::task::JoinSet::new();
     if let Some(interval) = web.config().lifecycle_interval {
         tasks.spawn(lifecycle_loop::run(web.clone(), interval, shutdown.clone()));
+    }
+    if web.config().run_builds {
+        tasks.spawn(engine::run(web.clone(), shutdown.clone()));
     }
     let app = web.router();
     let stop = shutdown.clone();

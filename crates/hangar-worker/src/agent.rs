@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, VolumeApi};
+use crate::containers::ContainerManager;
 
 use crate::resource_types::discover_resource_types;
 use crate::state_identity::load_or_create_state_identity;
@@ -75,6 +76,7 @@ pub async fn run(
     let identity = load_or_create_state_identity(&config.work_dir)?;
     let client = Client::new(&config.web_url, &config.worker_key, Duration::from_secs(10))?;
     let volumes = open_volumes(&config).await?;
+    let containers = open_containers(&config, &volumes).await?;
 
     let listener = tokio::net::TcpListener::bind(&config.api_bind)
         .await
@@ -93,7 +95,14 @@ pub async fn run(
     let _stop_api_on_return = api_stop.clone().drop_guard();
     let api_task = tokio::spawn(api::serve(
         listener,
-        VolumeApi::new(volumes.clone(), &config.worker_key, Limits::default()),
+        VolumeApi::new(volumes.clone(), &config.worker_key, Limits::default())
+            .with_containers(containers.clone())
+            .with_resources(crate::resources_api::ResourceRunner::new(
+                config.resource_types_dir.clone(),
+                volumes.clone(),
+                &config.worker_key,
+                Duration::from_secs(3600),
+            )),
         api_stop,
     ));
     let result = agent_loop(
@@ -101,7 +110,10 @@ pub async fn run(
         &identity,
         &api_url,
         &client,
-        &volumes,
+        &Stores {
+            volumes: volumes.clone(),
+            containers: containers.clone(),
+        },
         &mut commands,
         &shutdown,
     )
@@ -134,6 +146,49 @@ async fn open_volumes(config: &WorkerConfig) -> anyhow::Result<Arc<VolumeManager
         );
     }
     Ok(Arc::new(manager))
+}
+
+/// What the worker keeps on its disk.
+struct Stores {
+    volumes: Arc<VolumeManager>,
+    containers: Arc<ContainerManager>,
+}
+
+/// Opens `<work-dir>/containers`, recovering what a previous worker process
+/// left there.
+async fn open_containers(
+    config: &WorkerConfig,
+    volumes: &Arc<VolumeManager>,
+) -> anyhow::Result<Arc<ContainerManager>> {
+    let dir = config.work_dir.join("containers");
+    let volumes = volumes.clone();
+    let manager =
+        tokio::task::spawn_blocking(move || ContainerManager::open(&dir, volumes)).await??;
+    let report = manager.open_report();
+    if !report.removed.is_empty() || !report.lost.is_empty() {
+        tracing::info!(
+            removed = report.removed.len(),
+            lost = ?report.lost,
+            "container store recovered at start"
+        );
+    }
+    Ok(Arc::new(manager))
+}
+
+/// How many containers are running, for registration and heartbeats.
+async fn active_containers(containers: &Arc<ContainerManager>) -> i64 {
+    let m = containers.clone();
+    match tokio::task::spawn_blocking(move || m.active_count()).await {
+        Ok(Ok(n)) => n as i64,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cannot count containers");
+            0
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "container count task failed");
+            0
+        }
+    }
 }
 
 /// Every handle the worker has, for the report (and the count in heartbeats).
@@ -184,14 +239,16 @@ async fn agent_loop(
     identity: &str,
     api_url: &str,
     client: &Client,
-    volumes: &Arc<VolumeManager>,
+    stores: &Stores,
     commands: &mut mpsc::Receiver<AgentCommand>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<AgentExit> {
+    let (volumes, containers) = (&stores.volumes, &stores.containers);
     let registration = || async {
         let mut req = registration(config, identity);
         req.api_url = Some(api_url.to_string());
         req.volumes = handles(volumes).await.map(|h| h.len() as i64).unwrap_or(0);
+        req.containers = active_containers(containers).await;
         req
     };
     let Some(mut registered) =
@@ -241,7 +298,7 @@ async fn agent_loop(
             _ = ticker.tick() => {
                 let hb = Heartbeat {
                     generation: registered.generation,
-                    containers: 0,
+                    containers: active_containers(containers).await,
                     volumes: handles(volumes).await.map(|h| h.len() as i64).unwrap_or(0),
                 };
                 match client.heartbeat(&config.name, &hb).await {

@@ -22,11 +22,17 @@ use serde::Deserialize;
 use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
 use tokio_util::sync::CancellationToken;
 
+use crate::containers::ContainerManager;
+
 #[derive(Clone)]
 pub struct VolumeApi {
     manager: Arc<VolumeManager>,
     key: Arc<str>,
     limits: Limits,
+    /// Served under `/containers` when set (see `containers_api`).
+    containers: Option<Arc<ContainerManager>>,
+    /// Served under `/resource-actions` when set (see `resources_api`).
+    resources: Option<crate::resources_api::ResourceRunner>,
 }
 
 impl VolumeApi {
@@ -35,13 +41,30 @@ impl VolumeApi {
             manager,
             key: key.into(),
             limits,
+            containers: None,
+            resources: None,
         }
+    }
+
+    /// Serves the container API too, with the same key.
+    pub fn with_containers(mut self, containers: Arc<ContainerManager>) -> VolumeApi {
+        self.containers = Some(containers);
+        self
+    }
+
+    pub fn with_resources(mut self, resources: crate::resources_api::ResourceRunner) -> VolumeApi {
+        self.resources = Some(resources);
+        self
     }
 }
 
 /// An error answer in the same shape web uses.
 #[derive(Debug)]
-pub struct ApiError(StatusCode, &'static str, String);
+pub struct ApiError(
+    pub(crate) StatusCode,
+    pub(crate) &'static str,
+    pub(crate) String,
+);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -109,22 +132,31 @@ fn to_api(v: VolumeInfo) -> Volume {
 }
 
 pub fn router(api: VolumeApi) -> Router {
-    let authed = Router::new()
+    let mut authed = Router::new()
         .route("/volumes", get(list).post(create))
         .route("/volumes/{handle}", get(show).delete(destroy))
         .route("/volumes/{handle}/properties/{key}", put(set_property))
         .route("/volumes/{handle}/stream-in", put(stream_in))
-        .route("/volumes/{handle}/stream-out", get(stream_out))
+        .route("/volumes/{handle}/stream-out", get(stream_out));
+    if let Some(containers) = api.containers.clone() {
+        authed = authed.merge(crate::containers_api::routes().with_state(containers));
+    }
+    let authed = authed
         .layer(middleware::from_fn_with_state(api.clone(), require_key))
         // Stream-in bodies are bounded by the archive limits, not by size.
         .layer(axum::extract::DefaultBodyLimit::disable());
-    Router::new()
+    let resources = api.resources.clone();
+    let router = Router::new()
         .route(
             "/healthz",
             get(|| async { Json(serde_json::json!({"ok": true})) }),
         )
         .merge(authed)
-        .with_state(api)
+        .with_state(api);
+    match resources {
+        Some(r) => router.merge(crate::resources_api::router(r)),
+        None => router,
+    }
 }
 
 pub async fn serve(

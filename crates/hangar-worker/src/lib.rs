@@ -6,7 +6,10 @@
 
 mod agent;
 pub mod api;
+pub mod containers;
+mod containers_api;
 mod resource_types;
+pub mod resources_api;
 mod state_identity;
 
 pub use agent::{run, AgentCommand, AgentExit, WorkerConfig};

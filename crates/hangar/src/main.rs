@@ -33,6 +33,12 @@ enum Command {
     Workers(cmd::workers::Args),
     /// List the volumes web knows, on every worker.
     Volumes(cmd::volumes::Args),
+    /// List the builds, newest first.
+    Builds(cmd::builds::Args),
+    /// Follow a build's log until it ends; exit with its exit code.
+    Watch(cmd::watch::Args),
+    /// Run one task with local directories as its inputs and outputs.
+    Execute(cmd::execute::Args),
     /// List worker lifecycle events, newest first.
     Events(cmd::events::Args),
     /// Land a worker: it takes no new work, finishes what runs, then stops.
@@ -41,6 +47,10 @@ enum Command {
     RetireWorker(cmd::worker_commands::NameArgs),
     /// Remove a worker that is not running (stalled, landed, …) from web.
     PruneWorker(cmd::worker_commands::PruneArgs),
+    /// Run a built-in resource type's action (the scripts a worker installs
+    /// call this).
+    #[command(hide = true)]
+    ResourceType(cmd::resource_type::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -62,10 +72,14 @@ fn main() -> std::process::ExitCode {
             Command::Worker(args) => cmd::worker::run(args).await,
             Command::Workers(args) => cmd::workers::run(args).await,
             Command::Volumes(args) => cmd::volumes::run(args).await,
+            Command::Builds(args) => cmd::builds::run(args).await,
+            Command::Watch(args) => cmd::watch::run(args).await,
+            Command::Execute(args) => cmd::execute::run(args).await,
             Command::Events(args) => cmd::events::run(args).await,
             Command::LandWorker(args) => cmd::worker_commands::land(args).await,
             Command::RetireWorker(args) => cmd::worker_commands::retire(args).await,
             Command::PruneWorker(args) => cmd::worker_commands::prune(args).await,
+            Command::ResourceType(args) => cmd::resource_type::run(args),
         }
     });
     match result {

@@ -1,6 +1,8 @@
 //! One file per API resource. Handlers parse, check credentials, call the
 //! store and shape the answer; nothing else.
 
+mod artifacts;
+mod builds;
 mod events;
 mod info;
 mod volumes;
@@ -23,6 +25,20 @@ pub fn router(web: Web) -> Router {
         .route("/workers/{name}/retire", put(workers::retire))
         .route("/stalled-workers/prune", post(workers::prune_stalled))
         .route("/events", get(events::list))
+        .route(
+            "/builds",
+            post(builds::create)
+                .get(builds::list)
+                .layer(DefaultBodyLimit::max(hangar_api::builds::MAX_PLAN_BODY)),
+        )
+        .route("/builds/{id}", get(builds::show))
+        .route("/builds/{id}/events", get(builds::events))
+        .route("/builds/{id}/artifacts/{name}", get(builds::artifact))
+        // Uploads stream through to the worker, which enforces its limits.
+        .route(
+            "/artifacts",
+            post(artifacts::upload).layer(DefaultBodyLimit::disable()),
+        )
         .route("/volumes", post(volumes::create).get(volumes::list))
         .route(
             "/volumes/{handle}",

@@ -1,17 +1,15 @@
-use std::time::Duration;
-
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use hangar_api::{CreateVolume, Volume, VolumeReport, VolumeReportAnswer};
-use hangar_client::WorkerApi;
 use hangar_core::names::validate_worker_name;
 use hangar_core::volumes::OwnerKind;
-use hangar_store::{NewVolume, VolumeRecord};
+use hangar_store::VolumeRecord;
 use serde::Deserialize;
 
 use crate::auth::{Admin, WorkerKey};
 use crate::error::ApiError;
 use crate::json::Json;
+use crate::worker_ops::{make_volume, OpError, Source};
 use crate::Web;
 
 const MAX_HANDLE: usize = 128;
@@ -84,79 +82,39 @@ fn validate_create(req: &CreateVolume) -> Result<OwnerKind, ApiError> {
     Ok(owner)
 }
 
-/// Makes a volume on a worker: the row first (`creating`), then the worker's
-/// volume, then the row's outcome (`created` or `failed`). A crash between
-/// the steps leaves a row the reconciliation settles, never a volume web
-/// does not know.
+/// Makes a volume on a worker (see [`make_volume`]).
 pub async fn create(
     State(web): State<Web>,
     _: Admin,
     Json(req): Json<CreateVolume>,
 ) -> Result<(StatusCode, axum::Json<Volume>), ApiError> {
     let owner_kind = validate_create(&req)?;
-    let worker = web
-        .store()
-        .get_worker(&req.worker)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("worker {} not found", req.worker)))?;
-    let api_url = worker.info.api_url.clone().ok_or_else(|| {
-        ApiError::new(
+    let source = match (req.parent, req.import_path) {
+        (Some(parent), _) => Source::CopyOnWrite { parent },
+        (None, Some(path)) => Source::Import { path },
+        (None, None) => Source::Empty,
+    };
+    let made = make_volume(&web, &req.worker, source, owner_kind, req.owner_id)
+        .await
+        .map_err(op_error)?;
+    Ok((StatusCode::CREATED, axum::Json(volume_to_api(made))))
+}
+
+/// How a failed operation on a worker reads over the API.
+pub fn op_error(e: OpError) -> ApiError {
+    match e {
+        OpError::Store(e) => e.into(),
+        OpError::NoApi(_) => ApiError::new(
             StatusCode::CONFLICT,
             hangar_api::codes::CONFLICT,
-            format!("worker {} serves no volume API", req.worker),
-        )
-    })?;
-    let handle = uuid::Uuid::new_v4().to_string();
-    web.store()
-        .create_volume_row(
-            &NewVolume {
-                handle: handle.clone(),
-                worker: req.worker.clone(),
-                parent: req.parent.clone(),
-                owner_kind,
-                owner_id: req.owner_id.clone(),
-                strategy: req.strategy.clone(),
-            },
-            web.now(),
-        )
-        .await?;
-    let on_worker = async {
-        let api = WorkerApi::new(&api_url, &web.config().worker_key, Duration::from_secs(300))?;
-        api.create_volume(&hangar_api::worker_api::CreateVolume {
-            handle: handle.clone(),
-            strategy: req.strategy.clone(),
-            parent: req.parent.clone(),
-            import_path: req.import_path.clone(),
-            properties: Default::default(),
-        })
-        .await
+            e.to_string(),
+        ),
+        OpError::Worker { .. } => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            hangar_api::codes::UNAVAILABLE,
+            e.to_string(),
+        ),
     }
-    .await;
-    match on_worker {
-        Ok(made) => {
-            let size = made.size_bytes.and_then(|s| i64::try_from(s).ok());
-            web.store()
-                .finish_volume_creation(&handle, Ok(size))
-                .await?;
-        }
-        Err(e) => {
-            web.store().finish_volume_creation(&handle, Err(())).await?;
-            return Err(ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                hangar_api::codes::UNAVAILABLE,
-                format!(
-                    "worker {} could not create volume {handle}: {e}",
-                    req.worker
-                ),
-            ));
-        }
-    }
-    let row = web
-        .store()
-        .get_volume(&handle)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("volume {handle} vanished")))?;
-    Ok((StatusCode::CREATED, axum::Json(volume_to_api(row))))
 }
 
 #[derive(Debug, Deserialize)]

@@ -39,6 +39,7 @@ impl TestWeb {
             heartbeat_interval_ms: Some(5_000),
             lifecycle_interval: None,
             clock: Clock::manual(1_700_000_000_000),
+            run_builds: false,
         };
         let web = Web::new(store, config).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

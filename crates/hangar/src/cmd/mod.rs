@@ -1,6 +1,10 @@
+pub mod builds;
 pub mod events;
+pub mod execute;
 pub mod quickstart;
+pub mod resource_type;
 pub mod volumes;
+pub mod watch;
 pub mod web;
 pub mod worker;
 pub mod worker_commands;

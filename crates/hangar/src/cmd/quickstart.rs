@@ -60,9 +60,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut senders = Vec::new();
     for i in 1..=args.workers {
         let name = format!("quickstart-worker-{i}");
+        let work_dir = data_dir.join("workers").join(&name);
+        let resource_types = crate::cmd::worker::builtin_resource_types(&work_dir)?;
         let config = WorkerConfig {
             name: name.clone(),
-            work_dir: data_dir.join("workers").join(&name),
+            work_dir,
             web_url: url.clone(),
             worker_key: worker_key.clone(),
             platform: std::env::consts::OS.to_string(),
@@ -70,7 +72,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             team: None,
             ephemeral: false,
             heartbeat_interval: Duration::from_secs(5),
-            resource_types_dir: None,
+            resource_types_dir: Some(resource_types),
             volume_driver: None,
             // Each worker's volume API on a free loopback port.
             api_bind: "127.0.0.1:0".into(),

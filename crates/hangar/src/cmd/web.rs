@@ -44,6 +44,7 @@ impl Lifecycle {
             heartbeat_interval_ms: self.heartbeat_interval.map(millis),
             lifecycle_interval: Some(self.lifecycle_interval),
             clock: Clock::System,
+            run_builds: true,
         })
     }
 }

@@ -37,7 +37,9 @@ pub struct Args {
     pub ephemeral: bool,
     #[arg(long, env = "HANGAR_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = duration::parse)]
     pub heartbeat_interval: Duration,
-    /// A directory of base resource types (each a directory with check, in, out).
+    /// A directory of base resource types (each a directory with check, in,
+    /// out). By default the types shipped with hangar (git, mock) are
+    /// installed in <work-dir>/resource-types and used.
     #[arg(long, env = "HANGAR_RESOURCE_TYPES_DIR")]
     pub resource_types_dir: Option<PathBuf>,
     /// How often the worker reports its full list of volumes to web.
@@ -75,6 +77,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.heartbeat_interval.is_zero() || args.report_interval.is_zero() {
         anyhow::bail!("--heartbeat-interval and --report-interval must be more than 0");
     }
+    let resource_types_dir = match args.resource_types_dir {
+        Some(dir) => dir,
+        None => builtin_resource_types(&args.work_dir)?,
+    };
     let config = WorkerConfig {
         name: args.name,
         work_dir: args.work_dir,
@@ -85,7 +91,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         team: args.team,
         ephemeral: args.ephemeral,
         heartbeat_interval: args.heartbeat_interval,
-        resource_types_dir: args.resource_types_dir,
+        resource_types_dir: Some(resource_types_dir),
         volume_driver: args.volume_driver.0,
         api_bind: args.api_bind,
         api_url: args.api_url,
@@ -105,4 +111,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         _ => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// Installs the resource types shipped with hangar under the work dir, as
+/// small scripts that run this binary.
+pub fn builtin_resource_types(work_dir: &std::path::Path) -> anyhow::Result<PathBuf> {
+    use anyhow::Context;
+    let dir = work_dir.join("resource-types");
+    let exe = std::env::current_exe().context("find the hangar binary")?;
+    hangar_resources::install_builtin_types(&dir, &exe)
+        .with_context(|| format!("install resource types in {}", dir.display()))?;
+    Ok(dir)
 }

@@ -1,0 +1,82 @@
+//! Builds on the wire.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The largest build plan body web accepts.
+pub const MAX_PLAN_BODY: usize = 1024 * 1024;
+
+/// `POST /api/v1/builds`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateBuild {
+    /// The job's name; one-off builds (`hangar execute`) leave it out.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A list of steps: `get`, `task`, `do`, `in_parallel` (Concourse's shape).
+    pub plan: Value,
+    /// Artifacts the build starts with: name → volume handle (uploaded
+    /// inputs of `hangar execute`).
+    #[serde(default)]
+    pub artifacts: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Build {
+    pub id: i64,
+    pub name: String,
+    /// `pending`, `started`, `succeeded`, `failed`, `errored`, `aborted`.
+    pub status: String,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    /// The exit code of the step that decided the build, if it has one.
+    pub exit_code: Option<i64>,
+    pub error: Option<String>,
+    #[serde(default)]
+    pub steps: Vec<BuildStep>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildStep {
+    pub step_id: String,
+    pub name: String,
+    pub kind: String,
+    pub state: String,
+    pub attempt: i64,
+    pub worker: Option<String>,
+    pub exit_code: Option<i64>,
+    pub error: Option<String>,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+/// One entry of a build's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildEvent {
+    /// Increasing within a build: ask for events `after` the last one seen.
+    pub id: i64,
+    pub step: Option<String>,
+    /// `log` (the step's output), `step` (a step started or ended), `infra`
+    /// (what the infrastructure did: a worker lost, a retry), `status`.
+    pub kind: String,
+    pub payload: String,
+    pub at: i64,
+}
+
+/// `GET /api/v1/builds/{id}/events?after=N&wait_ms=M`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildEvents {
+    pub events: Vec<BuildEvent>,
+    pub status: String,
+    pub exit_code: Option<i64>,
+}
+
+/// An uploaded artifact: a volume on a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    pub handle: String,
+    pub worker: String,
+}

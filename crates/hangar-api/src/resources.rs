@@ -1,0 +1,28 @@
+//! Running a base resource type's programs on a worker (`check`, `in`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `POST /resource-actions` on a worker's API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceAction {
+    /// A base resource type the worker advertises.
+    pub resource_type: String,
+    /// `check` or `in`.
+    pub action: String,
+    /// For `in`: the volume to fetch into.
+    #[serde(default)]
+    pub volume: Option<String>,
+    /// The JSON the program reads on stdin.
+    pub request: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceActionResult {
+    pub exit_code: i32,
+    /// What the program printed on stdout, when it was JSON.
+    pub response: Option<Value>,
+    /// What it printed on stderr (its log), cut to a bounded size.
+    pub stderr: String,
+}

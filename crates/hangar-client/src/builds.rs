@@ -1,0 +1,102 @@
+//! Builds and artifacts through web's API.
+
+use hangar_api::builds::{Artifact, Build, BuildEvents, CreateBuild};
+use reqwest::Method;
+
+use crate::{decode, Client, ClientError};
+
+impl Client {
+    pub async fn create_build(&self, req: &CreateBuild) -> Result<Build, ClientError> {
+        self.call(Method::POST, self.url(&["builds"]), Some(req))
+            .await
+    }
+
+    pub async fn builds(&self, limit: u32) -> Result<Vec<Build>, ClientError> {
+        let mut url = self.url(&["builds"]);
+        url.query_pairs_mut()
+            .append_pair("limit", &limit.to_string());
+        self.call::<(), _>(Method::GET, url, None).await
+    }
+
+    pub async fn build(&self, id: i64) -> Result<Build, ClientError> {
+        self.call::<(), _>(Method::GET, self.url(&["builds", &id.to_string()]), None)
+            .await
+    }
+
+    /// The build's events after `after`, waiting up to `wait_ms` for some.
+    pub async fn build_events(
+        &self,
+        id: i64,
+        after: i64,
+        wait_ms: u64,
+    ) -> Result<BuildEvents, ClientError> {
+        let mut url = self.url(&["builds", &id.to_string(), "events"]);
+        url.query_pairs_mut()
+            .append_pair("after", &after.to_string())
+            .append_pair("wait_ms", &wait_ms.to_string());
+        self.call::<(), _>(Method::GET, url, None).await
+    }
+
+    /// Uploads a gzip tar as an artifact, on `worker` if given, else on a
+    /// worker fitting `platform` and `tags`.
+    pub async fn upload_artifact(
+        &self,
+        worker: Option<&str>,
+        platform: &str,
+        tags: &[String],
+        body: reqwest::Body,
+    ) -> Result<Artifact, ClientError> {
+        let mut url = self.url(&["artifacts"]);
+        {
+            let mut q = url.query_pairs_mut();
+            match worker {
+                Some(w) => {
+                    q.append_pair("worker", w);
+                }
+                None => {
+                    q.append_pair("platform", platform);
+                    if !tags.is_empty() {
+                        q.append_pair("tags", &tags.join(","));
+                    }
+                }
+            }
+        }
+        let resp = self
+            .raw_request(Method::POST, url.clone())
+            .header("content-type", "application/gzip")
+            .body(body)
+            .send()
+            .await
+            .map_err(|source| ClientError::Transport {
+                url: url.to_string(),
+                source,
+            })?;
+        decode(url, resp).await
+    }
+
+    /// A build's artifact as a gzip tar; the caller reads the body.
+    pub async fn download_artifact(
+        &self,
+        id: i64,
+        name: &str,
+    ) -> Result<reqwest::Response, ClientError> {
+        let url = self.url(&["builds", &id.to_string(), "artifacts", name]);
+        let resp = self
+            .raw_request(Method::GET, url.clone())
+            .send()
+            .await
+            .map_err(|source| ClientError::Transport {
+                url: url.to_string(),
+                source,
+            })?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        match decode::<serde_json::Value>(url, resp).await {
+            Err(e) => Err(e),
+            Ok(_) => Err(ClientError::Decode(
+                "an error status with a success body".into(),
+            )),
+        }
+    }
+}

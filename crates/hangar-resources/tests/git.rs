@@ -1,0 +1,288 @@
+//! The `git` type against real repositories made in temporary directories.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+/// Runs git in `dir` for the test's own setup, with a fixed identity and no
+/// user or system config.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Ada Lovelace")
+        .env("GIT_AUTHOR_EMAIL", "ada@example.com")
+        .env("GIT_AUTHOR_DATE", "2024-01-02T03:04:05+02:00")
+        .env("GIT_COMMITTER_NAME", "Ada Lovelace")
+        .env("GIT_COMMITTER_EMAIL", "ada@example.com")
+        .env("GIT_COMMITTER_DATE", "2024-01-02T03:04:05+02:00")
+        .output()
+        .expect("run git");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap().trim().to_string()
+}
+
+/// A repository with two commits on `main` and a branch `first` left at the
+/// first one.
+struct Repo {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    first: String,
+    second: String,
+}
+
+fn repo() -> Repo {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("origin");
+    std::fs::create_dir(&path).unwrap();
+    git(&path, &["init", "--quiet", "--initial-branch=main"]);
+    std::fs::write(path.join("README.md"), "hello\n").unwrap();
+    std::fs::create_dir(path.join("src")).unwrap();
+    std::fs::write(path.join("src/main.sh"), "echo one\n").unwrap();
+    git(&path, &["add", "."]);
+    git(
+        &path,
+        &["commit", "--quiet", "-m", "First commit\n\nWith a body."],
+    );
+    let first = git(&path, &["rev-parse", "HEAD"]);
+    git(&path, &["branch", "first"]);
+    std::fs::write(path.join("src/main.sh"), "echo two\n").unwrap();
+    std::fs::write(path.join("NEW"), "new\n").unwrap();
+    git(&path, &["add", "."]);
+    git(&path, &["commit", "--quiet", "-m", "Second commit"]);
+    let second = git(&path, &["rev-parse", "HEAD"]);
+    Repo {
+        _dir: dir,
+        path,
+        first,
+        second,
+    }
+}
+
+fn call(action: &str, args: &[&Path], request: &Value) -> (i32, String, String) {
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_str().unwrap().to_string())
+        .collect();
+    let stdin = serde_json::to_vec(request).unwrap();
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let code = hangar_resources::run("git", action, &args, &stdin[..], &mut out, &mut err);
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
+
+fn answer(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {out:?}"))
+}
+
+#[test]
+fn check_returns_the_head_of_the_branch() {
+    let repo = repo();
+    let uri = repo.path.to_str().unwrap();
+    let cases = [
+        (json!({"source": {"uri": uri}}), &repo.second),
+        (
+            json!({"source": {"uri": uri, "branch": "main"}}),
+            &repo.second,
+        ),
+        (
+            json!({"source": {"uri": uri, "branch": "first"}}),
+            &repo.first,
+        ),
+        (
+            json!({"source": {"uri": uri}, "version": {"ref": repo.first}}),
+            &repo.second,
+        ),
+        (
+            json!({"source": {"uri": uri}, "version": {"ref": repo.second}}),
+            &repo.second,
+        ),
+        (
+            json!({"source": {"uri": format!("file://{uri}")}, "version": null}),
+            &repo.second,
+        ),
+    ];
+    for (request, head) in cases {
+        let (code, out, err) = call("check", &[], &request);
+        assert_eq!(code, 0, "{request}: {err}");
+        assert_eq!(answer(&out), json!([{"ref": head}]), "{request}");
+    }
+}
+
+#[test]
+fn check_refuses_a_missing_branch_or_repository() {
+    let repo = repo();
+    let uri = repo.path.to_str().unwrap();
+    let (code, out, err) = call(
+        "check",
+        &[],
+        &json!({"source": {"uri": uri, "branch": "nope"}}),
+    );
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(
+        err.ends_with(&format!("error: git: branch \"nope\" not found at {uri}\n")),
+        "{err}"
+    );
+
+    let missing = repo.path.join("missing");
+    let (code, out, err) = call(
+        "check",
+        &[],
+        &json!({"source": {"uri": missing.to_str().unwrap()}}),
+    );
+    assert_eq!((code, out.as_str()), (1, ""));
+    let last = err.lines().last().unwrap();
+    assert!(
+        last.starts_with("error: git ls-remote failed (exit status: 128): fatal: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_hides_credentials_in_the_uri() {
+    // Nothing listens on port 9; the point is what the message shows.
+    let (code, _, err) = call(
+        "check",
+        &[],
+        &json!({"source": {"uri": "http://user:s3cret@127.0.0.1:9/r.git", "branch": "main"}}),
+    );
+    assert_eq!(code, 1);
+    let last = err.lines().last().unwrap();
+    assert!(last.starts_with("error: git ls-remote failed"), "{err}");
+    assert!(!last.contains("s3cret"), "{last}");
+}
+
+#[test]
+fn the_ext_transport_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("pwned");
+    let uri = format!("ext::sh -c touch% {}", marker.display());
+    let (code, _, err) = call("check", &[], &json!({"source": {"uri": uri}}));
+    assert_eq!(code, 1);
+    assert!(err.contains("error: git ls-remote failed"), "{err}");
+    assert!(!marker.exists(), "the ext transport ran a command");
+}
+
+#[test]
+fn in_fetches_the_exact_commit_with_metadata() {
+    let repo = repo();
+    let uri = repo.path.to_str().unwrap();
+    let work = tempfile::tempdir().unwrap();
+
+    for (name, wanted, body) in [
+        ("at-first", repo.first.clone(), "echo one\n"),
+        ("at-second", repo.second.clone(), "echo two\n"),
+        // An abbreviated sha is answered with the full one.
+        ("short", repo.first[..10].to_string(), "echo one\n"),
+    ] {
+        let dest = work.path().join(name);
+        let (code, out, err) = call(
+            "in",
+            &[&dest],
+            &json!({"source": {"uri": uri, "branch": "main"}, "version": {"ref": wanted}, "params": {}}),
+        );
+        assert_eq!(code, 0, "{name}: {err}");
+        let full = if wanted.len() == 40 {
+            wanted.clone()
+        } else {
+            repo.first.clone()
+        };
+        assert_eq!(git(&dest, &["rev-parse", "HEAD"]), full, "{name}");
+        // Detached: HEAD names no branch.
+        assert_eq!(git(&dest, &["rev-parse", "--abbrev-ref", "HEAD"]), "HEAD");
+        assert_eq!(
+            std::fs::read_to_string(dest.join("src/main.sh")).unwrap(),
+            body
+        );
+        assert_eq!(dest.join("NEW").exists(), full == repo.second, "{name}");
+        let answer = answer(&out);
+        assert_eq!(answer["version"], json!({"ref": full}), "{name}");
+        let message = if full == repo.first {
+            "First commit\n\nWith a body."
+        } else {
+            "Second commit"
+        };
+        assert_eq!(
+            answer["metadata"],
+            json!([
+                {"name": "commit", "value": full},
+                {"name": "author", "value": "Ada Lovelace <ada@example.com>"},
+                {"name": "author_date", "value": "2024-01-02T03:04:05+02:00"},
+                {"name": "message", "value": message},
+            ]),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn in_refuses_an_unknown_commit_and_bad_requests() {
+    let repo = repo();
+    let uri = repo.path.to_str().unwrap();
+    let work = tempfile::tempdir().unwrap();
+
+    let dest = work.path().join("unknown");
+    let (code, out, err) = call(
+        "in",
+        &[&dest],
+        &json!({"source": {"uri": uri}, "version": {"ref": "deadbeefdeadbeef"}}),
+    );
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(
+        err.ends_with(&format!(
+            "error: git: commit deadbeefdeadbeef not found in {uri}\n"
+        )),
+        "{err}"
+    );
+
+    let cases = [
+        (
+            json!({"source": {"uri": "-oProxyCommand=x"}, "version": {"ref": repo.first}}),
+            "error: source.uri: \"-oProxyCommand=x\" must not start with '-'\n",
+        ),
+        (
+            json!({"source": {"uri": uri}, "version": {"ref": "--orphan"}}),
+            "error: version.ref: \"--orphan\" is not a commit sha (4 to 64 hex digits)\n",
+        ),
+        (
+            json!({"source": {"uri": uri}, "version": {"ref": "main"}}),
+            "error: version.ref: \"main\" is not a commit sha (4 to 64 hex digits)\n",
+        ),
+    ];
+    for (i, (request, expected)) in cases.into_iter().enumerate() {
+        let dest = work.path().join(format!("bad-{i}"));
+        let (code, out, err) = call("in", &[&dest], &request);
+        assert_eq!(
+            (code, out.as_str(), err.as_str()),
+            (1, "", expected),
+            "{request}"
+        );
+        assert!(!dest.exists(), "{request}: nothing is fetched");
+    }
+}
+
+#[test]
+fn out_is_not_supported() {
+    let work = tempfile::tempdir().unwrap();
+    let (code, out, err) = call(
+        "out",
+        &[work.path()],
+        &json!({"source": {"uri": "/r"}, "params": {"repository": "repo"}}),
+    );
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (1, "", "error: git: out (pushing) is not supported yet\n")
+    );
+}

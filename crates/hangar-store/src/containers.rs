@@ -1,0 +1,168 @@
+//! Container rows: which containers web asked which worker to run, for
+//! which build step.
+
+use hangar_core::UnixMillis;
+use sqlx::Row;
+
+use crate::db::Store;
+use crate::error::StoreError;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerRecord {
+    pub handle: String,
+    pub worker: String,
+    /// `creating`, `created`, `destroying`.
+    pub state: String,
+    pub build_id: Option<i64>,
+    pub step_id: Option<String>,
+    pub created_at: UnixMillis,
+    pub missing_since: Option<UnixMillis>,
+}
+
+impl Store {
+    pub async fn create_container_row(
+        &self,
+        handle: &str,
+        worker: &str,
+        build_id: Option<i64>,
+        step_id: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO containers (handle, worker_name, state, build_id, step_id, created_at) \
+             VALUES ($1, $2, 'creating', $3, $4, $5)",
+        )
+        .bind(handle)
+        .bind(worker)
+        .bind(build_id)
+        .bind(step_id)
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| match e {
+            sqlx::Error::Database(d) if d.is_foreign_key_violation() => {
+                StoreError::NotFound(format!("worker {worker} not found"))
+            }
+            other => other.into(),
+        })?;
+        Ok(())
+    }
+
+    pub async fn set_container_state(&self, handle: &str, state: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE containers SET state = $1 WHERE handle = $2")
+            .bind(state)
+            .bind(handle)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_container_row(&self, handle: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM containers WHERE handle = $1")
+            .bind(handle)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn list_containers(
+        &self,
+        worker: Option<&str>,
+    ) -> Result<Vec<ContainerRecord>, StoreError> {
+        let base = "SELECT handle, worker_name, state, build_id, step_id, created_at, missing_since FROM containers";
+        let rows = match worker {
+            Some(w) => {
+                sqlx::query(&format!(
+                    "{base} WHERE worker_name = $1 ORDER BY created_at, handle"
+                ))
+                .bind(w)
+                .fetch_all(&self.pool)
+                .await?
+            }
+            None => {
+                sqlx::query(&format!("{base} ORDER BY worker_name, created_at, handle"))
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+        };
+        rows.iter()
+            .map(|r| {
+                Ok(ContainerRecord {
+                    handle: r.try_get("handle")?,
+                    worker: r.try_get("worker_name")?,
+                    state: r.try_get("state")?,
+                    build_id: r.try_get("build_id")?,
+                    step_id: r.try_get("step_id")?,
+                    created_at: r.try_get("created_at")?,
+                    missing_since: r.try_get("missing_since")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Appends a chunk of a step's container log to the build log and moves
+    /// the step's log offset past it, in one transaction: a resumed build
+    /// neither repeats nor loses a chunk.
+    pub async fn append_step_log(
+        &self,
+        build_id: i64,
+        step_id: &str,
+        chunk: &str,
+        new_offset: i64,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if !chunk.is_empty() {
+            sqlx::query(
+                "INSERT INTO build_events (build_id, step, kind, payload, at) VALUES ($1, $2, 'log', $3, $4)",
+            )
+            .bind(build_id)
+            .bind(step_id)
+            .bind(chunk)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("UPDATE build_steps SET log_offset = $1 WHERE build_id = $2 AND step_id = $3")
+            .bind(new_offset)
+            .bind(build_id)
+            .bind(step_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The created, present volumes of one owner kind whose owner ids are
+    /// among `owner_ids`, on any worker: what placement counts as caches a
+    /// worker already has.
+    pub async fn present_volumes_by_owner(
+        &self,
+        owner_kind: &str,
+        owner_ids: &[String],
+    ) -> Result<Vec<(String, String, String)>, StoreError> {
+        let mut out = Vec::new();
+        for chunk in owner_ids.chunks(500) {
+            let list = (0..chunk.len())
+                .map(|i| format!("${}", i + 2))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "SELECT worker_name, owner_id, handle FROM volumes WHERE owner_kind = $1 AND state = 'created' \
+                 AND missing_since IS NULL AND owner_id IN ({list}) ORDER BY created_at"
+            );
+            let mut q = sqlx::query(&sql).bind(owner_kind);
+            for id in chunk {
+                q = q.bind(id);
+            }
+            for r in q.fetch_all(&self.pool).await? {
+                out.push((
+                    r.try_get("worker_name")?,
+                    r.try_get("owner_id")?,
+                    r.try_get("handle")?,
+                ));
+            }
+        }
+        Ok(out)
+    }
+}

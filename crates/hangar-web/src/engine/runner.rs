@@ -1,0 +1,190 @@
+//! Runs one build's plan: steps in sequence or in parallel, each leaf a get
+//! or a task; resumes steps a previous run left behind.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use hangar_core::build::{BuildStatus, StepState};
+use hangar_core::plan::{parse_plan, Step};
+use hangar_store::BuildRecord;
+use tokio_util::sync::CancellationToken;
+
+use super::context::{BuildContext, Interrupted, StepEnd};
+use super::{get_step, task_step, LEASE_MS};
+use crate::Web;
+
+pub async fn run(web: Web, build: BuildRecord, stop: CancellationToken) {
+    let id = build.id;
+    // Keep the lease while the build runs; losing it (another node took the
+    // build after a long pause) stops this run.
+    let lease = tokio::spawn({
+        let (web, stop) = (web.clone(), stop.clone());
+        async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(LEASE_MS as u64 / 3)) => {}
+                }
+                match web
+                    .store()
+                    .renew_build_lease(id, web.node_id(), web.now(), LEASE_MS)
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(build = id, "lost the build's lease; stopping here");
+                        stop.cancel();
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(build = id, error = %e, "cannot renew the build's lease")
+                    }
+                }
+            }
+        }
+    });
+    let result = run_plan(&web, &build, stop.clone()).await;
+    stop.cancel();
+    let _ = lease.await;
+    let Ok(end) = result else {
+        tracing::info!(build = id, "build interrupted; it will be resumed");
+        return;
+    };
+    let status = match end.state {
+        StepState::Succeeded => BuildStatus::Succeeded,
+        StepState::Failed => BuildStatus::Failed,
+        _ => BuildStatus::Errored,
+    };
+    let now = web.now();
+    let line = match (&end.error, status) {
+        (_, BuildStatus::Succeeded) => "succeeded".to_string(),
+        (Some(e), s) => format!("{s}: {e}"),
+        (None, s) => s.to_string(),
+    };
+    let _ = web
+        .store()
+        .append_build_event(id, None, "status", &line, now)
+        .await;
+    match web
+        .store()
+        .finish_build(
+            id,
+            web.node_id(),
+            status,
+            end.exit_code,
+            end.error.as_deref(),
+            now,
+        )
+        .await
+    {
+        Ok(true) => tracing::info!(build = id, %status, "build finished"),
+        Ok(false) => tracing::warn!(build = id, "build was taken over before it finished here"),
+        Err(e) => {
+            tracing::error!(build = id, error = %e, "cannot record the build's end; it will be resumed")
+        }
+    }
+    web.build_events().notify_waiters();
+}
+
+async fn run_plan(
+    web: &Web,
+    build: &BuildRecord,
+    stop: CancellationToken,
+) -> Result<StepEnd, Interrupted> {
+    let invalid = |why: String| StepEnd {
+        state: StepState::Errored,
+        exit_code: None,
+        error: Some(why),
+    };
+    let plan = match serde_json::from_str(&build.plan)
+        .map_err(|e| e.to_string())
+        .and_then(|v| parse_plan(&v).map_err(|e| e.to_string()))
+    {
+        Ok(p) => p,
+        Err(e) => return Ok(invalid(format!("stored plan is unreadable: {e}"))),
+    };
+    let artifacts: BTreeMap<String, String> =
+        serde_json::from_str(&build.artifacts).unwrap_or_default();
+    let previous = match web.store().build_steps(build.id).await {
+        Ok(steps) => steps.into_iter().map(|s| (s.step_id.clone(), s)).collect(),
+        Err(_) => return Err(Interrupted),
+    };
+    let ctx = BuildContext {
+        web: web.clone(),
+        build_id: build.id,
+        job: build.name.clone(),
+        artifacts: Mutex::new(artifacts),
+        previous,
+        stop,
+    };
+    if ctx.previous.is_empty() {
+        ctx.log(None, "status", "started").await;
+    } else {
+        ctx.log(None, "infra", "resuming the build where it was left")
+            .await;
+    }
+    run_list(&ctx, &plan, "", false).await
+}
+
+type Boxed<'a> = Pin<Box<dyn Future<Output = Result<StepEnd, Interrupted>> + Send + 'a>>;
+
+/// Runs steps in order (stopping at the first that does not succeed) or all
+/// at once (the first unsuccessful one, in plan order, decides).
+fn run_list<'a>(
+    ctx: &'a BuildContext,
+    steps: &'a [Step],
+    prefix: &'a str,
+    parallel: bool,
+) -> Boxed<'a> {
+    Box::pin(async move {
+        let id = |i: usize| {
+            if prefix.is_empty() {
+                i.to_string()
+            } else {
+                format!("{prefix}.{i}")
+            }
+        };
+        let ok = StepEnd {
+            state: StepState::Succeeded,
+            exit_code: Some(0),
+            error: None,
+        };
+        if parallel {
+            let ids: Vec<String> = (0..steps.len()).map(id).collect();
+            let runs = steps
+                .iter()
+                .zip(ids.iter())
+                .map(|(s, i)| run_step(ctx, s, i));
+            let ends = futures_util::future::join_all(runs).await;
+            let mut first_bad = None;
+            for end in ends {
+                let end = end?;
+                if end.state != StepState::Succeeded && first_bad.is_none() {
+                    first_bad = Some(end);
+                }
+            }
+            return Ok(first_bad.unwrap_or(ok));
+        }
+        for (i, step) in steps.iter().enumerate() {
+            let end = run_step(ctx, step, &id(i)).await?;
+            if end.state != StepState::Succeeded {
+                return Ok(end);
+            }
+        }
+        Ok(ok)
+    })
+}
+
+fn run_step<'a>(ctx: &'a BuildContext, step: &'a Step, id: &'a str) -> Boxed<'a> {
+    Box::pin(async move {
+        match step {
+            Step::Do(inner) => run_list(ctx, inner, id, false).await,
+            Step::InParallel(inner) => run_list(ctx, inner, id, true).await,
+            Step::Get(get) => get_step::run(ctx, id, get).await,
+            Step::Task(task) => task_step::run(ctx, id, task).await,
+        }
+    })
+}

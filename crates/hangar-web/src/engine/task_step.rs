@@ -1,0 +1,696 @@
+//! A task step: placed on a worker, its inputs, outputs and caches made
+//! there as volumes, its command run in a container, watched until it ends,
+//! and retried elsewhere when the infrastructure failed it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use hangar_api::containers::{ContainerExit, ContainerSpec, Mount, RUNTIME_PROCESS, RUNTIME_RUNC};
+use hangar_client::{ClientError, WorkerApi};
+use hangar_core::build::{decide_retry, RetryDecision, StepFailure, StepState, WorkerSeen};
+use hangar_core::caches::task_cache_key;
+use hangar_core::placement::Requirement;
+use hangar_core::plan::TaskStep;
+use hangar_core::task::{parse_task_config, TaskConfig};
+use hangar_core::volumes::OwnerKind;
+use hangar_store::StepRecord;
+
+use super::context::{new_step_record, BuildContext, Interrupted, StepEnd};
+use super::placement::{place_waiting, Wants};
+use super::{logs, watch};
+use crate::worker_ops::{self, OpError, Source};
+
+/// How often a running step looks at its worker's state.
+const WATCH_EVERY: Duration = Duration::from_secs(2);
+
+pub async fn run(
+    ctx: &BuildContext,
+    step_id: &str,
+    step: &TaskStep,
+) -> Result<StepEnd, Interrupted> {
+    let mut record = ctx
+        .previous
+        .get(step_id)
+        .cloned()
+        .unwrap_or_else(|| new_step_record(ctx.build_id, step_id, &step.task, "task"));
+    if let Some(end) = already_done(ctx, &record) {
+        return Ok(end);
+    }
+    let config = match parse_task_config(&step.config.to_string()) {
+        Ok(c) => c,
+        Err(e) => {
+            return Ok(give_up(ctx, &mut record, StepState::Failed, None, e.to_string()).await)
+        }
+    };
+    let max_attempts = step.attempts.unwrap_or(config.attempts).max(1);
+    let mut avoid = BTreeSet::new();
+
+    // A previous run of this build left the step running: re-attach to its
+    // container rather than start it again.
+    let mut outcome = None;
+    if let (StepState::Running, Some(worker), Some(handle)) = (
+        record.state,
+        record.worker.clone(),
+        record.container.clone(),
+    ) {
+        ctx.log(
+            Some(step_id),
+            "infra",
+            &format!("re-attaching to container {handle} on worker {worker}"),
+        )
+        .await;
+        outcome = Some(reattach(ctx, step_id, &mut record, &worker, &handle).await?);
+    }
+    loop {
+        let result = match outcome.take() {
+            Some(r) => r,
+            None => {
+                record.state = StepState::Running;
+                record.started_at.get_or_insert(ctx.web.now());
+                ctx.save(&record).await;
+                let line = if record.attempt > 1 {
+                    format!(
+                        "starting task {} (attempt {} of {max_attempts})",
+                        step.task, record.attempt
+                    )
+                } else {
+                    format!("starting task {}", step.task)
+                };
+                ctx.log(Some(step_id), "step", &line).await;
+                attempt(ctx, step_id, step, &config, &mut record, &avoid).await?
+            }
+        };
+        match result {
+            Ok(outputs) => {
+                for (name, handle) in &outputs {
+                    ctx.add_artifact(name, handle);
+                }
+                record.outputs = serde_json::to_string(&outputs).unwrap_or_else(|_| "{}".into());
+                record.state = StepState::Succeeded;
+                record.exit_code = Some(0);
+                record.finished_at = Some(ctx.web.now());
+                ctx.save(&record).await;
+                ctx.log(
+                    Some(step_id),
+                    "step",
+                    &format!("task {} succeeded", step.task),
+                )
+                .await;
+                return Ok(StepEnd {
+                    state: StepState::Succeeded,
+                    exit_code: Some(0),
+                    error: None,
+                });
+            }
+            Err(failure) => {
+                let attempt = record.attempt as u32;
+                match decide_retry(&failure, attempt, max_attempts, step.retry_failures) {
+                    RetryDecision::Retry { next_attempt } => {
+                        ctx.log(
+                            Some(step_id),
+                            "infra",
+                            &format!(
+                                "{}; retrying task {} (attempt {next_attempt} of {max_attempts})",
+                                failure.describe(),
+                                step.task
+                            ),
+                        )
+                        .await;
+                        if let Some(w) = failure.worker() {
+                            avoid.insert(w.to_string());
+                        }
+                        record.attempt = i64::from(next_attempt);
+                        record.container = None;
+                        record.worker = None;
+                        record.log_offset = 0;
+                    }
+                    RetryDecision::GiveUp(state) => {
+                        let code = match failure {
+                            StepFailure::Exited { code } => Some(i64::from(code)),
+                            _ => None,
+                        };
+                        let mut why = failure.describe();
+                        if state == StepState::Errored && max_attempts > 1 {
+                            why.push_str(&format!(" (after {attempt} attempts)"));
+                        }
+                        return Ok(give_up(ctx, &mut record, state, code, why).await);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The end of a step a previous run already finished (its outputs restored).
+pub fn already_done_end(record: &StepRecord) -> Option<StepEnd> {
+    match record.state {
+        StepState::Succeeded | StepState::Failed | StepState::Errored => Some(StepEnd {
+            state: record.state,
+            exit_code: record.exit_code,
+            error: record.error.clone(),
+        }),
+        _ => None,
+    }
+}
+
+fn already_done(ctx: &BuildContext, record: &StepRecord) -> Option<StepEnd> {
+    let end = already_done_end(record)?;
+    if end.state == StepState::Succeeded {
+        let outputs: BTreeMap<String, String> =
+            serde_json::from_str(&record.outputs).unwrap_or_default();
+        for (name, handle) in outputs {
+            ctx.add_artifact(&name, &handle);
+        }
+    }
+    Some(end)
+}
+
+pub async fn give_up(
+    ctx: &BuildContext,
+    record: &mut StepRecord,
+    state: StepState,
+    exit_code: Option<i64>,
+    why: String,
+) -> StepEnd {
+    record.state = state;
+    record.exit_code = exit_code;
+    record.error = Some(why.clone());
+    record.finished_at = Some(ctx.web.now());
+    ctx.save(record).await;
+    ctx.log(
+        Some(&record.step_id),
+        "step",
+        &format!("{} {}: {why}", record.kind, record.name),
+    )
+    .await;
+    StepEnd {
+        state,
+        exit_code,
+        error: Some(why),
+    }
+}
+
+/// Volumes made for one attempt, released when it ends.
+#[derive(Default)]
+struct Scratch {
+    release: Vec<String>,
+}
+
+type Attempt = Result<BTreeMap<String, String>, StepFailure>;
+
+fn op_failure(worker: &str, e: OpError) -> StepFailure {
+    match e {
+        OpError::Worker { source, .. } => unreachable_or_invalid(worker, source),
+        OpError::NoApi(_) => StepFailure::WorkerUnreachable {
+            worker: worker.to_string(),
+            reason: "it serves no volume API".into(),
+        },
+        OpError::Store(
+            hangar_store::StoreError::Conflict(m) | hangar_store::StoreError::NotFound(m),
+        ) => StepFailure::VolumeLost {
+            worker: worker.to_string(),
+            handle: m,
+        },
+        OpError::Store(e) => StepFailure::WorkerUnreachable {
+            worker: worker.to_string(),
+            reason: e.to_string(),
+        },
+    }
+}
+
+fn unreachable_or_invalid(worker: &str, e: ClientError) -> StepFailure {
+    match &e {
+        ClientError::Api {
+            status, message, ..
+        } if status.as_u16() == 400 => StepFailure::Invalid {
+            reason: message.clone(),
+        },
+        _ => StepFailure::WorkerUnreachable {
+            worker: worker.to_string(),
+            reason: e.to_string(),
+        },
+    }
+}
+
+async fn attempt(
+    ctx: &BuildContext,
+    step_id: &str,
+    step: &TaskStep,
+    config: &TaskConfig,
+    record: &mut StepRecord,
+    avoid: &BTreeSet<String>,
+) -> Result<Attempt, Interrupted> {
+    let web = &ctx.web;
+    // What the step reads: artifacts by name, then caches and image.
+    let mut inputs = Vec::new();
+    for input in &config.inputs {
+        let artifact = step.input_artifact(&input.name);
+        match ctx.artifact(artifact) {
+            Some(handle) => inputs.push((input, handle)),
+            None if input.optional => {}
+            None => {
+                return Ok(Err(StepFailure::Invalid {
+                    reason: format!(
+                        "input {}: no artifact named {artifact} (no earlier step produced it and none was uploaded)",
+                        input.name
+                    ),
+                }))
+            }
+        }
+    }
+    let image = match &step.image {
+        Some(name) => match ctx.artifact(name) {
+            Some(h) => Some(h),
+            None => {
+                return Ok(Err(StepFailure::Invalid {
+                    reason: format!("image: no artifact named {name}"),
+                }))
+            }
+        },
+        None => None,
+    };
+    let scope = format!("{}/{}", ctx.job, step.task);
+    let cache_keys: Vec<(String, String)> = config
+        .caches
+        .iter()
+        .map(|c| (c.path.clone(), task_cache_key(&scope, &c.path)))
+        .collect();
+    let wants = Wants {
+        requirement: Requirement {
+            platform: config.platform.clone(),
+            tags: step.tags.iter().cloned().collect(),
+            team: None,
+            wants: vec![],
+            avoid: avoid.clone(),
+        },
+        resource_type: None,
+        volumes: inputs
+            .iter()
+            .map(|(_, h)| h.clone())
+            .chain(image.clone())
+            .collect(),
+        caches: cache_keys
+            .iter()
+            .map(|(_, k)| ("task-cache", k.clone()))
+            .collect(),
+    };
+    let worker = place_waiting(ctx, step_id, wants).await?;
+    let Ok(Some(at_start)) = watch::seen(web, &worker).await else {
+        return Ok(Err(StepFailure::WorkerGone { worker }));
+    };
+    let api = match worker_ops::worker_api(web, &worker, Duration::from_secs(60)).await {
+        Ok(api) => api,
+        Err(e) => return Ok(Err(op_failure(&worker, e))),
+    };
+
+    let mut scratch = Scratch::default();
+    let result = prepare_and_run(
+        ctx,
+        step_id,
+        step,
+        config,
+        record,
+        &worker,
+        &at_start,
+        &api,
+        &inputs,
+        image,
+        &cache_keys,
+        &mut scratch,
+    )
+    .await;
+    for handle in scratch.release {
+        worker_ops::release_volume(web, &handle).await;
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn prepare_and_run(
+    ctx: &BuildContext,
+    step_id: &str,
+    step: &TaskStep,
+    config: &TaskConfig,
+    record: &mut StepRecord,
+    worker: &str,
+    at_start: &WorkerSeen,
+    api: &WorkerApi,
+    inputs: &[(&hangar_core::task::TaskInput, String)],
+    image: Option<String>,
+    cache_keys: &[(String, String)],
+    scratch: &mut Scratch,
+) -> Result<Attempt, Interrupted> {
+    let web = &ctx.web;
+    let mut mounts = Vec::new();
+    // Inputs: a copy-on-write child of the artifact where it lives, else a
+    // copy streamed from the worker that has it.
+    for (input, handle) in inputs {
+        let Ok(Some(vol)) = web.store().get_volume(handle).await else {
+            return Ok(Err(StepFailure::VolumeLost {
+                worker: worker.to_string(),
+                handle: handle.clone(),
+            }));
+        };
+        let child = if vol.worker == worker {
+            worker_ops::make_volume(
+                web,
+                worker,
+                Source::CopyOnWrite {
+                    parent: vol.handle.clone(),
+                },
+                OwnerKind::Container,
+                None,
+            )
+            .await
+        } else {
+            ctx.log(
+                Some(step_id),
+                "infra",
+                &format!(
+                    "copying input {} from worker {} to {worker}",
+                    input.name, vol.worker
+                ),
+            )
+            .await;
+            worker_ops::copy_volume_between_workers(web, &vol, worker, OwnerKind::Container, None)
+                .await
+        };
+        match child {
+            Ok(c) => {
+                scratch.release.push(c.handle.clone());
+                mounts.push(Mount {
+                    volume: c.handle,
+                    path: input.path.clone().unwrap_or_else(|| input.name.clone()),
+                    read_only: false,
+                });
+            }
+            Err(e) => return Ok(Err(op_failure(&vol.worker, e))),
+        }
+    }
+    let mut outputs = BTreeMap::new();
+    for output in &config.outputs {
+        match worker_ops::make_volume(web, worker, Source::Empty, OwnerKind::Container, None).await
+        {
+            Ok(v) => {
+                outputs.insert(
+                    step.output_artifact(&output.name).to_string(),
+                    v.handle.clone(),
+                );
+                mounts.push(Mount {
+                    volume: v.handle,
+                    path: output.path.clone().unwrap_or_else(|| output.name.clone()),
+                    read_only: false,
+                });
+            }
+            Err(e) => return Ok(Err(op_failure(worker, e))),
+        }
+    }
+    for (path, key) in cache_keys {
+        let present = web
+            .store()
+            .present_volumes_by_owner(OwnerKind::TaskCache.as_str(), std::slice::from_ref(key))
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .find(|(w, _, _)| w == worker)
+            .map(|(_, _, h)| h);
+        let handle = match present {
+            Some(h) => {
+                ctx.log(
+                    Some(step_id),
+                    "infra",
+                    &format!("reusing cache {path} on worker {worker}"),
+                )
+                .await;
+                h
+            }
+            None => match worker_ops::make_volume(
+                web,
+                worker,
+                Source::Empty,
+                OwnerKind::TaskCache,
+                Some(key.clone()),
+            )
+            .await
+            {
+                Ok(v) => v.handle,
+                Err(e) => return Ok(Err(op_failure(worker, e))),
+            },
+        };
+        mounts.push(Mount {
+            volume: handle,
+            path: path.clone(),
+            read_only: false,
+        });
+    }
+    let (runtime, rootfs) = match (image, &config.rootfs_uri) {
+        (Some(image), _) => {
+            match worker_ops::make_volume(
+                web,
+                worker,
+                Source::CopyOnWrite { parent: image },
+                OwnerKind::Container,
+                None,
+            )
+            .await
+            {
+                Ok(v) => {
+                    scratch.release.push(v.handle.clone());
+                    (RUNTIME_RUNC, Some(v.handle))
+                }
+                Err(e) => return Ok(Err(op_failure(worker, e))),
+            }
+        }
+        (None, Some(uri)) => {
+            let path = uri.strip_prefix("raw://").unwrap_or(uri).to_string();
+            match worker_ops::make_volume(
+                web,
+                worker,
+                Source::Import { path: path.clone() },
+                OwnerKind::Container,
+                None,
+            )
+            .await
+            {
+                Ok(v) => {
+                    scratch.release.push(v.handle.clone());
+                    (RUNTIME_RUNC, Some(v.handle))
+                }
+                Err(OpError::Worker { source, .. })
+                    if source.code() == Some(hangar_api::codes::NOT_FOUND)
+                        || matches!(&source, ClientError::Api { status, .. } if status.as_u16() < 500) =>
+                {
+                    return Ok(Err(StepFailure::Invalid {
+                        reason: format!("image {uri} does not exist on worker {worker}: {source}"),
+                    }))
+                }
+                Err(e) => return Ok(Err(op_failure(worker, e))),
+            }
+        }
+        (None, None) => (RUNTIME_PROCESS, None),
+    };
+
+    let handle = uuid::Uuid::new_v4().to_string();
+    if let Err(e) = web
+        .store()
+        .create_container_row(
+            &handle,
+            worker,
+            Some(ctx.build_id),
+            Some(step_id),
+            web.now(),
+        )
+        .await
+    {
+        return Ok(Err(StepFailure::WorkerGone {
+            worker: format!("{worker} ({e})"),
+        }));
+    }
+    record.worker = Some(worker.to_string());
+    record.container = Some(handle.clone());
+    record.log_offset = 0;
+    // Saved before the container starts, so a resumed build knows which
+    // volumes the container writes its outputs to.
+    record.outputs = serde_json::to_string(&outputs).unwrap_or_else(|_| "{}".into());
+    ctx.save(record).await;
+    let spec = ContainerSpec {
+        handle: handle.clone(),
+        runtime: runtime.to_string(),
+        rootfs_volume: rootfs,
+        path: config.run.path.clone(),
+        args: config.run.args.clone(),
+        env: config.params.clone(),
+        dir: config.run.dir.clone(),
+        mounts,
+        memory_limit_bytes: config.memory_limit_bytes(),
+    };
+    if let Err(e) = api.create_container(&spec).await {
+        let _ = web.store().delete_container_row(&handle).await;
+        for h in outputs.values() {
+            scratch.release.push(h.clone());
+        }
+        return Ok(Err(unreachable_or_invalid(worker, e)));
+    }
+    let _ = web.store().set_container_state(&handle, "created").await;
+    ctx.log(
+        Some(step_id),
+        "step",
+        &format!("running on worker {worker} ({runtime})"),
+    )
+    .await;
+    let exit = follow(ctx, step_id, api, worker, &handle, at_start, 0).await;
+    let exit = match exit {
+        Ok(e) => e,
+        Err(Interrupted) => {
+            // The container runs on; the next run of this build re-attaches.
+            return Err(Interrupted);
+        }
+    };
+    finish_attempt(ctx, api, &handle, exit, outputs, scratch).await
+}
+
+/// Ends an attempt: the container goes, and its outputs become artifacts or
+/// are released.
+async fn finish_attempt(
+    ctx: &BuildContext,
+    api: &WorkerApi,
+    handle: &str,
+    exit: Result<ContainerExit, StepFailure>,
+    outputs: BTreeMap<String, String>,
+    scratch: &mut Scratch,
+) -> Result<Attempt, Interrupted> {
+    if let Err(e) = api.destroy_container(handle).await {
+        tracing::debug!(%handle, error = %e, "could not destroy the container now; the worker's report will");
+    }
+    let _ = ctx.web.store().delete_container_row(handle).await;
+    let failure = match exit {
+        Ok(exit) => exit_failure(&exit),
+        Err(f) => Some(f),
+    };
+    match failure {
+        None => {
+            for h in outputs.values() {
+                let owner = format!("build/{}", ctx.build_id);
+                if let Err(e) = ctx
+                    .web
+                    .store()
+                    .set_volume_owner(h, OwnerKind::Artifact, Some(&owner))
+                    .await
+                {
+                    tracing::warn!(handle = %h, error = %e, "cannot mark an output as an artifact");
+                }
+            }
+            Ok(Ok(outputs))
+        }
+        Some(f) => {
+            scratch.release.extend(outputs.into_values());
+            Ok(Err(f))
+        }
+    }
+}
+
+/// The failure an exit means, if any.
+pub fn exit_failure(exit: &ContainerExit) -> Option<StepFailure> {
+    if exit.oom_killed {
+        return Some(StepFailure::OutOfMemory {
+            limit_bytes: exit.memory_limit_bytes,
+        });
+    }
+    match (exit.code, exit.signal) {
+        (Some(0), _) => None,
+        (Some(code), _) => Some(StepFailure::Exited { code }),
+        (None, Some(signal)) => Some(StepFailure::Signaled { signal }),
+        (None, None) => Some(StepFailure::ContainerLost {
+            worker: "its worker".into(),
+            handle: "the step's container".into(),
+        }),
+    }
+}
+
+/// Follows a running container: its log into the build log, its worker's
+/// state, until it exits or its worker fails it.
+pub async fn follow(
+    ctx: &BuildContext,
+    step_id: &str,
+    api: &WorkerApi,
+    worker: &str,
+    handle: &str,
+    at_start: &WorkerSeen,
+    offset: i64,
+) -> Result<Result<ContainerExit, StepFailure>, Interrupted> {
+    let pump = logs::pump(ctx, step_id, api, handle, offset);
+    tokio::pin!(pump);
+    let mut pumped = false;
+    loop {
+        tokio::select! {
+            _ = ctx.stop.cancelled() => return Err(Interrupted),
+            _ = &mut pump, if !pumped => pumped = true,
+            waited = tokio::time::timeout(WATCH_EVERY + Duration::from_secs(3), api.wait_container(handle, WATCH_EVERY)) => {
+                match waited {
+                    Ok(Ok(c)) => {
+                        if let Some(exit) = c.exit {
+                            if !pumped {
+                                // The worker ends the log stream once the
+                                // container exited and its log is drained.
+                                let _ = tokio::time::timeout(Duration::from_secs(10), &mut pump).await;
+                            }
+                            let mut exit = exit;
+                            if exit.lost {
+                                return Ok(Err(StepFailure::ContainerLost { worker: worker.to_string(), handle: handle.to_string() }));
+                            }
+                            exit.lost = false;
+                            return Ok(Ok(exit));
+                        }
+                    }
+                    Ok(Err(ClientError::Api { status, .. })) if status.as_u16() == 404 => {
+                        if let Some(f) = watch::check(&ctx.web, worker, at_start).await {
+                            return Ok(Err(f));
+                        }
+                        return Ok(Err(StepFailure::ContainerLost { worker: worker.to_string(), handle: handle.to_string() }));
+                    }
+                    // Unreachable or slow: the worker's state decides.
+                    _ => {}
+                }
+            }
+        }
+        if let Some(f) = watch::check(&ctx.web, worker, at_start).await {
+            return Ok(Err(f));
+        }
+    }
+}
+
+async fn reattach(
+    ctx: &BuildContext,
+    step_id: &str,
+    record: &mut StepRecord,
+    worker: &str,
+    handle: &str,
+) -> Result<Attempt, Interrupted> {
+    let Ok(Some(at_start)) = watch::seen(&ctx.web, worker).await else {
+        return Ok(Err(StepFailure::WorkerGone {
+            worker: worker.to_string(),
+        }));
+    };
+    let api = match worker_ops::worker_api(&ctx.web, worker, Duration::from_secs(60)).await {
+        Ok(api) => api,
+        Err(e) => return Ok(Err(op_failure(worker, e))),
+    };
+    let outputs: BTreeMap<String, String> =
+        serde_json::from_str(&record.outputs).unwrap_or_default();
+    let exit = follow(
+        ctx,
+        step_id,
+        &api,
+        worker,
+        handle,
+        &at_start,
+        record.log_offset,
+    )
+    .await?;
+    let mut scratch = Scratch::default();
+    let result = finish_attempt(ctx, &api, handle, exit, outputs, &mut scratch).await;
+    for h in scratch.release {
+        worker_ops::release_volume(&ctx.web, &h).await;
+    }
+    result
+}

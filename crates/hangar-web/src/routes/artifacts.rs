@@ -1,0 +1,134 @@
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use futures_util::TryStreamExt;
+use hangar_api::builds::Artifact;
+use hangar_core::names::{validate_label, validate_worker_name};
+use hangar_core::placement::{place, Candidate, Requirement};
+use hangar_core::volumes::OwnerKind;
+use serde::Deserialize;
+
+use crate::auth::Admin;
+use crate::error::ApiError;
+use crate::routes::volumes::op_error;
+use crate::worker_ops::{self, Source};
+use crate::Web;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UploadQuery {
+    /// Put it on this worker (to keep a task's inputs together).
+    worker: Option<String>,
+    /// Otherwise on a running worker of this platform…
+    platform: Option<String>,
+    /// …with these tags (comma-separated).
+    tags: Option<String>,
+}
+
+/// Uploads a gzip tar as a new artifact volume on a worker.
+pub async fn upload(
+    State(web): State<Web>,
+    _: Admin,
+    query: Result<Query<UploadQuery>, axum::extract::rejection::QueryRejection>,
+    body: Body,
+) -> Result<(StatusCode, axum::Json<Artifact>), ApiError> {
+    let Query(q) =
+        query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let worker = match q.worker {
+        Some(w) => {
+            validate_worker_name(&w).map_err(|e| ApiError::bad_request(format!("worker: {e}")))?;
+            w
+        }
+        None => {
+            let platform = q.platform.unwrap_or_else(|| "linux".into());
+            validate_label(&platform)
+                .map_err(|e| ApiError::bad_request(format!("platform: {e}")))?;
+            let mut tags = std::collections::BTreeSet::new();
+            for t in q
+                .tags
+                .iter()
+                .flat_map(|t| t.split(','))
+                .filter(|t| !t.is_empty())
+            {
+                validate_label(t).map_err(|e| ApiError::bad_request(format!("tag: {e}")))?;
+                tags.insert(t.to_string());
+            }
+            let candidates: Vec<Candidate> = web
+                .store()
+                .list_workers()
+                .await?
+                .into_iter()
+                .filter(|w| w.info.api_url.is_some())
+                .map(|w| Candidate {
+                    name: w.info.name,
+                    state: w.state,
+                    platform: w.info.platform,
+                    tags: w.info.tags.into_iter().collect(),
+                    team: w.info.team,
+                    active_containers: w.info.containers,
+                    has: Default::default(),
+                    accepting_work: true,
+                })
+                .collect();
+            let req = Requirement {
+                platform,
+                tags,
+                ..Default::default()
+            };
+            place(&candidates, &req).map_err(|no| {
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    hangar_api::codes::UNAVAILABLE,
+                    format!("cannot place the upload: {}", no.0),
+                )
+            })?
+        }
+    };
+    let volume = worker_ops::make_volume(
+        &web,
+        &worker,
+        Source::Empty,
+        OwnerKind::Artifact,
+        Some("upload".into()),
+    )
+    .await
+    .map_err(op_error)?;
+    let api = worker_ops::worker_api(&web, &worker, Duration::from_secs(3600))
+        .await
+        .map_err(op_error)?;
+    let stream = body.into_data_stream().map_err(std::io::Error::other);
+    if let Err(e) = api
+        .stream_in(&volume.handle, "", true, reqwest::Body::wrap_stream(stream))
+        .await
+    {
+        worker_ops::release_volume(&web, &volume.handle).await;
+        return Err(match e {
+            hangar_client::ClientError::Api {
+                status,
+                code,
+                message,
+            } => ApiError::new(
+                status,
+                match code.as_str() {
+                    "payload_too_large" => hangar_api::codes::TOO_LARGE,
+                    _ => hangar_api::codes::BAD_REQUEST,
+                },
+                format!("upload refused: {message}"),
+            ),
+            other => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                hangar_api::codes::UNAVAILABLE,
+                format!("worker {worker}: {other}"),
+            ),
+        });
+    }
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(Artifact {
+            handle: volume.handle,
+            worker,
+        }),
+    ))
+}

@@ -1,0 +1,253 @@
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use hangar_api::builds::{Build, BuildEvent, BuildEvents, BuildStep, CreateBuild};
+use hangar_core::names::validate_label;
+use hangar_core::plan::{leaf_steps, parse_plan, Step};
+use hangar_core::task::parse_task_config;
+use hangar_core::volumes::VolumeState;
+use hangar_store::{BuildRecord, StepRecord};
+use serde::Deserialize;
+
+use crate::auth::Admin;
+use crate::error::ApiError;
+use crate::json::Json;
+use crate::routes::volumes::validate_handle;
+use crate::worker_ops;
+use crate::Web;
+
+/// The longest a watcher's request waits for new events.
+const MAX_WAIT_MS: u64 = 30_000;
+
+pub fn build_to_api(b: BuildRecord, steps: Vec<StepRecord>) -> Build {
+    Build {
+        id: b.id,
+        name: b.name,
+        status: b.status.as_str().to_string(),
+        created_at: b.created_at,
+        started_at: b.started_at,
+        finished_at: b.finished_at,
+        exit_code: b.exit_code,
+        error: b.error,
+        steps: steps
+            .into_iter()
+            .map(|s| BuildStep {
+                step_id: s.step_id,
+                name: s.name,
+                kind: s.kind,
+                state: s.state.as_str().to_string(),
+                attempt: s.attempt,
+                worker: s.worker,
+                exit_code: s.exit_code,
+                error: s.error,
+                started_at: s.started_at,
+                finished_at: s.finished_at,
+            })
+            .collect(),
+    }
+}
+
+/// Checks a plan whole before anything is stored: its shape, every task
+/// config, and the artifacts it starts with.
+async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
+    if let Some(name) = &req.name {
+        validate_label(name).map_err(|e| ApiError::bad_request(format!("name: {e}")))?;
+    }
+    let steps = parse_plan(&req.plan).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    for (id, step) in leaf_steps(&steps) {
+        if let Step::Task(task) = step {
+            parse_task_config(&task.config.to_string()).map_err(|e| {
+                ApiError::bad_request(format!("plan step {id} ({}): {e}", task.task))
+            })?;
+        }
+    }
+    for (name, handle) in &req.artifacts {
+        validate_label(name).map_err(|e| ApiError::bad_request(format!("artifact name: {e}")))?;
+        validate_handle(handle)?;
+        match web.store().get_volume(handle).await? {
+            Some(v) if v.state == VolumeState::Created && v.missing_since.is_none() => {}
+            Some(_) => {
+                return Err(ApiError::bad_request(format!(
+                    "artifact {name}: volume {handle} is not available"
+                )))
+            }
+            None => {
+                return Err(ApiError::not_found(format!(
+                    "artifact {name}: volume {handle} not found"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn create(
+    State(web): State<Web>,
+    _: Admin,
+    Json(req): Json<CreateBuild>,
+) -> Result<(StatusCode, axum::Json<Build>), ApiError> {
+    validate(&web, &req).await?;
+    let name = req.name.clone().unwrap_or_else(|| "one-off".into());
+    let artifacts =
+        serde_json::to_string(&req.artifacts).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let build = web
+        .store()
+        .create_build(&name, None, &req.plan.to_string(), &artifacts, web.now())
+        .await?;
+    web.engine_wake().notify_one();
+    tracing::info!(build = build.id, %name, "build created");
+    Ok((StatusCode::CREATED, axum::Json(build_to_api(build, vec![]))))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    limit: Option<i64>,
+}
+
+pub async fn list(
+    State(web): State<Web>,
+    _: Admin,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<axum::Json<Vec<Build>>, ApiError> {
+    let Query(q) =
+        query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit {limit} is out of range 1..=1000"
+        )));
+    }
+    let builds = web.store().list_builds(limit).await?;
+    Ok(axum::Json(
+        builds
+            .into_iter()
+            .map(|b| build_to_api(b, vec![]))
+            .collect(),
+    ))
+}
+
+async fn load(web: &Web, id: i64) -> Result<BuildRecord, ApiError> {
+    web.store()
+        .get_build(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("build {id} not found")))
+}
+
+pub async fn show(
+    State(web): State<Web>,
+    _: Admin,
+    Path(id): Path<i64>,
+) -> Result<axum::Json<Build>, ApiError> {
+    let build = load(&web, id).await?;
+    let steps = web.store().build_steps(id).await?;
+    Ok(axum::Json(build_to_api(build, steps)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    #[serde(default)]
+    after: i64,
+    #[serde(default)]
+    wait_ms: u64,
+}
+
+/// A build's log after event `after`. With `wait_ms`, waits (long-poll) for
+/// new events until the build ends or the time passes.
+pub async fn events(
+    State(web): State<Web>,
+    _: Admin,
+    Path(id): Path<i64>,
+    query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<axum::Json<BuildEvents>, ApiError> {
+    let Query(q) =
+        query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(q.wait_ms.min(MAX_WAIT_MS));
+    loop {
+        // Register for a wake-up before reading, so an event written in
+        // between is not missed.
+        let notified = web.build_events().notified();
+        let build = load(&web, id).await?;
+        let events = web.store().build_events(id, q.after, 1000).await?;
+        let done = build.status.is_final();
+        if !events.is_empty() || done || tokio::time::Instant::now() >= deadline {
+            return Ok(axum::Json(BuildEvents {
+                events: events
+                    .into_iter()
+                    .map(|e| BuildEvent {
+                        id: e.id,
+                        step: e.step,
+                        kind: e.kind,
+                        payload: e.payload,
+                        at: e.at,
+                    })
+                    .collect(),
+                status: build.status.as_str().to_string(),
+                exit_code: build.exit_code,
+            }));
+        }
+        // Another web node may be running the build: look again soon even
+        // without a local wake-up.
+        let _ = tokio::time::timeout_at(
+            deadline.min(tokio::time::Instant::now() + Duration::from_millis(250)),
+            notified,
+        )
+        .await;
+    }
+}
+
+/// A build's artifact (an uploaded input or a step's output) as a gzip tar,
+/// streamed from the worker that holds it.
+pub async fn artifact(
+    State(web): State<Web>,
+    _: Admin,
+    Path((id, name)): Path<(i64, String)>,
+) -> Result<Response, ApiError> {
+    validate_label(&name).map_err(|e| ApiError::bad_request(format!("artifact name: {e}")))?;
+    let build = load(&web, id).await?;
+    let mut artifacts: BTreeMap<String, String> =
+        serde_json::from_str(&build.artifacts).unwrap_or_default();
+    for step in web.store().build_steps(id).await? {
+        if step.state == hangar_core::build::StepState::Succeeded {
+            let outputs: BTreeMap<String, String> =
+                serde_json::from_str(&step.outputs).unwrap_or_default();
+            artifacts.extend(outputs);
+        }
+    }
+    let handle = artifacts
+        .get(&name)
+        .ok_or_else(|| ApiError::not_found(format!("build {id} has no artifact named {name}")))?;
+    let volume = web
+        .store()
+        .get_volume(handle)
+        .await?
+        .filter(|v| v.state == VolumeState::Created && v.missing_since.is_none())
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "artifact {name} of build {id} is no longer available"
+            ))
+        })?;
+    let api = worker_ops::worker_api(&web, &volume.worker, Duration::from_secs(3600))
+        .await
+        .map_err(crate::routes::volumes::op_error)?;
+    let stream = api
+        .stream_out(&volume.handle, "", true)
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                hangar_api::codes::UNAVAILABLE,
+                format!("worker {}: {e}", volume.worker),
+            )
+        })?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/gzip")],
+        Body::from_stream(stream.bytes_stream()),
+    )
+        .into_response())
+}

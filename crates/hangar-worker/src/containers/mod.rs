@@ -1,0 +1,873 @@
+//! Containers on the worker: one process each, with volumes mounted into its
+//! working directory, run by the `process` runtime (on the host) or by runc
+//! (an OCI container from a rootfs volume).
+//!
+//! All state is on disk under `<work-dir>/containers/<handle>/` (see
+//! [`store`]), and every process runs under a small shell wrapper that
+//! writes its exit status there. So a worker process that restarts on the
+//! same work dir lists, waits on, reads the logs of and destroys the
+//! containers its predecessor started, and learns how they ended even if
+//! they ended while no worker was running.
+//!
+//! When a container ends, the first caller to notice (the thread waiting on
+//! the wrapper, or anyone reading the container) reads the cgroup's OOM
+//! counter, records a [`ContainerExit`] in `result.json` exactly once, and
+//! removes the cgroup (and runc's record of the container).
+//!
+//! Everything is blocking; async callers use `spawn_blocking`.
+
+mod cgroup;
+mod exit;
+mod process;
+mod runc;
+mod spec;
+mod store;
+mod wrapper;
+
+use std::fs::{self, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use hangar_api::containers::{Container, ContainerExit, ContainerSpec, RUNTIME_RUNC};
+use hangar_volumes::{VolumeError, VolumeManager};
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+pub use cgroup::DEFAULT_CGROUP_ROOT;
+pub use spec::MIN_MEMORY_LIMIT_BYTES;
+
+use cgroup::{CgroupVersion, Cgroups};
+use exit::{parse_exit_file, RawExit};
+use spec::validate_spec;
+use store::{Meta, CREATING_PREFIX, DESTROYING_PREFIX};
+
+/// `running` in [`Container::state`].
+pub const STATE_RUNNING: &str = "running";
+/// `exited` in [`Container::state`].
+pub const STATE_EXITED: &str = "exited";
+
+/// How long destroy waits for killed processes to be gone.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+/// How long recording an exit waits for the cgroup to empty.
+const RELEASE_GRACE: Duration = Duration::from_millis(500);
+/// How often waiting re-reads the disk (for containers this process did not
+/// start; its own children wake waiters at once).
+const POLL: Duration = Duration::from_millis(50);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerError {
+    /// The spec is wrong; `field` names the culprit (`mounts[1].path`).
+    #[error("invalid {field}: {reason}")]
+    InvalidSpec { field: String, reason: String },
+    #[error("container {handle:?} not found")]
+    NotFound { handle: String },
+    #[error("container {handle:?} already exists")]
+    AlreadyExists { handle: String },
+    /// A volume the spec names is not on this worker.
+    #[error("volume {volume:?} of {field} not found")]
+    VolumeNotFound { volume: String, field: String },
+    /// The worker cannot do what the spec asks (runc missing, no cgroup for
+    /// a memory limit); the reason says what is missing.
+    #[error("unsupported on this worker: {reason}")]
+    Unsupported { reason: String },
+    #[error("corrupt state of container {handle:?}: {reason}")]
+    Corrupt { handle: String, reason: String },
+    #[error("volume store: {0}")]
+    Volumes(#[from] VolumeError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> ContainerError {
+    let context = context.into();
+    move |source| ContainerError::Io { context, source }
+}
+
+/// Where the manager finds its tools.
+#[derive(Debug, Clone)]
+pub struct ContainerOptions {
+    /// The runc binary; `None` looks on `PATH` and in the usual sbin dirs.
+    pub runc: Option<PathBuf>,
+    /// Where cgroup filesystems are mounted.
+    pub cgroup_root: PathBuf,
+}
+
+impl Default for ContainerOptions {
+    fn default() -> Self {
+        ContainerOptions {
+            runc: None,
+            cgroup_root: DEFAULT_CGROUP_ROOT.into(),
+        }
+    }
+}
+
+/// What [`ContainerManager::open`] found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerOpenReport {
+    /// Leftovers of interrupted creations and removals, deleted.
+    pub removed: Vec<PathBuf>,
+    /// Containers whose process was gone without an exit status; recorded
+    /// as exited with `lost: true`.
+    pub lost: Vec<String>,
+    /// Entries that are not containers (bad names); left alone.
+    pub unrecognized: Vec<PathBuf>,
+}
+
+/// The worker's containers. Cheap to share behind an `Arc`; all methods
+/// take `&self` and block.
+pub struct ContainerManager {
+    inner: Arc<Inner>,
+    report: ContainerOpenReport,
+}
+
+struct Inner {
+    root: PathBuf,
+    runc_state: PathBuf,
+    volumes: Arc<VolumeManager>,
+    runc: Option<PathBuf>,
+    cgroups: Cgroups,
+    cgroup_version: Result<CgroupVersion, String>,
+    /// Serializes create, destroy and recording an exit.
+    ops: Mutex<()>,
+    /// Bumped and notified whenever a wrapper this process started ends.
+    ended: (Mutex<u64>, Condvar),
+}
+
+/// A container as read from disk.
+struct Record {
+    handle: String,
+    dir: PathBuf,
+    spec: ContainerSpec,
+    meta: Meta,
+}
+
+impl std::fmt::Debug for ContainerManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContainerManager")
+            .field("root", &self.inner.root)
+            .field("runc", &self.inner.runc)
+            .field("cgroups", &self.inner.cgroup_version)
+            .finish()
+    }
+}
+
+impl ContainerManager {
+    /// Opens (creating if needed) the containers under `root`
+    /// (`<work-dir>/containers`), mounting volumes from `volumes`.
+    pub fn open(root: &Path, volumes: Arc<VolumeManager>) -> Result<Self, ContainerError> {
+        Self::open_with(root, volumes, ContainerOptions::default())
+    }
+
+    /// [`ContainerManager::open`] with explicit tool locations.
+    ///
+    /// Removes half-created containers and marks containers whose process
+    /// vanished without an exit status as lost; see
+    /// [`ContainerManager::open_report`].
+    pub fn open_with(
+        root: &Path,
+        volumes: Arc<VolumeManager>,
+        options: ContainerOptions,
+    ) -> Result<Self, ContainerError> {
+        fs::create_dir_all(root).map_err(io_err(format!("create {}", root.display())))?;
+        let root = fs::canonicalize(root).map_err(io_err(format!("resolve {}", root.display())))?;
+        let runc_state = root.join(store::RUNC_STATE_DIR);
+        fs::create_dir_all(&runc_state)
+            .map_err(io_err(format!("create {}", runc_state.display())))?;
+        let cgroups = Cgroups::new(&options.cgroup_root);
+        let cgroup_version = cgroups.detect();
+        let runc = options.runc.or_else(runc::find_runc);
+        let inner = Arc::new(Inner {
+            root,
+            runc_state,
+            volumes,
+            runc,
+            cgroups,
+            cgroup_version,
+            ops: Mutex::new(()),
+            ended: (Mutex::new(0), Condvar::new()),
+        });
+        let report = inner.recover()?;
+        tracing::info!(
+            root = %inner.root.display(),
+            runc = ?inner.runc,
+            cgroups = ?inner.cgroup_version,
+            removed = report.removed.len(),
+            lost = report.lost.len(),
+            "container manager opened"
+        );
+        Ok(ContainerManager { inner, report })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// What the last open cleaned up.
+    pub fn open_report(&self) -> &ContainerOpenReport {
+        &self.report
+    }
+
+    /// Validates the spec, records it and starts the process. Returns once
+    /// the process is started (`running`).
+    pub fn create(&self, spec: ContainerSpec) -> Result<Container, ContainerError> {
+        self.inner.create(spec)
+    }
+
+    /// The container, after noticing an exit that happened since last look.
+    pub fn get(&self, handle: &str) -> Result<Option<Container>, ContainerError> {
+        match self.inner.load(handle)? {
+            Some(rec) => match self.inner.status(&rec) {
+                Ok(c) => Ok(Some(c)),
+                // Destroyed while we looked.
+                Err(ContainerError::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// Every container, oldest first.
+    pub fn list(&self) -> Result<Vec<Container>, ContainerError> {
+        let mut all = Vec::new();
+        for handle in self.inner.handles()? {
+            match self.get(&handle) {
+                Ok(Some(c)) => all.push(c),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(%handle, error = %e, "cannot read container"),
+            }
+        }
+        all.sort_by(|a, b| (a.started_at, &a.handle).cmp(&(b.started_at, &b.handle)));
+        Ok(all)
+    }
+
+    /// How many containers are running.
+    pub fn active_count(&self) -> Result<usize, ContainerError> {
+        Ok(self
+            .list()?
+            .iter()
+            .filter(|c| c.state == STATE_RUNNING)
+            .count())
+    }
+
+    /// Waits until the container has exited or `timeout` passes; returns it
+    /// either way (check `state`).
+    pub fn wait(&self, handle: &str, timeout: Duration) -> Result<Container, ContainerError> {
+        let deadline = Instant::now() + timeout;
+        let (lock, ended) = &self.inner.ended;
+        loop {
+            let seen = *lock.lock().unwrap_or_else(|p| p.into_inner());
+            let c = self.get(handle)?.ok_or_else(|| ContainerError::NotFound {
+                handle: handle.to_string(),
+            })?;
+            let now = Instant::now();
+            if c.state == STATE_EXITED || now >= deadline {
+                return Ok(c);
+            }
+            let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+            if *guard == seen {
+                let _ = ended.wait_timeout(guard, POLL.min(deadline - now));
+            }
+        }
+    }
+
+    /// The log file (stdout and stderr) of the container.
+    pub fn log_path(&self, handle: &str) -> Result<PathBuf, ContainerError> {
+        match self.inner.load(handle)? {
+            Some(rec) => Ok(rec.dir.join(store::LOG_FILE)),
+            None => Err(ContainerError::NotFound {
+                handle: handle.to_string(),
+            }),
+        }
+    }
+
+    /// Kills the container's processes and removes it with its cgroup. A
+    /// container that is not there counts as destroyed.
+    pub fn destroy(&self, handle: &str) -> Result<(), ContainerError> {
+        self.inner.destroy(handle)
+    }
+}
+
+impl Inner {
+    fn dir(&self, handle: &str) -> PathBuf {
+        self.root.join(handle)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.ops.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn notify_ended(&self) {
+        let (lock, ended) = &self.ended;
+        *lock.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        ended.notify_all();
+    }
+
+    fn handles(&self) -> Result<Vec<String>, ContainerError> {
+        let entries =
+            fs::read_dir(&self.root).map_err(io_err(format!("list {}", self.root.display())))?;
+        Ok(entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| !name.starts_with('.'))
+            .collect())
+    }
+
+    /// The container's record; `None` when there is none (or the handle
+    /// could not name one).
+    fn load(&self, handle: &str) -> Result<Option<Record>, ContainerError> {
+        if hangar_volumes::validate_handle(handle).is_err() {
+            return Ok(None);
+        }
+        let dir = self.dir(handle);
+        let corrupt = |reason: String| ContainerError::Corrupt {
+            handle: handle.to_string(),
+            reason,
+        };
+        let spec: ContainerSpec = match store::read_json(&dir.join(store::SPEC_FILE)) {
+            Ok(Some(spec)) => spec,
+            Ok(None) => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                return Err(corrupt(format!("spec.json: {e}")))
+            }
+            // The directory itself is gone (destroyed meanwhile).
+            Err(e) if e.kind() == io::ErrorKind::NotADirectory => return Ok(None),
+            Err(e) => return Err(io_err(format!("read {}", dir.display()))(e)),
+        };
+        let meta: Meta = store::read_json(&dir.join(store::META_FILE))
+            .map_err(|e| corrupt(format!("meta.json: {e}")))?
+            .ok_or_else(|| corrupt("meta.json is missing".into()))?;
+        Ok(Some(Record {
+            handle: handle.to_string(),
+            dir,
+            spec,
+            meta,
+        }))
+    }
+
+    fn container(&self, rec: &Record, exit: Option<ContainerExit>) -> Container {
+        let log_bytes = fs::metadata(rec.dir.join(store::LOG_FILE))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        Container {
+            handle: rec.handle.clone(),
+            runtime: rec.spec.runtime.clone(),
+            state: if exit.is_some() {
+                STATE_EXITED
+            } else {
+                STATE_RUNNING
+            }
+            .to_string(),
+            started_at: rec.meta.started_at,
+            exit,
+            log_bytes,
+        }
+    }
+
+    fn read_result(&self, rec: &Record) -> Result<Option<ContainerExit>, ContainerError> {
+        store::read_json(&rec.dir.join(store::RESULT_FILE)).map_err(|e| ContainerError::Corrupt {
+            handle: rec.handle.clone(),
+            reason: format!("result.json: {e}"),
+        })
+    }
+
+    /// The wrapper's status, once it has written one. A garbled file is
+    /// reported and treated as no status (the container counts as lost).
+    fn read_exit(&self, rec: &Record) -> Option<RawExit> {
+        let path = rec.dir.join(store::EXIT_FILE);
+        match store::read_optional(&path) {
+            Ok(Some(text)) => match parse_exit_file(&text) {
+                Ok(raw) => raw,
+                Err(e) => {
+                    tracing::warn!(handle = %rec.handle, error = %e, "unreadable exit file");
+                    None
+                }
+            },
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(handle = %rec.handle, error = %e, "cannot read exit file");
+                None
+            }
+        }
+    }
+
+    fn wrapper_pid(&self, dir: &Path) -> Option<u32> {
+        store::read_optional(&dir.join(store::PID_FILE))
+            .ok()
+            .flatten()
+            .and_then(|t| t.trim().parse().ok())
+    }
+
+    fn wrapper_alive(&self, rec: &Record) -> bool {
+        self.wrapper_pid(&rec.dir)
+            .is_some_and(|pid| wrapper::is_wrapper_of(pid, &rec.dir))
+    }
+
+    /// Running, or exited (recording the exit if nobody has yet).
+    fn status(&self, rec: &Record) -> Result<Container, ContainerError> {
+        if let Some(exit) = self.read_result(rec)? {
+            return Ok(self.container(rec, Some(exit)));
+        }
+        let raw = self.read_exit(rec);
+        if raw.is_none() && self.wrapper_alive(rec) {
+            return Ok(self.container(rec, None));
+        }
+        // Ended, or seems lost: decide under the lock, where a creation in
+        // progress (no pid file yet) has finished.
+        let _ops = self.lock();
+        if !rec.dir.exists() {
+            return Err(ContainerError::NotFound {
+                handle: rec.handle.clone(),
+            });
+        }
+        if let Some(exit) = self.read_result(rec)? {
+            return Ok(self.container(rec, Some(exit)));
+        }
+        let raw = self.read_exit(rec);
+        if raw.is_none() && self.wrapper_alive(rec) {
+            return Ok(self.container(rec, None));
+        }
+        let exit = self.record_exit(rec, raw)?;
+        Ok(self.container(rec, Some(exit)))
+    }
+
+    /// Writes `result.json` (the OOM counter read first), then cleans up
+    /// the cgroup and runc's record. Called with the ops lock held.
+    fn record_exit(
+        &self,
+        rec: &Record,
+        raw: Option<RawExit>,
+    ) -> Result<ContainerExit, ContainerError> {
+        let oom_kills = rec
+            .meta
+            .cgroup
+            .as_ref()
+            .and_then(|cg| self.cgroups.oom_kills(cg))
+            .unwrap_or(0);
+        let finished_at = fs::metadata(rec.dir.join(store::EXIT_FILE))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .filter(|_| raw.is_some())
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or_else(store::now_millis);
+        let exit = ContainerExit {
+            code: raw.and_then(RawExit::code),
+            signal: raw.and_then(RawExit::signal),
+            oom_killed: oom_kills > 0,
+            memory_limit_bytes: rec.spec.memory_limit_bytes,
+            finished_at,
+            lost: raw.is_none(),
+        };
+        let path = rec.dir.join(store::RESULT_FILE);
+        let bytes = serde_json::to_vec_pretty(&exit).expect("an exit serializes");
+        let exit = if store::write_exclusive(&path, &bytes)
+            .map_err(io_err(format!("write {}", path.display())))?
+        {
+            if exit.lost {
+                tracing::warn!(handle = %rec.handle, "container process vanished without an exit status; marked lost");
+            } else {
+                tracing::info!(handle = %rec.handle, code = ?exit.code, signal = ?exit.signal, oom_killed = exit.oom_killed, "container exited");
+            }
+            exit
+        } else {
+            // Another worker process on this dir recorded it first.
+            self.read_result(rec)?.unwrap_or(exit)
+        };
+        self.release(rec, exit.lost);
+        Ok(exit)
+    }
+
+    /// Frees what an ended container holds outside its dir: runc's record
+    /// and the cgroup. Processes the program left behind keep the cgroup
+    /// until destroy, except for a lost container, whose leftovers are
+    /// killed (nobody can wait on them any more).
+    fn release(&self, rec: &Record, kill_leftovers: bool) {
+        if rec.meta.runc {
+            if let Some(runc) = &self.runc {
+                if let Err(e) = runc::delete(runc, &self.runc_state, &rec.handle) {
+                    tracing::warn!(handle = %rec.handle, error = %e, "runc delete failed");
+                }
+            }
+        }
+        if let Some(cg) = &rec.meta.cgroup {
+            if kill_leftovers {
+                self.cgroups.kill_all(cg, KILL_WAIT);
+            }
+            // A moment's grace for children still exiting after the main
+            // process (a pipeline's writer after its reader was killed).
+            if let Err(e) = self.cgroups.remove(cg, RELEASE_GRACE) {
+                tracing::debug!(handle = %rec.handle, error = %e, "cgroup still busy; destroy removes it");
+            }
+        }
+    }
+
+    fn create(self: &Arc<Self>, spec: ContainerSpec) -> Result<Container, ContainerError> {
+        let checked = validate_spec(&spec)?;
+        let is_runc = spec.runtime == RUNTIME_RUNC;
+        let runc_bin = if is_runc {
+            Some(self.runc.clone().ok_or_else(|| ContainerError::Unsupported {
+                reason: "runtime runc: no runc binary on PATH or in /usr/sbin (install the runc package)".into(),
+            })?)
+        } else {
+            None
+        };
+        let handle = spec.handle.clone();
+        let _ops = self.lock();
+        let dir = self.dir(&handle);
+        if fs::symlink_metadata(&dir).is_ok() {
+            return Err(ContainerError::AlreadyExists { handle });
+        }
+        let volume_dir = |volume: &str, field: String| -> Result<PathBuf, ContainerError> {
+            match self.volumes.get(volume)? {
+                Some(v) => Ok(v.path),
+                None => Err(ContainerError::VolumeNotFound {
+                    volume: volume.to_string(),
+                    field,
+                }),
+            }
+        };
+        let rootfs = match &spec.rootfs_volume {
+            Some(v) => Some(volume_dir(v, "rootfs_volume".into())?),
+            None => None,
+        };
+        let sources = checked
+            .mounts
+            .iter()
+            .enumerate()
+            .map(|(i, m)| volume_dir(&m.volume, format!("mounts[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+
+        // The cgroup: required for a memory limit and for runc; otherwise
+        // made when possible (it lets destroy find every process).
+        let required = spec.memory_limit_bytes.is_some() || is_runc;
+        let unsupported = |why: &str| ContainerError::Unsupported {
+            reason: if is_runc {
+                format!("runtime runc needs a memory cgroup: {why}")
+            } else {
+                format!("memory_limit_bytes cannot be enforced on this worker: {why}")
+            },
+        };
+        let mut cgroup = match &self.cgroup_version {
+            Ok(version) => Some(Cgroups::reference(
+                *version,
+                &format!("{handle}-{}", store::random_suffix()),
+            )),
+            Err(why) if required => return Err(unsupported(why)),
+            Err(_) => None,
+        };
+
+        let staging = self.root.join(format!(
+            "{CREATING_PREFIX}{handle}-{}",
+            store::random_suffix()
+        ));
+        let made = (|| -> Result<(), ContainerError> {
+            fs::create_dir(&staging).map_err(io_err(format!("create {}", staging.display())))?;
+            let mut meta = Meta {
+                started_at: store::now_millis(),
+                cgroup: cgroup.clone(),
+                runc: is_runc,
+            };
+            // The cgroup is named on disk before it exists, so open can
+            // remove it if the worker dies right here.
+            self.write_meta(&staging, &meta)?;
+            if let Some(cg) = &cgroup {
+                if let Err(why) = self.cgroups.create(cg, spec.memory_limit_bytes) {
+                    if required {
+                        return Err(unsupported(&why));
+                    }
+                    tracing::debug!(%handle, error = %why, "running without a cgroup");
+                    cgroup = None;
+                    meta.cgroup = None;
+                    self.write_meta(&staging, &meta)?;
+                }
+            }
+            match (&rootfs, &cgroup) {
+                (Some(rootfs), Some(cg)) if is_runc => {
+                    let bundle = staging.join(store::BUNDLE_DIR);
+                    fs::create_dir(&bundle)
+                        .map_err(io_err(format!("create {}", bundle.display())))?;
+                    let binds: Vec<runc::BindMount> = checked
+                        .mounts
+                        .iter()
+                        .zip(&sources)
+                        .map(|(m, source)| runc::BindMount {
+                            path: m.path.clone(),
+                            source: source.clone(),
+                            read_only: m.read_only,
+                        })
+                        .collect();
+                    let cgroups_path = format!("/{}/{}", cg.path, cgroup::RUNC_CHILD);
+                    let config = runc::config_json(&spec, &checked, rootfs, &binds, &cgroups_path);
+                    let path = bundle.join("config.json");
+                    fs::write(&path, serde_json::to_vec_pretty(&config).expect("json"))
+                        .map_err(io_err(format!("write {}", path.display())))?;
+                }
+                _ => {
+                    let work = staging.join(store::WORK_DIR);
+                    let cwd = process::prepare_work_dir(&work, &checked, &sources)
+                        .map_err(io_err(format!("prepare {}", work.display())))?;
+                    fs::create_dir_all(&cwd)
+                        .map_err(io_err(format!("create {}", cwd.display())))?;
+                }
+            }
+            let path = staging.join(store::SPEC_FILE);
+            fs::write(&path, serde_json::to_vec_pretty(&spec).expect("json"))
+                .map_err(io_err(format!("write {}", path.display())))?;
+            fs::rename(&staging, &dir).map_err(io_err(format!("rename into {}", dir.display())))
+        })();
+        if let Err(e) = made {
+            if let Some(cg) = &cgroup {
+                let _ = self.cgroups.remove(cg, Duration::ZERO);
+            }
+            let _ = fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+        let rec = self.load(&handle)?.ok_or_else(|| ContainerError::Corrupt {
+            handle: handle.clone(),
+            reason: "vanished right after creation".into(),
+        })?;
+        match self.start(&rec, &checked, runc_bin.as_deref()) {
+            Ok(()) => Ok(self.container(&rec, None)),
+            Err(e) => {
+                self.remove(&rec.handle, &rec.dir, Some(&rec.meta));
+                if let Err(e) = fs::remove_dir_all(&rec.dir) {
+                    tracing::warn!(%handle, error = %e, "cannot remove the container that failed to start");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn write_meta(&self, dir: &Path, meta: &Meta) -> Result<(), ContainerError> {
+        let path = dir.join(store::META_FILE);
+        store::write_atomic(&path, &serde_json::to_vec_pretty(meta).expect("json"))
+            .map_err(io_err(format!("write {}", path.display())))
+    }
+
+    /// Starts the wrapper, records its pid and hands it to a thread that
+    /// waits for it. Called with the ops lock held.
+    fn start(
+        self: &Arc<Self>,
+        rec: &Record,
+        checked: &spec::CheckedSpec,
+        runc_bin: Option<&Path>,
+    ) -> Result<(), ContainerError> {
+        let log_path = rec.dir.join(store::LOG_FILE);
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(io_err(format!("open {}", log_path.display())))?;
+        let cwd = rec.dir.join(store::WORK_DIR).join(&checked.dir);
+        let procs = rec
+            .meta
+            .cgroup
+            .as_ref()
+            .map(|cg| self.cgroups.procs_file(cg));
+        let launch = match runc_bin {
+            // runc puts the container into runc's child of the cgroup.
+            Some(runc_bin) => wrapper::Launch {
+                dir: &rec.dir,
+                cwd: &rec.dir,
+                cgroup_procs: None,
+                argv: runc::run_command(
+                    runc_bin,
+                    &self.runc_state,
+                    &rec.dir.join(store::BUNDLE_DIR),
+                    &rec.handle,
+                ),
+                env: vec![],
+                log,
+            },
+            None => wrapper::Launch {
+                dir: &rec.dir,
+                cwd: &cwd,
+                cgroup_procs: procs.as_deref(),
+                argv: std::iter::once(rec.spec.path.clone().into())
+                    .chain(rec.spec.args.iter().map(Into::into))
+                    .collect(),
+                env: rec
+                    .spec
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                log,
+            },
+        };
+        let mut child = wrapper::spawn(launch).map_err(io_err("start the container's wrapper"))?;
+        let pid = child.id();
+        let pid_path = rec.dir.join(store::PID_FILE);
+        if let Err(e) = store::write_atomic(&pid_path, format!("{pid}\n").as_bytes()) {
+            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            let _ = child.wait();
+            return Err(io_err(format!("write {}", pid_path.display()))(e));
+        }
+        tracing::info!(handle = %rec.handle, runtime = %rec.spec.runtime, pid, "container started");
+        let inner = Arc::clone(self);
+        let handle = rec.handle.clone();
+        let waiter = std::thread::Builder::new()
+            .name("container-wait".into())
+            .spawn(move || {
+                if let Err(e) = child.wait() {
+                    tracing::warn!(%handle, error = %e, "cannot wait for the container's wrapper");
+                }
+                match inner.load(&handle).and_then(|rec| match rec {
+                    Some(rec) => inner.status(&rec).map(|_| ()),
+                    None => Ok(()),
+                }) {
+                    // Destroyed, which is how it ended.
+                    Ok(()) | Err(ContainerError::NotFound { .. }) => {}
+                    Err(e) => {
+                        tracing::warn!(%handle, error = %e, "cannot record the container's exit")
+                    }
+                }
+                inner.notify_ended();
+            });
+        if let Err(e) = waiter {
+            // The exit still reaches disk; waiters poll for it.
+            tracing::warn!(handle = %rec.handle, error = %e, "cannot start a thread to wait on the container");
+        }
+        Ok(())
+    }
+
+    fn destroy(&self, handle: &str) -> Result<(), ContainerError> {
+        if hangar_volumes::validate_handle(handle).is_err() {
+            return Ok(());
+        }
+        let _ops = self.lock();
+        let dir = self.dir(handle);
+        if fs::symlink_metadata(&dir).is_err() {
+            return Ok(());
+        }
+        let meta: Option<Meta> = store::read_json(&dir.join(store::META_FILE)).unwrap_or(None);
+        self.remove(handle, &dir, meta.as_ref());
+        let doomed = self.root.join(format!(
+            "{DESTROYING_PREFIX}{handle}-{}",
+            store::random_suffix()
+        ));
+        fs::rename(&dir, &doomed).map_err(io_err(format!("remove {}", dir.display())))?;
+        fs::remove_dir_all(&doomed).map_err(io_err(format!("remove {}", doomed.display())))?;
+        tracing::info!(%handle, "container destroyed");
+        drop(_ops);
+        self.notify_ended();
+        Ok(())
+    }
+
+    /// Kills everything of a container and frees its cgroup and runc
+    /// record (not its dir). Called with the ops lock held.
+    fn remove(&self, handle: &str, dir: &Path, meta: Option<&Meta>) {
+        let runc = meta.filter(|m| m.runc).and(self.runc.as_ref());
+        if let Some(runc) = runc {
+            if let Err(e) = runc::kill(runc, &self.runc_state, handle) {
+                tracing::warn!(%handle, error = %e, "runc kill failed");
+            }
+        }
+        let pid = self.wrapper_pid(dir).or_else(|| wrapper::find_wrapper(dir));
+        // Only a pid that is still our wrapper names our process group.
+        if let Some(pid) = pid.filter(|pid| wrapper::is_wrapper_of(*pid, dir)) {
+            kill_group(pid as i32);
+        }
+        if let Some(cg) = meta.and_then(|m| m.cgroup.as_ref()) {
+            if !self.cgroups.kill_all(cg, KILL_WAIT) {
+                tracing::warn!(%handle, "processes of the container survived SIGKILL");
+            }
+        }
+        if let Some(runc) = runc {
+            if let Err(e) = runc::delete(runc, &self.runc_state, handle) {
+                tracing::warn!(%handle, error = %e, "runc delete failed");
+            }
+        }
+        if let Some(cg) = meta.and_then(|m| m.cgroup.as_ref()) {
+            if let Err(e) = self.cgroups.remove(cg, Duration::from_secs(2)) {
+                tracing::warn!(%handle, error = %e, "cannot remove the container's cgroup");
+            }
+        }
+    }
+
+    /// Cleans up after a worker that died mid-operation.
+    fn recover(&self) -> Result<ContainerOpenReport, ContainerError> {
+        let mut report = ContainerOpenReport::default();
+        let entries =
+            fs::read_dir(&self.root).map_err(io_err(format!("list {}", self.root.display())))?;
+        let mut handles = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                report.unrecognized.push(path);
+                continue;
+            };
+            let half_made = name.starts_with(CREATING_PREFIX)
+                || name.starts_with(DESTROYING_PREFIX)
+                || (!name.starts_with('.')
+                    && hangar_volumes::validate_handle(&name).is_ok()
+                    && !path.join(store::SPEC_FILE).exists());
+            if half_made {
+                let meta: Option<Meta> =
+                    store::read_json(&path.join(store::META_FILE)).unwrap_or(None);
+                if let Some(cg) = meta.as_ref().and_then(|m| m.cgroup.as_ref()) {
+                    self.cgroups.kill_all(cg, KILL_WAIT);
+                    let _ = self.cgroups.remove(cg, Duration::from_secs(2));
+                }
+                fs::remove_dir_all(&path).map_err(io_err(format!("remove {}", path.display())))?;
+                report.removed.push(path);
+            } else if name.starts_with('.') {
+                // runc's state dir.
+            } else if hangar_volumes::validate_handle(&name).is_err() {
+                report.unrecognized.push(path);
+            } else {
+                handles.push(name);
+            }
+        }
+        for handle in handles {
+            let Some(rec) = self.load(&handle)? else {
+                continue;
+            };
+            if rec.dir.join(store::RESULT_FILE).exists() {
+                continue;
+            }
+            // A wrapper started just before the worker died, pid unwritten.
+            if self.wrapper_pid(&rec.dir).is_none() {
+                if let Some(pid) = wrapper::find_wrapper(&rec.dir) {
+                    tracing::info!(%handle, pid, "found the running wrapper of a container without a pid file");
+                    let path = rec.dir.join(store::PID_FILE);
+                    store::write_atomic(&path, format!("{pid}\n").as_bytes())
+                        .map_err(io_err(format!("write {}", path.display())))?;
+                }
+            }
+            let c = self.status(&rec)?;
+            if c.exit.as_ref().is_some_and(|e| e.lost) {
+                report.lost.push(handle);
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// SIGKILLs a process group and waits (a while) until every member is
+/// dead (a zombie its reaper has not collected yet counts as dead).
+fn kill_group(pgid: i32) {
+    let deadline = Instant::now() + KILL_WAIT;
+    loop {
+        match killpg(Pid::from_raw(pgid), Signal::SIGKILL) {
+            Err(Errno::ESRCH) => return,
+            Err(e) => {
+                tracing::warn!(pgid, error = %e, "cannot kill the container's process group");
+                return;
+            }
+            Ok(()) if !wrapper::group_has_live_members(pgid) => return,
+            Ok(()) if Instant::now() >= deadline => {
+                tracing::warn!(pgid, "the container's process group outlived SIGKILL");
+                return;
+            }
+            Ok(()) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! The runc runtime: an OCI bundle (`config.json`) made from the spec, and
+//! the runc commands that run, kill and delete it.
+//!
+//! Choices: the container is root (uid 0) without a user namespace, with
+//! Docker's default capability set and `noNewPrivileges`; new pid, ipc, uts
+//! and mount namespaces but the host's network (a network namespace would
+//! have no interfaces until the worker sets up networking, and tasks fetch
+//! dependencies). The rootfs volume is the writable root; each volume is
+//! bind-mounted at `/tmp/build/work/<path>`. No rlimits are set: the
+//! container inherits the worker's (raising them can be refused).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use hangar_api::containers::ContainerSpec;
+use serde_json::{json, Value};
+
+use super::spec::CheckedSpec;
+
+/// The working directory inside the container; mounts are relative to it.
+pub const WORK_DIR: &str = "/tmp/build/work";
+
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+const CAPABILITIES: &[&str] = &[
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FSETID",
+    "CAP_FOWNER",
+    "CAP_MKNOD",
+    "CAP_NET_RAW",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETFCAP",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+    "CAP_KILL",
+    "CAP_AUDIT_WRITE",
+];
+
+/// A volume to bind into the container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BindMount {
+    /// Normalized, relative to [`WORK_DIR`].
+    pub path: String,
+    /// The volume's data directory on the host.
+    pub source: PathBuf,
+    pub read_only: bool,
+}
+
+/// The container's working directory: [`WORK_DIR`] joined with `dir`.
+pub(crate) fn container_cwd(checked: &CheckedSpec) -> String {
+    if checked.dir.is_empty() {
+        WORK_DIR.to_string()
+    } else {
+        format!("{WORK_DIR}/{}", checked.dir)
+    }
+}
+
+/// The OCI runtime config for `spec`.
+pub(crate) fn config_json(
+    spec: &ContainerSpec,
+    checked: &CheckedSpec,
+    rootfs: &Path,
+    binds: &[BindMount],
+    cgroups_path: &str,
+) -> Value {
+    let mut args = vec![spec.path.clone()];
+    args.extend(spec.args.iter().cloned());
+    let mut env: Vec<String> = Vec::new();
+    if !spec.env.contains_key("PATH") {
+        env.push(format!("PATH={DEFAULT_PATH}"));
+    }
+    env.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
+
+    let mut mounts = vec![
+        json!({"destination": "/proc", "type": "proc", "source": "proc"}),
+        json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+               "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}),
+        json!({"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+               "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"]}),
+        json!({"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
+               "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]}),
+        json!({"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue",
+               "options": ["nosuid", "noexec", "nodev"]}),
+        json!({"destination": "/sys", "type": "sysfs", "source": "sysfs",
+               "options": ["nosuid", "noexec", "nodev", "ro"]}),
+        json!({"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+               "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}),
+    ];
+    // Parents before children, so a nested mount lands on top.
+    let mut binds: Vec<&BindMount> = binds.iter().collect();
+    binds.sort_by_key(|b| (b.path.split('/').count(), b.path.clone()));
+    for b in binds {
+        mounts.push(json!({
+            "destination": format!("{WORK_DIR}/{}", b.path),
+            "type": "bind",
+            "source": b.source,
+            "options": ["rbind", if b.read_only { "ro" } else { "rw" }],
+        }));
+    }
+
+    let hostname: String = spec.handle.chars().take(63).collect();
+    json!({
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": false,
+            "user": {"uid": 0, "gid": 0},
+            "args": args,
+            "env": env,
+            "cwd": container_cwd(checked),
+            "capabilities": {
+                "bounding": CAPABILITIES,
+                "effective": CAPABILITIES,
+                "permitted": CAPABILITIES,
+            },
+            "noNewPrivileges": true,
+        },
+        "root": {"path": rootfs, "readonly": false},
+        "hostname": hostname,
+        "mounts": mounts,
+        "linux": {
+            "cgroupsPath": cgroups_path,
+            "resources": {"devices": [{"allow": false, "access": "rwm"}]},
+            "namespaces": [
+                {"type": "pid"},
+                {"type": "ipc"},
+                {"type": "uts"},
+                {"type": "mount"},
+            ],
+            "maskedPaths": [
+                "/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys",
+                "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
+                "/proc/sched_debug", "/sys/firmware", "/proc/scsi",
+            ],
+            "readonlyPaths": [
+                "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+            ],
+        },
+    })
+}
+
+/// The runc binary: on `PATH`, or where distributions put it.
+pub(crate) fn find_runc() -> Option<PathBuf> {
+    let from_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    from_path
+        .into_iter()
+        .chain(
+            [
+                "/usr/sbin",
+                "/usr/bin",
+                "/usr/local/sbin",
+                "/usr/local/bin",
+                "/sbin",
+            ]
+            .map(PathBuf::from),
+        )
+        .map(|d| d.join("runc"))
+        .find(|p| p.is_file())
+}
+
+/// `runc --root <state> run --keep --bundle <bundle> <id>`: the program the
+/// wrapper runs. `--keep` leaves the stopped container (and so its cgroup,
+/// with the OOM counter) until [`delete`].
+pub(crate) fn run_command(runc: &Path, state: &Path, bundle: &Path, id: &str) -> Vec<OsString> {
+    vec![
+        runc.into(),
+        "--root".into(),
+        state.into(),
+        "run".into(),
+        "--keep".into(),
+        "--bundle".into(),
+        bundle.into(),
+        id.into(),
+    ]
+}
+
+fn quiet(runc: &Path, state: &Path, args: &[&str]) -> Result<(), String> {
+    let out = Command::new(runc)
+        .arg("--root")
+        .arg(state)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", runc.display()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// SIGKILLs every process of the container; a container runc does not
+/// know is fine.
+pub(crate) fn kill(runc: &Path, state: &Path, id: &str) -> Result<(), String> {
+    match quiet(runc, state, &["kill", "--all", id, "KILL"]) {
+        Err(e) if !(e.contains("does not exist") || e.contains("not running")) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Forgets the container (and removes runc's cgroup of it).
+pub(crate) fn delete(runc: &Path, state: &Path, id: &str) -> Result<(), String> {
+    match quiet(runc, state, &["delete", "--force", id]) {
+        Err(e) if !e.contains("does not exist") => Err(e),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use hangar_api::containers::RUNTIME_RUNC;
+
+    use super::*;
+    use crate::containers::spec::validate_spec;
+    use hangar_api::containers::Mount;
+
+    fn spec() -> ContainerSpec {
+        ContainerSpec {
+            handle: "build-42".into(),
+            runtime: RUNTIME_RUNC.into(),
+            rootfs_volume: Some("rootfs".into()),
+            path: "sh".into(),
+            args: vec!["-c".into(), "make test".into()],
+            env: BTreeMap::from([("GOFLAGS".to_string(), "-mod=vendor".to_string())]),
+            dir: Some("repo".into()),
+            mounts: vec![
+                Mount {
+                    volume: "v-go".into(),
+                    path: "repo/cache/go".into(),
+                    read_only: false,
+                },
+                Mount {
+                    volume: "v-repo".into(),
+                    path: "repo".into(),
+                    read_only: true,
+                },
+            ],
+            memory_limit_bytes: Some(1 << 30),
+        }
+    }
+
+    fn config() -> Value {
+        let spec = spec();
+        let checked = validate_spec(&spec).unwrap();
+        let binds = vec![
+            BindMount {
+                path: "repo/cache/go".into(),
+                source: "/work/volumes/v-go/data".into(),
+                read_only: false,
+            },
+            BindMount {
+                path: "repo".into(),
+                source: "/work/volumes/v-repo/data".into(),
+                read_only: true,
+            },
+        ];
+        config_json(
+            &spec,
+            &checked,
+            Path::new("/work/volumes/rootfs/data"),
+            &binds,
+            "/hangar/build-42-abc/ctr",
+        )
+    }
+
+    #[test]
+    fn the_process_runs_the_spec_program_in_the_work_dir_without_a_terminal() {
+        let c = config();
+        assert_eq!(c["ociVersion"], "1.0.2");
+        assert_eq!(c["process"]["terminal"], false);
+        assert_eq!(c["process"]["args"], json!(["sh", "-c", "make test"]));
+        assert_eq!(c["process"]["cwd"], "/tmp/build/work/repo");
+        assert_eq!(c["process"]["user"]["uid"], 0);
+    }
+
+    #[test]
+    fn the_env_gets_a_default_path_unless_the_spec_sets_one() {
+        let c = config();
+        assert_eq!(
+            c["process"]["env"],
+            json!([format!("PATH={DEFAULT_PATH}"), "GOFLAGS=-mod=vendor"])
+        );
+        let mut s = spec();
+        s.env.insert("PATH".into(), "/opt/bin".into());
+        let checked = validate_spec(&s).unwrap();
+        let c = config_json(&s, &checked, Path::new("/r"), &[], "/x");
+        assert_eq!(
+            c["process"]["env"],
+            json!(["GOFLAGS=-mod=vendor", "PATH=/opt/bin"])
+        );
+    }
+
+    #[test]
+    fn the_root_is_the_writable_rootfs_volume() {
+        let c = config();
+        assert_eq!(c["root"]["path"], "/work/volumes/rootfs/data");
+        assert_eq!(c["root"]["readonly"], false);
+    }
+
+    #[test]
+    fn volumes_are_bind_mounted_under_the_work_dir_parents_first() {
+        let c = config();
+        let binds: Vec<&Value> = c["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["type"] == "bind")
+            .collect();
+        assert_eq!(binds.len(), 2);
+        assert_eq!(binds[0]["destination"], "/tmp/build/work/repo");
+        assert_eq!(binds[0]["source"], "/work/volumes/v-repo/data");
+        assert_eq!(binds[0]["options"], json!(["rbind", "ro"]));
+        assert_eq!(binds[1]["destination"], "/tmp/build/work/repo/cache/go");
+        assert_eq!(binds[1]["options"], json!(["rbind", "rw"]));
+    }
+
+    #[test]
+    fn the_standard_filesystems_are_mounted() {
+        let c = config();
+        let destinations: Vec<&str> = c["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["destination"].as_str().unwrap())
+            .collect();
+        for d in ["/proc", "/dev", "/dev/pts", "/dev/shm", "/sys"] {
+            assert!(
+                destinations.contains(&d),
+                "{d} missing from {destinations:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_cgroup_is_the_given_child_and_namespaces_leave_out_user_and_network() {
+        let c = config();
+        assert_eq!(c["linux"]["cgroupsPath"], "/hangar/build-42-abc/ctr");
+        let kinds: Vec<&str> = c["linux"]["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["pid", "ipc", "uts", "mount"]);
+        // The limit is on our parent cgroup, not runc's.
+        assert!(c["linux"]["resources"].get("memory").is_none());
+    }
+
+    #[test]
+    fn the_run_command_keeps_the_container_for_its_oom_counter() {
+        let cmd = run_command(
+            Path::new("/usr/sbin/runc"),
+            Path::new("/w/containers/.runc"),
+            Path::new("/w/containers/b/bundle"),
+            "b",
+        );
+        let cmd: Vec<&str> = cmd.iter().map(|s| s.to_str().unwrap()).collect();
+        assert_eq!(
+            cmd,
+            [
+                "/usr/sbin/runc",
+                "--root",
+                "/w/containers/.runc",
+                "run",
+                "--keep",
+                "--bundle",
+                "/w/containers/b/bundle",
+                "b"
+            ]
+        );
+    }
+}

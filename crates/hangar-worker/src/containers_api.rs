@@ -1,0 +1,248 @@
+//! The worker's container API: create, list, show, wait, read the log of,
+//! and destroy containers. Served beside the volume API (same listener,
+//! same worker key); a thin HTTP layer over
+//! [`crate::containers::ContainerManager`], whose blocking calls run on the
+//! blocking pool.
+//!
+//! * `POST /containers` (a `ContainerSpec`) → 201 and the `Container`
+//! * `GET /containers`, `GET /containers/{handle}`
+//! * `GET /containers/{handle}/wait?timeout_ms=N` → the container once it
+//!   has exited, or still running when the timeout (at most 60 s) passes
+//! * `GET /containers/{handle}/logs?offset=N&follow=true` → the log from
+//!   byte N; with `follow` the body goes on until the container has exited
+//!   and everything it wrote has been sent
+//! * `DELETE /containers/{handle}` → `{"destroyed": true}`, also when it was
+//!   not there
+
+use std::io::SeekFrom;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use hangar_api::containers::{Container, ContainerSpec};
+use hangar_api::{codes, MAX_JSON_BODY};
+use serde::Deserialize;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+use crate::api::ApiError;
+use crate::containers::{ContainerError, ContainerManager, STATE_EXITED};
+
+/// The longest a wait request is held.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+const LOG_CHUNK: usize = 64 * 1024;
+/// How often a followed log that is at its end looks for more.
+const FOLLOW_POLL: Duration = Duration::from_millis(50);
+
+type Manager = Arc<ContainerManager>;
+
+/// The container routes; the caller adds authentication.
+pub(crate) fn routes() -> Router<Manager> {
+    Router::new()
+        .route("/containers", get(list).post(create))
+        .route("/containers/{handle}", get(show).delete(destroy))
+        .route("/containers/{handle}/logs", get(logs))
+        .route("/containers/{handle}/wait", get(wait))
+        .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
+}
+
+impl From<ContainerError> for ApiError {
+    fn from(e: ContainerError) -> ApiError {
+        let (status, code) = match &e {
+            ContainerError::InvalidSpec { .. } | ContainerError::Unsupported { .. } => {
+                (StatusCode::BAD_REQUEST, codes::BAD_REQUEST)
+            }
+            ContainerError::NotFound { .. } | ContainerError::VolumeNotFound { .. } => {
+                (StatusCode::NOT_FOUND, codes::NOT_FOUND)
+            }
+            ContainerError::AlreadyExists { .. } => (StatusCode::CONFLICT, codes::CONFLICT),
+            ContainerError::Corrupt { .. }
+            | ContainerError::Volumes(_)
+            | ContainerError::Io { .. } => {
+                tracing::error!(error = %e, "container operation failed");
+                (StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL)
+            }
+        };
+        ApiError(status, code, e.to_string())
+    }
+}
+
+fn bad_request(message: String) -> ApiError {
+    ApiError(StatusCode::BAD_REQUEST, codes::BAD_REQUEST, message)
+}
+
+fn internal(message: String) -> ApiError {
+    ApiError(StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL, message)
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ContainerError> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => result.map_err(ApiError::from),
+        Err(e) => Err(internal(format!("container operation panicked: {e}"))),
+    }
+}
+
+fn not_found(handle: String) -> ApiError {
+    ContainerError::NotFound { handle }.into()
+}
+
+async fn create(
+    State(m): State<Manager>,
+    body: Result<Json<ContainerSpec>, JsonRejection>,
+) -> Result<(StatusCode, Json<Container>), ApiError> {
+    let Json(spec) =
+        body.map_err(|e| bad_request(format!("invalid request: {}", e.body_text())))?;
+    let made = blocking(move || m.create(spec)).await?;
+    Ok((StatusCode::CREATED, Json(made)))
+}
+
+async fn list(State(m): State<Manager>) -> Result<Json<Vec<Container>>, ApiError> {
+    Ok(Json(blocking(move || m.list()).await?))
+}
+
+async fn show(
+    State(m): State<Manager>,
+    Path(handle): Path<String>,
+) -> Result<Json<Container>, ApiError> {
+    let h = handle.clone();
+    match blocking(move || m.get(&h)).await? {
+        Some(c) => Ok(Json(c)),
+        None => Err(not_found(handle)),
+    }
+}
+
+async fn destroy(
+    State(m): State<Manager>,
+    Path(handle): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    blocking(move || m.destroy(&handle)).await?;
+    Ok(Json(serde_json::json!({"destroyed": true})))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WaitQuery {
+    timeout_ms: Option<u64>,
+}
+
+async fn wait(
+    State(m): State<Manager>,
+    Path(handle): Path<String>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
+) -> Result<Json<Container>, ApiError> {
+    let Query(q) = query.map_err(|e| bad_request(format!("invalid query: {}", e.body_text())))?;
+    let timeout = q
+        .timeout_ms
+        .map(Duration::from_millis)
+        .unwrap_or(MAX_WAIT)
+        .min(MAX_WAIT);
+    let deadline = Instant::now() + timeout;
+    // Waits in steps so a caller that hangs up frees its blocking thread
+    // within a second.
+    loop {
+        let step = deadline
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_secs(1));
+        let (m, h) = (m.clone(), handle.clone());
+        let c = blocking(move || m.wait(&h, step)).await?;
+        if c.state == STATE_EXITED || Instant::now() >= deadline {
+            return Ok(Json(c));
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogQuery {
+    #[serde(default)]
+    offset: u64,
+    #[serde(default)]
+    follow: bool,
+}
+
+struct LogReader {
+    file: tokio::fs::File,
+    manager: Manager,
+    handle: String,
+    follow: bool,
+    /// The container has exited: send what is left, then end.
+    draining: bool,
+}
+
+impl LogReader {
+    /// The next chunk; `None` at the end of the body.
+    async fn next(&mut self) -> Option<std::io::Result<Bytes>> {
+        let mut buf = vec![0u8; LOG_CHUNK];
+        loop {
+            match self.file.read(&mut buf).await {
+                Err(e) => return Some(Err(e)),
+                Ok(0) if !self.follow || self.draining => return None,
+                Ok(0) => {
+                    if self.exited().await {
+                        self.draining = true;
+                    } else {
+                        tokio::time::sleep(FOLLOW_POLL).await;
+                    }
+                }
+                Ok(n) => {
+                    buf.truncate(n);
+                    return Some(Ok(Bytes::from(buf)));
+                }
+            }
+        }
+    }
+
+    /// Exited, destroyed, or unreadable: nothing more will be written.
+    async fn exited(&self) -> bool {
+        let (m, h) = (self.manager.clone(), self.handle.clone());
+        match tokio::task::spawn_blocking(move || m.get(&h)).await {
+            Ok(Ok(Some(c))) => c.state == STATE_EXITED,
+            Ok(Ok(None)) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(handle = %self.handle, error = %e, "cannot read the container while following its log");
+                true
+            }
+            Err(_) => true,
+        }
+    }
+}
+
+async fn logs(
+    State(m): State<Manager>,
+    Path(handle): Path<String>,
+    query: Result<Query<LogQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(|e| bad_request(format!("invalid query: {}", e.body_text())))?;
+    let (m2, h) = (m.clone(), handle.clone());
+    let path = blocking(move || m2.log_path(&h)).await?;
+    let mut file = match tokio::fs::File::open(&path).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_found(handle)),
+        Err(e) => return Err(internal(format!("open {}: {e}", path.display()))),
+    };
+    file.seek(SeekFrom::Start(q.offset))
+        .await
+        .map_err(|e| internal(format!("seek {}: {e}", path.display())))?;
+    let reader = LogReader {
+        file,
+        manager: m,
+        handle,
+        follow: q.follow,
+        draining: false,
+    };
+    let stream = futures_util::stream::unfold(reader, |mut r| async move {
+        r.next().await.map(|chunk| (chunk, r))
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}

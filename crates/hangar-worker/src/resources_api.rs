@@ -1,0 +1,223 @@
+//! Runs a base resource type's programs (`check`, `in`) for web's get steps:
+//! the request JSON on stdin, the response JSON from stdout, the log from
+//! stderr.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use hangar_api::resources::{ResourceAction, ResourceActionResult};
+use hangar_api::{codes, ErrorBody, ErrorDetail};
+use hangar_volumes::VolumeManager;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::resource_types::discover_resource_types;
+
+/// The most a program may print on stdout (its JSON answer) or stderr.
+const MAX_OUTPUT: u64 = 1024 * 1024;
+
+#[derive(Clone)]
+pub struct ResourceRunner {
+    types_dir: Option<PathBuf>,
+    volumes: Arc<VolumeManager>,
+    key: Arc<str>,
+    timeout: Duration,
+}
+
+impl ResourceRunner {
+    pub fn new(
+        types_dir: Option<PathBuf>,
+        volumes: Arc<VolumeManager>,
+        key: &str,
+        timeout: Duration,
+    ) -> ResourceRunner {
+        ResourceRunner {
+            types_dir,
+            volumes,
+            key: key.into(),
+            timeout,
+        }
+    }
+}
+
+fn error(status: StatusCode, code: &str, message: String) -> Response {
+    (
+        status,
+        Json(ErrorBody {
+            error: ErrorDetail {
+                code: code.into(),
+                message,
+            },
+        }),
+    )
+        .into_response()
+}
+
+pub fn router(runner: ResourceRunner) -> Router {
+    Router::new()
+        .route("/resource-actions", post(run))
+        .with_state(runner)
+}
+
+fn authorized(headers: &HeaderMap, key: &str) -> bool {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .is_some_and(|k| {
+            k.len() == key.len()
+                && k.bytes()
+                    .zip(key.bytes())
+                    .fold(0u8, |a, (x, y)| a | (x ^ y))
+                    == 0
+        })
+}
+
+async fn run(
+    State(runner): State<ResourceRunner>,
+    headers: HeaderMap,
+    body: Result<Json<ResourceAction>, JsonRejection>,
+) -> Response {
+    if !authorized(&headers, &runner.key) {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            codes::UNAUTHORIZED,
+            "missing or invalid worker key".into(),
+        );
+    }
+    let Json(req) = match body {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                codes::BAD_REQUEST,
+                format!("invalid request: {}", e.body_text()),
+            )
+        }
+    };
+    match execute(&runner, req).await {
+        Ok(result) => Json(result).into_response(),
+        Err((status, message)) => {
+            let code = if status == StatusCode::NOT_FOUND {
+                codes::NOT_FOUND
+            } else if status.is_client_error() {
+                codes::BAD_REQUEST
+            } else {
+                codes::INTERNAL
+            };
+            error(status, code, message)
+        }
+    }
+}
+
+async fn execute(
+    runner: &ResourceRunner,
+    req: ResourceAction,
+) -> Result<ResourceActionResult, (StatusCode, String)> {
+    let bad = |m: String| (StatusCode::BAD_REQUEST, m);
+    if !matches!(req.action.as_str(), "check" | "in") {
+        return Err(bad(format!(
+            "unknown action {:?}: use check or in",
+            req.action
+        )));
+    }
+    let types = runner
+        .types_dir
+        .as_deref()
+        .map(discover_resource_types)
+        .unwrap_or_default();
+    let rt = types
+        .iter()
+        .find(|t| t.type_name == req.resource_type)
+        .ok_or_else(|| {
+            (
+                StatusCode::NOT_FOUND,
+                format!("this worker has no resource type {:?}", req.resource_type),
+            )
+        })?;
+    let program = PathBuf::from(&rt.path).join(&req.action);
+    let mut command = tokio::process::Command::new(&program);
+    if req.action == "in" {
+        let handle = req
+            .volume
+            .clone()
+            .ok_or_else(|| bad("in needs a volume".into()))?;
+        let volumes = runner.volumes.clone();
+        let h = handle.clone();
+        let info = tokio::task::spawn_blocking(move || volumes.get(&h))
+            .await
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+            .map_err(|e| bad(e.to_string()))?
+            .ok_or_else(|| {
+                (
+                    StatusCode::NOT_FOUND,
+                    format!("volume {handle:?} not found"),
+                )
+            })?;
+        command.arg(&info.path);
+    }
+    let input = serde_json::to_vec(&req.request).map_err(|e| bad(e.to_string()))?;
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().map_err(|e| {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("start {}: {e}", program.display()),
+        )
+    })?;
+    let mut stdin = child.stdin.take();
+    let mut stdout = child.stdout.take().map(|s| s.take(MAX_OUTPUT));
+    let mut stderr = child.stderr.take().map(|s| s.take(MAX_OUTPUT));
+    let work = async {
+        let feed = async {
+            if let Some(mut s) = stdin.take() {
+                // A program that does not read its input is its own business.
+                let _ = s.write_all(&input).await;
+            }
+        };
+        let read_out = async {
+            let mut buf = Vec::new();
+            if let Some(s) = stdout.as_mut() {
+                let _ = s.read_to_end(&mut buf).await;
+            }
+            buf
+        };
+        let read_err = async {
+            let mut buf = Vec::new();
+            if let Some(s) = stderr.as_mut() {
+                let _ = s.read_to_end(&mut buf).await;
+            }
+            buf
+        };
+        let (_, out, err) = tokio::join!(feed, read_out, read_err);
+        let status = child.wait().await;
+        (status, out, err)
+    };
+    let (status, out, err) = tokio::time::timeout(runner.timeout, work)
+        .await
+        .map_err(|_| {
+            (
+                StatusCode::GATEWAY_TIMEOUT,
+                format!(
+                    "{} {} took longer than {:?}",
+                    req.resource_type, req.action, runner.timeout
+                ),
+            )
+        })?;
+    let status = status.map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    Ok(ResourceActionResult {
+        exit_code: status.code().unwrap_or(128 + 9),
+        response: serde_json::from_slice(&out).ok(),
+        stderr: String::from_utf8_lossy(&err).into_owned(),
+    })
+}

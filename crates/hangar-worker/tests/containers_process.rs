@@ -1,0 +1,288 @@
+//! The container manager with the process runtime, running real processes:
+//! mounts, exits, logs, destroy, a restarted worker picking up its
+//! predecessor's containers, crash leftovers, and OOM under a memory limit
+//! (root: the memory cgroup).
+
+mod containers_support;
+
+use std::fs;
+use std::time::Duration;
+
+use containers_support::*;
+use hangar_worker::containers::ContainerError;
+
+#[test]
+fn a_task_reads_its_input_writes_its_output_and_logs_stdout_and_stderr() {
+    let host = Host::new();
+    let input = host.volume("in-1");
+    fs::write(input.join("hello.txt"), "hello").unwrap();
+    let output = host.volume("out-1");
+    let mut spec = process_spec(
+        "task-1",
+        "echo hi; ls input; echo oops >&2; echo out > output/f",
+    );
+    spec.mounts = vec![mount("in-1", "input"), mount("out-1", "output")];
+
+    let created = host.containers.create(spec).unwrap();
+    assert_eq!(
+        (created.state.as_str(), created.runtime.as_str()),
+        ("running", "process")
+    );
+    let done = host.wait_exited("task-1");
+
+    let exit = done.exit.unwrap();
+    assert_eq!(
+        (exit.code, exit.signal, exit.oom_killed, exit.lost),
+        (Some(0), None, false, false)
+    );
+    assert_eq!(host.log("task-1"), "hi\nhello.txt\noops\n");
+    assert_eq!(done.log_bytes, "hi\nhello.txt\noops\n".len() as u64);
+    assert_eq!(fs::read_to_string(output.join("f")).unwrap(), "out\n");
+}
+
+#[test]
+fn a_failing_task_reports_its_exit_code() {
+    let host = Host::new();
+    host.containers
+        .create(process_spec("fails", "exit 3"))
+        .unwrap();
+    let exit = host.wait_exited("fails").exit.unwrap();
+    assert_eq!((exit.code, exit.signal, exit.lost), (Some(3), None, false));
+}
+
+#[test]
+fn a_task_killed_by_a_signal_reports_the_signal_not_a_code() {
+    let host = Host::new();
+    host.containers
+        .create(process_spec("killed", "kill -TERM $$"))
+        .unwrap();
+    let exit = host.wait_exited("killed").exit.unwrap();
+    assert_eq!((exit.code, exit.signal), (None, Some(15)));
+}
+
+#[test]
+fn env_and_dir_reach_the_process_and_a_missing_program_is_exit_127() {
+    let host = Host::new();
+    let mut spec = process_spec("env", r#"echo "$GREETING"; pwd"#);
+    spec.env.insert("GREETING".into(), "hello there".into());
+    spec.dir = Some("sub/dir".into());
+    host.containers.create(spec).unwrap();
+    assert_eq!(host.wait_exited("env").exit.unwrap().code, Some(0));
+    let log = host.log("env");
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines[0], "hello there");
+    assert!(lines[1].ends_with("/containers/env/work/sub/dir"), "{log}");
+
+    let mut spec = process_spec("missing", "");
+    spec.path = "no-such-program-for-hangar".into();
+    spec.args.clear();
+    host.containers.create(spec).unwrap();
+    assert_eq!(host.wait_exited("missing").exit.unwrap().code, Some(127));
+}
+
+#[test]
+fn destroy_kills_a_running_task_and_forgets_it_and_destroying_again_is_fine() {
+    let host = Host::new();
+    let gate = host.volume("gate");
+    mkfifo(&gate.join("pid"));
+    let mut spec = process_spec("sleeper", "echo $$ > gate/pid; exec sleep 1000");
+    spec.mounts = vec![mount("gate", "gate")];
+    host.containers.create(spec).unwrap();
+    let pid: u32 = read_fifo(&gate.join("pid")).trim().parse().unwrap();
+    assert!(!is_dead(pid));
+    assert_eq!(host.containers.active_count().unwrap(), 1);
+
+    host.containers.destroy("sleeper").unwrap();
+
+    assert!(is_dead(pid), "sleep {pid} survived destroy");
+    assert_eq!(host.containers.get("sleeper").unwrap(), None);
+    assert!(!host.container_dir("sleeper").exists());
+    assert_eq!(host.containers.active_count().unwrap(), 0);
+    host.containers.destroy("sleeper").unwrap();
+    host.containers.destroy("never-was").unwrap();
+    // The volume it used is untouched.
+    assert!(gate.join("pid").exists());
+}
+
+#[test]
+fn a_restarted_worker_lists_waits_on_and_reads_the_log_of_its_predecessors_container() {
+    let host = Host::new();
+    let gate = host.volume("gate");
+    mkfifo(&gate.join("go"));
+    let mut spec = process_spec("long", r#"echo first; read x < gate/go; echo "second $x""#);
+    spec.mounts = vec![mount("gate", "gate")];
+    host.containers.create(spec).unwrap();
+
+    let restarted = host.reopen();
+    assert!(restarted.open_report().lost.is_empty());
+    let seen = restarted.get("long").unwrap().unwrap();
+    assert_eq!(seen.state, "running");
+    assert_eq!(restarted.active_count().unwrap(), 1);
+    assert_eq!(restarted.list().unwrap().len(), 1);
+    // Still running: a short wait returns it as it is.
+    let waited = restarted.wait("long", Duration::from_millis(100)).unwrap();
+    assert_eq!(waited.state, "running");
+
+    let writer = write_fifo(&gate.join("go"), "go\n");
+    let done = restarted.wait("long", WAIT).unwrap();
+    writer.join().unwrap();
+    assert_eq!(done.state, "exited");
+    assert_eq!(done.exit.unwrap().code, Some(0));
+    let log = fs::read_to_string(restarted.log_path("long").unwrap()).unwrap();
+    assert_eq!(log, "first\nsecond go\n");
+    assert_eq!(restarted.active_count().unwrap(), 0);
+}
+
+#[test]
+fn a_restarted_worker_finds_a_wrapper_whose_pid_file_was_never_written() {
+    let host = Host::new();
+    host.containers
+        .create(process_spec("orphan", "exec sleep 1000"))
+        .unwrap();
+    // As if the worker died between starting the process and noting its pid.
+    fs::remove_file(host.container_dir("orphan").join("pid")).unwrap();
+
+    let restarted = host.reopen();
+    assert!(restarted.open_report().lost.is_empty());
+    assert_eq!(restarted.get("orphan").unwrap().unwrap().state, "running");
+    assert!(host.container_dir("orphan").join("pid").exists());
+    restarted.destroy("orphan").unwrap();
+    assert_eq!(restarted.get("orphan").unwrap(), None);
+}
+
+#[test]
+fn a_container_whose_processes_vanished_without_an_exit_status_is_reported_lost() {
+    let host = Host::new();
+    host.containers
+        .create(process_spec("vanishes", "exec sleep 1000"))
+        .unwrap();
+    let pid: i32 = fs::read_to_string(host.container_dir("vanishes").join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The wrapper and its program die together (a reboot, an OOM of the
+    // wrapper): nobody writes the exit file.
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+
+    let exit = host.wait_exited("vanishes").exit.unwrap();
+    assert!(exit.lost);
+    assert_eq!(
+        (exit.code, exit.signal, exit.oom_killed),
+        (None, None, false)
+    );
+    // A restarted worker reads the same.
+    let restarted = host.reopen();
+    let again = restarted.get("vanishes").unwrap().unwrap();
+    assert_eq!(again.exit.unwrap(), exit);
+}
+
+#[test]
+fn opening_removes_leftovers_of_creations_a_crash_interrupted() {
+    let host = Host::new();
+    host.containers
+        .create(process_spec("kept", "true"))
+        .unwrap();
+    host.wait_exited("kept");
+    let root = host.containers.root().to_path_buf();
+    fs::create_dir_all(root.join(".creating-half-0123456789ab/work")).unwrap();
+    fs::create_dir_all(root.join(".destroying-gone-0123456789ab")).unwrap();
+    fs::create_dir_all(root.join("no-spec/work")).unwrap();
+
+    let restarted = host.reopen();
+    let mut removed: Vec<String> = restarted
+        .open_report()
+        .removed
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    removed.sort();
+    assert_eq!(
+        removed,
+        [
+            ".creating-half-0123456789ab",
+            ".destroying-gone-0123456789ab",
+            "no-spec"
+        ]
+    );
+    assert!(!root.join("no-spec").exists());
+    let handles: Vec<String> = restarted
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|c| c.handle)
+        .collect();
+    assert_eq!(handles, ["kept"]);
+}
+
+#[test]
+fn creation_refuses_bad_specs_unknown_volumes_and_taken_handles() {
+    let host = Host::new();
+    let mut spec = process_spec("bad", "true");
+    spec.mounts = vec![mount("in", "/etc")];
+    let err = host.containers.create(spec).unwrap_err();
+    assert!(
+        matches!(&err, ContainerError::InvalidSpec { field, .. } if field == "mounts[0].path"),
+        "{err}"
+    );
+
+    let mut spec = process_spec("no-volume", "true");
+    spec.mounts = vec![mount("missing", "input")];
+    let err = host.containers.create(spec).unwrap_err();
+    assert!(matches!(&err, ContainerError::VolumeNotFound { volume, .. } if volume == "missing"));
+    assert_eq!(host.containers.get("no-volume").unwrap(), None);
+
+    host.containers
+        .create(process_spec("taken", "true"))
+        .unwrap();
+    let err = host
+        .containers
+        .create(process_spec("taken", "true"))
+        .unwrap_err();
+    assert!(matches!(err, ContainerError::AlreadyExists { .. }));
+    // Nothing half-made is left by the refusals.
+    let entries: Vec<String> = fs::read_dir(host.containers.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with(".runc"))
+        .collect();
+    assert_eq!(entries, ["taken"]);
+}
+
+#[test]
+fn a_memory_hog_under_a_32_mib_limit_is_reported_oom_killed() {
+    let host = Host::new();
+    let mut spec = process_spec("hog", HOG);
+    spec.memory_limit_bytes = Some(32 * MIB);
+    host.containers.create(spec).unwrap_or_else(|e| {
+        panic!("this test needs root and a memory cgroup (run the tests as root): {e}")
+    });
+    let exit = host.wait_exited("hog").exit.unwrap();
+    assert!(
+        exit.oom_killed,
+        "not reported as OOM: {exit:?}\nlog: {}",
+        host.log("hog")
+    );
+    assert_eq!(exit.memory_limit_bytes, Some(32 * MIB));
+    assert!(!exit.lost);
+}
+
+#[test]
+fn a_task_within_its_memory_limit_is_not_oom_killed() {
+    let host = Host::new();
+    let mut spec = process_spec(
+        "small",
+        "x=$(head -c 1000000 /dev/zero | tr '\\0' a); echo ${#x}",
+    );
+    spec.memory_limit_bytes = Some(32 * MIB);
+    host.containers.create(spec).unwrap_or_else(|e| {
+        panic!("this test needs root and a memory cgroup (run the tests as root): {e}")
+    });
+    let exit = host.wait_exited("small").exit.unwrap();
+    assert_eq!((exit.code, exit.oom_killed), (Some(0), false));
+    assert_eq!(host.log("small"), "1000000\n");
+}

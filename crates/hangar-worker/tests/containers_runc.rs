@@ -1,0 +1,127 @@
+//! The container manager with the runc runtime: a busybox rootfs volume,
+//! mounted volumes, OOM kills seen through the cgroup even when the main
+//! process exits 0, and destroy. Needs root, runc and busybox-static (the
+//! tests fail, saying what to install, without them).
+
+mod containers_support;
+
+use std::fs;
+
+use containers_support::*;
+
+#[test]
+fn runc_runs_a_task_in_its_rootfs_volume_that_sees_its_mounted_volumes() {
+    let host = Host::new();
+    busybox_rootfs(&host, "rootfs");
+    let input = host.volume("in-1");
+    fs::write(input.join("hello.txt"), "hello from the input\n").unwrap();
+    let output = host.volume("out-1");
+    let mut spec = runc_spec(
+        "runc-task",
+        "rootfs",
+        "cat input/hello.txt; pwd; echo $GREETING; \
+         (echo x > input/new) 2>/dev/null || echo input is read-only; \
+         echo out > output/f",
+    );
+    spec.env.insert("GREETING".into(), "hi".into());
+    spec.mounts = vec![mount("in-1", "input"), mount("out-1", "output")];
+    spec.mounts[0].read_only = true;
+
+    let created = host.containers.create(spec).unwrap();
+    assert_eq!(created.runtime, "runc");
+    let exit = host.wait_exited("runc-task").exit.unwrap();
+
+    let log = host.log("runc-task");
+    assert_eq!(
+        (exit.code, exit.oom_killed, exit.lost),
+        (Some(0), false, false),
+        "log: {log}"
+    );
+    assert_eq!(
+        log,
+        "hello from the input\n/tmp/build/work\nhi\ninput is read-only\n"
+    );
+    assert_eq!(fs::read_to_string(output.join("f")).unwrap(), "out\n");
+    assert!(!input.join("new").exists());
+}
+
+#[test]
+fn runc_reports_an_oom_kill_even_when_the_main_process_exits_0() {
+    let host = Host::new();
+    busybox_rootfs(&host, "rootfs");
+    // The hog is a child; the main process shrugs and exits 0.
+    let mut spec = runc_spec("runc-hog", "rootfs", r#"sh -c "$HOG"; echo after; exit 0"#);
+    spec.env.insert("HOG".into(), HOG.into());
+    spec.memory_limit_bytes = Some(32 * MIB);
+
+    host.containers.create(spec).unwrap();
+    let exit = host.wait_exited("runc-hog").exit.unwrap();
+
+    let log = host.log("runc-hog");
+    assert_eq!(exit.code, Some(0), "log: {log}");
+    assert!(exit.oom_killed, "not reported as OOM: {exit:?}\nlog: {log}");
+    assert_eq!(exit.memory_limit_bytes, Some(32 * MIB));
+    // (busybox may also say "Killed", before or after.)
+    assert!(log.lines().any(|l| l == "after"), "{log}");
+    assert!(!log.contains("done"), "{log}");
+}
+
+#[test]
+fn a_non_zero_exit_inside_runc_is_the_containers_exit_code() {
+    let host = Host::new();
+    busybox_rootfs(&host, "rootfs");
+    host.containers
+        .create(runc_spec("runc-fails", "rootfs", "echo failing; exit 42"))
+        .unwrap();
+    let exit = host.wait_exited("runc-fails").exit.unwrap();
+    assert_eq!(
+        (exit.code, exit.signal, exit.oom_killed),
+        (Some(42), None, false)
+    );
+    assert_eq!(host.log("runc-fails"), "failing\n");
+}
+
+#[test]
+fn destroying_a_running_runc_container_kills_it_and_removes_its_state_and_cgroups() {
+    let host = Host::new();
+    busybox_rootfs(&host, "rootfs");
+    let gate = host.volume("gate");
+    mkfifo(&gate.join("ready"));
+    let mut spec = runc_spec(
+        "runc-sleeper",
+        "rootfs",
+        "echo up > gate/ready; exec sleep 1000",
+    );
+    spec.mounts = vec![mount("gate", "gate")];
+    spec.memory_limit_bytes = Some(64 * MIB);
+    host.containers.create(spec).unwrap();
+    assert_eq!(read_fifo(&gate.join("ready")), "up\n");
+    assert_eq!(host.containers.active_count().unwrap(), 1);
+    let runc_state = host.containers.root().join(".runc").join("runc-sleeper");
+    assert!(runc_state.exists());
+    assert!(!cgroups_named("runc-sleeper-").is_empty());
+
+    host.containers.destroy("runc-sleeper").unwrap();
+
+    assert_eq!(host.containers.get("runc-sleeper").unwrap(), None);
+    assert!(!runc_state.exists(), "runc still knows the container");
+    assert_eq!(cgroups_named("runc-sleeper-"), Vec::<String>::new());
+    host.containers.destroy("runc-sleeper").unwrap();
+}
+
+/// Every cgroup dir under any hierarchy's `hangar/` whose name starts so.
+fn cgroups_named(prefix: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for hierarchy in fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        let Ok(entries) = fs::read_dir(hierarchy.path().join("hangar")) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(prefix) && e.path().is_dir() {
+                found.push(e.path().display().to_string());
+            }
+        }
+    }
+    found
+}

@@ -1,0 +1,216 @@
+//! Shared by the container test files: a worker's volume and container
+//! stores in a temp dir, specs, and the tools the runc tests need.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hangar_api::containers::{Container, ContainerSpec, Mount, RUNTIME_PROCESS, RUNTIME_RUNC};
+use hangar_volumes::{DriverKind, Strategy, VolumeManager};
+use hangar_worker::containers::ContainerManager;
+
+/// Long enough for any test task on a loaded CI machine.
+pub const WAIT: Duration = Duration::from_secs(60);
+pub const MIB: u64 = 1024 * 1024;
+
+/// Fills a shell variable with 200 MB: far past a 32 MiB limit.
+pub const HOG: &str = r#"x=$(head -c 200000000 /dev/zero | tr '\0' a); echo done"#;
+
+pub struct Host {
+    pub dir: tempfile::TempDir,
+    pub volumes: Arc<VolumeManager>,
+    pub containers: ContainerManager,
+}
+
+impl Host {
+    pub fn new() -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        let volumes = Arc::new(VolumeManager::open(dir.path(), DriverKind::Naive).unwrap());
+        let containers =
+            ContainerManager::open(&dir.path().join("containers"), volumes.clone()).unwrap();
+        Host {
+            dir,
+            volumes,
+            containers,
+        }
+    }
+
+    /// A second manager on the same dir: what a restarted worker opens.
+    pub fn reopen(&self) -> ContainerManager {
+        ContainerManager::open(&self.dir.path().join("containers"), self.volumes.clone()).unwrap()
+    }
+
+    /// An empty volume; returns its data dir.
+    pub fn volume(&self, handle: &str) -> PathBuf {
+        self.volumes
+            .create(handle, Strategy::Empty, BTreeMap::new())
+            .unwrap()
+            .path
+    }
+
+    /// The container's directory (tests of crash recovery reach into it).
+    pub fn container_dir(&self, handle: &str) -> PathBuf {
+        self.containers.root().join(handle)
+    }
+
+    pub fn log(&self, handle: &str) -> String {
+        std::fs::read_to_string(self.containers.log_path(handle).unwrap()).unwrap()
+    }
+
+    pub fn wait_exited(&self, handle: &str) -> Container {
+        let c = self.containers.wait(handle, WAIT).unwrap();
+        assert_eq!(
+            c.state, "exited",
+            "{handle} still running after {WAIT:?}: {c:?}"
+        );
+        c
+    }
+}
+
+impl Drop for Host {
+    /// Destroys what a test left, so no process or cgroup outlives it.
+    fn drop(&mut self) {
+        if let Ok(all) = self.containers.list() {
+            for c in all {
+                let _ = self.containers.destroy(&c.handle);
+            }
+        }
+    }
+}
+
+/// Gone, or a zombie waiting for init to reap it: dead either way.
+pub fn is_dead(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat[stat.rfind(')').unwrap() + 1..]
+                .split_whitespace()
+                .next();
+            matches!(state, Some("Z") | Some("X"))
+        }
+        Err(_) => true,
+    }
+}
+
+/// `sh -c <script>` on the host.
+pub fn process_spec(handle: &str, script: &str) -> ContainerSpec {
+    ContainerSpec {
+        handle: handle.into(),
+        runtime: RUNTIME_PROCESS.into(),
+        rootfs_volume: None,
+        path: "sh".into(),
+        args: vec!["-c".into(), script.into()],
+        env: BTreeMap::new(),
+        dir: None,
+        mounts: vec![],
+        memory_limit_bytes: None,
+    }
+}
+
+/// `sh -c <script>` in a runc container on `rootfs`.
+pub fn runc_spec(handle: &str, rootfs: &str, script: &str) -> ContainerSpec {
+    ContainerSpec {
+        runtime: RUNTIME_RUNC.into(),
+        rootfs_volume: Some(rootfs.into()),
+        ..process_spec(handle, script)
+    }
+}
+
+pub fn mount(volume: &str, path: &str) -> Mount {
+    Mount {
+        volume: volume.into(),
+        path: path.into(),
+        read_only: false,
+    }
+}
+
+pub fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// Reads a FIFO whole on a thread: returns once a writer has opened,
+/// written and closed it (an event, not a sleep), or fails after `WAIT`.
+pub fn read_fifo(path: &Path) -> String {
+    let path = path.to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::fs::read_to_string(&path));
+    });
+    rx.recv_timeout(WAIT)
+        .expect("nobody wrote the fifo")
+        .unwrap()
+}
+
+/// Writes a FIFO on a thread (opening blocks until a reader opens it).
+pub fn write_fifo(path: &Path, text: &str) -> std::thread::JoinHandle<()> {
+    let (path, text) = (path.to_path_buf(), text.to_string());
+    std::thread::spawn(move || std::fs::write(path, text).unwrap())
+}
+
+/// runc, or a failure saying what to install.
+pub fn require_runc() {
+    let found = [
+        "/usr/sbin/runc",
+        "/usr/bin/runc",
+        "/usr/local/sbin/runc",
+        "/sbin/runc",
+    ]
+    .iter()
+    .any(|p| Path::new(p).is_file())
+        || std::process::Command::new("runc")
+            .arg("--version")
+            .output()
+            .is_ok();
+    assert!(
+        found,
+        "runc is not installed: the runc tests need it (apt-get install -y runc), and root"
+    );
+}
+
+/// The static busybox binary, or a failure saying what to install.
+pub fn static_busybox() -> PathBuf {
+    let path = ["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("busybox is not installed: the runc tests build their rootfs from a static busybox (apt-get install -y busybox-static)")
+        });
+    let elf = std::fs::read(&path).unwrap();
+    assert!(
+        !has_interpreter(&elf),
+        "{} is dynamically linked and cannot run alone in a rootfs: apt-get install -y busybox-static",
+        path.display()
+    );
+    path
+}
+
+/// Whether a 64-bit little-endian ELF asks for a dynamic loader (PT_INTERP).
+fn has_interpreter(elf: &[u8]) -> bool {
+    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
+    let u32_at = |o: usize| u32::from_le_bytes(elf[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap()) as usize;
+    assert_eq!(&elf[..5], b"\x7fELF\x02", "busybox is not a 64-bit ELF");
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    (0..phnum).any(|i| u32_at(phoff + i * phentsize) == 3)
+}
+
+/// A rootfs volume: busybox with the applets the tests use.
+pub fn busybox_rootfs(host: &Host, handle: &str) {
+    require_runc();
+    let busybox = static_busybox();
+    let root = host.volume(handle);
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(&busybox, bin.join("busybox")).unwrap();
+    for applet in [
+        "sh", "ls", "cat", "echo", "head", "tr", "sleep", "pwd", "mkdir",
+    ] {
+        std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
+    }
+}

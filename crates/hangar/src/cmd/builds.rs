@@ -1,0 +1,51 @@
+use std::process::ExitCode;
+
+use crate::format::{ago, coarse, now_ms, table};
+use crate::target::Target;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub target: Target,
+    /// How many builds, newest first.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub limit: u32,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let builds = args.target.client()?.builds(args.limit).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&builds)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = now_ms();
+    let rows: Vec<Vec<String>> = builds
+        .iter()
+        .map(|b| {
+            let duration = match (b.started_at, b.finished_at) {
+                (Some(s), Some(f)) => coarse(f - s),
+                (Some(s), None) => format!("{} so far", coarse(now - s)),
+                _ => "not started".into(),
+            };
+            vec![
+                b.id.to_string(),
+                b.name.clone(),
+                b.status.clone(),
+                ago(now, b.created_at),
+                duration,
+                b.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &["id", "name", "status", "created", "duration", "error"],
+            &rows
+        )
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,236 @@
+//! `hangar execute`: run one task from a laptop, with local directories as
+//! its inputs and outputs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use futures_util::StreamExt;
+use hangar_api::builds::CreateBuild;
+use hangar_client::Client;
+use hangar_core::task::parse_task_config;
+use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
+
+use crate::cmd::watch;
+use crate::target::Target;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub target: Target,
+    /// The task config (Concourse's task.yml).
+    #[arg(short = 'c', long = "config")]
+    pub config: PathBuf,
+    /// An input: NAME=DIR (repeat for each). A task with one input takes the
+    /// current directory when none is given.
+    #[arg(short = 'i', long = "input", value_parser = parse_pair)]
+    pub inputs: Vec<(String, PathBuf)>,
+    /// An output to download when the task ends: NAME=DIR.
+    #[arg(short = 'o', long = "output", value_parser = parse_pair)]
+    pub outputs: Vec<(String, PathBuf)>,
+    /// Run on a worker with these tags.
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
+    /// A directory holding a root filesystem to run the task in (runc).
+    #[arg(long)]
+    pub image: Option<PathBuf>,
+}
+
+fn parse_pair(s: &str) -> Result<(String, PathBuf), String> {
+    let (name, dir) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=DIR"))?;
+    if name.is_empty() || dir.is_empty() {
+        return Err(format!("{s:?} is not NAME=DIR"));
+    }
+    Ok((name.to_string(), PathBuf::from(dir)))
+}
+
+/// The largest task config read.
+const MAX_CONFIG: u64 = 1024 * 1024;
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let meta = std::fs::metadata(&args.config)
+        .with_context(|| format!("read {}", args.config.display()))?;
+    if meta.len() > MAX_CONFIG {
+        bail!("{} is larger than 1 MiB", args.config.display());
+    }
+    let yaml = std::fs::read_to_string(&args.config)
+        .with_context(|| format!("read {}", args.config.display()))?;
+    let config =
+        parse_task_config(&yaml).map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
+    let config_json: serde_json::Value = serde_yaml::from_str(&yaml)
+        .with_context(|| format!("read {} as data", args.config.display()))?;
+
+    let mut inputs: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for (name, dir) in &args.inputs {
+        if !config.inputs.iter().any(|i| &i.name == name) {
+            let known: Vec<&str> = config.inputs.iter().map(|i| i.name.as_str()).collect();
+            bail!(
+                "the task has no input named {name} (its inputs: {})",
+                known.join(", ")
+            );
+        }
+        if !dir.is_dir() {
+            bail!("input {name}: {} is not a directory", dir.display());
+        }
+        inputs.insert(name.clone(), dir.clone());
+    }
+    if args.inputs.is_empty() && config.inputs.len() == 1 {
+        inputs.insert(config.inputs[0].name.clone(), PathBuf::from("."));
+    }
+    let missing: Vec<&str> = config
+        .inputs
+        .iter()
+        .filter(|i| !i.optional && !inputs.contains_key(&i.name))
+        .map(|i| i.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "inputs not given: {} (pass -i NAME=DIR for each)",
+            missing.join(", ")
+        );
+    }
+    for (name, _) in &args.outputs {
+        if !config.outputs.iter().any(|o| &o.name == name) {
+            bail!("the task has no output named {name}");
+        }
+    }
+
+    let client = args.target.client()?;
+    let mut artifacts = BTreeMap::new();
+    let mut worker: Option<String> = None;
+    let mut uploads: Vec<(String, PathBuf)> = inputs.into_iter().collect();
+    if let Some(image) = &args.image {
+        uploads.push(("image".to_string(), image.clone()));
+    }
+    for (name, dir) in &uploads {
+        let artifact = upload(
+            &client,
+            name,
+            dir,
+            worker.as_deref(),
+            &config.platform,
+            &args.tags,
+        )
+        .await?;
+        worker.get_or_insert(artifact.worker);
+        artifacts.insert(name.clone(), artifact.handle);
+    }
+    let mut step = serde_json::json!({ "task": "one-off", "config": config_json });
+    if !args.tags.is_empty() {
+        step["tags"] = serde_json::json!(args.tags);
+    }
+    if args.image.is_some() {
+        step["image"] = serde_json::json!("image");
+    }
+    let build = client
+        .create_build(&CreateBuild {
+            name: None,
+            plan: serde_json::json!([step]),
+            artifacts,
+        })
+        .await?;
+    eprintln!("hangar: executing build {}", build.id);
+    let code = watch::follow(&client, build.id).await?;
+    let finished = client.build(build.id).await?;
+    if finished.status == "succeeded" {
+        for (name, dir) in &args.outputs {
+            download(&client, build.id, name, dir).await?;
+        }
+    }
+    Ok(code)
+}
+
+/// Streams `dir` as a gzip tar to web; shows progress for large inputs.
+async fn upload(
+    client: &Client,
+    name: &str,
+    dir: &Path,
+    worker: Option<&str>,
+    platform: &str,
+    tags: &[String],
+) -> anyhow::Result<hangar_api::builds::Artifact> {
+    let (writer, reader) = tokio::io::duplex(256 * 1024);
+    let writer = SyncIoBridge::new(writer);
+    let root = dir.to_path_buf();
+    let packing = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        let gz = flate2::write::GzEncoder::new(writer, flate2::Compression::fast());
+        let mut tar = tar::Builder::new(gz);
+        tar.follow_symlinks(false);
+        tar.append_dir_all(".", &root)?;
+        let gz = tar.into_inner()?;
+        let mut writer = gz.finish()?;
+        std::io::Write::flush(&mut writer)
+    });
+    let sent = Arc::new(AtomicU64::new(0));
+    let counter = sent.clone();
+    let stream = ReaderStream::new(reader).map(move |chunk| {
+        if let Ok(c) = &chunk {
+            counter.fetch_add(c.len() as u64, Ordering::Relaxed);
+        }
+        chunk
+    });
+    let progress = tokio::spawn({
+        let (sent, name) = (sent.clone(), name.to_string());
+        async move {
+            let mut shown = false;
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let n = sent.load(Ordering::Relaxed);
+                if n >= 8 << 20 || shown {
+                    eprint!(
+                        "\rhangar: uploading {name}: {} ",
+                        hangar_core::build::human_bytes(n)
+                    );
+                    shown = true;
+                }
+            }
+        }
+    });
+    let result = client
+        .upload_artifact(worker, platform, tags, reqwest::Body::wrap_stream(stream))
+        .await;
+    progress.abort();
+    let packed = packing.await?;
+    let total = sent.load(Ordering::Relaxed);
+    if total >= 8 << 20 {
+        eprintln!(
+            "\rhangar: uploaded {name}: {}   ",
+            hangar_core::build::human_bytes(total)
+        );
+    }
+    packed.with_context(|| format!("pack input {name} from {}", dir.display()))?;
+    result.with_context(|| format!("upload input {name}"))
+}
+
+/// Downloads an output into `dir`, refusing anything that would land
+/// outside it.
+async fn download(client: &Client, id: i64, name: &str, dir: &Path) -> anyhow::Result<()> {
+    let resp = client
+        .download_artifact(id, name)
+        .await
+        .with_context(|| format!("download output {name}"))?;
+    let stream = resp
+        .bytes_stream()
+        .map(|c| c.map_err(std::io::Error::other));
+    let reader = SyncIoBridge::new(StreamReader::new(stream));
+    let dir = dir.to_path_buf();
+    let shown = dir.display().to_string();
+    let report = tokio::task::spawn_blocking(move || {
+        hangar_volumes::extract_into_dir(
+            &dir,
+            reader,
+            hangar_volumes::Compression::Gzip,
+            &hangar_volumes::Limits::default(),
+        )
+    })
+    .await?
+    .with_context(|| format!("extract output {name} into {shown}"))?;
+    eprintln!("hangar: output {name}: {} files into {shown}", report.files);
+    Ok(())
+}

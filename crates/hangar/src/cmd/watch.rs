@@ -1,0 +1,57 @@
+use std::io::Write;
+use std::process::ExitCode;
+
+use hangar_client::Client;
+
+use crate::target::Target;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub target: Target,
+    /// The build's id.
+    #[arg(short = 'b', long = "build")]
+    pub build: i64,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let client = args.target.client()?;
+    follow(&client, args.build).await
+}
+
+/// Prints a build's log as it grows (its output on stdout, what hangar did
+/// on stderr) until the build ends; exits with the build's exit code.
+pub async fn follow(client: &Client, id: i64) -> anyhow::Result<ExitCode> {
+    let mut after = 0;
+    loop {
+        let page = client.build_events(id, after, 25_000).await?;
+        for e in &page.events {
+            after = e.id;
+            match e.kind.as_str() {
+                "log" => {
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(e.payload.as_bytes())?;
+                    out.flush()?;
+                }
+                "infra" => eprintln!("hangar: {}", e.payload),
+                "status" if e.payload == "started" => {}
+                _ => eprintln!("hangar: {}", e.payload),
+            }
+        }
+        let done = !matches!(page.status.as_str(), "pending" | "started");
+        if done && page.events.is_empty() {
+            return Ok(exit_code(&page.status, page.exit_code));
+        }
+    }
+}
+
+/// The task's own exit code when it has one; otherwise 1 for a failed
+/// build and 2 for one that errored or was aborted.
+pub fn exit_code(status: &str, code: Option<i64>) -> ExitCode {
+    match (status, code) {
+        ("succeeded", _) => ExitCode::SUCCESS,
+        ("failed", Some(c)) if (1..=255).contains(&c) => ExitCode::from(c as u8),
+        ("failed", _) => ExitCode::from(1),
+        _ => ExitCode::from(2),
+    }
+}
