@@ -158,6 +158,17 @@ impl Cluster {
             .unwrap()
     }
 
+    /// Runs a CLI command in `dir` (for relative paths in its arguments).
+    pub fn cli_in(&self, dir: &Path, args: &[&str]) -> Output {
+        hangar()
+            .args(args)
+            .current_dir(dir)
+            .env("HANGAR_URL", &self.url)
+            .env("HANGAR_TOKEN", ADMIN)
+            .output()
+            .unwrap()
+    }
+
     pub fn workers(&self) -> Option<Vec<Worker>> {
         let out = self.cli(&["workers", "--json"]);
         out.status
