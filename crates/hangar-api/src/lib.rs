@@ -108,6 +108,10 @@ pub struct Worker {
     pub restarts: i64,
     pub api_url: Option<String>,
     pub last_event: Option<WorkerEvent>,
+    /// The newest restart, with its cause (state kept or lost, how many rows
+    /// it invalidated).
+    #[serde(default)]
+    pub last_restart: Option<WorkerEvent>,
 }
 
 /// One lifecycle event of a worker.

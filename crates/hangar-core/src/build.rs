@@ -118,6 +118,22 @@ impl StepFailure {
         }
     }
 
+    /// A short stable name of the failure's kind, for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StepFailure::Exited { .. } => "exited",
+            StepFailure::Signaled { .. } => "signaled",
+            StepFailure::OutOfMemory { .. } => "out-of-memory",
+            StepFailure::Invalid { .. } => "invalid",
+            StepFailure::WorkerStalled { .. } => "worker-stalled",
+            StepFailure::WorkerRestarted { .. } => "worker-restarted",
+            StepFailure::WorkerGone { .. } => "worker-gone",
+            StepFailure::WorkerUnreachable { .. } => "worker-unreachable",
+            StepFailure::VolumeLost { .. } => "volume-lost",
+            StepFailure::ContainerLost { .. } => "container-lost",
+        }
+    }
+
     /// The worker to avoid on the next attempt, if the failure was its.
     pub fn worker(&self) -> Option<&str> {
         match self {

@@ -166,3 +166,15 @@ impl Store {
         Ok(out)
     }
 }
+
+/// Deletes every container row of `worker` and returns how many there were.
+pub(crate) async fn invalidate_worker_containers(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    worker: &str,
+) -> Result<u64, StoreError> {
+    let done = sqlx::query("DELETE FROM containers WHERE worker_name = $1")
+        .bind(worker)
+        .execute(&mut **tx)
+        .await?;
+    Ok(done.rows_affected())
+}

@@ -34,6 +34,8 @@ pub struct WorkerRecord {
     pub state_changed_at: UnixMillis,
     pub restarts: i64,
     pub last_event: Option<EventRecord>,
+    /// The newest restart of the worker (state kept or lost), with its cause.
+    pub last_restart: Option<EventRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,20 +61,24 @@ pub(crate) fn worker_from_row(row: &AnyRow) -> Result<WorkerRecord, StoreError> 
     let tags: String = row.try_get("tags")?;
     let tags = serde_json::from_str(&tags)
         .map_err(|e| StoreError::Corrupt(format!("tags of a worker: {e}")))?;
-    let last_event = match row.try_get::<Option<i64>, _>("event_id")? {
-        Some(id) => Some(EventRecord {
-            id,
-            worker: row.try_get("name")?,
-            kind: row
-                .try_get::<String, _>("event_kind")?
-                .parse()
-                .map_err(StoreError::Corrupt)?,
-            cause: row.try_get("event_cause")?,
-            generation: row.try_get("event_generation")?,
-            at: row.try_get("event_at")?,
-        }),
-        None => None,
+    let joined_event = |prefix: &str| -> Result<Option<EventRecord>, StoreError> {
+        match row.try_get::<Option<i64>, _>(format!("{prefix}_id").as_str())? {
+            Some(id) => Ok(Some(EventRecord {
+                id,
+                worker: row.try_get("name")?,
+                kind: row
+                    .try_get::<String, _>(format!("{prefix}_kind").as_str())?
+                    .parse()
+                    .map_err(StoreError::Corrupt)?,
+                cause: row.try_get(format!("{prefix}_cause").as_str())?,
+                generation: row.try_get(format!("{prefix}_generation").as_str())?,
+                at: row.try_get(format!("{prefix}_at").as_str())?,
+            })),
+            None => Ok(None),
+        }
     };
+    let last_event = joined_event("event")?;
+    let last_restart = joined_event("restart")?;
     Ok(WorkerRecord {
         info: WorkerInfo {
             name: row.try_get("name")?,
@@ -95,6 +101,7 @@ pub(crate) fn worker_from_row(row: &AnyRow) -> Result<WorkerRecord, StoreError> 
         state_changed_at: row.try_get("state_changed_at")?,
         restarts: row.try_get("restarts")?,
         last_event,
+        last_restart,
     })
 }
 

@@ -9,6 +9,7 @@ use hangar_core::{
 };
 use sqlx::{Any, Row, Transaction};
 
+use crate::containers::invalidate_worker_containers;
 use crate::db::Store;
 use crate::error::StoreError;
 use crate::events::record_event;
@@ -23,6 +24,8 @@ pub struct RegisterOutcome {
     pub previous: Option<KnownWorker>,
     /// Volume rows of the old state dropped with a `state-lost` registration.
     pub invalidated_volumes: u64,
+    /// Container rows of the old state dropped with it.
+    pub invalidated_containers: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,9 +38,13 @@ pub struct CommandOutcome {
 fn select_workers_sql(filter: &str) -> String {
     format!(
         "SELECT {WORKER_COLUMNS}, e.id AS event_id, e.kind AS event_kind, e.cause AS event_cause, \
-         e.generation AS event_generation, e.at AS event_at \
+         e.generation AS event_generation, e.at AS event_at, \
+         r.id AS restart_id, r.kind AS restart_kind, r.cause AS restart_cause, \
+         r.generation AS restart_generation, r.at AS restart_at \
          FROM workers w LEFT JOIN worker_events e \
          ON e.id = (SELECT MAX(x.id) FROM worker_events x WHERE x.worker = w.name) \
+         LEFT JOIN worker_events r ON r.id = (SELECT MAX(y.id) FROM worker_events y \
+         WHERE y.worker = w.name AND y.kind IN ('restarted-state-kept', 'restarted-state-lost')) \
          {filter} ORDER BY w.name"
     )
 }
@@ -115,14 +122,19 @@ impl Store {
 
         // The old state is gone from the worker's disk: every row of it is
         // false from this instant, so it goes in this same transaction.
-        let invalidated_volumes = if kind == RegistrationKind::StateLost {
-            invalidate_worker_volumes(&mut tx, &info.name).await?
+        let (invalidated_volumes, invalidated_containers) = if kind == RegistrationKind::StateLost {
+            (
+                invalidate_worker_volumes(&mut tx, &info.name).await?,
+                invalidate_worker_containers(&mut tx, &info.name).await?,
+            )
         } else {
-            0
+            (0, 0)
         };
         let mut cause = registration_cause(previous.as_ref(), kind, generation);
         if kind == RegistrationKind::StateLost {
-            cause.push_str(&format!("; invalidated {invalidated_volumes} volume(s)"));
+            cause.push_str(&format!(
+                "; invalidated {invalidated_volumes} volume(s) and {invalidated_containers} container(s)"
+            ));
         }
         record_event(&mut tx, &info.name, kind.event(), &cause, generation, now).await?;
         tx.commit().await?;
@@ -131,6 +143,7 @@ impl Store {
             kind,
             previous,
             invalidated_volumes,
+            invalidated_containers,
         })
     }
 

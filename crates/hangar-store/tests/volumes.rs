@@ -219,7 +219,9 @@ async fn a_restart_with_the_state_lost_drops_every_row_in_the_registration(store
     assert_eq!(states(&store, "w2").await.len(), 1);
     let event = store.list_events(Some("w1"), 1).await.unwrap().remove(0);
     assert!(
-        event.cause.ends_with("; invalidated 3 volume(s)"),
+        event
+            .cause
+            .ends_with("; invalidated 3 volume(s) and 0 container(s)"),
         "{}",
         event.cause
     );

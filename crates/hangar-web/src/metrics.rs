@@ -16,6 +16,8 @@ pub struct Metrics {
     events: Family<Labels, Counter>,
     heartbeats: Family<Labels, Counter>,
     workers: Family<Labels, Gauge>,
+    invalidated: Family<Labels, Counter>,
+    step_retries: Family<Labels, Counter>,
 }
 
 impl Metrics {
@@ -35,17 +37,46 @@ impl Metrics {
             heartbeats.clone(),
         );
         registry.register("workers", "Workers known, by state", workers.clone());
+        let invalidated = Family::<Labels, Counter>::default();
+        registry.register(
+            "invalidated",
+            "Rows dropped because a worker registered with its state lost, by kind",
+            invalidated.clone(),
+        );
+        let step_retries = Family::<Labels, Counter>::default();
+        registry.register(
+            "step_retries",
+            "Build step attempts retried after an infrastructure failure, by cause",
+            step_retries.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             events,
             heartbeats,
             workers,
+            invalidated,
+            step_retries,
         }
     }
 
     pub fn lifecycle_event(&self, kind: EventKind) {
         self.events
             .get_or_create(&vec![("kind", kind.as_str())])
+            .inc();
+    }
+
+    pub fn invalidated(&self, volumes: u64, containers: u64) {
+        self.invalidated
+            .get_or_create(&vec![("kind", "volume")])
+            .inc_by(volumes);
+        self.invalidated
+            .get_or_create(&vec![("kind", "container")])
+            .inc_by(containers);
+    }
+
+    pub fn step_retry(&self, cause: &'static str) {
+        self.step_retries
+            .get_or_create(&vec![("cause", cause)])
             .inc();
     }
 

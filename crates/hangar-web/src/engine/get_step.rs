@@ -69,6 +69,7 @@ pub async fn run(
             Err(failure) => {
                 match decide_retry(&failure, record.attempt as u32, max_attempts, false) {
                     RetryDecision::Retry { next_attempt } => {
+                        ctx.web.metrics().step_retry(failure.kind());
                         ctx.log(
                             Some(step_id),
                             "infra",

@@ -106,6 +106,7 @@ pub async fn run(
                 let attempt = record.attempt as u32;
                 match decide_retry(&failure, attempt, max_attempts, step.retry_failures) {
                     RetryDecision::Retry { next_attempt } => {
+                        ctx.web.metrics().step_retry(failure.kind());
                         ctx.log(
                             Some(step_id),
                             "infra",

@@ -96,6 +96,8 @@ pub async fn register(
     let event = out.kind.event();
     tracing::info!(worker = %info.name, generation = out.generation, kind = out.kind.as_str(), "worker registered");
     web.metrics().lifecycle_event(event);
+    web.metrics()
+        .invalidated(out.invalidated_volumes, out.invalidated_containers);
     let cfg = web.config();
     Ok((
         StatusCode::CREATED,
@@ -155,6 +157,7 @@ pub fn worker_to_api(w: WorkerRecord) -> Worker {
         restarts: w.restarts,
         api_url: w.info.api_url,
         last_event: w.last_event.map(event_to_api),
+        last_restart: w.last_restart.map(event_to_api),
     }
 }
 

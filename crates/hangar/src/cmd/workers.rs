@@ -39,7 +39,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 } else {
                     w.tags.join(",")
                 },
-                w.restarts.to_string(),
+                match &w.last_restart {
+                    Some(r) => format!("{} (last: {} {})", w.restarts, r.kind, ago(now, r.at)),
+                    None => w.restarts.to_string(),
+                },
                 w.last_event
                     .as_ref()
                     .map(|e| format!("{} {}", e.kind, ago(now, e.at)))
