@@ -16,6 +16,9 @@ pub struct BuildContext {
     pub job: String,
     /// Artifacts produced so far: name → volume handle.
     pub artifacts: Mutex<BTreeMap<String, String>>,
+    /// The get steps of the plan by the artifact they produce: a task whose
+    /// input was lost with its worker fetches it again rather than fail.
+    pub producers: BTreeMap<String, hangar_core::plan::GetStep>,
     /// Steps as a previous run of this build left them (resume).
     pub previous: BTreeMap<String, StepRecord>,
     /// Cancelled when this node stops or loses the build's lease: the build

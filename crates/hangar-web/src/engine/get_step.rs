@@ -98,6 +98,22 @@ pub async fn run(
     }
 }
 
+/// Fetches a get step's artifact again (its volume was lost with its
+/// worker), on a worker other than those in `avoid`.
+pub async fn refetch(
+    ctx: &BuildContext,
+    step_id: &str,
+    step: &GetStep,
+    avoid: &BTreeSet<String>,
+) -> Result<Result<String, StepFailure>, Interrupted> {
+    Ok(attempt(ctx, step_id, step, avoid)
+        .await?
+        .map(|(_, handle)| {
+            ctx.add_artifact(&step.get, &handle);
+            handle
+        }))
+}
+
 async fn action(
     api: &WorkerApi,
     worker: &str,
@@ -145,6 +161,9 @@ async fn attempt(
             .collect(),
     };
     let worker = place_waiting(ctx, step_id, wants).await?;
+    let Ok(Some(seen)) = super::watch::seen(web, &worker).await else {
+        return Ok(Err(StepFailure::WorkerGone { worker }));
+    };
     let api = match worker_ops::worker_api(web, &worker, Duration::from_secs(3600)).await {
         Ok(a) => a,
         Err(e) => {
@@ -163,10 +182,13 @@ async fn attempt(
                 volume: None,
                 request: json!({ "source": source, "version": null }),
             };
-            let out = match action(&api, &worker, &req).await {
-                Ok(o) => o,
-                Err(f) => return Ok(Err(f)),
-            };
+            let out =
+                match super::watch::guarded(web, &[(&worker, &seen)], action(&api, &worker, &req))
+                    .await
+                {
+                    Ok(Ok(o)) => o,
+                    Ok(Err(f)) | Err(f) => return Ok(Err(f)),
+                };
             if !out.stderr.is_empty() {
                 ctx.log(Some(step_id), "log", &out.stderr).await;
             }
@@ -237,13 +259,14 @@ async fn attempt(
         volume: Some(volume.handle.clone()),
         request,
     };
-    let out = match action(&api, &worker, &req).await {
-        Ok(o) => o,
-        Err(f) => {
-            worker_ops::release_volume(web, &volume.handle).await;
-            return Ok(Err(f));
-        }
-    };
+    let out =
+        match super::watch::guarded(web, &[(&worker, &seen)], action(&api, &worker, &req)).await {
+            Ok(Ok(o)) => o,
+            Ok(Err(f)) | Err(f) => {
+                worker_ops::release_volume(web, &volume.handle).await;
+                return Ok(Err(f));
+            }
+        };
     if !out.stderr.is_empty() {
         ctx.log(Some(step_id), "log", &out.stderr).await;
     }

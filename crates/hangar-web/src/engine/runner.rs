@@ -117,6 +117,13 @@ async fn run_plan(
         build_id: build.id,
         job: build.name.clone(),
         artifacts: Mutex::new(artifacts),
+        producers: hangar_core::plan::leaf_steps(&plan)
+            .into_iter()
+            .filter_map(|(_, s)| match s {
+                Step::Get(g) => Some((g.get.clone(), g.clone())),
+                _ => None,
+            })
+            .collect(),
         previous,
         stop,
     };

@@ -199,6 +199,25 @@ struct Scratch {
 
 type Attempt = Result<BTreeMap<String, String>, StepFailure>;
 
+/// Whether a volume can be read now: its row is created and not missing,
+/// and its worker is up. `Err` names the worker it was on.
+async fn available(ctx: &BuildContext, handle: &str) -> Result<(), String> {
+    let vol = match ctx.web.store().get_volume(handle).await {
+        Ok(Some(v)) => v,
+        Ok(None) => return Err("an unknown worker".into()),
+        // Unknown is not lost: let the attempt find out.
+        Err(_) => return Ok(()),
+    };
+    if vol.state != hangar_core::volumes::VolumeState::Created || vol.missing_since.is_some() {
+        return Err(vol.worker);
+    }
+    match watch::seen(&ctx.web, &vol.worker).await {
+        Ok(Some(w)) if w.state != hangar_core::WorkerState::Stalled => Ok(()),
+        Ok(_) => Err(vol.worker),
+        Err(()) => Ok(()),
+    }
+}
+
 fn op_failure(worker: &str, e: OpError) -> StepFailure {
     match e {
         OpError::Worker { source, .. } => unreachable_or_invalid(worker, source),
@@ -247,7 +266,28 @@ async fn attempt(
     for input in &config.inputs {
         let artifact = step.input_artifact(&input.name);
         match ctx.artifact(artifact) {
-            Some(handle) => inputs.push((input, handle)),
+            Some(handle) => match available(ctx, &handle).await {
+                Ok(()) => inputs.push((input, handle)),
+                Err(lost_on) => {
+                    // The artifact went with its worker. One a get step of
+                    // this build made is fetched again elsewhere.
+                    let Some(get) = ctx.producers.get(artifact) else {
+                        return Ok(Err(StepFailure::VolumeLost { worker: lost_on, handle }));
+                    };
+                    ctx.log(
+                        Some(step_id),
+                        "infra",
+                        &format!("input {} was on worker {lost_on}, which is gone or stalled; fetching {artifact} again", input.name),
+                    )
+                    .await;
+                    let mut skip = avoid.clone();
+                    skip.insert(lost_on);
+                    match super::get_step::refetch(ctx, step_id, get, &skip).await? {
+                        Ok(fresh) => inputs.push((input, fresh)),
+                        Err(f) => return Ok(Err(f)),
+                    }
+                }
+            },
             None if input.optional => {}
             None => {
                 return Ok(Err(StepFailure::Invalid {
@@ -342,155 +382,18 @@ async fn prepare_and_run(
     scratch: &mut Scratch,
 ) -> Result<Attempt, Interrupted> {
     let web = &ctx.web;
-    let mut mounts = Vec::new();
-    // Inputs: a copy-on-write child of the artifact where it lives, else a
-    // copy streamed from the worker that has it.
-    for (input, handle) in inputs {
-        let Ok(Some(vol)) = web.store().get_volume(handle).await else {
-            return Ok(Err(StepFailure::VolumeLost {
-                worker: worker.to_string(),
-                handle: handle.clone(),
-            }));
-        };
-        let child = if vol.worker == worker {
-            worker_ops::make_volume(
-                web,
-                worker,
-                Source::CopyOnWrite {
-                    parent: vol.handle.clone(),
-                },
-                OwnerKind::Container,
-                None,
-            )
-            .await
-        } else {
-            ctx.log(
-                Some(step_id),
-                "infra",
-                &format!(
-                    "copying input {} from worker {} to {worker}",
-                    input.name, vol.worker
-                ),
-            )
-            .await;
-            worker_ops::copy_volume_between_workers(web, &vol, worker, OwnerKind::Container, None)
-                .await
-        };
-        match child {
-            Ok(c) => {
-                scratch.release.push(c.handle.clone());
-                mounts.push(Mount {
-                    volume: c.handle,
-                    path: input.path.clone().unwrap_or_else(|| input.name.clone()),
-                    read_only: false,
-                });
-            }
-            Err(e) => return Ok(Err(op_failure(&vol.worker, e))),
-        }
-    }
-    let mut outputs = BTreeMap::new();
-    for output in &config.outputs {
-        match worker_ops::make_volume(web, worker, Source::Empty, OwnerKind::Container, None).await
-        {
-            Ok(v) => {
-                outputs.insert(
-                    step.output_artifact(&output.name).to_string(),
-                    v.handle.clone(),
-                );
-                mounts.push(Mount {
-                    volume: v.handle,
-                    path: output.path.clone().unwrap_or_else(|| output.name.clone()),
-                    read_only: false,
-                });
-            }
-            Err(e) => return Ok(Err(op_failure(worker, e))),
-        }
-    }
-    for (path, key) in cache_keys {
-        let present = web
-            .store()
-            .present_volumes_by_owner(OwnerKind::TaskCache.as_str(), std::slice::from_ref(key))
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .find(|(w, _, _)| w == worker)
-            .map(|(_, _, h)| h);
-        let handle = match present {
-            Some(h) => {
-                ctx.log(
-                    Some(step_id),
-                    "infra",
-                    &format!("reusing cache {path} on worker {worker}"),
-                )
-                .await;
-                h
-            }
-            None => match worker_ops::make_volume(
-                web,
-                worker,
-                Source::Empty,
-                OwnerKind::TaskCache,
-                Some(key.clone()),
-            )
-            .await
-            {
-                Ok(v) => v.handle,
-                Err(e) => return Ok(Err(op_failure(worker, e))),
-            },
-        };
-        mounts.push(Mount {
-            volume: handle,
-            path: path.clone(),
-            read_only: false,
-        });
-    }
-    let (runtime, rootfs) = match (image, &config.rootfs_uri) {
-        (Some(image), _) => {
-            match worker_ops::make_volume(
-                web,
-                worker,
-                Source::CopyOnWrite { parent: image },
-                OwnerKind::Container,
-                None,
-            )
-            .await
-            {
-                Ok(v) => {
-                    scratch.release.push(v.handle.clone());
-                    (RUNTIME_RUNC, Some(v.handle))
-                }
-                Err(e) => return Ok(Err(op_failure(worker, e))),
-            }
-        }
-        (None, Some(uri)) => {
-            let path = uri.strip_prefix("raw://").unwrap_or(uri).to_string();
-            match worker_ops::make_volume(
-                web,
-                worker,
-                Source::Import { path: path.clone() },
-                OwnerKind::Container,
-                None,
-            )
-            .await
-            {
-                Ok(v) => {
-                    scratch.release.push(v.handle.clone());
-                    (RUNTIME_RUNC, Some(v.handle))
-                }
-                Err(OpError::Worker { source, .. })
-                    if source.code() == Some(hangar_api::codes::NOT_FOUND)
-                        || matches!(&source, ClientError::Api { status, .. } if status.as_u16() < 500) =>
-                {
-                    return Ok(Err(StepFailure::Invalid {
-                        reason: format!("image {uri} does not exist on worker {worker}: {source}"),
-                    }))
-                }
-                Err(e) => return Ok(Err(op_failure(worker, e))),
-            }
-        }
-        (None, None) => (RUNTIME_PROCESS, None),
+    let prepared = watch::guarded(
+        web,
+        &[(worker, at_start)],
+        prepare_volumes(
+            ctx, step_id, step, config, worker, at_start, inputs, image, cache_keys, scratch,
+        ),
+    )
+    .await;
+    let (mounts, outputs, runtime, rootfs) = match prepared {
+        Ok(Ok(p)) => p,
+        Ok(Err(f)) | Err(f) => return Ok(Err(f)),
     };
-
     let handle = uuid::Uuid::new_v4().to_string();
     if let Err(e) = web
         .store()
@@ -550,6 +453,200 @@ async fn prepare_and_run(
     finish_attempt(ctx, api, &handle, exit, outputs, scratch).await
 }
 
+type Prepared = (
+    Vec<Mount>,
+    BTreeMap<String, String>,
+    &'static str,
+    Option<String>,
+);
+
+/// Makes the step's volumes on its worker: inputs, outputs, caches, image.
+#[allow(clippy::too_many_arguments)]
+async fn prepare_volumes(
+    ctx: &BuildContext,
+    step_id: &str,
+    step: &TaskStep,
+    config: &TaskConfig,
+    worker: &str,
+    at_start: &WorkerSeen,
+    inputs: &[(&hangar_core::task::TaskInput, String)],
+    image: Option<String>,
+    cache_keys: &[(String, String)],
+    scratch: &mut Scratch,
+) -> Result<Prepared, StepFailure> {
+    let web = &ctx.web;
+    let mut mounts = Vec::new();
+    // Inputs: a copy-on-write child of the artifact where it lives, else a
+    // copy streamed from the worker that has it.
+    for (input, handle) in inputs {
+        let Ok(Some(vol)) = web.store().get_volume(handle).await else {
+            return Err(StepFailure::VolumeLost {
+                worker: worker.to_string(),
+                handle: handle.clone(),
+            });
+        };
+        let child = if vol.worker == worker {
+            worker_ops::make_volume(
+                web,
+                worker,
+                Source::CopyOnWrite {
+                    parent: vol.handle.clone(),
+                },
+                OwnerKind::Container,
+                None,
+            )
+            .await
+        } else {
+            ctx.log(
+                Some(step_id),
+                "infra",
+                &format!(
+                    "copying input {} from worker {} to {worker}",
+                    input.name, vol.worker
+                ),
+            )
+            .await;
+            let Ok(Some(source_seen)) = watch::seen(web, &vol.worker).await else {
+                return Err(StepFailure::VolumeLost {
+                    worker: vol.worker.clone(),
+                    handle: vol.handle.clone(),
+                });
+            };
+            match watch::guarded(
+                web,
+                &[(vol.worker.as_str(), &source_seen), (worker, at_start)],
+                worker_ops::copy_volume_between_workers(
+                    web,
+                    &vol,
+                    worker,
+                    OwnerKind::Container,
+                    None,
+                ),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(f) => return Err(f),
+            }
+        };
+        match child {
+            Ok(c) => {
+                scratch.release.push(c.handle.clone());
+                mounts.push(Mount {
+                    volume: c.handle,
+                    path: input.path.clone().unwrap_or_else(|| input.name.clone()),
+                    read_only: false,
+                });
+            }
+            Err(e) => return Err(op_failure(&vol.worker, e)),
+        }
+    }
+    let mut outputs = BTreeMap::new();
+    for output in &config.outputs {
+        match worker_ops::make_volume(web, worker, Source::Empty, OwnerKind::Container, None).await
+        {
+            Ok(v) => {
+                outputs.insert(
+                    step.output_artifact(&output.name).to_string(),
+                    v.handle.clone(),
+                );
+                mounts.push(Mount {
+                    volume: v.handle,
+                    path: output.path.clone().unwrap_or_else(|| output.name.clone()),
+                    read_only: false,
+                });
+            }
+            Err(e) => return Err(op_failure(worker, e)),
+        }
+    }
+    for (path, key) in cache_keys {
+        let present = web
+            .store()
+            .present_volumes_by_owner(OwnerKind::TaskCache.as_str(), std::slice::from_ref(key))
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .find(|(w, _, _)| w == worker)
+            .map(|(_, _, h)| h);
+        let handle = match present {
+            Some(h) => {
+                ctx.log(
+                    Some(step_id),
+                    "infra",
+                    &format!("reusing cache {path} on worker {worker}"),
+                )
+                .await;
+                h
+            }
+            None => match worker_ops::make_volume(
+                web,
+                worker,
+                Source::Empty,
+                OwnerKind::TaskCache,
+                Some(key.clone()),
+            )
+            .await
+            {
+                Ok(v) => v.handle,
+                Err(e) => return Err(op_failure(worker, e)),
+            },
+        };
+        mounts.push(Mount {
+            volume: handle,
+            path: path.clone(),
+            read_only: false,
+        });
+    }
+    let (runtime, rootfs) = match (image, &config.rootfs_uri) {
+        (Some(image), _) => {
+            match worker_ops::make_volume(
+                web,
+                worker,
+                Source::CopyOnWrite { parent: image },
+                OwnerKind::Container,
+                None,
+            )
+            .await
+            {
+                Ok(v) => {
+                    scratch.release.push(v.handle.clone());
+                    (RUNTIME_RUNC, Some(v.handle))
+                }
+                Err(e) => return Err(op_failure(worker, e)),
+            }
+        }
+        (None, Some(uri)) => {
+            let path = uri.strip_prefix("raw://").unwrap_or(uri).to_string();
+            match worker_ops::make_volume(
+                web,
+                worker,
+                Source::Import { path: path.clone() },
+                OwnerKind::Container,
+                None,
+            )
+            .await
+            {
+                Ok(v) => {
+                    scratch.release.push(v.handle.clone());
+                    (RUNTIME_RUNC, Some(v.handle))
+                }
+                Err(OpError::Worker { source, .. })
+                    if source.code() == Some(hangar_api::codes::NOT_FOUND)
+                        || matches!(&source, ClientError::Api { status, .. } if status.as_u16() < 500) =>
+                {
+                    return Err(StepFailure::Invalid {
+                        reason: format!("image {uri} does not exist on worker {worker}: {source}"),
+                    })
+                }
+                Err(e) => return Err(op_failure(worker, e)),
+            }
+        }
+        (None, None) => (RUNTIME_PROCESS, None),
+    };
+
+    Ok((mounts, outputs, runtime, rootfs))
+}
+
 /// Ends an attempt: the container goes, and its outputs become artifacts or
 /// are released.
 async fn finish_attempt(
@@ -560,8 +657,17 @@ async fn finish_attempt(
     outputs: BTreeMap<String, String>,
     scratch: &mut Scratch,
 ) -> Result<Attempt, Interrupted> {
-    if let Err(e) = api.destroy_container(handle).await {
-        tracing::debug!(%handle, error = %e, "could not destroy the container now; the worker's report will");
+    // A worker that failed the step will not answer; its next report (or
+    // its state-lost registration) settles the container instead.
+    let worker_failed = matches!(&exit, Err(f) if f.worker().is_some());
+    if !worker_failed {
+        match tokio::time::timeout(Duration::from_secs(10), api.destroy_container(handle)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(%handle, error = %e, "could not destroy the container now")
+            }
+            Err(_) => tracing::debug!(%handle, "destroying the container timed out"),
+        }
     }
     let _ = ctx.web.store().delete_container_row(handle).await;
     let failure = match exit {

@@ -27,3 +27,26 @@ pub async fn check(web: &Web, worker: &str, at_start: &WorkerSeen) -> Option<Ste
         Err(()) => None,
     }
 }
+
+/// Runs `work` while watching the workers it depends on: if one of them
+/// stalls, restarts or leaves meanwhile, the work is abandoned (dropped)
+/// with that failure instead of waiting on a worker that will not answer.
+pub async fn guarded<T>(
+    web: &Web,
+    workers: &[(&str, &WorkerSeen)],
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, StepFailure> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            out = &mut work => return Ok(out),
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {
+                for (name, seen) in workers {
+                    if let Some(f) = check(web, name, seen).await {
+                        return Err(f);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -120,6 +120,11 @@ impl Cluster {
     }
 
     pub fn worker_in(&self, name: &str, work_dir: &Path) -> Proc {
+        self.worker_with(name, work_dir, &[])
+    }
+
+    /// A worker with extra flags (e.g. `--tag only-me`).
+    pub fn worker_with(&self, name: &str, work_dir: &Path, extra: &[&str]) -> Proc {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -133,6 +138,7 @@ impl Cluster {
             // namespace and pin the temp dirs; the volume crate's own suite
             // covers the overlay driver.
             .args(["--volume-driver", "naive"])
+            .args(extra)
             .arg("--work-dir")
             .arg(work_dir)
             .env("HANGAR_WEB", &self.url)
