@@ -41,6 +41,11 @@ pub struct RegisterWorker {
     /// Where the worker serves its volume API (`http://host:port`).
     #[serde(default)]
     pub api_url: Option<String>,
+    /// How the worker's previous container ended, when it can tell (in a
+    /// Kubernetes pod: from the pod's status), e.g. `OOMKilled (exit 137) at
+    /// 2025-05-01T10:00:00Z`. Web records it in the registration event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_exit: Option<String>,
 }
 
 /// A resource type the worker has on disk (a directory with `check`, `in`, `out`).
@@ -74,6 +79,41 @@ pub struct Heartbeat {
     pub generation: i64,
     pub containers: i64,
     pub volumes: i64,
+    /// How the worker judges itself: pressure, health, memory and disk.
+    #[serde(default)]
+    pub condition: Option<WorkerCondition>,
+}
+
+/// A worker's own view of its condition, sent with every heartbeat. Web
+/// places no work on a worker under pressure or unhealthy, and none that
+/// needs more memory than the worker has free.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerCondition {
+    /// `none`, `soft` (no new work) or `hard` (landing itself).
+    pub pressure: String,
+    #[serde(default)]
+    pub pressure_reason: Option<String>,
+    pub healthy: bool,
+    /// What failed in the last self-check.
+    #[serde(default)]
+    pub unhealthy_reason: Option<String>,
+    pub memory_used: u64,
+    pub memory_limit: u64,
+    /// Memory promised to running containers (the sum of their limits).
+    pub memory_reserved: u64,
+    pub disk_used: u64,
+    pub disk_total: u64,
+}
+
+impl WorkerCondition {
+    pub fn accepting_work(&self) -> bool {
+        self.healthy && self.pressure == "none"
+    }
+
+    pub fn memory_free(&self) -> u64 {
+        self.memory_limit.saturating_sub(self.memory_reserved)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,6 +152,9 @@ pub struct Worker {
     /// it invalidated).
     #[serde(default)]
     pub last_restart: Option<WorkerEvent>,
+    /// As of the last heartbeat.
+    #[serde(default)]
+    pub condition: Option<WorkerCondition>,
 }
 
 /// One lifecycle event of a worker.
@@ -179,12 +222,18 @@ pub struct CreateVolume {
     pub owner_id: Option<String>,
 }
 
-/// A worker's full list of the volume handles it has.
+/// A worker's full list of the volume handles it has, and of its container
+/// handles.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VolumeReport {
     pub generation: i64,
     pub handles: Vec<String>,
+    /// Every container the worker has (running or exited). Absent: the
+    /// worker does not report containers, and web leaves their rows be
+    /// (an empty list means it has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,6 +241,10 @@ pub struct VolumeReport {
 pub struct VolumeReportAnswer {
     /// Handles the worker must destroy, children before parents.
     pub destroy: Vec<String>,
+    /// Containers the worker must destroy: unknown to web, or ones web
+    /// wants gone.
+    #[serde(default)]
+    pub destroy_containers: Vec<String>,
 }
 
 /// The worker's own volume API (served by each worker, called by web).

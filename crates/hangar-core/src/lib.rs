@@ -7,12 +7,15 @@
 
 pub mod build;
 pub mod caches;
+pub mod containers;
 pub mod events;
 pub mod fencing;
+pub mod gc;
 pub mod lifecycle;
 pub mod names;
 pub mod placement;
 pub mod plan;
+pub mod pressure;
 pub mod registration;
 pub mod task;
 pub mod volumes;

@@ -18,6 +18,9 @@ pub struct Candidate {
     pub has: BTreeSet<String>,
     /// False while the worker says it is under pressure or unhealthy.
     pub accepting_work: bool,
+    /// Memory the worker has not promised to running containers, when it
+    /// said.
+    pub memory_free: Option<u64>,
 }
 
 /// What a step asks of its worker.
@@ -30,6 +33,8 @@ pub struct Requirement {
     pub wants: Vec<String>,
     /// Workers not to use (they just failed this step).
     pub avoid: BTreeSet<String>,
+    /// The step's memory limit, if it has one.
+    pub memory: Option<u64>,
 }
 
 /// Why no worker was chosen, in plain words.
@@ -49,6 +54,7 @@ pub fn place(candidates: &[Candidate], req: &Requirement) -> Result<String, NoWo
             && req.tags.is_subset(&c.tags)
             // A team worker serves only its team; a shared worker serves all.
             && (c.team.is_none() || c.team == req.team)
+            && crate::pressure::has_room(c.memory_free, req.memory)
     };
     let fitting: Vec<&Candidate> = candidates.iter().filter(fits).collect();
     let preferred: Vec<&Candidate> = fitting
@@ -84,28 +90,46 @@ fn explain(candidates: &[Candidate], req: &Requirement) -> String {
     if running.is_empty() {
         return "no worker is running".into();
     }
-    let tags = if req.tags.is_empty() {
-        String::new()
-    } else {
-        format!(
-            " with tags {}",
-            req.tags.iter().cloned().collect::<Vec<_>>().join(",")
-        )
-    };
-    if !running.iter().any(|c| c.platform == req.platform) {
+    if !req.platform.is_empty() && !running.iter().any(|c| c.platform == req.platform) {
         return format!("no running worker has platform {}", req.platform);
     }
-    if !running.iter().any(|c| c.accepting_work) {
-        return "every running worker is under pressure or unhealthy".into();
-    }
-    format!(
-        "no running worker fits platform {}{tags}{}",
-        req.platform,
-        req.team
+    let fitting: Vec<_> = running
+        .iter()
+        .filter(|c| {
+            (req.platform.is_empty() || c.platform == req.platform)
+                && req.tags.is_subset(&c.tags)
+                && (c.team.is_none() || c.team == req.team)
+        })
+        .collect();
+    if fitting.is_empty() {
+        let tags = if req.tags.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " with tags {}",
+                req.tags.iter().cloned().collect::<Vec<_>>().join(",")
+            )
+        };
+        let team = req
+            .team
             .as_ref()
             .map(|t| format!(" for team {t}"))
-            .unwrap_or_default()
-    )
+            .unwrap_or_default();
+        return format!(
+            "no running worker fits platform {}{tags}{team}",
+            req.platform
+        );
+    }
+    if !fitting.iter().any(|c| c.accepting_work) {
+        return "every running worker that fits is under pressure or unhealthy".into();
+    }
+    match req.memory {
+        Some(need) => format!(
+            "no running worker that fits has {} of memory free",
+            crate::build::human_bytes(need)
+        ),
+        None => "no running worker fits".into(),
+    }
 }
 
 #[cfg(test)]
@@ -122,6 +146,7 @@ mod tests {
             active_containers: busy,
             has: has.iter().map(|s| s.to_string()).collect(),
             accepting_work: true,
+            memory_free: None,
         }
     }
 
@@ -221,7 +246,35 @@ mod tests {
             (
                 vec![pressured],
                 req(&[]),
-                Err("every running worker is under pressure or unhealthy"),
+                Err("every running worker that fits is under pressure or unhealthy"),
+            ),
+            (
+                vec![
+                    Candidate {
+                        memory_free: Some(1 << 30),
+                        ..c("small", 0, &["k"])
+                    },
+                    Candidate {
+                        memory_free: Some(8 << 30),
+                        ..c("big", 9, &[])
+                    },
+                ],
+                Requirement {
+                    memory: Some(2 << 30),
+                    ..req(&["k"])
+                },
+                Ok("big"),
+            ),
+            (
+                vec![Candidate {
+                    memory_free: Some(1 << 30),
+                    ..c("small", 0, &[])
+                }],
+                Requirement {
+                    memory: Some(2 << 30),
+                    ..req(&[])
+                },
+                Err("no running worker that fits has 2 GiB of memory free"),
             ),
             (
                 vec![tagged],

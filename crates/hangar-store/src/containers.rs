@@ -1,11 +1,13 @@
 //! Container rows: which containers web asked which worker to run, for
 //! which build step.
 
+use hangar_core::containers::{plan_container_report, ContainerReportPlan, ContainerRow};
 use hangar_core::UnixMillis;
 use sqlx::Row;
 
 use crate::db::Store;
 use crate::error::StoreError;
+use crate::volumes::{check_report_generation, placeholders};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerRecord {
@@ -130,6 +132,96 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        Ok(())
+    }
+
+    /// Applies a worker's full report of its container handles and returns
+    /// what it calls for (the worker destroys `destroy_on_worker`). Refused
+    /// unless `generation` is the worker's current, non-stalled registration.
+    pub async fn apply_container_report(
+        &self,
+        worker: &str,
+        generation: i64,
+        reported: &[String],
+        now: UnixMillis,
+    ) -> Result<ContainerReportPlan, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        check_report_generation(&mut tx, worker, generation).await?;
+        let rows: Vec<ContainerRow> = sqlx::query(
+            "SELECT handle, state, missing_since FROM containers WHERE worker_name = $1",
+        )
+        .bind(worker)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(ContainerRow {
+                handle: r.try_get("handle")?,
+                state: r
+                    .try_get::<String, _>("state")?
+                    .parse()
+                    .map_err(StoreError::Corrupt)?,
+                missing_since: r.try_get("missing_since")?,
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+        let plan = plan_container_report(&rows, reported);
+        // Each statement re-checks what the planner saw.
+        let steps: [(&str, Option<i64>, &[String]); 3] = [
+            (
+                "UPDATE containers SET missing_since = $1 WHERE state = 'created' AND missing_since IS NULL AND handle IN",
+                Some(now),
+                &plan.mark_missing,
+            ),
+            (
+                "UPDATE containers SET missing_since = NULL WHERE missing_since IS NOT NULL AND handle IN",
+                None,
+                &plan.clear_missing,
+            ),
+            (
+                "DELETE FROM containers WHERE state IN ('destroying', 'failed') AND handle IN",
+                None,
+                &plan.delete_rows,
+            ),
+        ];
+        for (sql, first, handles) in steps {
+            for chunk in handles.chunks(1000) {
+                let offset = usize::from(first.is_some()) + 1;
+                let text = format!("{sql} ({})", placeholders(offset, chunk.len()));
+                let mut q = sqlx::query(&text);
+                if let Some(v) = first {
+                    q = q.bind(v);
+                }
+                for h in chunk {
+                    q = q.bind(h);
+                }
+                q.execute(&mut *tx).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(plan)
+    }
+
+    /// Records that steps used these volumes (a cache looked up and
+    /// mounted) at `now`: the caches collector keeps what was used within
+    /// its retention. The build engine should call it where it reuses a
+    /// cache.
+    pub async fn mark_volumes_used(
+        &self,
+        handles: &[String],
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        for chunk in handles.chunks(1000) {
+            let sql = format!(
+                "UPDATE volumes SET last_used_at = $1 WHERE handle IN ({})",
+                placeholders(2, chunk.len())
+            );
+            let mut q = sqlx::query(&sql).bind(now);
+            for h in chunk {
+                q = q.bind(h);
+            }
+            q.execute(&self.pool).await?;
+        }
         Ok(())
     }
 

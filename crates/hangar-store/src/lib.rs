@@ -8,10 +8,12 @@
 //! drive the lifecycle in virtual time.
 
 mod builds;
+mod bulk;
 mod containers;
 mod db;
 mod error;
 mod events;
+mod gc;
 mod records;
 mod volumes;
 mod workers;

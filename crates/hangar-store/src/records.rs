@@ -36,6 +36,8 @@ pub struct WorkerRecord {
     pub last_event: Option<EventRecord>,
     /// The newest restart of the worker (state kept or lost), with its cause.
     pub last_restart: Option<EventRecord>,
+    /// The worker's view of its condition from its last heartbeat, as JSON.
+    pub condition: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +53,7 @@ pub struct EventRecord {
 pub(crate) const WORKER_COLUMNS: &str =
     "w.name, w.state, w.state_identity, w.generation, w.platform, \
      w.tags, w.team, w.version, w.resource_types, w.ephemeral, w.containers, w.volumes, \
-     w.first_registered_at, w.registered_at, w.last_heartbeat_at, w.state_changed_at, w.restarts, w.api_url";
+     w.first_registered_at, w.registered_at, w.last_heartbeat_at, w.state_changed_at, w.restarts, w.api_url, w.condition";
 
 pub(crate) fn parse_state(s: &str) -> Result<WorkerState, StoreError> {
     s.parse().map_err(StoreError::Corrupt)
@@ -102,6 +104,7 @@ pub(crate) fn worker_from_row(row: &AnyRow) -> Result<WorkerRecord, StoreError> 
         restarts: row.try_get("restarts")?,
         last_event,
         last_restart,
+        condition: row.try_get("condition")?,
     })
 }
 

@@ -62,7 +62,7 @@ fn volume_from_row(row: &AnyRow) -> Result<VolumeRecord, StoreError> {
 }
 
 /// `$first, $first+1, …` for an `IN (…)` list of `n` binds.
-fn placeholders(first: usize, n: usize) -> String {
+pub(crate) fn placeholders(first: usize, n: usize) -> String {
     (first..first + n)
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
@@ -241,6 +241,26 @@ impl Store {
         Ok(VolumeState::Destroying)
     }
 
+    /// Marks a `created` volume missing because its worker said it does not
+    /// have it (a step asked for it and was told "not found"): from now on
+    /// it is absent for scheduling, as if a report had left it out. The
+    /// worker's next report clears the mark if it lists the volume after
+    /// all. Returns whether the row changed.
+    pub async fn mark_volume_missing(
+        &self,
+        handle: &str,
+        now: UnixMillis,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE volumes SET missing_since = $1 WHERE handle = $2 AND state = 'created' AND missing_since IS NULL",
+        )
+        .bind(now)
+        .bind(handle)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// Applies a worker's full report of its volume handles and returns the
     /// handles it must destroy, children first. Refused unless `generation`
     /// is the worker's current, non-stalled registration.
@@ -252,21 +272,7 @@ impl Store {
         now: UnixMillis,
     ) -> Result<ReportPlan, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let row = sqlx::query("SELECT state, generation FROM workers WHERE name = $1")
-            .bind(worker)
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(|r| -> Result<_, StoreError> {
-                Ok((
-                    parse_state(&r.try_get::<String, _>("state")?)?,
-                    r.try_get::<i64, _>("generation")?,
-                ))
-            })
-            .transpose()?;
-        check_generation(row, generation).map_err(|refusal| StoreError::Refused {
-            message: refusal.message(worker, generation),
-            refusal,
-        })?;
+        check_report_generation(&mut tx, worker, generation).await?;
         let rows: Vec<VolumeRow> = sqlx::query(
             "SELECT handle, state, parent_handle, missing_since FROM volumes WHERE worker_name = $1",
         )
@@ -298,17 +304,37 @@ impl Store {
             &plan.clear_missing,
         )
         .await?;
-        // One row at a time, in the planner's children-first order, so no
-        // statement ever deletes a parent before its child.
-        for handle in &plan.delete_rows {
-            sqlx::query("DELETE FROM volumes WHERE handle = $1")
-                .bind(handle)
-                .execute(&mut *tx)
-                .await?;
-        }
+        // In chunks of the planner's children-first order: no statement
+        // deletes a row whose child a later statement deletes.
+        let doomed: Vec<&String> = plan.delete_rows.iter().collect();
+        crate::gc::delete_handles(&mut tx, &doomed).await?;
         tx.commit().await?;
         Ok(plan)
     }
+}
+
+/// Refuses a report unless `generation` is the worker's current,
+/// non-stalled registration.
+pub(crate) async fn check_report_generation(
+    tx: &mut Transaction<'_, Any>,
+    worker: &str,
+    generation: i64,
+) -> Result<(), StoreError> {
+    let row = sqlx::query("SELECT state, generation FROM workers WHERE name = $1")
+        .bind(worker)
+        .fetch_optional(&mut **tx)
+        .await?
+        .map(|r| -> Result<_, StoreError> {
+            Ok((
+                parse_state(&r.try_get::<String, _>("state")?)?,
+                r.try_get::<i64, _>("generation")?,
+            ))
+        })
+        .transpose()?;
+    check_generation(row, generation).map_err(|refusal| StoreError::Refused {
+        message: refusal.message(worker, generation),
+        refusal,
+    })
 }
 
 /// Runs `sql IN (…)` over `handles` in chunks; `first` is bound as `$1` when given.

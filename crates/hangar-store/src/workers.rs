@@ -58,6 +58,17 @@ impl Store {
         info: &WorkerInfo,
         now: UnixMillis,
     ) -> Result<RegisterOutcome, StoreError> {
+        self.register_worker_reporting(info, None, now).await
+    }
+
+    /// [`Store::register_worker`], with how the worker's previous container
+    /// ended (as the worker tells it) added to the registration event's cause.
+    pub async fn register_worker_reporting(
+        &self,
+        info: &WorkerInfo,
+        previous_exit: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<RegisterOutcome, StoreError> {
         let mut tx = self.pool.begin().await?;
         // Taking the counter first locks its row (PostgreSQL) or the database
         // (SQLite) until commit: registrations are serialised, so the read of
@@ -136,6 +147,9 @@ impl Store {
                 "; invalidated {invalidated_volumes} volume(s) and {invalidated_containers} container(s)"
             ));
         }
+        if let Some(exit) = previous_exit {
+            cause.push_str(&format!("; previous container ended: {exit}"));
+        }
         record_event(&mut tx, &info.name, kind.event(), &cause, generation, now).await?;
         tx.commit().await?;
         Ok(RegisterOutcome {
@@ -158,8 +172,23 @@ impl Store {
         volumes: i64,
         now: UnixMillis,
     ) -> Result<WorkerState, StoreError> {
+        self.heartbeat_with_condition(name, generation, containers, volumes, None, now)
+            .await
+    }
+
+    /// A heartbeat that also records the worker's view of its condition
+    /// (JSON; `None` clears it).
+    pub async fn heartbeat_with_condition(
+        &self,
+        name: &str,
+        generation: i64,
+        containers: i64,
+        volumes: i64,
+        condition: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<WorkerState, StoreError> {
         let accepted = sqlx::query(
-            "UPDATE workers SET last_heartbeat_at = $1, containers = $2, volumes = $3 \
+            "UPDATE workers SET last_heartbeat_at = $1, containers = $2, volumes = $3, condition = $6 \
              WHERE name = $4 AND generation = $5 AND state <> 'stalled' RETURNING state",
         )
         .bind(now)
@@ -167,6 +196,7 @@ impl Store {
         .bind(volumes)
         .bind(name)
         .bind(generation)
+        .bind(condition)
         .fetch_optional(&self.pool)
         .await?;
         if let Some(row) = accepted {

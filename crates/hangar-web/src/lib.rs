@@ -1,4 +1,5 @@
-//! The web node: the HTTP API over the store, and the lifecycle loop.
+//! The web node: the HTTP API over the store, the lifecycle loop and the
+//! garbage collection loop.
 //!
 //! Handlers only parse, authenticate and call the store; every decision is
 //! made in `hangar-core` (through the store). The caller binds the listener
@@ -9,6 +10,7 @@ mod auth;
 mod clock;
 mod engine;
 mod error;
+mod gc_loop;
 mod json;
 mod lifecycle_loop;
 mod metrics;
@@ -25,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use clock::Clock;
 pub use error::ApiError;
+pub use gc_loop::CollectorRun;
 
 /// Everything web is configured with.
 #[derive(Clone, Debug)]
@@ -43,6 +46,11 @@ pub struct WebConfig {
     /// Whether this node runs builds (every node does in production; some
     /// tests drive the API alone).
     pub run_builds: bool,
+    /// What the garbage collectors keep, and for how long.
+    pub gc: hangar_core::gc::GcConfig,
+    /// How often the GC loop runs; `None` runs it never (tests drive it
+    /// through [`Web::run_gc_once`]).
+    pub gc_interval: Option<Duration>,
 }
 
 impl WebConfig {
@@ -59,6 +67,9 @@ impl WebConfig {
         }
         if self.lifecycle.heartbeat_ttl_ms <= 0 {
             return Err("the heartbeat ttl must be positive".into());
+        }
+        if self.gc.missing_grace_ms < 0 {
+            return Err("the missing grace period must not be negative".into());
         }
         if let Some(interval) = self.heartbeat_interval_ms {
             if interval <= 0 || interval >= self.lifecycle.heartbeat_ttl_ms {
@@ -138,6 +149,11 @@ impl Web {
         lifecycle_loop::tick(self).await
     }
 
+    /// Runs every garbage collector once now.
+    pub async fn run_gc_once(&self) -> Vec<gc_loop::CollectorRun> {
+        gc_loop::tick(self).await
+    }
+
     pub fn router(&self) -> axum::Router {
         routes::router(self.clone())
     }
@@ -156,6 +172,9 @@ pub async fn serve(
     }
     if web.config().run_builds {
         tasks.spawn(engine::run(web.clone(), shutdown.clone()));
+    }
+    if let Some(interval) = web.config().gc_interval {
+        tasks.spawn(gc_loop::run(web.clone(), interval, shutdown.clone()));
     }
     let app = web.router();
     let stop = shutdown.clone();

@@ -7,6 +7,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 type Labels = Vec<(&'static str, &'static str)>;
@@ -18,6 +19,60 @@ pub struct Metrics {
     workers: Family<Labels, Gauge>,
     invalidated: Family<Labels, Counter>,
     step_retries: Family<Labels, Counter>,
+    gc: GcMetrics,
+}
+
+/// Per garbage collector: rows found, destroyed and failed, and how long
+/// each run took.
+struct GcMetrics {
+    found: Family<Labels, Counter>,
+    destroyed: Family<Labels, Counter>,
+    failed: Family<Labels, Counter>,
+    errors: Family<Labels, Counter>,
+    duration: Family<Labels, Histogram, fn() -> Histogram>,
+}
+
+fn gc_duration_histogram() -> Histogram {
+    // 1 ms to about 4.4 minutes.
+    Histogram::new(exponential_buckets(0.001, 4.0, 10))
+}
+
+impl GcMetrics {
+    fn register(registry: &mut Registry) -> GcMetrics {
+        let m = GcMetrics {
+            found: Family::default(),
+            destroyed: Family::default(),
+            failed: Family::default(),
+            errors: Family::default(),
+            duration: Family::new_with_constructor(gc_duration_histogram),
+        };
+        registry.register(
+            "gc_found",
+            "Rows a garbage collector chose to collect, by collector",
+            m.found.clone(),
+        );
+        registry.register(
+            "gc_destroyed",
+            "Rows a garbage collector marked destroying or deleted, by collector",
+            m.destroyed.clone(),
+        );
+        registry.register(
+            "gc_failed",
+            "Rows an error kept a garbage collector from collecting (retried next run), by collector",
+            m.failed.clone(),
+        );
+        registry.register(
+            "gc_errors",
+            "Garbage collector runs that could not read their candidates, by collector",
+            m.errors.clone(),
+        );
+        registry.register(
+            "gc_duration_seconds",
+            "How long one run of a garbage collector took, by collector",
+            m.duration.clone(),
+        );
+        m
+    }
 }
 
 impl Metrics {
@@ -49,7 +104,9 @@ impl Metrics {
             "Build step attempts retried after an infrastructure failure, by cause",
             step_retries.clone(),
         );
+        let gc = GcMetrics::register(&mut registry);
         Metrics {
+            gc,
             registry: Mutex::new(registry),
             events,
             heartbeats,
@@ -72,6 +129,29 @@ impl Metrics {
         self.invalidated
             .get_or_create(&vec![("kind", "container")])
             .inc_by(containers);
+    }
+
+    pub fn gc_run(&self, run: &crate::gc_loop::CollectorRun) {
+        let labels = vec![("collector", run.collector.as_str())];
+        self.gc.found.get_or_create(&labels).inc_by(run.stats.found);
+        self.gc
+            .destroyed
+            .get_or_create(&labels)
+            .inc_by(run.stats.destroyed);
+        self.gc
+            .failed
+            .get_or_create(&labels)
+            .inc_by(run.stats.failed);
+        if run.error.is_some() {
+            self.gc.errors.get_or_create(&labels).inc();
+        } else {
+            // Present from the first run, so dashboards see zeros.
+            let _ = self.gc.errors.get_or_create(&labels);
+        }
+        self.gc
+            .duration
+            .get_or_create(&labels)
+            .observe(run.duration.as_secs_f64());
     }
 
     pub fn step_retry(&self, cause: &'static str) {

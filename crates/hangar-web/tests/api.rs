@@ -46,6 +46,7 @@ async fn a_worker_registers_heartbeats_and_is_listed(store: Store) {
         generation: reg.generation,
         containers: 2,
         volumes: 5,
+        condition: None,
     };
     assert_eq!(
         t.worker.heartbeat("w1", &hb).await.unwrap().state,
@@ -75,6 +76,7 @@ async fn the_lifecycle_runs_through_the_api_in_virtual_time(store: Store) {
                     generation: g2,
                     containers: 0,
                     volumes: 0,
+                    condition: None,
                 },
             )
             .await
@@ -93,6 +95,7 @@ async fn the_lifecycle_runs_through_the_api_in_virtual_time(store: Store) {
                 generation: g1,
                 containers: 0,
                 volumes: 0,
+                condition: None,
             },
         )
         .await
@@ -145,6 +148,7 @@ async fn a_superseded_worker_is_told_to_stop(store: Store) {
                 generation: old,
                 containers: 0,
                 volumes: 0,
+                condition: None,
             },
         )
         .await

@@ -67,6 +67,7 @@ impl FakeWorkerHost {
                 &VolumeReport {
                     generation: self.generation,
                     handles: self.on_disk(),
+                    containers: None,
                 },
             )
             .await
@@ -269,6 +270,7 @@ async fn reports_with_bad_handles_stale_generations_or_too_much_are_refused(stor
     let report = |generation, handles: Vec<String>| VolumeReport {
         generation,
         handles,
+        containers: None,
     };
     let err = t
         .worker

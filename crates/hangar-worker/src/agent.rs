@@ -11,6 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, VolumeApi};
 use crate::containers::ContainerManager;
+use crate::health::{check_once, Health, HealthConfig};
+use hangar_core::pressure::Pressure;
 
 use crate::resource_types::discover_resource_types;
 use crate::state_identity::load_or_create_state_identity;
@@ -35,6 +37,8 @@ pub struct WorkerConfig {
     pub api_url: Option<String>,
     /// How often the worker reports its full list of volumes.
     pub report_interval: Duration,
+    /// What the worker watches of itself (memory, disk, self-checks).
+    pub health: HealthConfig,
 }
 
 /// What the agent is asked to do, from a signal or from its owner.
@@ -64,6 +68,8 @@ enum Leaving {
     No,
     Landing,
     Retiring,
+    /// Landed by itself under hard pressure; comes back when it clears.
+    SelfLanding,
 }
 
 /// Runs the agent until it lands, retires, is superseded or is shut down.
@@ -90,13 +96,35 @@ pub async fn run(
         None => format!("http://{bound}"),
     };
     tracing::info!(worker = %config.name, %api_url, driver = ?volumes.driver(), "volume API listening");
-    // The API server is owned here and stops with the agent.
+    // The API server and the health checks are owned here and stop with
+    // the agent.
     let api_stop = shutdown.child_token();
     let _stop_api_on_return = api_stop.clone().drop_guard();
+    let health = Arc::new(Health::default());
+    check_once(&health, &config.health, &config.work_dir, &containers).await;
+    let health_task = tokio::spawn({
+        let (health, work_dir, containers, stop) = (
+            health.clone(),
+            config.work_dir.clone(),
+            containers.clone(),
+            api_stop.clone(),
+        );
+        let config = config.health.clone();
+        async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(config.check_interval) => {}
+                }
+                check_once(&health, &config, &work_dir, &containers).await;
+            }
+        }
+    });
     let api_task = tokio::spawn(api::serve(
         listener,
         VolumeApi::new(volumes.clone(), &config.worker_key, Limits::default())
             .with_containers(containers.clone())
+            .with_health(health.clone())
             .with_resources(crate::resources_api::ResourceRunner::new(
                 config.resource_types_dir.clone(),
                 volumes.clone(),
@@ -113,12 +141,14 @@ pub async fn run(
         &Stores {
             volumes: volumes.clone(),
             containers: containers.clone(),
+            health: health.clone(),
         },
         &mut commands,
         &shutdown,
     )
     .await;
     drop(_stop_api_on_return);
+    let _ = health_task.await;
     if let Err(e) = api_task.await {
         tracing::warn!(error = %e, "volume API task failed");
     }
@@ -152,6 +182,7 @@ async fn open_volumes(config: &WorkerConfig) -> anyhow::Result<Arc<VolumeManager
 struct Stores {
     volumes: Arc<VolumeManager>,
     containers: Arc<ContainerManager>,
+    health: Arc<Health>,
 }
 
 /// Opens `<work-dir>/containers`, recovering what a previous worker process
@@ -198,14 +229,32 @@ async fn handles(volumes: &Arc<VolumeManager>) -> anyhow::Result<Vec<String>> {
     Ok(list.into_iter().map(|v| v.handle).collect())
 }
 
-/// Reports the full list of handles and destroys what web answers, children
-/// first as web orders them; one failure does not stop the rest.
+/// Reports the full lists of volume and container handles, then sweeps:
+/// destroys what web answers (several at a time, children first, never a
+/// volume a container still mounts) and removes container leftovers. One
+/// failure does not stop the rest.
 async fn report_volumes(
     client: &Client,
     name: &str,
     generation: i64,
     volumes: &Arc<VolumeManager>,
+    containers: &Arc<ContainerManager>,
 ) -> Result<(), ClientError> {
+    // Containers are listed before volumes: a container made between the
+    // two listings mounts volumes that existed before it, so the report
+    // never names a container without the volumes it uses.
+    let cm = containers.clone();
+    let container_handles = match tokio::task::spawn_blocking(move || cm.handles()).await {
+        Ok(Ok(h)) => Some(h),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "cannot list containers for the report; reporting volumes only");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "container listing task failed; reporting volumes only");
+            None
+        }
+    };
     let reported = match handles(volumes).await {
         Ok(h) => h,
         Err(e) => {
@@ -219,17 +268,29 @@ async fn report_volumes(
             &VolumeReport {
                 generation,
                 handles: reported,
+                containers: container_handles,
             },
         )
         .await?;
-    for handle in answer.destroy {
-        let m = volumes.clone();
-        let h = handle.clone();
-        match tokio::task::spawn_blocking(move || m.destroy(&h)).await {
-            Ok(Ok(())) => tracing::info!(%handle, "destroyed volume as web asked"),
-            Ok(Err(e)) => tracing::warn!(%handle, error = %e, "could not destroy volume"),
-            Err(e) => tracing::warn!(%handle, error = %e, "destroy task failed"),
-        }
+    let swept = crate::sweeper::sweep(
+        volumes,
+        Some(containers),
+        &answer.destroy,
+        &answer.destroy_containers,
+        &crate::sweeper::SweepOptions::default(),
+    )
+    .await;
+    for handle in &swept.destroyed_containers {
+        tracing::info!(%handle, "destroyed container as web asked");
+    }
+    for handle in &swept.destroyed_volumes {
+        tracing::info!(%handle, "destroyed volume as web asked");
+    }
+    if !swept.mounted.is_empty() {
+        tracing::info!(volumes = ?swept.mounted, "kept volumes a container still mounts; web asks again");
+    }
+    for (handle, error) in &swept.failed {
+        tracing::warn!(%handle, %error, "could not destroy; web asks again next report");
     }
     Ok(())
 }
@@ -251,9 +312,11 @@ async fn agent_loop(
         req.containers = active_containers(containers).await;
         req
     };
-    let Some(mut registered) =
-        register_until_accepted(client, &registration().await, shutdown).await
-    else {
+    // Only this process's first registration says how the previous
+    // container ended; a later one (after a stall) is the same container.
+    let mut first = registration().await;
+    first.previous_exit = crate::kube::previous_exit_from_env().await;
+    let Some(mut registered) = register_until_accepted(client, &first, shutdown).await else {
         return Ok(AgentExit::Stopped);
     };
     let mut reports = Ticker::new(config.report_interval);
@@ -290,19 +353,46 @@ async fn agent_loop(
                 ticker.reset_immediately();
             }
             _ = reports.tick() => {
-                if let Err(e) = report_volumes(client, &config.name, registered.generation, volumes).await {
+                if let Err(e) = report_volumes(client, &config.name, registered.generation, volumes, containers).await {
                     // Refusals are acted on by the heartbeat, which sees the same answer.
                     tracing::warn!(error = %e, "volume report failed; retrying next interval");
                 }
             }
             _ = ticker.tick() => {
+                let pressure = stores.health.pressure();
+                // Near its memory or disk limit, the worker lands itself
+                // before the kernel or the kubelet kills it, and takes work
+                // again once the pressure is gone.
+                if pressure == Pressure::Hard && leaving == Leaving::No {
+                    match client.land(&config.name).await {
+                        Ok(_) => {
+                            tracing::warn!(worker = %config.name, "under hard pressure; landing until it clears");
+                            leaving = Leaving::SelfLanding;
+                        }
+                        Err(e) => tracing::warn!(error = %e, "could not land under pressure"),
+                    }
+                } else if pressure == Pressure::None && leaving == Leaving::SelfLanding {
+                    tracing::info!(worker = %config.name, "pressure cleared; taking work again");
+                    let Some(r) = register_until_accepted(client, &registration().await, shutdown).await else {
+                        return Ok(AgentExit::Stopped);
+                    };
+                    registered = r;
+                    leaving = Leaving::No;
+                    ticker = heartbeat_ticker(config, &registered);
+                    continue;
+                }
                 let hb = Heartbeat {
                     generation: registered.generation,
                     containers: active_containers(containers).await,
                     volumes: handles(volumes).await.map(|h| h.len() as i64).unwrap_or(0),
+                    condition: Some(stores.health.condition()),
                 };
-                match client.heartbeat(&config.name, &hb).await {
-                    Ok(accepted) if accepted.state == "landed" => {
+                let answer = client.heartbeat(&config.name, &hb).await;
+                if answer.is_ok() {
+                    stores.health.web_answered();
+                }
+                match answer {
+                    Ok(accepted) if accepted.state == "landed" && leaving != Leaving::SelfLanding => {
                         tracing::info!(worker = %config.name, "worker landed");
                         return Ok(AgentExit::Landed);
                     }
@@ -350,6 +440,7 @@ fn registration(config: &WorkerConfig, identity: &str) -> RegisterWorker {
         containers: 0,
         volumes: 0,
         api_url: None,
+        previous_exit: None,
     }
 }
 

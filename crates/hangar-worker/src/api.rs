@@ -33,6 +33,9 @@ pub struct VolumeApi {
     containers: Option<Arc<ContainerManager>>,
     /// Served under `/resource-actions` when set (see `resources_api`).
     resources: Option<crate::resources_api::ResourceRunner>,
+    /// Answers `/healthz` when set; without it the endpoint only says the
+    /// process is up.
+    health: Option<Arc<crate::health::Health>>,
 }
 
 impl VolumeApi {
@@ -43,12 +46,18 @@ impl VolumeApi {
             limits,
             containers: None,
             resources: None,
+            health: None,
         }
     }
 
     /// Serves the container API too, with the same key.
     pub fn with_containers(mut self, containers: Arc<ContainerManager>) -> VolumeApi {
         self.containers = Some(containers);
+        self
+    }
+
+    pub fn with_health(mut self, health: Arc<crate::health::Health>) -> VolumeApi {
+        self.health = Some(health);
         self
     }
 
@@ -147,8 +156,9 @@ pub fn router(api: VolumeApi) -> Router {
         .layer(axum::extract::DefaultBodyLimit::disable());
     let resources = api.resources.clone();
     let router = Router::new()
+        .route("/healthz", get(healthz))
         .route(
-            "/healthz",
+            "/livez",
             get(|| async { Json(serde_json::json!({"ok": true})) }),
         )
         .merge(authed)
@@ -323,4 +333,21 @@ async fn stream_out(
         Body::from_stream(ReaderStream::new(reader)),
     )
         .into_response())
+}
+
+/// For readiness probes: 503 while the worker is unhealthy (its work dir
+/// unwritable, containers failing, web out of reach) or under pressure, with
+/// the reason. `/livez` only says the process answers.
+async fn healthz(State(api): State<VolumeApi>) -> Response {
+    let Some(health) = &api.health else {
+        return Json(serde_json::json!({"ok": true})).into_response();
+    };
+    let c = health.condition();
+    let ok = c.healthy && c.pressure != "hard";
+    let status = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(serde_json::json!({"ok": ok, "condition": c}))).into_response()
 }

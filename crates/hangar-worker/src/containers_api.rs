@@ -61,6 +61,7 @@ impl From<ContainerError> for ApiError {
                 (StatusCode::NOT_FOUND, codes::NOT_FOUND)
             }
             ContainerError::AlreadyExists { .. } => (StatusCode::CONFLICT, codes::CONFLICT),
+            ContainerError::NoRoom { .. } => (StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE),
             ContainerError::Corrupt { .. }
             | ContainerError::Volumes(_)
             | ContainerError::Io { .. } => {
@@ -99,7 +100,7 @@ async fn create(
 ) -> Result<(StatusCode, Json<Container>), ApiError> {
     let Json(spec) =
         body.map_err(|e| bad_request(format!("invalid request: {}", e.body_text())))?;
-    let made = blocking(move || m.create(spec)).await?;
+    let made = blocking(move || m.create_within(spec)).await?;
     Ok((StatusCode::CREATED, Json(made)))
 }
 

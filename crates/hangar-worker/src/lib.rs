@@ -8,9 +8,12 @@ mod agent;
 pub mod api;
 pub mod containers;
 mod containers_api;
+pub mod health;
+pub mod kube;
 mod resource_types;
 pub mod resources_api;
 mod state_identity;
+pub mod sweeper;
 
 pub use agent::{run, AgentCommand, AgentExit, WorkerConfig};
 pub use resource_types::discover_resource_types;

@@ -47,6 +47,10 @@ enum Command {
     RetireWorker(cmd::worker_commands::NameArgs),
     /// Remove a worker that is not running (stalled, landed, …) from web.
     PruneWorker(cmd::worker_commands::PruneArgs),
+    /// Run a benchmark: heartbeats, execute, agent-memory.
+    Bench(cmd::bench::Args),
+    /// Run a seeded chaos run against real web and worker processes.
+    Chaos(cmd::chaos::Args),
     /// Run a built-in resource type's action (the scripts a worker installs
     /// call this).
     #[command(hide = true)]
@@ -79,6 +83,8 @@ fn main() -> std::process::ExitCode {
             Command::LandWorker(args) => cmd::worker_commands::land(args).await,
             Command::RetireWorker(args) => cmd::worker_commands::retire(args).await,
             Command::PruneWorker(args) => cmd::worker_commands::prune(args).await,
+            Command::Bench(args) => cmd::bench::run(args).await,
+            Command::Chaos(args) => cmd::chaos::run(args).await,
             Command::ResourceType(args) => cmd::resource_type::run(args),
         }
     });

@@ -83,6 +83,10 @@ pub async fn run(
                         if let Some(w) = failure.worker() {
                             avoid.insert(w.to_string());
                         }
+                        if let StepFailure::WorkerUnreachable { worker, .. } = &failure {
+                            super::watch::settle(&ctx.web, worker, ctx.web.now(), &ctx.stop)
+                                .await?;
+                        }
                         record.attempt = i64::from(next_attempt);
                     }
                     RetryDecision::GiveUp(state) => {
@@ -152,6 +156,7 @@ async fn attempt(
             team: None,
             wants: vec![],
             avoid: avoid.clone(),
+            memory: None,
         },
         resource_type: Some(step.resource_type.clone()),
         volumes: vec![],

@@ -54,15 +54,22 @@ async fn candidates(
                 .unwrap_or(false),
             None => true,
         })
-        .map(|w| Candidate {
-            has: has.remove(&w.info.name).unwrap_or_default(),
-            name: w.info.name,
-            state: w.state,
-            platform: w.info.platform,
-            tags: w.info.tags.into_iter().collect(),
-            team: w.info.team,
-            active_containers: w.info.containers,
-            accepting_work: true,
+        .map(|w| {
+            let condition: Option<hangar_api::WorkerCondition> = w
+                .condition
+                .as_deref()
+                .and_then(|c| serde_json::from_str(c).ok());
+            Candidate {
+                accepting_work: condition.as_ref().is_none_or(|c| c.accepting_work()),
+                memory_free: condition.as_ref().map(|c| c.memory_free()),
+                has: has.remove(&w.info.name).unwrap_or_default(),
+                name: w.info.name,
+                state: w.state,
+                platform: w.info.platform,
+                tags: w.info.tags.into_iter().collect(),
+                team: w.info.team,
+                active_containers: w.info.containers,
+            }
         })
         .collect())
 }

@@ -120,6 +120,10 @@ pub async fn run(
                         if let Some(w) = failure.worker() {
                             avoid.insert(w.to_string());
                         }
+                        if let StepFailure::WorkerUnreachable { worker, .. } = &failure {
+                            super::watch::settle(&ctx.web, worker, ctx.web.now(), &ctx.stop)
+                                .await?;
+                        }
                         record.attempt = i64::from(next_attempt);
                         record.container = None;
                         record.worker = None;
@@ -216,6 +220,33 @@ async fn available(ctx: &BuildContext, handle: &str) -> Result<(), String> {
         Ok(_) => Err(vol.worker),
         Err(()) => Ok(()),
     }
+}
+
+/// The failure making a step's copy of an input brings. When the worker
+/// holding the input answers that it does not have it, the input is lost:
+/// its row is marked missing at once, so the retry fetches it anew rather
+/// than ask for it again (and fail again) until the worker's next report.
+async fn input_failure(
+    web: &crate::Web,
+    vol: &hangar_store::VolumeRecord,
+    e: OpError,
+) -> StepFailure {
+    if let OpError::Worker { worker, source } = &e {
+        if *worker == vol.worker && source.code() == Some(hangar_api::codes::NOT_FOUND) {
+            if let Err(err) = web
+                .store()
+                .mark_volume_missing(&vol.handle, web.now())
+                .await
+            {
+                tracing::warn!(handle = %vol.handle, error = %err, "cannot mark a lost input missing");
+            }
+            return StepFailure::VolumeLost {
+                worker: vol.worker.clone(),
+                handle: vol.handle.clone(),
+            };
+        }
+    }
+    op_failure(&vol.worker, e)
 }
 
 fn op_failure(worker: &str, e: OpError) -> StepFailure {
@@ -323,6 +354,7 @@ async fn attempt(
             team: None,
             wants: vec![],
             avoid: avoid.clone(),
+            memory: config.memory_limit_bytes(),
         },
         resource_type: None,
         volumes: inputs
@@ -538,7 +570,7 @@ async fn prepare_volumes(
                     read_only: false,
                 });
             }
-            Err(e) => return Err(op_failure(&vol.worker, e)),
+            Err(e) => return Err(input_failure(web, &vol, e).await),
         }
     }
     let mut outputs = BTreeMap::new();

@@ -50,3 +50,57 @@ pub async fn guarded<T>(
         }
     }
 }
+
+/// After a step failed because `worker` could not be reached, waits until
+/// web has made up its mind about that worker, so the retry does not race
+/// the failure detector: a dead worker that is not stalled yet still looks
+/// running, holds the step's inputs and wins placement, and every retry
+/// would fail on it at once until the attempts are gone. Returns when the
+/// worker heartbeated after `failed_at` (it is alive; the trouble passed),
+/// is stalled, registered again or left (it is dead; its volumes count as
+/// lost and the retry fetches inputs anew), or after the heartbeat TTL and
+/// two lifecycle passes (counted from when the database last failed to
+/// answer, if it did meanwhile), whichever comes first.
+pub async fn settle(
+    web: &Web,
+    worker: &str,
+    failed_at: i64,
+    stop: &tokio_util::sync::CancellationToken,
+) -> Result<(), super::context::Interrupted> {
+    let config = web.config();
+    let pass_ms = config
+        .lifecycle_interval
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(1_000);
+    let judge_ms = config
+        .lifecycle
+        .heartbeat_ttl_ms
+        .saturating_add(pass_ms.saturating_mul(2));
+    let mut deadline = failed_at.saturating_add(judge_ms);
+    let first = web.store().get_worker(worker).await.ok().flatten();
+    let Some(first) = first else { return Ok(()) };
+    loop {
+        match web.store().get_worker(worker).await {
+            Ok(None) => return Ok(()),
+            Ok(Some(w))
+                if w.state == hangar_core::WorkerState::Stalled
+                    || w.generation != first.generation
+                    || w.last_heartbeat_at > failed_at =>
+            {
+                return Ok(())
+            }
+            Ok(Some(_)) => {}
+            // While the database does not answer, heartbeats cannot land
+            // and the lifecycle loop cannot judge: the wait starts over
+            // once it answers.
+            Err(_) => deadline = deadline.max(web.now().saturating_add(judge_ms)),
+        }
+        if web.now() >= deadline {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return Err(super::context::Interrupted),
+            _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+        }
+    }
+}

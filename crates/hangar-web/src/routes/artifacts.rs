@@ -70,6 +70,7 @@ pub async fn upload(
                     active_containers: w.info.containers,
                     has: Default::default(),
                     accepting_work: true,
+                    memory_free: None,
                 })
                 .collect();
             let req = Requirement {

@@ -162,8 +162,9 @@ pub async fn destroy(
     show(State(web), Admin, Path(handle)).await
 }
 
-/// A worker's full report of its volumes: diffed both ways, applied, and
-/// answered with what the worker must destroy.
+/// A worker's full report of its volumes (and containers, when it lists
+/// them): diffed both ways, applied, and answered with what the worker must
+/// destroy.
 pub async fn report(
     State(web): State<Web>,
     _: WorkerKey,
@@ -179,6 +180,16 @@ pub async fn report(
     for h in &report.handles {
         validate_handle(h)?;
     }
+    if let Some(containers) = &report.containers {
+        if containers.len() > MAX_REPORTED {
+            return Err(ApiError::bad_request(format!(
+                "a report lists at most {MAX_REPORTED} containers"
+            )));
+        }
+        for h in containers {
+            validate_handle(h)?;
+        }
+    }
     let plan = web
         .store()
         .apply_volume_report(&name, report.generation, &report.handles, web.now())
@@ -193,7 +204,26 @@ pub async fn report(
             "volume report applied"
         );
     }
+    let mut destroy_containers = Vec::new();
+    if let Some(containers) = &report.containers {
+        let plan = web
+            .store()
+            .apply_container_report(&name, report.generation, containers, web.now())
+            .await?;
+        if !plan.is_empty() {
+            tracing::info!(
+                worker = %name,
+                missing = plan.mark_missing.len(),
+                back = plan.clear_missing.len(),
+                destroy = plan.destroy_on_worker.len(),
+                deleted = plan.delete_rows.len(),
+                "container report applied"
+            );
+        }
+        destroy_containers = plan.destroy_on_worker;
+    }
     Ok(axum::Json(VolumeReportAnswer {
         destroy: plan.destroy_on_worker,
+        destroy_containers,
     }))
 }

@@ -65,6 +65,9 @@ pub fn validate_registration(r: &RegisterWorker) -> Result<(), String> {
     if r.containers < 0 || r.volumes < 0 {
         return Err("container and volume counts must not be negative".into());
     }
+    if let Some(exit) = &r.previous_exit {
+        printable("previous_exit", exit, 2 * MAX_TEXT)?;
+    }
     Ok(())
 }
 
@@ -92,7 +95,10 @@ pub async fn register(
         volumes: req.volumes,
         api_url: req.api_url,
     };
-    let out = web.store().register_worker(&info, web.now()).await?;
+    let out = web
+        .store()
+        .register_worker_reporting(&info, req.previous_exit.as_deref(), web.now())
+        .await?;
     let event = out.kind.event();
     tracing::info!(worker = %info.name, generation = out.generation, kind = out.kind.as_str(), "worker registered");
     web.metrics().lifecycle_event(event);
@@ -122,9 +128,30 @@ pub async fn heartbeat(
             "container and volume counts must not be negative",
         ));
     }
+    let condition = match &hb.condition {
+        Some(c) => {
+            for reason in c.pressure_reason.iter().chain(c.unhealthy_reason.iter()) {
+                printable("condition reason", reason, 1024).map_err(ApiError::bad_request)?;
+            }
+            if !matches!(c.pressure.as_str(), "none" | "soft" | "hard") {
+                return Err(ApiError::bad_request(
+                    "condition.pressure must be none, soft or hard",
+                ));
+            }
+            Some(serde_json::to_string(c).map_err(|e| ApiError::bad_request(e.to_string()))?)
+        }
+        None => None,
+    };
     let result = web
         .store()
-        .heartbeat(&name, hb.generation, hb.containers, hb.volumes, web.now())
+        .heartbeat_with_condition(
+            &name,
+            hb.generation,
+            hb.containers,
+            hb.volumes,
+            condition.as_deref(),
+            web.now(),
+        )
         .await;
     web.metrics().heartbeat(result.is_ok());
     let state = result?;
@@ -158,6 +185,10 @@ pub fn worker_to_api(w: WorkerRecord) -> Worker {
         api_url: w.info.api_url,
         last_event: w.last_event.map(event_to_api),
         last_restart: w.last_restart.map(event_to_api),
+        condition: w
+            .condition
+            .as_deref()
+            .and_then(|c| serde_json::from_str(c).ok()),
     }
 }
 

@@ -40,6 +40,8 @@ impl TestWeb {
             lifecycle_interval: None,
             clock: Clock::manual(1_700_000_000_000),
             run_builds: false,
+            gc: Default::default(),
+            gc_interval: None,
         };
         let web = Web::new(store, config).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -100,6 +102,7 @@ pub fn registration(name: &str, identity: &str) -> RegisterWorker {
         containers: 0,
         volumes: 0,
         api_url: None,
+        previous_exit: None,
     }
 }
 

@@ -74,8 +74,23 @@ impl Cgroups {
         }
     }
 
-    /// Finds the memory controller, or says why there is none.
+    /// Finds a memory controller this process can make cgroups in, or says
+    /// why there is none: none at all, or one mounted read-only (an
+    /// unprivileged container) or not ours to write (not root).
     pub fn detect(&self) -> Result<CgroupVersion, String> {
+        let version = self.find()?;
+        let mem = self.memory_root(version);
+        nix::unistd::access(&mem, nix::unistd::AccessFlags::W_OK).map_err(|e| {
+            format!(
+                "the memory cgroup at {} is not writable ({e}); in a container the worker must be privileged to make cgroups",
+                mem.display()
+            )
+        })?;
+        Ok(version)
+    }
+
+    /// Finds the memory controller, or says why there is none.
+    fn find(&self) -> Result<CgroupVersion, String> {
         let root = &self.root;
         let unified = root.join("cgroup.controllers");
         if let Ok(controllers) = fs::read_to_string(&unified) {

@@ -73,6 +73,11 @@ pub enum ContainerError {
     /// a memory limit); the reason says what is missing.
     #[error("unsupported on this worker: {reason}")]
     Unsupported { reason: String },
+    /// The worker has promised its memory away: the container would take
+    /// the sum of limits past what the worker may use. Another worker may
+    /// have room.
+    #[error("no room on this worker: {reason}")]
+    NoRoom { reason: String },
     #[error("corrupt state of container {handle:?}: {reason}")]
     Corrupt { handle: String, reason: String },
     #[error("volume store: {0}")]
@@ -125,6 +130,16 @@ pub struct ContainerOpenReport {
 pub struct ContainerManager {
     inner: Arc<Inner>,
     report: ContainerOpenReport,
+    /// Serialises admission checks against the memory budget.
+    admission: Mutex<()>,
+    /// The memory all containers' limits may add up to (0: no budget).
+    budget: std::sync::atomic::AtomicU64,
+    /// The limit a container without one gets (0: none).
+    default_limit: std::sync::atomic::AtomicU64,
+}
+
+fn nonzero(n: u64) -> Option<u64> {
+    (n > 0).then_some(n)
 }
 
 struct Inner {
@@ -202,7 +217,13 @@ impl ContainerManager {
             lost = report.lost.len(),
             "container manager opened"
         );
-        Ok(ContainerManager { inner, report })
+        Ok(ContainerManager {
+            inner,
+            report,
+            admission: Mutex::new(()),
+            budget: Default::default(),
+            default_limit: Default::default(),
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -217,6 +238,47 @@ impl ContainerManager {
     /// Validates the spec, records it and starts the process. Returns once
     /// the process is started (`running`).
     pub fn create(&self, spec: ContainerSpec) -> Result<Container, ContainerError> {
+        self.inner.create(spec)
+    }
+
+    /// Sets the memory budget and the default container limit that
+    /// [`ContainerManager::create_within`] applies.
+    pub fn set_memory_policy(&self, budget: Option<u64>, default_limit: Option<u64>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.budget.store(budget.unwrap_or(0), Relaxed);
+        self.default_limit
+            .store(default_limit.unwrap_or(0), Relaxed);
+    }
+
+    /// Creates a container within a memory budget: a container without a
+    /// limit gets `default_limit` when the worker can enforce limits, and
+    /// none is accepted whose limit would take the running containers'
+    /// limits past `budget`. The check and the start are serialised, so two
+    /// concurrent creations cannot both take the last room.
+    pub fn create_within(&self, mut spec: ContainerSpec) -> Result<Container, ContainerError> {
+        let budget = nonzero(self.budget.load(std::sync::atomic::Ordering::Relaxed));
+        let default_limit = nonzero(
+            self.default_limit
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
+        let _admission = self.admission.lock().unwrap_or_else(|p| p.into_inner());
+        if spec.memory_limit_bytes.is_none() && self.memory_limits_enforceable().is_ok() {
+            spec.memory_limit_bytes = default_limit;
+        }
+        if let (Some(budget), Some(limit)) = (budget, spec.memory_limit_bytes) {
+            let reserved = self.reserved_memory()?;
+            if reserved.saturating_add(limit) > budget {
+                let human = hangar_core::build::human_bytes;
+                return Err(ContainerError::NoRoom {
+                    reason: format!(
+                        "a {} limit on top of {} promised exceeds the worker's {}",
+                        human(limit),
+                        human(reserved),
+                        human(budget)
+                    ),
+                });
+            }
+        }
         self.inner.create(spec)
     }
 
@@ -256,6 +318,28 @@ impl ContainerManager {
             .count())
     }
 
+    /// The memory limits of the running containers, summed: what the worker
+    /// has promised away.
+    pub fn reserved_memory(&self) -> Result<u64, ContainerError> {
+        let mut total = 0u64;
+        for c in self.list()?.iter().filter(|c| c.state == STATE_RUNNING) {
+            if let Some(rec) = self.inner.load(&c.handle)? {
+                total = total.saturating_add(rec.spec.memory_limit_bytes.unwrap_or(0));
+            }
+        }
+        Ok(total)
+    }
+
+    /// Whether this worker can put a memory limit on a process container
+    /// (a writable memory cgroup); why not, when it cannot.
+    pub fn memory_limits_enforceable(&self) -> Result<(), String> {
+        self.inner
+            .cgroup_version
+            .as_ref()
+            .map(|_| ())
+            .map_err(Clone::clone)
+    }
+
     /// Waits until the container has exited or `timeout` passes; returns it
     /// either way (check `state`).
     pub fn wait(&self, handle: &str, timeout: Duration) -> Result<Container, ContainerError> {
@@ -291,6 +375,77 @@ impl ContainerManager {
     /// container that is not there counts as destroyed.
     pub fn destroy(&self, handle: &str) -> Result<(), ContainerError> {
         self.inner.destroy(handle)
+    }
+
+    /// The handle of every container this worker has, running or exited:
+    /// what it reports to web.
+    pub fn handles(&self) -> Result<Vec<String>, ContainerError> {
+        let mut out = Vec::new();
+        for handle in self.inner.handles()? {
+            if hangar_volumes::validate_handle(&handle).is_ok()
+                && self.inner.dir(&handle).join(store::SPEC_FILE).exists()
+            {
+                out.push(handle);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Every volume a container this worker still has mounts (its rootfs
+    /// included), running or exited: the sweeper never destroys them.
+    pub fn mounted_volumes(&self) -> Result<std::collections::BTreeSet<String>, ContainerError> {
+        let mut out = std::collections::BTreeSet::new();
+        for handle in self.inner.handles()? {
+            match self.inner.load(&handle) {
+                Ok(Some(rec)) => {
+                    out.extend(rec.spec.mounts.iter().map(|m| m.volume.clone()));
+                    out.extend(rec.spec.rootfs_volume.clone());
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    // Its mounts cannot be told: keep every volume.
+                    return Err(e);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes leftovers of interrupted creations and removals (staging
+    /// and trash dirs, a container dir without its spec) while the worker
+    /// runs. Safe at any moment: creation and removal hold the lock taken
+    /// here, so what is found under it is nobody's work in progress.
+    pub fn sweep_leftovers(&self) -> Result<Vec<PathBuf>, ContainerError> {
+        let inner = &self.inner;
+        let _ops = inner.lock();
+        let mut removed = Vec::new();
+        let entries =
+            fs::read_dir(&inner.root).map_err(io_err(format!("list {}", inner.root.display())))?;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let leftover = name.starts_with(CREATING_PREFIX)
+                || name.starts_with(DESTROYING_PREFIX)
+                || (!name.starts_with('.')
+                    && hangar_volumes::validate_handle(&name).is_ok()
+                    && path.is_dir()
+                    && !path.join(store::SPEC_FILE).exists());
+            if !leftover {
+                continue;
+            }
+            let meta: Option<Meta> = store::read_json(&path.join(store::META_FILE)).unwrap_or(None);
+            if let Some(cg) = meta.as_ref().and_then(|m| m.cgroup.as_ref()) {
+                inner.cgroups.kill_all(cg, KILL_WAIT);
+                let _ = inner.cgroups.remove(cg, Duration::from_secs(2));
+            }
+            fs::remove_dir_all(&path).map_err(io_err(format!("remove {}", path.display())))?;
+            tracing::info!(path = %path.display(), "removed a container leftover");
+            removed.push(path);
+        }
+        Ok(removed)
     }
 }
 

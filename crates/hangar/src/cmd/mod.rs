@@ -1,4 +1,6 @@
+pub mod bench;
 pub mod builds;
+pub mod chaos;
 pub mod events;
 pub mod execute;
 pub mod quickstart;

@@ -23,6 +23,8 @@ pub struct Args {
     pub workers: u16,
     #[command(flatten)]
     pub lifecycle: Lifecycle,
+    #[command(flatten)]
+    pub health: crate::cmd::worker::HealthArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -78,6 +80,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             api_bind: "127.0.0.1:0".into(),
             api_url: None,
             report_interval: Duration::from_secs(10),
+            health: args.health.config(Duration::from_secs(5))?,
         };
         let (tx, rx) = mpsc::channel(4);
         senders.push(tx);

@@ -26,12 +26,22 @@ pub struct Lifecycle {
     /// How often the lifecycle loop looks for stalled, landed and retired workers.
     #[arg(long, env = "HANGAR_LIFECYCLE_INTERVAL", default_value = "1s", value_parser = duration::parse)]
     pub lifecycle_interval: Duration,
+    /// How often the garbage collectors run.
+    #[arg(long, env = "HANGAR_GC_INTERVAL", default_value = "10s", value_parser = duration::parse)]
+    pub gc_interval: Duration,
+    /// How long a volume or container a worker stopped reporting is kept
+    /// (absent for new steps from the first moment) before it is collected.
+    #[arg(long, env = "HANGAR_GC_MISSING_GRACE_PERIOD", default_value = "5m", value_parser = duration::parse)]
+    pub gc_missing_grace_period: Duration,
 }
 
 impl Lifecycle {
     pub fn web_config(&self, admin_token: String, worker_key: String) -> anyhow::Result<WebConfig> {
         if self.lifecycle_interval.is_zero() {
             anyhow::bail!("--lifecycle-interval must be more than 0");
+        }
+        if self.gc_interval.is_zero() {
+            anyhow::bail!("--gc-interval must be more than 0");
         }
         Ok(WebConfig {
             admin_token,
@@ -45,6 +55,11 @@ impl Lifecycle {
             lifecycle_interval: Some(self.lifecycle_interval),
             clock: Clock::System,
             run_builds: true,
+            gc: hangar_core::gc::GcConfig {
+                missing_grace_ms: millis(self.gc_missing_grace_period),
+                ..Default::default()
+            },
+            gc_interval: Some(self.gc_interval),
         })
     }
 }

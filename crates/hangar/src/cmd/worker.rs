@@ -55,11 +55,73 @@ pub struct Args {
     /// needed when --api-bind is 0.0.0.0, e.g. the pod IP on Kubernetes.
     #[arg(long, env = "HANGAR_API_URL")]
     pub api_url: Option<String>,
+    #[command(flatten)]
+    pub health: HealthArgs,
 }
 
 /// `auto` is `None`: the worker probes for overlay at start.
 #[derive(Debug, Clone, Copy)]
 pub struct DriverChoice(Option<DriverKind>);
+
+/// What the worker watches of itself, shared by `worker` and `quickstart`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct HealthArgs {
+    /// The memory the worker may use (e.g. 4GiB); default its cgroup's
+    /// limit, else the host's memory. On Kubernetes, its pod limit.
+    #[arg(long, env = "HANGAR_MEMORY_LIMIT", value_parser = parse_size)]
+    pub memory_limit: Option<u64>,
+    /// Above this fraction of its memory or disk, the worker takes no new work.
+    #[arg(long, env = "HANGAR_SOFT_THRESHOLD", default_value_t = 0.80, value_parser = parse_fraction)]
+    pub soft_threshold: f64,
+    /// Above this fraction, it lands itself until the pressure clears.
+    #[arg(long, env = "HANGAR_HARD_THRESHOLD", default_value_t = 0.95, value_parser = parse_fraction)]
+    pub hard_threshold: f64,
+    /// The memory limit of a container whose task sets none (applied where
+    /// the worker can enforce limits).
+    #[arg(long, env = "HANGAR_DEFAULT_CONTAINER_MEMORY", default_value = "2GiB", value_parser = parse_size)]
+    pub default_container_memory: u64,
+    /// How often the worker checks itself (work dir, a trivial container, web).
+    #[arg(long, env = "HANGAR_HEALTH_CHECK_INTERVAL", default_value = "10s", value_parser = duration::parse)]
+    pub health_check_interval: Duration,
+}
+
+impl HealthArgs {
+    pub fn config(
+        &self,
+        heartbeat_interval: Duration,
+    ) -> anyhow::Result<hangar_worker::health::HealthConfig> {
+        if self.soft_threshold >= self.hard_threshold {
+            anyhow::bail!("--soft-threshold must be below --hard-threshold");
+        }
+        if self.health_check_interval.is_zero() {
+            anyhow::bail!("--health-check-interval must be more than 0");
+        }
+        Ok(hangar_worker::health::HealthConfig {
+            memory_limit: self.memory_limit,
+            thresholds: hangar_core::pressure::Thresholds {
+                soft: self.soft_threshold,
+                hard: self.hard_threshold,
+                hysteresis: 0.05,
+            },
+            check_interval: self.health_check_interval,
+            web_timeout: heartbeat_interval * 3,
+            default_container_memory: Some(self.default_container_memory),
+        })
+    }
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    hangar_core::task::parse_memory_size(s)
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let f: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if (0.05..=1.0).contains(&f) {
+        Ok(f)
+    } else {
+        Err(format!("{f} is not a fraction between 0.05 and 1"))
+    }
+}
 
 fn parse_driver(s: &str) -> Result<DriverChoice, String> {
     match s {
@@ -96,6 +158,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         api_bind: args.api_bind,
         api_url: args.api_url,
         report_interval: args.report_interval,
+        health: args.health.config(args.heartbeat_interval)?,
     };
     let shutdown = CancellationToken::new();
     let (tx, rx) = mpsc::channel(4);

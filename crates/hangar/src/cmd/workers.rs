@@ -43,6 +43,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                     Some(r) => format!("{} (last: {} {})", w.restarts, r.kind, ago(now, r.at)),
                     None => w.restarts.to_string(),
                 },
+                condition(w.condition.as_ref()),
                 w.last_event
                     .as_ref()
                     .map(|e| format!("{} {}", e.kind, ago(now, e.at)))
@@ -65,10 +66,39 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "platform",
                 "tags",
                 "restarts",
+                "condition",
                 "last event",
             ],
             &rows
         )
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Memory, disk, pressure and health in one cell: `ok mem 1.2 GiB/4 GiB
+/// (512 MiB promised) disk 40%`, or what is wrong first.
+fn condition(c: Option<&hangar_api::WorkerCondition>) -> String {
+    let Some(c) = c else { return "unknown".into() };
+    let human = hangar_core::build::human_bytes;
+    let disk = (c.disk_used * 100).checked_div(c.disk_total).unwrap_or(0);
+    let state = if !c.healthy {
+        format!(
+            "unhealthy ({})",
+            c.unhealthy_reason.as_deref().unwrap_or("?")
+        )
+    } else if c.pressure != "none" {
+        format!(
+            "pressure {} ({})",
+            c.pressure,
+            c.pressure_reason.as_deref().unwrap_or("?")
+        )
+    } else {
+        "ok".into()
+    };
+    format!(
+        "{state} mem {}/{} ({} promised) disk {disk}%",
+        human(c.memory_used),
+        human(c.memory_limit),
+        human(c.memory_reserved)
+    )
 }

@@ -1,0 +1,1315 @@
+//! `hangar chaos`: web and N real worker processes on loopback, a stream of
+//! builds through the real client, and faults injected on a seeded schedule
+//! ([`schedule`]). At the end the fleet is quiesced (no more faults, every
+//! build finished, a few report intervals, one GC pass) and stopped, and the
+//! database is compared with every worker's disk ([`check`]).
+//!
+//! Nothing here is timed for a pass or a fail: the run passes when no build
+//! errored because of the infrastructure, every build ended as it should
+//! (succeeded, or failed by its own doing when it was written to), nothing
+//! diverges between database and disks, and no process is left behind.
+
+pub mod check;
+pub mod postgres;
+pub mod schedule;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use hangar_api::builds::CreateBuild;
+use hangar_client::Client;
+use hangar_store::Store;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde::Serialize;
+
+use crate::cgroup::{self, MemoryCgroup};
+use crate::procfs::{self, FoundProcess};
+use crate::procs::{self, now_ms, Proc, WebSpec, WorkerSpec};
+use crate::rng::Rng;
+use crate::stats::{fmt_opt, Summary};
+use check::Divergence;
+use schedule::{Fault, FaultKind};
+
+#[derive(Debug, Clone)]
+pub struct ChaosConfig {
+    /// The `hangar` binary web and the workers run from.
+    pub bin: PathBuf,
+    /// How long builds are submitted and faults injected.
+    pub duration: Duration,
+    pub seed: u64,
+    pub workers: usize,
+    /// An admin URL of a PostgreSQL server: the run makes its own database
+    /// there, and the database-restart fault stops and starts the server.
+    /// Without it web runs on SQLite and that fault is left out.
+    pub postgres_url: Option<String>,
+    /// The server's data directory (found from its process when not given).
+    pub postgres_data_dir: Option<PathBuf>,
+    /// Where everything lives; default: a new dir under the temp dir.
+    pub dir: Option<PathBuf>,
+    /// Keep the dir (logs, databases, work dirs) even when the run passes.
+    pub keep: bool,
+    pub heartbeat_interval: Duration,
+    pub heartbeat_ttl: Duration,
+    pub report_interval: Duration,
+    pub lifecycle_interval: Duration,
+    /// A build is submitted this often while fewer than `max_in_flight` run.
+    pub build_every: Duration,
+    pub max_in_flight: usize,
+    /// How long quiescing waits for the builds to finish.
+    pub quiesce_timeout: Duration,
+    /// How long, after that, it waits for the database and disks to agree.
+    pub settle_timeout: Duration,
+    /// Only these faults (default: every one that applies).
+    pub kinds: Option<Vec<FaultKind>>,
+}
+
+impl ChaosConfig {
+    pub fn new(bin: PathBuf, seed: u64) -> ChaosConfig {
+        ChaosConfig {
+            bin,
+            duration: Duration::from_secs(240),
+            seed,
+            workers: 3,
+            postgres_url: None,
+            postgres_data_dir: None,
+            dir: None,
+            keep: false,
+            heartbeat_interval: Duration::from_millis(300),
+            heartbeat_ttl: Duration::from_secs(1),
+            report_interval: Duration::from_secs(1),
+            lifecycle_interval: Duration::from_millis(100),
+            build_every: Duration::from_millis(700),
+            max_in_flight: 8,
+            quiesce_timeout: Duration::from_secs(180),
+            settle_timeout: Duration::from_secs(100),
+            kinds: None,
+        }
+    }
+}
+
+/// What a build was written to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BuildKind {
+    /// A get and a task with an input and a cache: should succeed.
+    Normal,
+    /// The same, but its task exits 3: should fail, by its own fault.
+    OwnFailure,
+    /// The memory-hungry step of an OOM fault: should succeed (its retry
+    /// finds its work done).
+    Hog,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TrackedBuild {
+    pub id: i64,
+    pub kind: BuildKind,
+    pub status: String,
+    pub error: Option<String>,
+    pub retries: usize,
+}
+
+/// What happened in one fault.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FaultRecord {
+    pub kind: String,
+    pub at_ms: u64,
+    pub worker: Option<String>,
+    pub down_ms: u64,
+    /// From the death (or the pause) to web's `stalled` event.
+    pub death_to_stalled_ms: Option<i64>,
+    /// `restarted-state-kept`, `restarted-state-lost`, … of the next
+    /// registration.
+    pub registration: Option<String>,
+    /// From that registration to database and disk agreeing.
+    pub reregistration_to_clean_ms: Option<i64>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BuildCounts {
+    pub total: usize,
+    pub succeeded: usize,
+    /// Failed, and written to fail.
+    pub failed_own: usize,
+    /// Failed, though not written to fail (a failure blamed on the build
+    /// that was the infrastructure's).
+    pub failed_unexpected: usize,
+    pub errored_infrastructure: usize,
+    pub aborted: usize,
+    /// Still pending or started after the quiesce timeout.
+    pub unfinished: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WorkerDivergence {
+    pub volumes: Divergence,
+    pub containers: Divergence,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildProblem {
+    pub id: i64,
+    pub kind: BuildKind,
+    pub status: String,
+    pub error: Option<String>,
+    pub log_tail: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ChaosReport {
+    pub seed: u64,
+    pub duration_seconds: f64,
+    pub workers: usize,
+    pub database: String,
+    pub builds: BuildCounts,
+    pub retries: usize,
+    pub faults: Vec<FaultRecord>,
+    pub faults_by_kind: BTreeMap<String, usize>,
+    pub death_to_stalled_ms: Summary,
+    pub reregistration_to_clean_ms: Summary,
+    /// Re-registrations after which database and disk did not agree within
+    /// the check's time limit.
+    pub never_clean: usize,
+    /// How long, after the builds finished and one GC pass, the database
+    /// and the disks took to agree (the settle limit if they never did).
+    pub settle_seconds: f64,
+    pub divergence: BTreeMap<String, WorkerDivergence>,
+    pub divergence_total: usize,
+    pub leaked_processes: Vec<FoundProcess>,
+    pub unexpected_exits: Vec<String>,
+    pub gc: Vec<String>,
+    pub problems: Vec<BuildProblem>,
+    pub notes: Vec<String>,
+    pub dir: String,
+    pub passed: bool,
+}
+
+impl ChaosReport {
+    /// The one line of figures.
+    pub fn line(&self) -> String {
+        let b = &self.builds;
+        let kinds: Vec<String> = self
+            .faults_by_kind
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let (vr, vd, cr, cd) = self.divergence.values().fold((0, 0, 0, 0), |acc, d| {
+            (
+                acc.0 + d.volumes.rows_without_dir.len(),
+                acc.1 + d.volumes.dirs_without_row.len(),
+                acc.2 + d.containers.rows_without_dir.len(),
+                acc.3 + d.containers.dirs_without_row.len(),
+            )
+        });
+        let secs = |v: Option<f64>| fmt_opt(v.map(|ms| ms / 1000.0), 2);
+        format!(
+            "chaos seed={} {:.0}s {} workers {}: builds {} (succeeded {}, failed-own {}, failed-unexpected {}, \
+             errored-infra {}, unfinished {}); retries {}; faults {} ({}); \
+             death-to-stalled p50 {}s max {}s (n={}); re-registration-to-clean p50 {}ms max {}ms (n={}, never {}); \
+             settled in {:.0}s; divergence {} (volume rows {} / dirs {}, container rows {} / dirs {}); leaked processes {}; {}",
+            self.seed,
+            self.duration_seconds,
+            self.workers,
+            self.database,
+            b.total,
+            b.succeeded,
+            b.failed_own,
+            b.failed_unexpected,
+            b.errored_infrastructure,
+            b.unfinished,
+            self.retries,
+            self.faults.len(),
+            kinds.join(", "),
+            secs(self.death_to_stalled_ms.p50),
+            secs(self.death_to_stalled_ms.max),
+            self.death_to_stalled_ms.count,
+            fmt_opt(self.reregistration_to_clean_ms.p50, 0),
+            fmt_opt(self.reregistration_to_clean_ms.max, 0),
+            self.reregistration_to_clean_ms.count,
+            self.never_clean,
+            self.settle_seconds,
+            self.divergence_total,
+            vr,
+            vd,
+            cr,
+            cd,
+            self.leaked_processes.len(),
+            if self.passed { "PASS" } else { "FAIL" },
+        )
+    }
+}
+
+/// One worker's place in the fleet.
+struct Slot {
+    spec: WorkerSpec,
+    proc: Option<Proc>,
+    /// A fault keeps it down: the supervisor must not restart it.
+    held_down: bool,
+}
+
+struct Fleet {
+    cfg: ChaosConfig,
+    dir: PathBuf,
+    web_spec: WebSpec,
+    web: Option<Proc>,
+    web_held_down: bool,
+    slots: Vec<Slot>,
+    client: Client,
+    cgroup: Option<MemoryCgroup>,
+    pg: Option<postgres::Cluster>,
+    notes: Vec<String>,
+    unexpected_exits: Vec<String>,
+    builds: Arc<Mutex<Vec<TrackedBuild>>>,
+    start: Instant,
+    oom_count: usize,
+}
+
+fn exit_text(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => status.to_string(),
+    }
+}
+
+impl Fleet {
+    fn elapsed_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    fn note(&mut self, text: String) {
+        eprintln!(
+            "chaos [{:>6.1}s] {text}",
+            self.start.elapsed().as_secs_f64()
+        );
+        self.notes.push(text);
+    }
+
+    fn say(&self, text: &str) {
+        eprintln!(
+            "chaos [{:>6.1}s] {text}",
+            self.start.elapsed().as_secs_f64()
+        );
+    }
+
+    fn start_worker(&mut self, i: usize) -> anyhow::Result<()> {
+        let p = self.slots[i].spec.start()?;
+        self.slots[i].proc = Some(p);
+        self.slots[i].held_down = false;
+        Ok(())
+    }
+
+    /// Restarts what died without a fault holding it down (as a pod's
+    /// restart policy would) and records it.
+    async fn supervise(&mut self) -> anyhow::Result<()> {
+        if !self.web_held_down {
+            if let Some(status) = self.web.as_mut().and_then(|w| w.exited()) {
+                let text = format!(
+                    "web exited on its own ({}); starting it again",
+                    exit_text(&status)
+                );
+                self.unexpected_exits.push(text.clone());
+                self.note(text);
+                self.web = Some(self.web_spec.start().await?);
+            }
+        }
+        for i in 0..self.slots.len() {
+            if self.slots[i].held_down {
+                continue;
+            }
+            let exited = self.slots[i].proc.as_mut().and_then(|p| p.exited());
+            if let Some(status) = exited {
+                let name = self.slots[i].spec.name.clone();
+                let text = format!(
+                    "worker {name} exited on its own ({}); starting it again",
+                    exit_text(&status)
+                );
+                self.unexpected_exits.push(text.clone());
+                self.note(text);
+                self.start_worker(i)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn sleep(&mut self, d: Duration) -> anyhow::Result<()> {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            self.supervise().await?;
+            let left = until.saturating_duration_since(Instant::now());
+            tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+        }
+        Ok(())
+    }
+
+    async fn worker_row(&self, name: &str) -> Option<hangar_api::Worker> {
+        self.client
+            .workers()
+            .await
+            .ok()?
+            .into_iter()
+            .find(|w| w.name == name)
+    }
+
+    /// Waits until `name` runs as a generation newer than `after`.
+    async fn wait_reregistered(
+        &mut self,
+        name: &str,
+        after: i64,
+        within: Duration,
+    ) -> anyhow::Result<Option<hangar_api::Worker>> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(w) = self.worker_row(name).await {
+                if w.generation > after && w.state == "running" {
+                    return Ok(Some(w));
+                }
+            }
+            self.sleep(Duration::from_millis(50)).await?;
+        }
+        Ok(None)
+    }
+
+    /// Web's `stalled` event for `name` between two times, if any.
+    async fn stalled_between(&self, name: &str, from_ms: i64, to_ms: i64) -> Option<i64> {
+        let events = self.client.events(Some(name), 100).await.ok()?;
+        events
+            .iter()
+            .filter(|e| e.kind == "stalled" && e.at >= from_ms && e.at <= to_ms)
+            .map(|e| e.at)
+            .min()
+    }
+
+    fn volumes_dir(&self, i: usize) -> PathBuf {
+        self.slots[i].spec.work_dir.join("volumes")
+    }
+
+    async fn volume_rows(&self, name: &str) -> Option<Vec<(String, String, bool)>> {
+        Some(
+            self.client
+                .volumes(Some(name))
+                .await
+                .ok()?
+                .into_iter()
+                .map(|v| (v.handle, v.state, v.missing_since.is_some()))
+                .collect(),
+        )
+    }
+
+    /// Polls until web's rows and the worker's disk agree; returns when.
+    async fn wait_clean(&mut self, i: usize, within: Duration) -> anyhow::Result<Option<i64>> {
+        let name = self.slots[i].spec.name.clone();
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(before) = self.volume_rows(&name).await {
+                let dirs = check::handles_on_disk(&self.volumes_dir(i));
+                if let Some(after) = self.volume_rows(&name).await {
+                    if check::clean_now(&before, &dirs, &after) {
+                        return Ok(Some(now_ms()));
+                    }
+                }
+            }
+            self.sleep(Duration::from_millis(50)).await?;
+        }
+        Ok(None)
+    }
+
+    /// SIGKILLs worker `i`; with `tree`, also everything running under its
+    /// work dir (its containers, its resource scripts), as a deleted pod.
+    async fn kill_worker(&mut self, i: usize, tree: bool) {
+        if let Some(p) = self.slots[i].proc.as_mut() {
+            p.signal(Signal::SIGKILL);
+        }
+        if tree {
+            let dir = self.slots[i].spec.work_dir.clone();
+            for p in procfs::processes_under(&[dir]) {
+                let _ = kill(Pid::from_raw(p.pid as i32), Signal::SIGKILL);
+            }
+        }
+        if let Some(mut p) = self.slots[i].proc.take() {
+            p.kill().await;
+        }
+    }
+
+    /// After worker `i` was brought back: waits for its new registration,
+    /// then for its rows and disk to agree, and fills the record.
+    async fn measure_return(
+        &mut self,
+        i: usize,
+        generation_before: i64,
+        death_ms: i64,
+        rec: &mut FaultRecord,
+    ) -> anyhow::Result<()> {
+        let name = self.slots[i].spec.name.clone();
+        let Some(w) = self
+            .wait_reregistered(&name, generation_before, Duration::from_secs(60))
+            .await?
+        else {
+            rec.notes.push("did not register again within 60s".into());
+            return Ok(());
+        };
+        rec.registration = w
+            .last_restart
+            .as_ref()
+            .filter(|e| e.generation == w.generation)
+            .or(w.last_event.as_ref())
+            .map(|e| e.kind.clone());
+        rec.death_to_stalled_ms = self
+            .stalled_between(&name, death_ms, w.registered_at)
+            .await
+            .map(|at| at - death_ms);
+        match self.wait_clean(i, Duration::from_secs(30)).await? {
+            Some(at) => rec.reregistration_to_clean_ms = Some((at - w.registered_at).max(0)),
+            None => rec
+                .notes
+                .push("rows and disk did not agree within 30s of the registration".into()),
+        }
+        Ok(())
+    }
+
+    async fn generation_of(&self, i: usize) -> i64 {
+        self.worker_row(&self.slots[i].spec.name)
+            .await
+            .map(|w| w.generation)
+            .unwrap_or(0)
+    }
+
+    async fn inject(&mut self, fault: &Fault) -> anyhow::Result<FaultRecord> {
+        let mut rec = FaultRecord {
+            kind: fault.kind.as_str().into(),
+            at_ms: self.elapsed_ms(),
+            down_ms: fault.down_for.as_millis() as u64,
+            ..Default::default()
+        };
+        let i = fault.worker;
+        if fault.kind.hits_a_worker() {
+            rec.worker = Some(self.slots[i].spec.name.clone());
+        }
+        self.say(&format!(
+            "fault {} on {} for {:?}",
+            fault.kind.as_str(),
+            rec.worker.as_deref().unwrap_or("the fleet"),
+            fault.down_for
+        ));
+        match fault.kind {
+            FaultKind::KillWipe | FaultKind::KillKeep => {
+                let wipe = fault.kind == FaultKind::KillWipe;
+                let before = self.generation_of(i).await;
+                self.slots[i].held_down = true;
+                let death = now_ms();
+                self.kill_worker(i, wipe).await;
+                if wipe {
+                    let dir = self.slots[i].spec.work_dir.clone();
+                    if let Err(e) = remove_dir_all_retrying(&dir) {
+                        rec.notes.push(format!("wipe {}: {e}", dir.display()));
+                    }
+                }
+                self.sleep(fault.down_for).await?;
+                self.start_worker(i)?;
+                self.measure_return(i, before, death, &mut rec).await?;
+            }
+            FaultKind::Pause => {
+                let before = self.generation_of(i).await;
+                self.slots[i].held_down = true;
+                let paused = now_ms();
+                if let Some(p) = &self.slots[i].proc {
+                    p.signal(Signal::SIGSTOP);
+                }
+                self.sleep(fault.down_for).await?;
+                if let Some(p) = &self.slots[i].proc {
+                    p.signal(Signal::SIGCONT);
+                }
+                self.slots[i].held_down = false;
+                self.measure_return(i, before, paused, &mut rec).await?;
+            }
+            FaultKind::Oom => self.inject_oom(i, fault, &mut rec).await?,
+            FaultKind::WebRestart => {
+                self.web_held_down = true;
+                if let Some(mut w) = self.web.take() {
+                    w.kill().await;
+                }
+                self.sleep(fault.down_for).await?;
+                let t = Instant::now();
+                self.web = Some(self.web_spec.start().await?);
+                self.web_held_down = false;
+                rec.notes.push(format!(
+                    "web answered {} ms after its start",
+                    t.elapsed().as_millis()
+                ));
+            }
+            FaultKind::DbRestart => {
+                let Some(pg) = self.pg.clone() else {
+                    rec.notes.push("no PostgreSQL cluster to restart".into());
+                    return Ok(rec);
+                };
+                if let Err(e) = tokio::task::spawn_blocking({
+                    let pg = pg.clone();
+                    move || pg.stop()
+                })
+                .await?
+                {
+                    rec.notes.push(format!("stop: {e:#}"));
+                }
+                self.sleep(fault.down_for).await?;
+                tokio::task::spawn_blocking(move || pg.start())
+                    .await?
+                    .context("start PostgreSQL again")?;
+            }
+        }
+        for n in &rec.notes {
+            self.say(&format!("  {n}"));
+        }
+        Ok(rec)
+    }
+
+    /// The OOM fault: worker `i` goes into the chaos memory cgroup, a hog
+    /// step on it joins the cgroup and allocates past the limit, the kernel
+    /// kills the worker; it is started again (outside the cgroup) on the
+    /// same dir.
+    async fn inject_oom(
+        &mut self,
+        i: usize,
+        fault: &Fault,
+        rec: &mut FaultRecord,
+    ) -> anyhow::Result<()> {
+        let Some(cg) = self.cgroup.as_ref() else {
+            rec.notes.push("no memory cgroup; OOM fault skipped".into());
+            return Ok(());
+        };
+        let Some(pid) = self.slots[i].proc.as_ref().and_then(|p| p.pid()) else {
+            rec.notes
+                .push("worker not running; OOM fault skipped".into());
+            return Ok(());
+        };
+        let procs_file = cg.procs_file();
+        let kills_before = cg.oom_kills().unwrap_or(0);
+        let setup = cg
+            .set_limit(OOM_LIMIT)
+            .and_then(|()| cg.add(pid))
+            .and_then(|()| cgroup::set_oom_score_adj(pid, 1000));
+        if let Err(e) = setup {
+            rec.notes.push(format!("OOM fault skipped: {e}"));
+            return Ok(());
+        }
+        let before = self.generation_of(i).await;
+        self.slots[i].held_down = true;
+        self.oom_count += 1;
+        let marker = self
+            .dir
+            .join("oom-markers")
+            .join(self.oom_count.to_string());
+        std::fs::create_dir_all(marker.parent().unwrap_or(&self.dir))?;
+        let name = self.slots[i].spec.name.clone();
+        let script = hog_script(&marker, &procs_file);
+        let plan = serde_json::json!([{"task": "hog", "tags": [name], "config": {
+            "platform": "linux",
+            "run": {"path": "sh", "args": ["-c", script]},
+        }}]);
+        match self
+            .client
+            .create_build(&CreateBuild {
+                name: Some("chaos-hog".into()),
+                plan,
+                artifacts: BTreeMap::new(),
+            })
+            .await
+        {
+            Ok(b) => self.builds.lock().expect("builds lock").push(TrackedBuild {
+                id: b.id,
+                kind: BuildKind::Hog,
+                status: b.status,
+                error: None,
+                retries: 0,
+            }),
+            Err(e) => {
+                rec.notes
+                    .push(format!("could not submit the hog build: {e}"));
+                self.slots[i].held_down = false;
+                return Ok(());
+            }
+        }
+        // Wait for the kernel to kill the worker.
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let death = loop {
+            let exited = self.slots[i].proc.as_mut().and_then(|p| p.exited());
+            if let Some(status) = exited {
+                rec.notes
+                    .push(format!("worker ended: {}", exit_text(&status)));
+                break now_ms();
+            }
+            if Instant::now() > deadline {
+                rec.notes
+                    .push("worker was not OOM-killed within 90s; killing it".into());
+                let death = now_ms();
+                self.kill_worker(i, false).await;
+                break death;
+            }
+            self.sleep(Duration::from_millis(20)).await?;
+        };
+        self.slots[i].proc = None;
+        let kills = self
+            .cgroup
+            .as_ref()
+            .and_then(|c| c.oom_kills())
+            .unwrap_or(0);
+        rec.notes.push(format!(
+            "kernel OOM kills in the cgroup: {}",
+            kills.saturating_sub(kills_before)
+        ));
+        self.sleep(fault.down_for).await?;
+        self.start_worker(i)?;
+        self.measure_return(i, before, death, rec).await
+    }
+}
+
+/// The chaos cgroup's memory limit during an OOM fault.
+const OOM_LIMIT: u64 = 96 << 20;
+
+/// The hog step: the first time it runs, it joins the worker's memory
+/// cgroup (sparing itself from the OOM killer's first choice) and allocates
+/// well past the limit; any later attempt finds its marker and succeeds.
+fn hog_script(marker: &Path, procs_file: &Path) -> String {
+    format!(
+        "if mkdir {marker} 2>/dev/null; then \
+           echo 0 > /proc/self/oom_score_adj; \
+           echo $$ > {procs}; \
+           echo 'hog: allocating past the memory limit'; \
+           exec python3 -c 'import time\nb = []\nfor i in range(48):\n    b.append(b\"x\" * (8 << 20))\n    time.sleep(0.02)\ntime.sleep(20)'; \
+         fi; \
+         echo 'hog: already ran'",
+        marker = marker.display(),
+        procs = procs_file.display(),
+    )
+}
+
+fn remove_dir_all_retrying(dir: &Path) -> std::io::Result<()> {
+    let mut last = Ok(());
+    for _ in 0..20 {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => last = Err(e),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    last
+}
+
+/// The build plan of a normal (or own-failure) build `n`.
+fn build_plan(n: u64, fail: bool) -> serde_json::Value {
+    let end = if fail { "exit 3" } else { "true" };
+    serde_json::json!([
+        {"get": "thing", "type": "mock", "source": {"versions": [format!("v{}", n % 4)]}},
+        {"task": "work", "config": {
+            "platform": "linux",
+            "inputs": [{"name": "thing"}],
+            "caches": [{"path": "cache"}],
+            "run": {"path": "sh", "args": ["-c",
+                format!("cat thing/version; sleep 2; echo build-{n} >> cache/runs; {end}")]},
+        }},
+    ])
+}
+
+/// Submits builds until `stop`.
+async fn submit_builds(
+    client: Client,
+    builds: Arc<Mutex<Vec<TrackedBuild>>>,
+    seed: u64,
+    every: Duration,
+    max_in_flight: usize,
+    stop: Arc<AtomicBool>,
+) {
+    let mut rng = Rng::new(seed ^ 0xb0b);
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let in_flight = builds
+            .lock()
+            .expect("builds lock")
+            .iter()
+            .filter(|b| matches!(b.status.as_str(), "pending" | "started"))
+            .count();
+        if in_flight < max_in_flight {
+            let fail = rng.chance(1, 8);
+            let plan = build_plan(n, fail);
+            // Web or its database may be down: then this one is skipped.
+            if let Ok(b) = client
+                .create_build(&CreateBuild {
+                    name: Some("chaos".into()),
+                    plan,
+                    artifacts: BTreeMap::new(),
+                })
+                .await
+            {
+                n += 1;
+                builds.lock().expect("builds lock").push(TrackedBuild {
+                    id: b.id,
+                    kind: if fail {
+                        BuildKind::OwnFailure
+                    } else {
+                        BuildKind::Normal
+                    },
+                    status: b.status,
+                    error: None,
+                    retries: 0,
+                })
+            }
+        }
+        let jitter = rng.range(0, every.as_millis() as u64 / 2);
+        tokio::time::sleep(every + Duration::from_millis(jitter)).await;
+    }
+}
+
+/// Refreshes the status of unfinished builds until `stop`.
+async fn track_builds(
+    client: Client,
+    builds: Arc<Mutex<Vec<TrackedBuild>>>,
+    stop: Arc<AtomicBool>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        refresh(&client, &builds).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn refresh(client: &Client, builds: &Arc<Mutex<Vec<TrackedBuild>>>) -> usize {
+    let open: Vec<i64> = builds
+        .lock()
+        .expect("builds lock")
+        .iter()
+        .filter(|b| matches!(b.status.as_str(), "pending" | "started"))
+        .map(|b| b.id)
+        .collect();
+    let mut still_open = 0;
+    for id in open {
+        match client.build(id).await {
+            Ok(now) => {
+                if matches!(now.status.as_str(), "pending" | "started") {
+                    still_open += 1;
+                }
+                let mut all = builds.lock().expect("builds lock");
+                if let Some(b) = all.iter_mut().find(|b| b.id == id) {
+                    b.status = now.status;
+                    b.error = now.error;
+                }
+            }
+            Err(_) => still_open += 1,
+        }
+    }
+    still_open
+}
+
+/// Every event of a build's log.
+async fn all_events(
+    client: &Client,
+    id: i64,
+) -> anyhow::Result<Vec<hangar_api::builds::BuildEvent>> {
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = client.build_events(id, after, 0).await?;
+        if page.events.is_empty() {
+            return Ok(out);
+        }
+        after = page.events.iter().map(|e| e.id).max().unwrap_or(after);
+        out.extend(page.events);
+    }
+}
+
+/// The fault kinds a run can inject.
+fn available_kinds(cfg: &ChaosConfig, pg: bool, cgroup: bool) -> Vec<FaultKind> {
+    let mut kinds = vec![
+        FaultKind::KillWipe,
+        FaultKind::KillKeep,
+        FaultKind::Pause,
+        FaultKind::WebRestart,
+    ];
+    if cgroup {
+        kinds.push(FaultKind::Oom);
+    }
+    if pg {
+        kinds.push(FaultKind::DbRestart);
+    }
+    match &cfg.kinds {
+        Some(only) => kinds.into_iter().filter(|k| only.contains(k)).collect(),
+        None => kinds,
+    }
+}
+
+/// Runs one chaos run and returns its report (`passed` says whether it
+/// passed). Errors are failures of the harness itself.
+pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
+    let dir = match &cfg.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)?;
+            d.canonicalize()?
+        }
+        None => tempfile::Builder::new()
+            .prefix(&format!("hangar-chaos-{}-", cfg.seed))
+            .tempdir()?
+            .keep()
+            .canonicalize()?,
+    };
+    eprintln!("chaos: seed {} in {}", cfg.seed, dir.display());
+    let mut notes = Vec::new();
+
+    // The database: SQLite in the dir, or a fresh PostgreSQL database.
+    let mut web_spec = WebSpec::new(&cfg.bin, &dir)?;
+    web_spec.heartbeat_ttl = cfg.heartbeat_ttl;
+    web_spec.lifecycle_interval = cfg.lifecycle_interval;
+    // Garbage collection runs through the faults too, often and with a
+    // short grace for missing rows.
+    web_spec.extra_args = vec![
+        "--gc-interval".into(),
+        "2s".into(),
+        "--gc-missing-grace-period".into(),
+        "5s".into(),
+    ];
+    let mut pg = None;
+    if let Some(url) = &cfg.postgres_url {
+        let db = format!(
+            "hangar_chaos_{}_{}",
+            cfg.seed,
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let run_url = postgres::create_database(url, &db)?;
+        web_spec.database_url = Some(run_url);
+        let port = postgres::PgUrl::parse(url)?.port;
+        let data_dir = cfg
+            .postgres_data_dir
+            .clone()
+            .or_else(|| postgres::find_data_dir(port));
+        match (data_dir, postgres::find_bin_dir()) {
+            (Some(data_dir), Some(bin)) => {
+                pg = Some(postgres::Cluster {
+                    bin,
+                    data_dir,
+                    log: dir.join("logs").join("postgres.log"),
+                })
+            }
+            _ => notes.push(
+                "PostgreSQL data dir or pg_ctl not found: no database restarts (pass --postgres-data-dir)"
+                    .to_string(),
+            ),
+        }
+    }
+    std::fs::create_dir_all(&web_spec.data_dir)?;
+
+    let cgroup = match MemoryCgroup::create(&format!("hangar-chaos-{}", cfg.seed)) {
+        Ok(cg) => Some(cg),
+        Err(e) => {
+            notes.push(format!("no memory cgroup ({e}): no OOM faults"));
+            None
+        }
+    };
+    let kinds = available_kinds(&cfg, pg.is_some(), cgroup.is_some());
+    let faults = schedule::plan(
+        cfg.seed,
+        cfg.duration,
+        cfg.workers,
+        &kinds,
+        cfg.heartbeat_ttl,
+    );
+
+    let web = web_spec.start().await?;
+    let client = procs::admin_client(&web_spec.url(), Duration::from_secs(10))?;
+    let builds = Arc::new(Mutex::new(Vec::new()));
+    let mut fleet = Fleet {
+        slots: (0..cfg.workers)
+            .map(|i| {
+                let name = format!("w{i}");
+                let mut spec = WorkerSpec::new(&cfg.bin, &dir, &name, &web_spec.url());
+                spec.heartbeat_interval = cfg.heartbeat_interval;
+                spec.report_interval = cfg.report_interval;
+                spec.tags = vec![name];
+                Slot {
+                    spec,
+                    proc: None,
+                    held_down: false,
+                }
+            })
+            .collect(),
+        cfg: cfg.clone(),
+        dir: dir.clone(),
+        web_spec,
+        web: Some(web),
+        web_held_down: false,
+        client,
+        cgroup,
+        pg,
+        notes,
+        unexpected_exits: Vec::new(),
+        builds: builds.clone(),
+        start: Instant::now(),
+        oom_count: 0,
+    };
+    let result = drive(&mut fleet, &faults).await;
+    // Whatever happened, nothing of the run keeps running.
+    for s in &mut fleet.slots {
+        if let Some(mut p) = s.proc.take() {
+            p.kill().await;
+        }
+    }
+    if let Some(mut w) = fleet.web.take() {
+        w.kill().await;
+    }
+    if let Some(cg) = &fleet.cgroup {
+        if let Err(e) = cg.remove() {
+            eprintln!("chaos: {e}");
+        }
+    }
+    let report = result?;
+    if report.passed && !cfg.keep && cfg.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(report)
+}
+
+async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosReport> {
+    let cfg = fleet.cfg.clone();
+    for i in 0..fleet.slots.len() {
+        fleet.start_worker(i)?;
+    }
+    for i in 0..fleet.slots.len() {
+        let name = fleet.slots[i].spec.name.clone();
+        procs::wait_for_state(&fleet.client, &name, "running", Duration::from_secs(60)).await?;
+    }
+    fleet.say(&format!(
+        "{} workers running; {} faults planned over {:?}",
+        fleet.slots.len(),
+        faults.len(),
+        cfg.duration
+    ));
+    fleet.start = Instant::now();
+    let stop_submitting = Arc::new(AtomicBool::new(false));
+    let stop_tracking = Arc::new(AtomicBool::new(false));
+    let submitter = tokio::spawn(submit_builds(
+        procs::admin_client(&fleet.web_spec.url(), Duration::from_secs(10))?,
+        fleet.builds.clone(),
+        cfg.seed,
+        cfg.build_every,
+        cfg.max_in_flight,
+        stop_submitting.clone(),
+    ));
+    let tracker = tokio::spawn(track_builds(
+        procs::admin_client(&fleet.web_spec.url(), Duration::from_secs(10))?,
+        fleet.builds.clone(),
+        stop_tracking.clone(),
+    ));
+
+    let mut records = Vec::new();
+    for fault in faults {
+        let wait = fault.at.saturating_sub(fleet.start.elapsed());
+        fleet.sleep(wait).await?;
+        records.push(fleet.inject(fault).await?);
+    }
+    let rest = cfg.duration.saturating_sub(fleet.start.elapsed());
+    fleet.sleep(rest).await?;
+    stop_submitting.store(true, Ordering::Relaxed);
+    let _ = submitter.await;
+
+    // Quiesce: every worker up, every build finished.
+    fleet.say("quiescing: no more faults or builds; waiting for the builds to finish");
+    for i in 0..fleet.slots.len() {
+        if fleet.slots[i].proc.is_none() {
+            fleet.start_worker(i)?;
+        }
+        fleet.slots[i].held_down = false;
+    }
+    let deadline = Instant::now() + cfg.quiesce_timeout;
+    loop {
+        let open = refresh(&fleet.client, &fleet.builds).await;
+        if open == 0 || Instant::now() > deadline {
+            break;
+        }
+        fleet.sleep(Duration::from_millis(500)).await?;
+    }
+    stop_tracking.store(true, Ordering::Relaxed);
+    let _ = tracker.await;
+    refresh(&fleet.client, &fleet.builds).await;
+    fleet.sleep(cfg.report_interval * 3).await?;
+
+    // One GC pass, with no grace for missing rows, then time for the
+    // workers to act on it.
+    let gc = run_gc(&fleet.web_spec.database()).await;
+    for line in &gc {
+        fleet.say(&format!("gc: {line}"));
+    }
+    fleet
+        .sleep(cfg.report_interval * 3 + Duration::from_secs(1))
+        .await?;
+
+    // Settle: the fleet is quiet; wait until the database and the disks
+    // agree (a worker destroys a container it finds but web does not know
+    // only once it is a minute old), up to a limit.
+    let settling = Instant::now();
+    let settled = match Store::open(&fleet.web_spec.database()).await {
+        Ok(store) => {
+            let deadline = settling + cfg.settle_timeout;
+            let agreed = loop {
+                let (d, _) = compare_store_with_disks(fleet, &store).await;
+                let left = divergence_total(&d);
+                if left == 0 {
+                    break true;
+                }
+                if Instant::now() > deadline {
+                    break false;
+                }
+                fleet.sleep(Duration::from_secs(1)).await?;
+            };
+            store.close().await;
+            agreed
+        }
+        Err(e) => {
+            fleet.note(format!("cannot open the database to settle: {e}"));
+            false
+        }
+    };
+    let settle_seconds = settling.elapsed().as_secs_f64();
+    fleet.say(&format!(
+        "database and disks {} after {settle_seconds:.1}s of quiet",
+        if settled { "agree" } else { "still disagree" }
+    ));
+
+    // Build outcomes and their logs, while web still runs.
+    let mut tracked = fleet.builds.lock().expect("builds lock").clone();
+    let mut problems = Vec::new();
+    for b in &mut tracked {
+        let events = all_events(&fleet.client, b.id).await.unwrap_or_default();
+        b.retries = events
+            .iter()
+            .filter(|e| e.kind == "infra" && e.payload.contains("retrying"))
+            .count();
+        let expected = match b.kind {
+            BuildKind::OwnFailure => "failed",
+            _ => "succeeded",
+        };
+        if b.status != expected {
+            problems.push(BuildProblem {
+                id: b.id,
+                kind: b.kind,
+                status: b.status.clone(),
+                error: b.error.clone(),
+                log_tail: events
+                    .iter()
+                    .rev()
+                    .take(25)
+                    .rev()
+                    .map(|e| {
+                        format!(
+                            "[{}] {}: {}",
+                            e.step.as_deref().unwrap_or("-"),
+                            e.kind,
+                            e.payload.trim_end()
+                        )
+                    })
+                    .collect(),
+            });
+        }
+    }
+
+    // Stop everything, then compare the database with the disks.
+    fleet.say("stopping the fleet and comparing the database with the disks");
+    for s in &mut fleet.slots {
+        s.held_down = true;
+        if let Some(mut p) = s.proc.take() {
+            p.stop(Duration::from_secs(10)).await;
+        }
+    }
+    fleet.web_held_down = true;
+    if let Some(mut w) = fleet.web.take() {
+        w.stop(Duration::from_secs(10)).await;
+    }
+    let (divergence, snapshot_note) = compare_with_disks(fleet).await;
+    if let Some(n) = snapshot_note {
+        fleet.note(n);
+    }
+    let divergence_total = divergence_total(&divergence);
+    // Give processes that were killed a moment to go, then count the rest.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let leaked = procfs::processes_under(std::slice::from_ref(&fleet.dir));
+    for p in &leaked {
+        let _ = kill(Pid::from_raw(p.pid as i32), Signal::SIGKILL);
+    }
+
+    let mut counts = BuildCounts {
+        total: tracked.len(),
+        ..Default::default()
+    };
+    for b in &tracked {
+        match (b.status.as_str(), b.kind) {
+            ("succeeded", _) => counts.succeeded += 1,
+            ("failed", BuildKind::OwnFailure) => counts.failed_own += 1,
+            ("failed", _) => counts.failed_unexpected += 1,
+            ("errored", _) => counts.errored_infrastructure += 1,
+            ("aborted", _) => counts.aborted += 1,
+            _ => counts.unfinished += 1,
+        }
+    }
+    let stalls: Vec<f64> = records
+        .iter()
+        .filter_map(|r| r.death_to_stalled_ms.map(|v| v as f64))
+        .collect();
+    let cleans: Vec<f64> = records
+        .iter()
+        .filter_map(|r| r.reregistration_to_clean_ms.map(|v| v as f64))
+        .collect();
+    let never_clean = records
+        .iter()
+        .filter(|r| r.registration.is_some() && r.reregistration_to_clean_ms.is_none())
+        .count();
+    let mut by_kind = BTreeMap::new();
+    for r in &records {
+        *by_kind.entry(r.kind.clone()).or_insert(0) += 1;
+    }
+    let passed = counts.errored_infrastructure == 0
+        && counts.failed_unexpected == 0
+        && counts.unfinished == 0
+        && counts.aborted == 0
+        && divergence_total == 0
+        && leaked.is_empty();
+    let database = fleet.web_spec.database();
+    Ok(ChaosReport {
+        seed: cfg.seed,
+        duration_seconds: cfg.duration.as_secs_f64(),
+        workers: cfg.workers,
+        database: database.split(':').next().unwrap_or("").to_string(),
+        retries: tracked.iter().map(|b| b.retries).sum(),
+        builds: counts,
+        faults: records,
+        faults_by_kind: by_kind,
+        death_to_stalled_ms: Summary::of(&stalls),
+        reregistration_to_clean_ms: Summary::of(&cleans),
+        never_clean,
+        settle_seconds,
+        divergence,
+        divergence_total,
+        leaked_processes: leaked,
+        unexpected_exits: fleet.unexpected_exits.clone(),
+        gc,
+        problems,
+        notes: fleet.notes.clone(),
+        dir: fleet.dir.display().to_string(),
+        passed,
+    })
+}
+
+/// One pass of every collector, straight on the database, with no grace
+/// for missing rows.
+async fn run_gc(url: &str) -> Vec<String> {
+    let store = match Store::open(url).await {
+        Ok(s) => s,
+        Err(e) => return vec![format!("cannot open the database for GC: {e}")],
+    };
+    let config = hangar_core::gc::GcConfig {
+        missing_grace_ms: 0,
+        ..Default::default()
+    };
+    let out = store
+        .run_gc(&config, now_ms())
+        .await
+        .into_iter()
+        .filter_map(|(collector, result)| match result {
+            Ok(s) if s.found == 0 && s.destroyed == 0 && s.failed == 0 => None,
+            Ok(s) => Some(format!(
+                "{collector}: found {}, destroyed {}, failed {}",
+                s.found, s.destroyed, s.failed
+            )),
+            Err(e) => Some(format!("{collector}: {e}")),
+        })
+        .collect();
+    store.close().await;
+    out
+}
+
+/// Every worker's rows against its disk, with web and workers stopped.
+async fn compare_with_disks(fleet: &Fleet) -> (BTreeMap<String, WorkerDivergence>, Option<String>) {
+    let url = fleet.web_spec.database();
+    let store = match Store::open(&url).await {
+        Ok(s) => s,
+        Err(e) => {
+            return (
+                BTreeMap::new(),
+                Some(format!("cannot open the database to compare: {e}")),
+            )
+        }
+    };
+    let out = compare_store_with_disks(fleet, &store).await;
+    store.close().await;
+    out
+}
+
+fn divergence_total(d: &BTreeMap<String, WorkerDivergence>) -> usize {
+    d.values()
+        .map(|d| d.volumes.total() + d.containers.total())
+        .sum()
+}
+
+/// Every worker's rows (read from `store`) against its disk.
+async fn compare_store_with_disks(
+    fleet: &Fleet,
+    store: &Store,
+) -> (BTreeMap<String, WorkerDivergence>, Option<String>) {
+    let mut out = BTreeMap::new();
+    let (volumes, containers) = match (
+        store.list_volumes(None).await,
+        store.list_containers(None).await,
+    ) {
+        (Ok(v), Ok(c)) => (v, c),
+        (Err(e), _) | (_, Err(e)) => {
+            return (out, Some(format!("cannot read rows to compare: {e}")));
+        }
+    };
+    for s in &fleet.slots {
+        let name = &s.spec.name;
+        let vrows: Vec<(String, String)> = volumes
+            .iter()
+            .filter(|v| &v.worker == name)
+            .map(|v| {
+                let state = if v.missing_since.is_some() {
+                    format!("{} missing", v.state)
+                } else {
+                    v.state.to_string()
+                };
+                (v.handle.clone(), state)
+            })
+            .collect();
+        let crows: Vec<(String, String)> = containers
+            .iter()
+            .filter(|c| &c.worker == name)
+            .map(|c| (c.handle.clone(), c.state.clone()))
+            .collect();
+        let vdirs = check::handles_on_disk(&s.spec.work_dir.join("volumes"));
+        let cdirs = check::handles_on_disk(&s.spec.work_dir.join("containers"));
+        out.insert(
+            name.clone(),
+            WorkerDivergence {
+                volumes: check::compare(&vrows, &["created"], &vdirs),
+                containers: check::compare(&crows, &["creating", "created"], &cdirs),
+            },
+        );
+    }
+    let known: Vec<&str> = fleet.slots.iter().map(|s| s.spec.name.as_str()).collect();
+    let strays = volumes
+        .iter()
+        .filter(|v| !known.contains(&v.worker.as_str()))
+        .count();
+    let note =
+        (strays > 0).then(|| format!("{strays} volume rows on workers the run does not know"));
+    (out, note)
+}
+
+/// Fails with the report's line when the run did not pass (for callers that
+/// want an error).
+pub fn ensure_passed(report: &ChaosReport) -> anyhow::Result<()> {
+    if !report.passed {
+        bail!("{}", report.line());
+    }
+    Ok(())
+}

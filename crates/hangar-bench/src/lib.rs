@@ -1,0 +1,25 @@
+//! hangar's own measuring tools: the benchmarks behind `hangar bench`, the
+//! chaos harness behind `hangar chaos`, and a deterministic simulation of
+//! web's core logic run for thousands of seeds in the test suite.
+//!
+//! The benchmarks and the harness start web and workers as real processes
+//! from the `hangar` binary (the caller says which) on loopback, and talk to
+//! them with the real client. They print figures; nothing here asserts a
+//! time.
+
+pub mod cgroup;
+pub mod chaos;
+pub mod execute;
+pub mod heartbeats;
+pub mod memory;
+pub mod procfs;
+pub mod procs;
+pub mod rng;
+pub mod sim;
+pub mod stats;
+
+/// Writes `value` as pretty JSON to `path`.
+pub fn write_json<T: serde::Serialize>(path: &std::path::Path, value: &T) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text + "\n").map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))
+}

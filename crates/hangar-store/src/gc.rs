@@ -1,0 +1,609 @@
+//! The executors of the garbage collectors planned in [`hangar_core::gc`]:
+//! fetch candidate rows, ask the planner, apply its answer with statements
+//! that re-check every row (two web nodes collecting at once, or a report
+//! landing in between, never make a row change twice or a row that moved on
+//! change at all).
+//!
+//! An error applying one chunk or one subtree is logged and counted as
+//! failed; the collector goes on with the rest. Only failing to read the
+//! candidates fails a collector as a whole.
+
+use std::collections::{HashMap, HashSet};
+
+use hangar_core::build::BuildStatus;
+use hangar_core::gc::{
+    self, Collector, CollectorStats, DoomedVolume, GcBuild, GcConfig, GcContainer, GcVolume,
+    MissingBatch, SubtreePart,
+};
+use hangar_core::UnixMillis;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use crate::db::{Backend, Store};
+use crate::error::StoreError;
+use crate::volumes::placeholders;
+
+/// Binds per statement stay well under both databases' limits.
+const CHUNK: usize = 1000;
+
+/// How many connections the missing-volume collector deletes on at once
+/// (PostgreSQL).
+const MISSING_LANES: usize = 2;
+
+const GC_VOLUME_COLUMNS: &str =
+    "v.handle, v.worker_name, v.state, v.owner_kind, v.owner_id, v.created_at, v.last_used_at, \
+     v.missing_since, (SELECT COUNT(*) FROM volumes c WHERE c.parent_handle = v.handle \
+     AND c.state NOT IN ('destroying', 'failed')) AS live_children";
+
+/// Marks `created`, present volumes without live children `destroying`.
+const MARK_CREATED_DESTROYING: &str = "UPDATE volumes SET state = 'destroying' \
+     WHERE state = 'created' AND missing_since IS NULL \
+     AND NOT EXISTS (SELECT 1 FROM volumes c WHERE c.parent_handle = volumes.handle \
+     AND c.state NOT IN ('destroying', 'failed'))";
+
+fn gc_volume(r: &AnyRow) -> Result<GcVolume, StoreError> {
+    Ok(GcVolume {
+        handle: r.try_get("handle")?,
+        worker: r.try_get("worker_name")?,
+        state: r
+            .try_get::<String, _>("state")?
+            .parse()
+            .map_err(StoreError::Corrupt)?,
+        owner_kind: r
+            .try_get::<String, _>("owner_kind")?
+            .parse()
+            .map_err(StoreError::Corrupt)?,
+        owner_id: r.try_get("owner_id")?,
+        created_at: r.try_get("created_at")?,
+        last_used_at: r.try_get("last_used_at")?,
+        missing_since: r.try_get("missing_since")?,
+        live_children: r.try_get("live_children")?,
+    })
+}
+
+fn gc_container(r: &AnyRow) -> Result<GcContainer, StoreError> {
+    Ok(GcContainer {
+        handle: r.try_get("handle")?,
+        state: r
+            .try_get::<String, _>("state")?
+            .parse()
+            .map_err(StoreError::Corrupt)?,
+        build_id: r.try_get("build_id")?,
+        missing_since: r.try_get("missing_since")?,
+    })
+}
+
+fn gc_build(r: &AnyRow) -> Result<GcBuild, StoreError> {
+    Ok(GcBuild {
+        status: r
+            .try_get::<String, _>("status")?
+            .parse()
+            .map_err(StoreError::Corrupt)?,
+        finished_at: r.try_get("finished_at")?,
+    })
+}
+
+impl Store {
+    /// Runs one collector once. `Err` only when the candidates cannot be
+    /// read; errors applying the plan are counted in `failed`.
+    pub async fn run_collector(
+        &self,
+        collector: Collector,
+        config: &GcConfig,
+        now: UnixMillis,
+    ) -> Result<CollectorStats, StoreError> {
+        match collector {
+            Collector::FailedVolumes => self.gc_failed_volumes().await,
+            Collector::FailedContainers => self.gc_failed_containers().await,
+            Collector::BuildContainers => self.gc_build_containers().await,
+            Collector::OrphanVolumes => self.gc_orphan_volumes(config, now).await,
+            Collector::Caches => self.gc_caches(config, now).await,
+            Collector::Artifacts => self.gc_artifacts(config, now).await,
+            Collector::MissingContainers => self.gc_missing_containers(config, now).await,
+            Collector::MissingVolumes => self.gc_missing_volumes(config, now).await,
+        }
+    }
+
+    /// Runs every collector once, in [`Collector::ALL`]'s order.
+    pub async fn run_gc(
+        &self,
+        config: &GcConfig,
+        now: UnixMillis,
+    ) -> Vec<(Collector, Result<CollectorStats, StoreError>)> {
+        let mut out = Vec::new();
+        for c in Collector::ALL {
+            out.push((c, self.run_collector(c, config, now).await));
+        }
+        out
+    }
+
+    async fn gc_volumes(&self, filter: &str, binds: &[i64]) -> Result<Vec<GcVolume>, StoreError> {
+        let sql = format!("SELECT {GC_VOLUME_COLUMNS} FROM volumes v WHERE {filter}");
+        let mut q = sqlx::query(&sql);
+        for b in binds {
+            q = q.bind(*b);
+        }
+        q.fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(gc_volume)
+            .collect()
+    }
+
+    async fn gc_containers(
+        &self,
+        filter: &str,
+        binds: &[i64],
+    ) -> Result<Vec<GcContainer>, StoreError> {
+        let sql =
+            format!("SELECT handle, state, build_id, missing_since FROM containers WHERE {filter}");
+        let mut q = sqlx::query(&sql);
+        for b in binds {
+            q = q.bind(*b);
+        }
+        q.fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(gc_container)
+            .collect()
+    }
+
+    /// Builds by id, for the ids given.
+    async fn gc_builds(&self, ids: &[i64]) -> Result<HashMap<i64, GcBuild>, StoreError> {
+        let mut out = HashMap::new();
+        for chunk in ids.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT id, status, finished_at FROM builds WHERE id IN ({})",
+                placeholders(1, chunk.len())
+            );
+            let mut q = sqlx::query(&sql);
+            for id in chunk {
+                q = q.bind(*id);
+            }
+            for r in q.fetch_all(&self.pool).await? {
+                out.insert(r.try_get::<i64, _>("id")?, gc_build(&r)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// One text column of every build that is not final (or of its steps).
+    async fn live_build_texts(&self, sql: &str) -> Result<Vec<String>, StoreError> {
+        sqlx::query(sql)
+            .bind(BuildStatus::Pending.as_str())
+            .bind(BuildStatus::Started.as_str())
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|r| Ok(r.try_get::<String, _>(0)?))
+            .collect()
+    }
+
+    /// Runs `sql AND handle IN (…)` over `handles` in chunks (binding
+    /// `first` as `$1`… before the handles); an error in one chunk is logged
+    /// and counted, not returned.
+    async fn apply_chunks(
+        &self,
+        collector: Collector,
+        sql: &str,
+        first: &[i64],
+        handles: &[String],
+    ) -> CollectorStats {
+        let mut stats = CollectorStats {
+            found: handles.len() as u64,
+            ..Default::default()
+        };
+        for chunk in handles.chunks(CHUNK) {
+            let text = format!(
+                "{sql} AND handle IN ({})",
+                placeholders(first.len() + 1, chunk.len())
+            );
+            let mut q = sqlx::query(&text);
+            for b in first {
+                q = q.bind(*b);
+            }
+            for h in chunk {
+                q = q.bind(h);
+            }
+            match q.execute(&self.pool).await {
+                Ok(done) => stats.destroyed += done.rows_affected(),
+                Err(e) => {
+                    tracing::warn!(%collector, rows = chunk.len(), error = %e, "garbage collection of a chunk failed; retrying next run");
+                    stats.failed += chunk.len() as u64;
+                }
+            }
+        }
+        stats
+    }
+
+    async fn gc_failed_volumes(&self) -> Result<CollectorStats, StoreError> {
+        let rows = self.gc_volumes("v.state = 'failed'", &[]).await?;
+        let doomed = gc::plan_failed_volumes(&rows);
+        Ok(self
+            .apply_chunks(
+                Collector::FailedVolumes,
+                "UPDATE volumes SET state = 'destroying' WHERE state = 'failed'",
+                &[],
+                &doomed,
+            )
+            .await)
+    }
+
+    async fn gc_failed_containers(&self) -> Result<CollectorStats, StoreError> {
+        let rows = self.gc_containers("state = 'failed'", &[]).await?;
+        let doomed = gc::plan_failed_containers(&rows);
+        Ok(self
+            .apply_chunks(
+                Collector::FailedContainers,
+                "UPDATE containers SET state = 'destroying' WHERE state = 'failed'",
+                &[],
+                &doomed,
+            )
+            .await)
+    }
+
+    async fn gc_build_containers(&self) -> Result<CollectorStats, StoreError> {
+        let rows = self
+            .gc_containers(
+                "build_id IS NOT NULL AND state IN ('creating', 'created')",
+                &[],
+            )
+            .await?;
+        let mut ids: Vec<i64> = rows.iter().filter_map(|c| c.build_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let builds = self.gc_builds(&ids).await?;
+        let doomed = gc::plan_build_containers(&rows, &builds);
+        Ok(self
+            .apply_chunks(
+                Collector::BuildContainers,
+                "UPDATE containers SET state = 'destroying' WHERE state IN ('creating', 'created')",
+                &[],
+                &doomed,
+            )
+            .await)
+    }
+
+    async fn gc_orphan_volumes(
+        &self,
+        config: &GcConfig,
+        now: UnixMillis,
+    ) -> Result<CollectorStats, StoreError> {
+        let rows = self
+            .gc_volumes(
+                "v.owner_kind = 'container' AND v.state = 'created' AND v.missing_since IS NULL \
+                 AND v.created_at <= $1",
+                &[now - config.orphan_min_age_ms],
+            )
+            .await?;
+        if rows.is_empty() {
+            return Ok(CollectorStats::default());
+        }
+        let containers: Vec<(String, String, UnixMillis)> =
+            sqlx::query("SELECT handle, worker_name, created_at FROM containers")
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok((
+                        r.try_get("handle")?,
+                        r.try_get("worker_name")?,
+                        r.try_get("created_at")?,
+                    ))
+                })
+                .collect::<Result<_, StoreError>>()?;
+        let outputs = self
+            .live_build_texts(
+                "SELECT s.outputs FROM build_steps s JOIN builds b ON b.id = s.build_id \
+                 WHERE b.status IN ($1, $2)",
+            )
+            .await?;
+        let live: HashSet<String> = containers.iter().map(|(h, _, _)| h.clone()).collect();
+        let mut started: HashMap<String, Vec<UnixMillis>> = HashMap::new();
+        for (_, worker, at) in containers {
+            started.entry(worker).or_default().push(at);
+        }
+        let doomed = gc::plan_orphan_volumes(&rows, &live, &started, &outputs, now, config);
+        Ok(self
+            .apply_chunks(
+                Collector::OrphanVolumes,
+                MARK_CREATED_DESTROYING,
+                &[],
+                &doomed,
+            )
+            .await)
+    }
+
+    async fn gc_caches(
+        &self,
+        config: &GcConfig,
+        now: UnixMillis,
+    ) -> Result<CollectorStats, StoreError> {
+        let rows = self
+            .gc_volumes(
+                "v.owner_kind IN ('task-cache', 'resource-cache') AND v.state = 'created' \
+                 AND v.missing_since IS NULL",
+                &[],
+            )
+            .await?;
+        let doomed = gc::plan_caches(&rows, now, config);
+        // A cache a step looked up since the plan was made stays.
+        let fresh = now
+            - config
+                .cache_duplicate_grace_ms
+                .min(config.cache_retention_ms);
+        Ok(self
+            .apply_chunks(
+                Collector::Caches,
+                &format!(
+                    "{MARK_CREATED_DESTROYING} AND (last_used_at IS NULL OR last_used_at <= $1)"
+                ),
+                &[fresh],
+                &doomed,
+            )
+            .await)
+    }
+
+    async fn gc_artifacts(
+        &self,
+        config: &GcConfig,
+        now: UnixMillis,
+    ) -> Result<CollectorStats, StoreError> {
+        let rows = self
+            .gc_volumes(
+                "v.owner_kind = 'artifact' AND v.state = 'created' AND v.missing_since IS NULL \
+                 AND v.created_at <= $1",
+                &[now - config.artifact_retention_ms.min(config.upload_retention_ms)],
+            )
+            .await?;
+        if rows.is_empty() {
+            return Ok(CollectorStats::default());
+        }
+        let mut ids: Vec<i64> = rows
+            .iter()
+            .filter_map(|v| v.owner_id.as_deref().and_then(gc::artifact_build))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let builds = self.gc_builds(&ids).await?;
+        let named = self
+            .live_build_texts("SELECT artifacts FROM builds WHERE status IN ($1, $2)")
+            .await?;
+        let doomed = gc::plan_artifacts(&rows, &builds, &named, now, config);
+        Ok(self
+            .apply_chunks(Collector::Artifacts, MARK_CREATED_DESTROYING, &[], &doomed)
+            .await)
+    }
+
+    async fn gc_missing_containers(
+        &self,
+        config: &GcConfig,
+        now: UnixMillis,
+    ) -> Result<CollectorStats, StoreError> {
+        let cutoff = config.missing_cutoff(now);
+        let rows = self
+            .gc_containers(
+                "missing_since IS NOT NULL AND missing_since <= $1",
+                &[cutoff],
+            )
+            .await?;
+        let mut stats = CollectorStats::default();
+        for batch in gc::plan_missing_containers(&rows, now, config) {
+            stats.add(
+                self.apply_chunks(
+                    Collector::MissingContainers,
+                    "DELETE FROM containers WHERE missing_since IS NOT NULL AND missing_since <= $1",
+                    &[cutoff],
+                    &batch,
+                )
+                .await,
+            );
+        }
+        Ok(stats)
+    }
+
+    /// Every row missing since `cutoff` or earlier, and all their
+    /// descendants, each with its parent: one recursive statement.
+    ///
+    /// Each step of the recursion looks children up by the parent index.
+    /// PostgreSQL's planner cannot see how small each step's frontier is and
+    /// would scan the whole table once per level with a hash join (2.7 s
+    /// instead of 0.7 s over a million rows); a `LATERAL` subquery behind an
+    /// `OFFSET 0` fence (so it is not flattened back into that join) makes
+    /// it probe the index row by row. SQLite always joins that way.
+    pub(crate) async fn doomed_volumes(
+        &self,
+        cutoff: UnixMillis,
+    ) -> Result<Vec<DoomedVolume>, StoreError> {
+        let children = match self.backend() {
+            Backend::Postgres => {
+                "SELECT c.handle, c.parent_handle FROM doomed d CROSS JOIN LATERAL \
+                 (SELECT v.handle, v.parent_handle FROM volumes v WHERE v.parent_handle = d.handle OFFSET 0) c"
+            }
+            Backend::Sqlite => {
+                "SELECT v.handle, v.parent_handle FROM volumes v \
+                 JOIN doomed d ON v.parent_handle = d.handle"
+            }
+        };
+        sqlx::query(&format!(
+            "WITH RECURSIVE doomed (handle, parent_handle) AS ( \
+                 SELECT handle, parent_handle FROM volumes \
+                 WHERE missing_since IS NOT NULL AND missing_since <= $1 \
+               UNION {children} \
+             ) SELECT handle, parent_handle FROM doomed"
+        ))
+        .bind(cutoff)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(DoomedVolume {
+                handle: r.try_get("handle")?,
+                parent: r.try_get("parent_handle")?,
+            })
+        })
+        .collect()
+    }
+
+    async fn gc_missing_volumes(
+        &self,
+        config: &GcConfig,
+        now: UnixMillis,
+    ) -> Result<CollectorStats, StoreError> {
+        let cutoff = config.missing_cutoff(now);
+        let doomed = self.doomed_volumes(cutoff).await?;
+        let batches = gc::plan_missing_volumes(&doomed, config.batch_size);
+        // Subtrees are disjoint, so batches of different subtrees can run on
+        // connections of their own; the batches of one subtree stay in
+        // order in one lane. SQLite has one connection: one lane.
+        let lanes = match self.backend() {
+            Backend::Postgres => MISSING_LANES,
+            Backend::Sqlite => 1,
+        };
+        let mut assigned: Vec<Vec<&MissingBatch>> = vec![Vec::new(); lanes];
+        let mut lane = 0;
+        let mut previous_root: Option<&str> = None;
+        for batch in &batches {
+            let root = match batch.parts.as_slice() {
+                [only] => Some(only.root.as_str()),
+                _ => None,
+            };
+            if root.is_none() || root != previous_root {
+                lane = (lane + 1) % lanes;
+            }
+            previous_root = root;
+            assigned[lane].push(batch);
+        }
+        let runs = assigned
+            .into_iter()
+            .map(|batches| self.delete_missing_lane(batches, cutoff));
+        let mut stats = CollectorStats::default();
+        for s in futures_util::future::join_all(runs).await {
+            stats.add(s);
+        }
+        Ok(stats)
+    }
+
+    /// Deletes `batches` in order, one transaction each. A batch that fails
+    /// is retried subtree by subtree; a subtree that fails (or whose root
+    /// was reported again) is skipped in the later batches of this run.
+    async fn delete_missing_lane(
+        &self,
+        batches: Vec<&MissingBatch>,
+        cutoff: UnixMillis,
+    ) -> CollectorStats {
+        let mut stats = CollectorStats::default();
+        let mut failed_roots: HashSet<String> = HashSet::new();
+        for batch in batches {
+            stats.found += batch.len() as u64;
+            // Subtrees an earlier batch failed on wait for the next run.
+            let (skip, go): (Vec<&SubtreePart>, Vec<&SubtreePart>) = batch
+                .parts
+                .iter()
+                .partition(|p| failed_roots.contains(&p.root));
+            stats.failed += skip.iter().map(|p| p.handles.len() as u64).sum::<u64>();
+            if go.is_empty() {
+                continue;
+            }
+            match self.delete_missing_parts(&go, cutoff).await {
+                Ok(Some(n)) => {
+                    stats.destroyed += n;
+                    continue;
+                }
+                // A root moved on (reported again): retry part by part.
+                Ok(None) => {}
+                Err(e) if go.len() == 1 => {
+                    tracing::warn!(root = %go[0].root, rows = go[0].handles.len(), error = %e, "garbage collection of a missing subtree failed; retrying next run");
+                    stats.failed += go[0].handles.len() as u64;
+                    failed_roots.insert(go[0].root.clone());
+                    continue;
+                }
+                Err(e) => {
+                    tracing::debug!(parts = go.len(), error = %e, "a batch of missing subtrees failed; retrying subtree by subtree");
+                }
+            }
+            for part in go {
+                match self.delete_missing_parts(&[part], cutoff).await {
+                    Ok(Some(n)) => stats.destroyed += n,
+                    // Reported again since the plan: it stays, and so does
+                    // the rest of its subtree.
+                    Ok(None) => {
+                        failed_roots.insert(part.root.clone());
+                    }
+                    Err(e) => {
+                        tracing::warn!(root = %part.root, rows = part.handles.len(), error = %e, "garbage collection of a missing subtree failed; retrying next run");
+                        stats.failed += part.handles.len() as u64;
+                        failed_roots.insert(part.root.clone());
+                    }
+                }
+            }
+        }
+        stats
+    }
+
+    /// Deletes the rows of `parts` in one transaction, after checking (and,
+    /// on PostgreSQL, locking) that every part's root is still missing since
+    /// `cutoff`. `Ok(None)` when one is not: nothing is deleted.
+    async fn delete_missing_parts(
+        &self,
+        parts: &[&SubtreePart],
+        cutoff: UnixMillis,
+    ) -> Result<Option<u64>, StoreError> {
+        let mut roots: Vec<&str> = parts.iter().map(|p| p.root.as_str()).collect();
+        roots.sort_unstable();
+        roots.dedup();
+        let mut tx = self.pool.begin().await?;
+        // On PostgreSQL the roots' row locks make a report clearing
+        // `missing_since` wait for this transaction (and then find no row);
+        // SQLite runs one writer at a time anyway.
+        let lock = match self.backend() {
+            Backend::Postgres => " FOR UPDATE",
+            Backend::Sqlite => "",
+        };
+        let mut held = 0;
+        for chunk in roots.chunks(CHUNK) {
+            let sql = format!(
+                "SELECT handle FROM volumes \
+                 WHERE missing_since IS NOT NULL AND missing_since <= $1 AND handle IN ({}){lock}",
+                placeholders(2, chunk.len())
+            );
+            let mut q = sqlx::query(&sql).bind(cutoff);
+            for r in chunk {
+                q = q.bind(*r);
+            }
+            held += q.fetch_all(&mut *tx).await?.len() as u64;
+        }
+        if held != roots.len() as u64 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let handles: Vec<&String> = parts.iter().flat_map(|p| &p.handles).collect();
+        let deleted = delete_handles(&mut tx, &handles).await?;
+        tx.commit().await?;
+        Ok(Some(deleted))
+    }
+}
+
+/// Deletes rows by handle, `CHUNK` at a time, in the order given (children
+/// first): each statement's foreign key check sees every child gone.
+pub(crate) async fn delete_handles(
+    tx: &mut Transaction<'_, Any>,
+    handles: &[&String],
+) -> Result<u64, StoreError> {
+    let mut deleted = 0;
+    for chunk in handles.chunks(CHUNK) {
+        let sql = format!(
+            "DELETE FROM volumes WHERE handle IN ({})",
+            placeholders(1, chunk.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for h in chunk {
+            q = q.bind(h.as_str());
+        }
+        deleted += q.execute(&mut **tx).await?.rows_affected();
+    }
+    Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,168 @@
+//! `hangar bench <what>`: the benchmarks behind PRODUCT.md's targets. Each
+//! prints one line of figures (progress goes to stderr) and, with
+//! `--json-out`, writes them as JSON. Web and workers run as processes of
+//! this same binary, on loopback.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use hangar_bench::{execute, heartbeats, memory};
+
+use crate::duration;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum What {
+    /// Simulated workers heartbeating and reporting against one web node:
+    /// heartbeat latency, web's CPU and memory.
+    Heartbeats(HeartbeatsArgs),
+    /// `hangar execute` to the task's process started, warm; and a 5-step
+    /// build end to end.
+    Execute(ExecuteArgs),
+    /// A worker's own memory, idle and busy; web's with a simulated fleet.
+    AgentMemory(MemoryArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct HeartbeatsArgs {
+    #[arg(long, default_value_t = 1000)]
+    workers: usize,
+    /// Volume rows per worker, listed in each of its reports.
+    #[arg(long, default_value_t = 1000)]
+    volumes: usize,
+    #[arg(long, default_value = "5s", value_parser = duration::parse)]
+    heartbeat_interval: Duration,
+    #[arg(long, default_value = "30s", value_parser = duration::parse)]
+    report_interval: Duration,
+    /// Load before measuring (at least one report interval, so every
+    /// simulated worker has registered and reported).
+    #[arg(long, default_value = "35s", value_parser = duration::parse)]
+    warmup: Duration,
+    /// How long figures are collected.
+    #[arg(long, default_value = "60s", value_parser = duration::parse)]
+    duration: Duration,
+    /// Web's database (default: SQLite in the scratch dir).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Keep the scratch dir (logs, database) here.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// An extra flag for `hangar web`, e.g. `--web-arg=--gc-interval=1h`
+    /// (repeat for more).
+    #[arg(long = "web-arg", allow_hyphen_values = true)]
+    web_args: Vec<String>,
+    #[arg(long)]
+    json_out: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct ExecuteArgs {
+    /// Timed runs.
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+    /// Untimed runs first (they warm the worker and web).
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Timed runs of the 5-step build.
+    #[arg(long, default_value_t = 5)]
+    pipeline_runs: usize,
+    #[arg(long)]
+    database_url: Option<String>,
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long)]
+    json_out: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct MemoryArgs {
+    /// Builds run at once for the busy figure.
+    #[arg(long, default_value_t = 4)]
+    busy_builds: usize,
+    /// How long the worker idles before the idle figure.
+    #[arg(long, default_value = "15s", value_parser = duration::parse)]
+    idle: Duration,
+    /// Simulated workers for web's figure (0: skip it).
+    #[arg(long, default_value_t = 1000)]
+    fleet_workers: usize,
+    /// How long the fleet runs after its warm-up.
+    #[arg(long, default_value = "30s", value_parser = duration::parse)]
+    fleet_duration: Duration,
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long)]
+    json_out: Option<PathBuf>,
+}
+
+fn write(json_out: &Option<PathBuf>, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    if let Some(path) = json_out {
+        hangar_bench::write_json(path, value)?;
+    }
+    Ok(())
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let bin = std::env::current_exe().context("find the hangar binary")?;
+    match args.what {
+        What::Heartbeats(a) => {
+            let mut cfg = heartbeats::HeartbeatsConfig::new(bin);
+            cfg.workers = a.workers;
+            cfg.volumes_per_worker = a.volumes;
+            cfg.heartbeat_interval = a.heartbeat_interval;
+            cfg.report_interval = a.report_interval;
+            cfg.warmup = a.warmup;
+            cfg.duration = a.duration;
+            cfg.database_url = a.database_url;
+            cfg.dir = a.dir;
+            cfg.web_args = a.web_args;
+            let report = heartbeats::run(cfg).await?;
+            println!("{}", report.line());
+            write(&a.json_out, &report)?;
+        }
+        What::Execute(a) => {
+            let mut cfg = execute::ExecuteConfig::new(bin);
+            cfg.runs = a.runs;
+            cfg.warmup = a.warmup;
+            cfg.pipeline_runs = a.pipeline_runs;
+            cfg.database_url = a.database_url;
+            cfg.dir = a.dir;
+            let report = execute::run(cfg).await?;
+            println!("{}", report.line());
+            write(&a.json_out, &report)?;
+        }
+        What::AgentMemory(a) => {
+            let mut cfg = memory::MemoryConfig::new(bin.clone());
+            cfg.busy_builds = a.busy_builds;
+            cfg.idle_for = a.idle;
+            cfg.dir = a.dir.clone();
+            let agent = memory::run(cfg).await?;
+            println!("{}", agent.line());
+            let fleet = if a.fleet_workers > 0 {
+                let mut cfg = heartbeats::HeartbeatsConfig::new(bin);
+                cfg.workers = a.fleet_workers;
+                cfg.duration = a.fleet_duration;
+                cfg.dir = a.dir.map(|d| d.join("fleet"));
+                let fleet = heartbeats::run(cfg).await?;
+                println!(
+                    "web memory with {} simulated workers: {:.1} MiB (high-water mark {:.1} MiB)",
+                    fleet.workers, fleet.web_rss_mib, fleet.web_rss_peak_mib
+                );
+                Some(fleet)
+            } else {
+                None
+            };
+            write(
+                &a.json_out,
+                &serde_json::json!({ "agent": agent, "fleet": fleet }),
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,129 @@
+//! `hangar chaos`: a seeded chaos run against real web and worker processes
+//! (see `hangar_bench::chaos`). Prints one line of figures, writes them as
+//! JSON with `--json-out`, and exits 1 when the run did not pass: a build
+//! errored because of the infrastructure (or failed or hung though it should
+//! not have), the database and a worker's disk disagree after quiescing, or
+//! a process was left behind.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use hangar_bench::chaos::schedule::FaultKind;
+use hangar_bench::chaos::{self, ChaosConfig};
+
+use crate::duration;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// How long builds are submitted and faults injected (quiescing and
+    /// checking come after).
+    #[arg(long, default_value = "4m", value_parser = duration::parse)]
+    duration: Duration,
+    /// Seeds the fault schedule and the build stream: the same seed, the
+    /// same schedule.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, default_value_t = 3)]
+    workers: usize,
+    /// An admin URL of a PostgreSQL server to run web on (a database is
+    /// made for the run); enables database restarts. Default: SQLite.
+    #[arg(long)]
+    postgres_url: Option<String>,
+    /// That server's data directory (found from its process if not given).
+    #[arg(long)]
+    postgres_data_dir: Option<PathBuf>,
+    /// Only these faults (comma-separated): kill-wipe, kill-keep, pause,
+    /// oom, web-restart, db-restart.
+    #[arg(long, value_delimiter = ',', value_parser = parse_fault)]
+    faults: Vec<FaultKind>,
+    #[arg(long, default_value = "300ms", value_parser = duration::parse)]
+    heartbeat_interval: Duration,
+    #[arg(long, default_value = "1s", value_parser = duration::parse)]
+    heartbeat_ttl: Duration,
+    #[arg(long, default_value = "1s", value_parser = duration::parse)]
+    report_interval: Duration,
+    /// Where the run lives (default: a new dir under the temp dir, removed
+    /// when the run passes).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Keep the run's dir even when it passes.
+    #[arg(long)]
+    keep: bool,
+    #[arg(long)]
+    json_out: Option<PathBuf>,
+}
+
+fn parse_fault(s: &str) -> Result<FaultKind, String> {
+    [
+        FaultKind::KillWipe,
+        FaultKind::KillKeep,
+        FaultKind::Pause,
+        FaultKind::Oom,
+        FaultKind::WebRestart,
+        FaultKind::DbRestart,
+    ]
+    .into_iter()
+    .find(|k| k.as_str() == s)
+    .ok_or_else(|| {
+        format!(
+            "unknown fault {s:?}: use kill-wipe, kill-keep, pause, oom, web-restart, db-restart"
+        )
+    })
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let bin = std::env::current_exe().context("find the hangar binary")?;
+    let mut cfg = ChaosConfig::new(bin, args.seed);
+    cfg.duration = args.duration;
+    cfg.workers = args.workers;
+    cfg.postgres_url = args.postgres_url;
+    cfg.postgres_data_dir = args.postgres_data_dir;
+    cfg.heartbeat_interval = args.heartbeat_interval;
+    cfg.heartbeat_ttl = args.heartbeat_ttl;
+    cfg.report_interval = args.report_interval;
+    cfg.dir = args.dir;
+    cfg.keep = args.keep;
+    if !args.faults.is_empty() {
+        cfg.kinds = Some(args.faults);
+    }
+    let report = chaos::run(cfg).await?;
+    for p in &report.problems {
+        eprintln!(
+            "chaos: build {} ({:?}) ended {}: {}",
+            p.id,
+            p.kind,
+            p.status,
+            p.error.as_deref().unwrap_or("-")
+        );
+        for line in &p.log_tail {
+            eprintln!("    {line}");
+        }
+    }
+    for (worker, d) in &report.divergence {
+        for (what, side) in [("volume", &d.volumes), ("container", &d.containers)] {
+            for h in &side.rows_without_dir {
+                eprintln!("chaos: {worker}: {what} row without a dir: {h}");
+            }
+            for h in &side.dirs_without_row {
+                eprintln!("chaos: {worker}: {what} dir without a row: {h}");
+            }
+        }
+    }
+    for p in &report.leaked_processes {
+        eprintln!("chaos: leaked process {}: {}", p.pid, p.cmdline);
+    }
+    if !report.passed {
+        eprintln!("chaos: the run's files are kept in {}", report.dir);
+    }
+    if let Some(path) = &args.json_out {
+        hangar_bench::write_json(path, &report)?;
+    }
+    println!("{}", report.line());
+    Ok(if report.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

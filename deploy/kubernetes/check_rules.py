@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Checks a rendered overlay against the rules docs/kubernetes.md promises.
+
+Usage: check_rules.py OVERLAY_NAME RENDERED.yaml
+
+Schemas say a manifest is well formed; these say it runs hangar safely: the
+worker's probes, preStop hook, memory limits and downward API, the RBAC the
+worker's pod-status lookup needs, and web's probes and secrets. Prints one
+line per broken rule and exits 1 if there is any.
+"""
+
+import re
+import sys
+
+import yaml
+
+UNITS = {
+    "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+}
+
+
+def quantity(q):
+    m = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(q))
+    if not m or m.group(2) not in UNITS:
+        raise ValueError(f"not a quantity: {q!r}")
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def main(name, path):
+    docs = [d for d in yaml.safe_load_all(open(path)) if d]
+    problems = []
+
+    def need(ok, what):
+        if not ok:
+            problems.append(what)
+
+    def find(kind, obj_name):
+        return [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == obj_name]
+
+    def env_of(container):
+        return {e["name"]: e for e in container.get("env", [])}
+
+    def secret_ref(env, key):
+        e = env.get(key, {})
+        return e.get("valueFrom", {}).get("secretKeyRef")
+
+    # ---- web
+    webs = find("Deployment", "hangar-web")
+    need(len(webs) == 1, "one Deployment hangar-web")
+    web_secret = None
+    if webs:
+        spec = webs[0]["spec"]["template"]["spec"]
+        c = next((c for c in spec["containers"] if c["name"] == "web"), None)
+        need(c is not None, "web: a container named web")
+        if c:
+            env = env_of(c)
+            need(c.get("args", [None])[0] == "web", "web: runs `hangar web`")
+            need(env.get("HANGAR_BIND", {}).get("value", "").startswith("0.0.0.0:"),
+                 "web: HANGAR_BIND listens on 0.0.0.0")
+            for key in ("HANGAR_DATABASE_URL", "HANGAR_ADMIN_TOKEN", "HANGAR_WORKER_KEY"):
+                need(secret_ref(env, key) is not None, f"web: {key} comes from a Secret")
+            web_secret = secret_ref(env, "HANGAR_WORKER_KEY")
+            ready = c.get("readinessProbe", {}).get("httpGet", {})
+            need(ready.get("path") == "/api/v1/info", "web: readiness probe on /api/v1/info")
+            need("livenessProbe" in c, "web: a liveness probe")
+            need("memory" in c.get("resources", {}).get("limits", {}), "web: a memory limit")
+    services = find("Service", "hangar-web")
+    need(len(services) == 1, "a Service hangar-web")
+    web_port = services[0]["spec"]["ports"][0]["port"] if services else None
+
+    # ---- the worker workload: a StatefulSet (persistent) or a Deployment (ephemeral)
+    workers = [d for d in docs
+               if d["kind"] in ("StatefulSet", "Deployment") and d["metadata"]["name"] == "hangar-worker"]
+    need(len(workers) == 1, f"exactly one worker workload (found {len(workers)})")
+    for w in workers:
+        kind = w["kind"]
+        pod = w["spec"]["template"]["spec"]
+        c = next((c for c in pod["containers"] if c["name"] == "worker"), None)
+        need(c is not None, "worker: a container named worker")
+        if c is None:
+            continue
+        env = env_of(c)
+        order = [e["name"] for e in c.get("env", [])]
+        need(c.get("args", [None])[0] == "worker", "worker: runs `hangar worker`")
+
+        def field_ref(key, path):
+            return env.get(key, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == path
+
+        need(field_ref("POD_NAME", "metadata.name"), "worker: POD_NAME from the downward API")
+        need(field_ref("POD_IP", "status.podIP"), "worker: POD_IP from the downward API")
+        need(env.get("HANGAR_NAME", {}).get("value") == "$(POD_NAME)", "worker: named after its pod")
+        need(env.get("HANGAR_API_BIND", {}).get("value") == "0.0.0.0:7788", "worker: HANGAR_API_BIND=0.0.0.0:7788")
+        need(env.get("HANGAR_API_URL", {}).get("value") == "http://$(POD_IP):7788",
+             "worker: HANGAR_API_URL=http://$(POD_IP):7788")
+        for var, user in (("POD_IP", "HANGAR_API_URL"), ("POD_NAME", "HANGAR_NAME")):
+            if var in order and user in order:
+                need(order.index(var) < order.index(user), f"worker: {var} is defined before {user} uses it")
+        mem_ref = env.get("HANGAR_MEMORY_LIMIT", {}).get("valueFrom", {}).get("resourceFieldRef", {})
+        need(mem_ref.get("resource") == "limits.memory" and mem_ref.get("containerName", "worker") == "worker",
+             "worker: HANGAR_MEMORY_LIMIT from its own limits.memory")
+        need(secret_ref(env, "HANGAR_WORKER_KEY") is not None, "worker: HANGAR_WORKER_KEY from a Secret")
+        if web_secret is not None:
+            need(secret_ref(env, "HANGAR_WORKER_KEY") == web_secret, "worker and web use the same worker key")
+        web_url = env.get("HANGAR_WEB", {}).get("value", "")
+        need(web_url == f"http://hangar-web:{web_port}", f"worker: HANGAR_WEB points at the web Service ({web_url})")
+
+        res = c.get("resources", {})
+        req, lim = res.get("requests", {}).get("memory"), res.get("limits", {}).get("memory")
+        need(req is not None and lim is not None, "worker: memory request and limit")
+        if req is not None and lim is not None:
+            need(quantity(req) <= quantity(lim), f"worker: memory request {req} <= limit {lim}")
+
+        ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
+        need(ports.get("api") == 7788, "worker: port api is 7788")
+        for probe in ("livenessProbe", "readinessProbe"):
+            get = c.get(probe, {}).get("httpGet", {})
+            need(get.get("path") == "/healthz" and get.get("port") in ("api", 7788),
+                 f"worker: {probe} on /healthz of the api port")
+
+        stop = " ".join(c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", []))
+        grace = pod.get("terminationGracePeriodSeconds", 30)
+        need(grace >= 60, f"worker: terminationGracePeriodSeconds >= 60 (is {grace})")
+        mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+        work_dir = env.get("HANGAR_WORK_DIR", {}).get("value")
+        need(work_dir is not None and mounts.get("work") == work_dir, "worker: the work volume is mounted at HANGAR_WORK_DIR")
+        if kind == "StatefulSet":
+            need("kill -USR1 1" in stop, "persistent worker: preStop lands it (SIGUSR1)")
+            need(env.get("HANGAR_EPHEMERAL", {}).get("value", "false") in ("false", "0"),
+                 "persistent worker: not ephemeral")
+            claims = [t["metadata"]["name"] for t in w["spec"].get("volumeClaimTemplates", [])]
+            need("work" in claims, "persistent worker: a volume claim template `work`")
+            need(len(find("Service", w["spec"].get("serviceName", ""))) == 1,
+                 "persistent worker: its serviceName is a Service")
+        else:
+            need("kill -USR2 1" in stop, "ephemeral worker: preStop retires it (SIGUSR2)")
+            need(env.get("HANGAR_EPHEMERAL", {}).get("value") == "true", "ephemeral worker: HANGAR_EPHEMERAL=true")
+            vols = {v["name"]: v for v in pod.get("volumes", [])}
+            need("emptyDir" in vols.get("work", {}), "ephemeral worker: work dir on an emptyDir")
+
+        driver = env.get("HANGAR_VOLUME_DRIVER", {}).get("value", "auto")
+        privileged = c.get("securityContext", {}).get("privileged", False)
+        if driver == "overlay":
+            need(privileged, "worker: the overlay driver needs privileged")
+
+        # RBAC: the service account may get pods in its namespace.
+        sa = pod.get("serviceAccountName")
+        need(sa is not None and len(find("ServiceAccount", sa)) == 1, "worker: runs as its own ServiceAccount")
+        ns = w["metadata"].get("namespace")
+        allowed = False
+        for rb in (d for d in docs if d["kind"] == "RoleBinding"):
+            if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa
+                       and s.get("namespace", ns) == ns for s in rb.get("subjects", [])):
+                continue
+            for role in find(rb["roleRef"]["kind"], rb["roleRef"]["name"]):
+                for rule in role.get("rules", []):
+                    if "" in rule.get("apiGroups", []) and "pods" in rule.get("resources", []) \
+                            and "get" in rule.get("verbs", []):
+                        allowed = True
+        need(allowed, "worker: its ServiceAccount may get pods in its namespace")
+
+    # Everything lands in one namespace.
+    namespaces = {d["metadata"].get("namespace") for d in docs if d["kind"] != "Namespace"}
+    need(len(namespaces) == 1 and None not in namespaces, f"one namespace for everything (found {namespaces})")
+
+    for p in problems:
+        print(f"{name}: {p}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
