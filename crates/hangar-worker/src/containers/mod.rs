@@ -263,7 +263,13 @@ impl ContainerManager {
         );
         let _admission = self.admission.lock().unwrap_or_else(|p| p.into_inner());
         if spec.memory_limit_bytes.is_none() && self.memory_limits_enforceable().is_ok() {
-            spec.memory_limit_bytes = default_limit;
+            // A task that sets no limit gets the default, but never more than
+            // the worker has left: the default is a ceiling, not a demand.
+            let left = budget.map(|b| b.saturating_sub(self.reserved_memory().unwrap_or(0)));
+            spec.memory_limit_bytes = match (default_limit, left) {
+                (Some(d), Some(l)) if l > 0 => Some(d.min(l)),
+                (d, _) => d,
+            };
         }
         if let (Some(budget), Some(limit)) = (budget, spec.memory_limit_bytes) {
             let reserved = self.reserved_memory()?;
