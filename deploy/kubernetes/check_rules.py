@@ -113,10 +113,13 @@ def main(name, path):
 
         ports = {p.get("name"): p["containerPort"] for p in c.get("ports", [])}
         need(ports.get("api") == 7788, "worker: port api is 7788")
-        for probe in ("livenessProbe", "readinessProbe"):
+        # Readiness follows the worker's health (web reachable, work dir
+        # writable, no hard pressure); liveness only that the process answers,
+        # so a web outage never restarts every worker.
+        for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/healthz")):
             get = c.get(probe, {}).get("httpGet", {})
-            need(get.get("path") == "/healthz" and get.get("port") in ("api", 7788),
-                 f"worker: {probe} on /healthz of the api port")
+            need(get.get("path") == path and get.get("port") in ("api", 7788),
+                 f"worker: {probe} on {path} of the api port")
 
         stop = " ".join(c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", []))
         grace = pod.get("terminationGracePeriodSeconds", 30)
