@@ -23,7 +23,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-target_dir=${CARGO_TARGET_DIR:-target}
+# Absolute: builds run from their own work dir.
+target_dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 hangar_bin="$target_dir/x86_64-unknown-linux-gnu/release/hangar"
 project="hangare2e$$"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -197,7 +198,12 @@ EOF
 run_build() { # LOGFILE TASK [ARGS...] (a build that has not ended in 3 minutes fails)
   local out=$1 task=$2
   shift 2
-  (cd "$work" && timeout 180 "$hangar_bin" execute -c "$task" "$@") >"$out" 2>&1
+  if (cd "$work" && timeout 180 "$hangar_bin" execute -c "$task" "$@") >"$out" 2>&1; then
+    return 0
+  fi
+  echo "--- $out (last lines)"
+  tail -n 15 "$out"
+  return 1
 }
 
 # ---------------------------------------------------------------- cluster
