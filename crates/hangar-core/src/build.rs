@@ -118,6 +118,14 @@ impl StepFailure {
         }
     }
 
+    /// The step's own exit code, when the failure is one.
+    pub fn exit_code(&self) -> Option<i64> {
+        match self {
+            StepFailure::Exited { code } => Some(i64::from(*code)),
+            _ => None,
+        }
+    }
+
     /// A short stable name of the failure's kind, for metrics.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -1,9 +1,9 @@
 //! What every step of one build shares.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use hangar_core::build::StepState;
+use hangar_core::build::{StepFailure, StepState};
 use hangar_store::StepRecord;
 use tokio_util::sync::CancellationToken;
 
@@ -66,6 +66,39 @@ impl BuildContext {
             tracing::warn!(build = self.build_id, error = %e, "cannot write the build log");
         }
         self.web.build_events().notify_waiters();
+    }
+
+    /// Says in the build log (and the metrics) that a step is retried after
+    /// `failure`, keeps the next attempt off the worker that failed it, and
+    /// gives an unreachable worker a moment to be declared stalled first.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn announce_retry(
+        &self,
+        step_id: &str,
+        kind: &str,
+        name: &str,
+        failure: &StepFailure,
+        next_attempt: u32,
+        max_attempts: u32,
+        avoid: &mut BTreeSet<String>,
+    ) -> Result<(), Interrupted> {
+        self.web.metrics().step_retry(failure.kind());
+        self.log(
+            Some(step_id),
+            "infra",
+            &format!(
+                "{}; retrying {kind} {name} (attempt {next_attempt} of {max_attempts})",
+                failure.describe()
+            ),
+        )
+        .await;
+        if let Some(w) = failure.worker() {
+            avoid.insert(w.to_string());
+        }
+        if let StepFailure::WorkerUnreachable { worker, .. } = failure {
+            super::watch::settle(&self.web, worker, self.web.now(), &self.stop).await?;
+        }
+        Ok(())
     }
 
     pub async fn save(&self, record: &StepRecord) {

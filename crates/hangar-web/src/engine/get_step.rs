@@ -69,31 +69,20 @@ pub async fn run(
             Err(failure) => {
                 match decide_retry(&failure, record.attempt as u32, max_attempts, false) {
                     RetryDecision::Retry { next_attempt } => {
-                        ctx.web.metrics().step_retry(failure.kind());
-                        ctx.log(
-                            Some(step_id),
-                            "infra",
-                            &format!(
-                                "{}; retrying get {} (attempt {next_attempt} of {max_attempts})",
-                                failure.describe(),
-                                step.get
-                            ),
+                        ctx.announce_retry(
+                            step_id,
+                            "get",
+                            &step.get,
+                            &failure,
+                            next_attempt,
+                            max_attempts,
+                            &mut avoid,
                         )
-                        .await;
-                        if let Some(w) = failure.worker() {
-                            avoid.insert(w.to_string());
-                        }
-                        if let StepFailure::WorkerUnreachable { worker, .. } = &failure {
-                            super::watch::settle(&ctx.web, worker, ctx.web.now(), &ctx.stop)
-                                .await?;
-                        }
+                        .await?;
                         record.attempt = i64::from(next_attempt);
                     }
                     RetryDecision::GiveUp(state) => {
-                        let code = match failure {
-                            StepFailure::Exited { code } => Some(i64::from(code)),
-                            _ => None,
-                        };
+                        let code = failure.exit_code();
                         return Ok(give_up(ctx, &mut record, state, code, failure.describe()).await);
                     }
                 }

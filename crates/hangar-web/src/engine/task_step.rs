@@ -106,34 +106,23 @@ pub async fn run(
                 let attempt = record.attempt as u32;
                 match decide_retry(&failure, attempt, max_attempts, step.retry_failures) {
                     RetryDecision::Retry { next_attempt } => {
-                        ctx.web.metrics().step_retry(failure.kind());
-                        ctx.log(
-                            Some(step_id),
-                            "infra",
-                            &format!(
-                                "{}; retrying task {} (attempt {next_attempt} of {max_attempts})",
-                                failure.describe(),
-                                step.task
-                            ),
+                        ctx.announce_retry(
+                            step_id,
+                            "task",
+                            &step.task,
+                            &failure,
+                            next_attempt,
+                            max_attempts,
+                            &mut avoid,
                         )
-                        .await;
-                        if let Some(w) = failure.worker() {
-                            avoid.insert(w.to_string());
-                        }
-                        if let StepFailure::WorkerUnreachable { worker, .. } = &failure {
-                            super::watch::settle(&ctx.web, worker, ctx.web.now(), &ctx.stop)
-                                .await?;
-                        }
+                        .await?;
                         record.attempt = i64::from(next_attempt);
                         record.container = None;
                         record.worker = None;
                         record.log_offset = 0;
                     }
                     RetryDecision::GiveUp(state) => {
-                        let code = match failure {
-                            StepFailure::Exited { code } => Some(i64::from(code)),
-                            _ => None,
-                        };
+                        let code = failure.exit_code();
                         let mut why = failure.describe();
                         if state == StepState::Errored && max_attempts > 1 {
                             why.push_str(&format!(" (after {attempt} attempts)"));
