@@ -218,9 +218,9 @@ impl WorkerSpec {
             // Harness workers share the machine's disk with everything
             // else on it: only a nearly full disk keeps them from work.
             extra_args: vec![
-                "--soft-threshold".into(),
+                "--disk-soft-threshold".into(),
                 "0.98".into(),
-                "--hard-threshold".into(),
+                "--disk-hard-threshold".into(),
                 "0.99".into(),
             ],
         }

@@ -36,8 +36,9 @@ impl Default for Thresholds {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum Pressure {
+    #[default]
     None,
     /// Take no new work.
     Soft,
@@ -59,27 +60,60 @@ fn fraction(used: u64, total: u64) -> Option<f64> {
     (total > 0).then(|| used as f64 / total as f64)
 }
 
-/// The pressure now, given the readings and the pressure before (for
-/// hysteresis), with the reason in plain words when there is any.
-pub fn assess(r: &Readings, t: &Thresholds, before: Pressure) -> (Pressure, Option<String>) {
+/// The pressure of each resource on its own, so that hysteresis holds a
+/// resource only near the line *it* crossed: a disk at 78% must not keep a
+/// worker under pressure because its memory was over 80% a moment ago.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Levels {
+    pub memory: Pressure,
+    pub disk: Pressure,
+}
+
+/// What [`assess`] found: each resource's level, the worst of them, and
+/// the reason in plain words when there is any pressure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assessment {
+    pub levels: Levels,
+    pub pressure: Pressure,
+    pub reason: Option<String>,
+}
+
+fn level(f: f64, t: &Thresholds, before: Pressure) -> Pressure {
+    if f >= t.hard {
+        Pressure::Hard
+    } else if f >= t.soft {
+        Pressure::Soft
+    } else if before != Pressure::None && f >= t.soft - t.hysteresis {
+        // Still close to the line it crossed: stay where it was, but never
+        // above soft without reaching hard again.
+        before.min(Pressure::Soft)
+    } else {
+        Pressure::None
+    }
+}
+
+/// The pressure now, given the readings, each resource's thresholds and
+/// each resource's level before (for hysteresis).
+pub fn assess(
+    r: &Readings,
+    memory_t: &Thresholds,
+    disk_t: &Thresholds,
+    before: Levels,
+) -> Assessment {
+    let memory =
+        fraction(r.memory_used, r.memory_limit).map(|f| (f, level(f, memory_t, before.memory)));
+    let disk = fraction(r.disk_used, r.disk_total).map(|f| (f, level(f, disk_t, before.disk)));
+    let levels = Levels {
+        memory: memory.map_or(Pressure::None, |(_, l)| l),
+        disk: disk.map_or(Pressure::None, |(_, l)| l),
+    };
     let mut worst = (Pressure::None, None);
-    for (what, used, total) in [
-        ("memory", r.memory_used, r.memory_limit),
-        ("disk", r.disk_used, r.disk_total),
+    for (what, found, total) in [
+        ("memory", memory, r.memory_limit),
+        ("disk", disk, r.disk_total),
     ] {
-        let Some(f) = fraction(used, total) else {
+        let Some((f, level)) = found else {
             continue;
-        };
-        let level = if f >= t.hard {
-            Pressure::Hard
-        } else if f >= t.soft {
-            Pressure::Soft
-        } else if before != Pressure::None && f >= t.soft - t.hysteresis {
-            // Still close to the line it crossed: stay where it was, but
-            // never above soft without reaching hard again.
-            before.min(Pressure::Soft)
-        } else {
-            Pressure::None
         };
         if level > worst.0 {
             let reason = format!(
@@ -90,7 +124,11 @@ pub fn assess(r: &Readings, t: &Thresholds, before: Pressure) -> (Pressure, Opti
             worst = (level, Some(reason));
         }
     }
-    worst
+    Assessment {
+        levels,
+        pressure: worst.0,
+        reason: worst.1,
+    }
 }
 
 /// Whether a worker with `free` memory (limit minus what it promised to
@@ -133,7 +171,15 @@ mod tests {
             (mem(77), None, None), // never crossed: nothing
         ];
         for (r, before, expected) in cases {
-            assert_eq!(assess(&r, &t, before).0, expected, "{r:?} after {before:?}");
+            let before = Levels {
+                memory: before,
+                disk: None,
+            };
+            assert_eq!(
+                assess(&r, &t, &t, before).pressure,
+                expected,
+                "{r:?} after {before:?}"
+            );
         }
     }
 
@@ -145,12 +191,108 @@ mod tests {
             disk_used: 97 * GIB,
             disk_total: 100 * GIB,
         };
-        let (p, why) = assess(&r, &Thresholds::default(), Pressure::None);
-        assert_eq!(p, Pressure::Hard);
-        assert_eq!(why.as_deref(), Some("disk at 97% of 100 GiB"));
+        let a = assess(
+            &r,
+            &Thresholds::default(),
+            &Thresholds::default(),
+            Levels::default(),
+        );
+        assert_eq!(a.pressure, Pressure::Hard);
+        assert_eq!(a.reason.as_deref(), Some("disk at 97% of 100 GiB"));
+        let idle = assess(
+            &Readings::default(),
+            &Thresholds::default(),
+            &Thresholds::default(),
+            Levels::default(),
+        );
+        assert_eq!((idle.pressure, idle.reason), (Pressure::None, None));
+    }
+
+    #[test]
+    fn hysteresis_holds_only_the_resource_that_crossed_the_line() {
+        use Pressure::*;
+        let t = Thresholds::default();
+        let at = |memory: u64, disk: u64| Readings {
+            memory_used: memory,
+            memory_limit: 100,
+            disk_used: disk,
+            disk_total: 100,
+        };
+        // (readings, levels before, overall pressure expected, reason)
+        let cases = [
+            // Memory was over the line; the disk never was, and sits at 78%
+            // (inside the hysteresis band): the memory clearing clears all.
+            (
+                at(50, 78),
+                Levels {
+                    memory: Soft,
+                    disk: None,
+                },
+                None,
+                Option::<&str>::None,
+            ),
+            // The disk crossed it and is still in its band: it holds.
+            (
+                at(50, 78),
+                Levels {
+                    memory: None,
+                    disk: Soft,
+                },
+                Soft,
+                Some("disk at 78%"),
+            ),
+            // Memory still in its band, disk clear.
+            (
+                at(77, 10),
+                Levels {
+                    memory: Soft,
+                    disk: None,
+                },
+                Soft,
+                Some("memory at 77%"),
+            ),
+            // Both in their bands after both crossed: soft.
+            (
+                at(77, 78),
+                Levels {
+                    memory: Soft,
+                    disk: Soft,
+                },
+                Soft,
+                Some("memory at 77%"),
+            ),
+        ];
+        for (r, before, expected, why) in cases {
+            let a = assess(&r, &t, &t, before);
+            assert_eq!(a.pressure, expected, "{r:?} after {before:?}");
+            match why {
+                Some(w) => assert!(a.reason.as_deref().unwrap_or("").starts_with(w), "{a:?}"),
+                Option::None => assert_eq!(a.reason, Option::None),
+            }
+        }
+    }
+
+    #[test]
+    fn disk_and_memory_have_their_own_thresholds() {
+        let memory_t = Thresholds::default();
+        let disk_t = Thresholds {
+            soft: 0.98,
+            hard: 0.99,
+            hysteresis: 0.05,
+        };
+        let r = Readings {
+            memory_used: 10,
+            memory_limit: 100,
+            disk_used: 90,
+            disk_total: 100,
+        };
         assert_eq!(
-            assess(&Readings::default(), &Thresholds::default(), Pressure::None),
-            (Pressure::None, None)
+            assess(&r, &memory_t, &disk_t, Levels::default()).pressure,
+            Pressure::None
+        );
+        assert_eq!(
+            assess(&r, &memory_t, &memory_t, Levels::default()).pressure,
+            Pressure::Soft
         );
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use hangar_api::containers::{ContainerSpec, RUNTIME_PROCESS};
 use hangar_api::WorkerCondition;
-use hangar_core::pressure::{assess, Pressure, Readings, Thresholds};
+use hangar_core::pressure::{assess, Levels, Pressure, Readings, Thresholds};
 
 use crate::containers::ContainerManager;
 
@@ -20,7 +20,8 @@ pub struct HealthConfig {
     /// The memory the worker may use; `None` reads its cgroup limit, else
     /// the host's memory.
     pub memory_limit: Option<u64>,
-    pub thresholds: Thresholds,
+    pub memory_thresholds: Thresholds,
+    pub disk_thresholds: Thresholds,
     pub check_interval: Duration,
     /// Web counts as unreachable after this long without an accepted
     /// heartbeat.
@@ -33,6 +34,8 @@ pub struct HealthConfig {
 #[derive(Debug)]
 pub struct Health {
     state: Mutex<WorkerCondition>,
+    /// Each resource's pressure after the last check, for hysteresis.
+    levels: Mutex<Levels>,
     /// Unix millis of the last heartbeat web accepted.
     last_web_contact: AtomicI64,
 }
@@ -51,6 +54,7 @@ impl Default for Health {
                 disk_used: 0,
                 disk_total: 0,
             }),
+            levels: Mutex::new(Levels::default()),
             last_web_contact: AtomicI64::new(now_ms()),
         }
     }
@@ -100,7 +104,15 @@ pub async fn check_once(
         disk_used,
         disk_total,
     };
-    let (pressure, pressure_reason) = assess(&readings, &config.thresholds, health.pressure());
+    let before_levels = *health.levels.lock().unwrap_or_else(|p| p.into_inner());
+    let assessment = assess(
+        &readings,
+        &config.memory_thresholds,
+        &config.disk_thresholds,
+        before_levels,
+    );
+    *health.levels.lock().unwrap_or_else(|p| p.into_inner()) = assessment.levels;
+    let (pressure, pressure_reason) = (assessment.pressure, assessment.reason);
     containers.set_memory_policy(Some(memory_limit), config.default_container_memory);
     let m = containers.clone();
     let memory_reserved = tokio::task::spawn_blocking(move || m.reserved_memory().unwrap_or(0))

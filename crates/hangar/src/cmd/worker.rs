@@ -70,12 +70,20 @@ pub struct HealthArgs {
     /// limit, else the host's memory. On Kubernetes, its pod limit.
     #[arg(long, env = "HANGAR_MEMORY_LIMIT", value_parser = parse_size)]
     pub memory_limit: Option<u64>,
-    /// Above this fraction of its memory or disk, the worker takes no new work.
+    /// Above this fraction of its memory (and of its disk, unless
+    /// --disk-soft-threshold says otherwise), the worker takes no new work.
     #[arg(long, env = "HANGAR_SOFT_THRESHOLD", default_value_t = 0.80, value_parser = parse_fraction)]
     pub soft_threshold: f64,
     /// Above this fraction, it lands itself until the pressure clears.
     #[arg(long, env = "HANGAR_HARD_THRESHOLD", default_value_t = 0.95, value_parser = parse_fraction)]
     pub hard_threshold: f64,
+    /// The soft threshold for the work dir's disk; default --soft-threshold.
+    /// A disk fills slowly and is often shared: some want it higher.
+    #[arg(long, env = "HANGAR_DISK_SOFT_THRESHOLD", value_parser = parse_fraction)]
+    pub disk_soft_threshold: Option<f64>,
+    /// The hard threshold for the work dir's disk; default --hard-threshold.
+    #[arg(long, env = "HANGAR_DISK_HARD_THRESHOLD", value_parser = parse_fraction)]
+    pub disk_hard_threshold: Option<f64>,
     /// The memory limit of a container whose task sets none (applied where
     /// the worker can enforce limits).
     #[arg(long, env = "HANGAR_DEFAULT_CONTAINER_MEMORY", default_value = "2GiB", value_parser = parse_size)]
@@ -93,14 +101,26 @@ impl HealthArgs {
         if self.soft_threshold >= self.hard_threshold {
             anyhow::bail!("--soft-threshold must be below --hard-threshold");
         }
+        let disk_soft = self.disk_soft_threshold.unwrap_or(self.soft_threshold);
+        let disk_hard = self.disk_hard_threshold.unwrap_or(self.hard_threshold);
+        if disk_soft >= disk_hard {
+            anyhow::bail!(
+                "the disk's soft threshold ({disk_soft}) must be below its hard threshold ({disk_hard})"
+            );
+        }
         if self.health_check_interval.is_zero() {
             anyhow::bail!("--health-check-interval must be more than 0");
         }
         Ok(hangar_worker::health::HealthConfig {
             memory_limit: self.memory_limit,
-            thresholds: hangar_core::pressure::Thresholds {
+            memory_thresholds: hangar_core::pressure::Thresholds {
                 soft: self.soft_threshold,
                 hard: self.hard_threshold,
+                hysteresis: 0.05,
+            },
+            disk_thresholds: hangar_core::pressure::Thresholds {
+                soft: disk_soft,
+                hard: disk_hard,
                 hysteresis: 0.05,
             },
             check_interval: self.health_check_interval,
@@ -185,4 +205,70 @@ pub fn builtin_resource_types(work_dir: &std::path::Path) -> anyhow::Result<Path
     hangar_resources::install_builtin_types(&dir, &exe)
         .with_context(|| format!("install resource types in {}", dir.display()))?;
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HealthArgs;
+    use clap::Parser;
+    use std::time::Duration;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        health: HealthArgs,
+    }
+
+    fn config(args: &[&str]) -> Result<hangar_worker::health::HealthConfig, String> {
+        let flags = Flags::try_parse_from(std::iter::once("worker").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        flags
+            .health
+            .config(Duration::from_secs(5))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn disk_thresholds_default_to_the_memory_ones_and_may_differ() {
+        let c = config(&["--soft-threshold", "0.7", "--hard-threshold", "0.9"]).unwrap();
+        assert_eq!((c.disk_thresholds.soft, c.disk_thresholds.hard), (0.7, 0.9));
+        let c = config(&[
+            "--disk-soft-threshold",
+            "0.9",
+            "--disk-hard-threshold",
+            "0.97",
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.memory_thresholds.soft, c.memory_thresholds.hard),
+            (0.8, 0.95)
+        );
+        assert_eq!(
+            (c.disk_thresholds.soft, c.disk_thresholds.hard),
+            (0.9, 0.97)
+        );
+    }
+
+    #[test]
+    fn thresholds_out_of_order_or_range_are_refused_clearly() {
+        let cases: [(&[&str], &str); 4] = [
+            (
+                &["--soft-threshold", "0.96"],
+                "--soft-threshold must be below",
+            ),
+            (
+                &["--disk-soft-threshold", "0.99"],
+                "the disk's soft threshold (0.99)",
+            ),
+            (
+                &["--disk-hard-threshold", "0.5"],
+                "must be below its hard threshold (0.5)",
+            ),
+            (&["--disk-soft-threshold", "1.5"], "1.5"),
+        ];
+        for (args, expected) in cases {
+            let err = config(args).expect_err(&format!("{args:?} was accepted"));
+            assert!(err.contains(expected), "{args:?}: {err}");
+        }
+    }
 }

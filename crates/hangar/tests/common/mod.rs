@@ -138,6 +138,15 @@ impl Cluster {
             // namespace and pin the temp dirs; the volume crate's own suite
             // covers the overlay driver.
             .args(["--volume-driver", "naive"])
+            // The work dirs sit on the machine's shared disk, whose
+            // fullness no test here is about: only a nearly full disk may
+            // keep these workers from work (memory keeps its defaults).
+            .args([
+                "--disk-soft-threshold",
+                "0.98",
+                "--disk-hard-threshold",
+                "0.99",
+            ])
             .args(extra)
             .arg("--work-dir")
             .arg(work_dir)
