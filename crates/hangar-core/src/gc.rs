@@ -15,6 +15,12 @@
 //!
 //! The rules, collector by collector:
 //!
+//! - **abandoned-volumes**: a `creating` row older than
+//!   `abandoned_creation` becomes `failed`. Web makes the row, asks the
+//!   worker, then records the outcome; a web node that dies in between (or
+//!   a request that outlives its timeout, which is half this age) leaves a
+//!   row no one will finish. The worker may have made the volume: marking it
+//!   failed lets the next collector have it destroyed like any failed one.
 //! - **failed-volumes**: a `failed` volume row becomes `destroying` (the
 //!   worker removes whatever half-made data it has; the row goes when the
 //!   worker stops listing it).
@@ -76,6 +82,10 @@ const HOUR: i64 = 60 * MINUTE;
 /// How long things are kept. Every duration is in milliseconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GcConfig {
+    /// A volume row still `creating` after this long was abandoned by the
+    /// web node that made it. Web's own requests to create a volume time out
+    /// after half of it.
+    pub abandoned_creation_ms: i64,
     /// How long a row may be missing before it is collected.
     pub missing_grace_ms: i64,
     /// How old a container-owned volume must be before it can be an orphan.
@@ -98,6 +108,7 @@ pub struct GcConfig {
 impl Default for GcConfig {
     fn default() -> Self {
         GcConfig {
+            abandoned_creation_ms: 20 * MINUTE,
             missing_grace_ms: 5 * MINUTE,
             orphan_min_age_ms: HOUR,
             cache_retention_ms: 24 * HOUR,
@@ -120,6 +131,7 @@ impl GcConfig {
 /// The collectors, in the order one GC run runs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Collector {
+    AbandonedVolumes,
     FailedVolumes,
     FailedContainers,
     BuildContainers,
@@ -131,7 +143,8 @@ pub enum Collector {
 }
 
 impl Collector {
-    pub const ALL: [Collector; 8] = [
+    pub const ALL: [Collector; 9] = [
+        Collector::AbandonedVolumes,
         Collector::FailedVolumes,
         Collector::FailedContainers,
         Collector::BuildContainers,
@@ -144,6 +157,7 @@ impl Collector {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            Collector::AbandonedVolumes => "abandoned-volumes",
             Collector::FailedVolumes => "failed-volumes",
             Collector::FailedContainers => "failed-containers",
             Collector::BuildContainers => "build-containers",
@@ -231,6 +245,23 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v.dedup();
     v
+}
+
+/// abandoned-volumes: `creating` rows made `abandoned_creation` ago or
+/// earlier.
+pub fn plan_abandoned_volumes(
+    volumes: &[GcVolume],
+    now: UnixMillis,
+    config: &GcConfig,
+) -> Vec<String> {
+    sorted(
+        volumes
+            .iter()
+            .filter(|v| v.state == VolumeState::Creating)
+            .filter(|v| now - v.created_at >= config.abandoned_creation_ms)
+            .map(|v| v.handle.clone())
+            .collect(),
+    )
 }
 
 /// failed-volumes: every `failed` row.

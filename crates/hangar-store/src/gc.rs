@@ -93,6 +93,7 @@ impl Store {
         now: UnixMillis,
     ) -> Result<CollectorStats, StoreError> {
         match collector {
+            Collector::AbandonedVolumes => self.gc_abandoned_volumes(config, now).await,
             Collector::FailedVolumes => self.gc_failed_volumes().await,
             Collector::FailedContainers => self.gc_failed_containers().await,
             Collector::BuildContainers => self.gc_build_containers().await,
@@ -214,6 +215,26 @@ impl Store {
             }
         }
         stats
+    }
+
+    async fn gc_abandoned_volumes(
+        &self,
+        config: &GcConfig,
+        now: UnixMillis,
+    ) -> Result<CollectorStats, StoreError> {
+        let cutoff = now.saturating_sub(config.abandoned_creation_ms);
+        let rows = self
+            .gc_volumes("v.state = 'creating' AND v.created_at <= $1", &[cutoff])
+            .await?;
+        let doomed = gc::plan_abandoned_volumes(&rows, now, config);
+        Ok(self
+            .apply_chunks(
+                Collector::AbandonedVolumes,
+                "UPDATE volumes SET state = 'failed' WHERE state = 'creating' AND created_at <= $1",
+                &[cutoff],
+                &doomed,
+            )
+            .await)
     }
 
     async fn gc_failed_volumes(&self) -> Result<CollectorStats, StoreError> {

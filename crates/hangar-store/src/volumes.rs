@@ -138,7 +138,8 @@ impl Store {
         Ok(record)
     }
 
-    /// Moves a `creating` row to `created` (with its size) or `failed`.
+    /// Moves a `creating` row to `created` (with its size) or `failed`;
+    /// an error when the row is no longer `creating`.
     pub async fn finish_volume_creation(
         &self,
         handle: &str,
@@ -148,12 +149,22 @@ impl Store {
             Ok(size) => (VolumeState::Created, size),
             Err(()) => (VolumeState::Failed, None),
         };
-        sqlx::query("UPDATE volumes SET state = $1, size_bytes = $2 WHERE handle = $3 AND state = 'creating'")
-            .bind(state.as_str())
-            .bind(size)
-            .bind(handle)
-            .execute(&self.pool)
-            .await?;
+        let done = sqlx::query(
+            "UPDATE volumes SET state = $1, size_bytes = $2 WHERE handle = $3 AND state = 'creating'",
+        )
+        .bind(state.as_str())
+        .bind(size)
+        .bind(handle)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            // Garbage collection gave the creation up (it outlived the
+            // abandon age) or the row went with its worker: whoever asked
+            // must not use the volume.
+            return Err(StoreError::Conflict(format!(
+                "volume {handle} is no longer being created (abandoned or removed)"
+            )));
+        }
         Ok(())
     }
 

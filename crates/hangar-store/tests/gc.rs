@@ -326,6 +326,80 @@ async fn failed_rows_are_marked_destroying_and_finished_builds_lose_their_contai
     assert!(container_rows(&store).await.is_empty());
 }
 
+/// A web node died between making a row and recording the worker's answer:
+/// the row stays `creating` until it is old enough to count as abandoned,
+/// then it fails, is marked destroying, the worker that has the volume is
+/// told to destroy it, and the row goes once the worker no longer has it.
+async fn an_abandoned_creation_is_failed_destroyed_and_forgotten(store: Store) {
+    let g = worker(&store, "w1").await;
+    for (handle, at) in [("abandoned", T0), ("in-flight", T0 + 19 * MIN)] {
+        store
+            .create_volume_row(
+                &NewVolume {
+                    handle: handle.into(),
+                    worker: "w1".into(),
+                    parent: None,
+                    owner_kind: OwnerKind::Container,
+                    owner_id: None,
+                    strategy: "empty".into(),
+                },
+                at,
+            )
+            .await
+            .unwrap();
+    }
+    let config = GcConfig::default();
+    let both = handles(&["abandoned", "in-flight"]);
+    // The worker has both; neither is missing nor destroyed while creating.
+    let plan = store.apply_volume_report("w1", g, &both, T0).await.unwrap();
+    assert!(plan.destroy_on_worker.is_empty(), "{plan:?}");
+    assert_eq!(
+        collect(&store, Collector::AbandonedVolumes, &config, T0 + 19 * MIN).await,
+        stats(0, 0, 0),
+        "younger than the abandon age"
+    );
+    let now = T0 + 20 * MIN;
+    let run: BTreeMap<&str, CollectorStats> = store
+        .run_gc(&config, now)
+        .await
+        .into_iter()
+        .map(|(c, r)| (c.as_str(), r.unwrap()))
+        .collect();
+    assert_eq!(run["abandoned-volumes"], stats(1, 1, 0));
+    assert_eq!(run["failed-volumes"], stats(1, 1, 0));
+    assert_eq!(
+        rows(&store).await,
+        BTreeMap::from([
+            ("abandoned".into(), (VolumeState::Destroying, false)),
+            ("in-flight".into(), (VolumeState::Creating, false)),
+        ])
+    );
+    // Its creator can no longer finish it: that is an error, not a silent
+    // success with a volume that is about to go.
+    assert!(store
+        .finish_volume_creation("abandoned", Ok(Some(1)))
+        .await
+        .is_err());
+    let plan = store
+        .apply_volume_report("w1", g, &both, now)
+        .await
+        .unwrap();
+    assert_eq!(plan.destroy_on_worker, handles(&["abandoned"]));
+    let plan = store
+        .apply_volume_report("w1", g, &handles(&["in-flight"]), now)
+        .await
+        .unwrap();
+    assert_eq!(plan.delete_rows, handles(&["abandoned"]));
+    store
+        .finish_volume_creation("in-flight", Ok(Some(1)))
+        .await
+        .unwrap();
+    assert_eq!(
+        rows(&store).await,
+        BTreeMap::from([("in-flight".into(), (VolumeState::Created, false))])
+    );
+}
+
 async fn orphans_caches_and_artifacts_are_marked_destroying_by_their_rules(store: Store) {
     worker(&store, "w1").await;
     let config = GcConfig::default();
@@ -496,6 +570,7 @@ on_both_databases!(
     a_missing_base_with_live_children_is_collected_with_unrelated_ones,
     a_reported_again_root_is_not_collected,
     failed_rows_are_marked_destroying_and_finished_builds_lose_their_containers,
+    an_abandoned_creation_is_failed_destroyed_and_forgotten,
     orphans_caches_and_artifacts_are_marked_destroying_by_their_rules,
     a_big_forest_of_missing_volumes_goes_in_batches,
 );

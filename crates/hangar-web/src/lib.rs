@@ -71,6 +71,9 @@ impl WebConfig {
         if self.gc.missing_grace_ms < 0 {
             return Err("the missing grace period must not be negative".into());
         }
+        if self.gc.abandoned_creation_ms < 2 {
+            return Err("the abandoned-creation timeout must be positive".into());
+        }
         if let Some(interval) = self.heartbeat_interval_ms {
             if interval <= 0 || interval >= self.lifecycle.heartbeat_ttl_ms {
                 return Err(format!(

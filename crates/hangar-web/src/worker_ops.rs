@@ -70,7 +70,10 @@ pub async fn make_volume(
     owner_kind: OwnerKind,
     owner_id: Option<String>,
 ) -> Result<VolumeRecord, OpError> {
-    let api = worker_api(web, worker, Duration::from_secs(600)).await?;
+    // Half the age at which GC gives a `creating` row up: a request still
+    // running can never see its row failed under it.
+    let timeout = Duration::from_millis((web.config().gc.abandoned_creation_ms / 2).max(1) as u64);
+    let api = worker_api(web, worker, timeout).await?;
     let handle = uuid::Uuid::new_v4().to_string();
     let parent = match &source {
         Source::CopyOnWrite { parent } => Some(parent.clone()),
@@ -109,7 +112,9 @@ pub async fn make_volume(
                 .await?;
         }
         Err(source) => {
-            web.store().finish_volume_creation(&handle, Err(())).await?;
+            if let Err(e) = web.store().finish_volume_creation(&handle, Err(())).await {
+                tracing::warn!(%handle, error = %e, "could not mark a failed volume creation");
+            }
             return Err(OpError::Worker {
                 worker: worker.to_string(),
                 source,

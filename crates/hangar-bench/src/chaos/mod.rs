@@ -870,6 +870,10 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
         "2s".into(),
         "--gc-missing-grace-period".into(),
         "5s".into(),
+        // A web restart mid-creation leaves `creating` rows; collect them
+        // within the quiet period.
+        "--gc-abandoned-creation-timeout".into(),
+        "30s".into(),
     ];
     let mut pg = None;
     if let Some(url) = &cfg.postgres_url {

@@ -56,6 +56,45 @@ fn failed_rows_are_collected_and_nothing_else() {
 }
 
 #[test]
+fn creations_older_than_the_abandon_age_are_abandoned_and_nothing_else() {
+    use VolumeState::*;
+    let config = GcConfig::default();
+    let age = config.abandoned_creation_ms;
+    // (state, age, abandoned?)
+    let cases = [
+        (Creating, age, true),
+        (Creating, age + H, true),
+        (Creating, age - 1, false),
+        (Creating, 0, false),
+        (Created, age + H, false),
+        (Failed, age + H, false),
+        (Destroying, age + H, false),
+    ];
+    let volumes: Vec<GcVolume> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (state, age, _))| {
+            with(
+                vol(&format!("v{i}"), OwnerKind::Container, None, *age),
+                |v| v.state = *state,
+            )
+        })
+        .collect();
+    let expected: Vec<String> = cases
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.2)
+        .map(|(i, _)| format!("v{i}"))
+        .collect();
+    assert_eq!(plan_abandoned_volumes(&volumes, NOW, &config), expected);
+    let never = GcConfig {
+        abandoned_creation_ms: i64::MAX,
+        ..GcConfig::default()
+    };
+    assert!(plan_abandoned_volumes(&volumes, NOW, &never).is_empty());
+}
+
+#[test]
 fn containers_of_final_builds_are_collected_by_the_table() {
     use ContainerState::*;
     let builds: HashMap<i64, GcBuild> = [

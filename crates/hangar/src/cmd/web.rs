@@ -33,6 +33,11 @@ pub struct Lifecycle {
     /// (absent for new steps from the first moment) before it is collected.
     #[arg(long, env = "HANGAR_GC_MISSING_GRACE_PERIOD", default_value = "5m", value_parser = duration::parse)]
     pub gc_missing_grace_period: Duration,
+    /// A volume row still being created after this long was abandoned (its
+    /// web node died mid-request) and is collected; web's own requests to
+    /// create a volume time out after half of it.
+    #[arg(long, env = "HANGAR_GC_ABANDONED_CREATION_TIMEOUT", default_value = "20m", value_parser = duration::parse)]
+    pub gc_abandoned_creation_timeout: Duration,
 }
 
 impl Lifecycle {
@@ -42,6 +47,9 @@ impl Lifecycle {
         }
         if self.gc_interval.is_zero() {
             anyhow::bail!("--gc-interval must be more than 0");
+        }
+        if self.gc_abandoned_creation_timeout < Duration::from_secs(2) {
+            anyhow::bail!("--gc-abandoned-creation-timeout must be at least 2s");
         }
         Ok(WebConfig {
             admin_token,
@@ -57,6 +65,7 @@ impl Lifecycle {
             run_builds: true,
             gc: hangar_core::gc::GcConfig {
                 missing_grace_ms: millis(self.gc_missing_grace_period),
+                abandoned_creation_ms: millis(self.gc_abandoned_creation_timeout),
                 ..Default::default()
             },
             gc_interval: Some(self.gc_interval),
