@@ -35,6 +35,11 @@ const GC_VOLUME_COLUMNS: &str =
      v.missing_since, (SELECT COUNT(*) FROM volumes c WHERE c.parent_handle = v.handle \
      AND c.state NOT IN ('destroying', 'failed')) AS live_children";
 
+/// Created, present task and resource caches.
+const LIVE_CACHES: &str =
+    "v.owner_kind IN ('task-cache', 'resource-cache') AND v.state = 'created' \
+     AND v.missing_since IS NULL";
+
 /// Marks `created`, present volumes without live children `destroying`.
 const MARK_CREATED_DESTROYING: &str = "UPDATE volumes SET state = 'destroying' \
      WHERE state = 'created' AND missing_since IS NULL \
@@ -340,19 +345,28 @@ impl Store {
         config: &GcConfig,
         now: UnixMillis,
     ) -> Result<CollectorStats, StoreError> {
-        let rows = self
-            .gc_volumes(
-                "v.owner_kind IN ('task-cache', 'resource-cache') AND v.state = 'created' \
-                 AND v.missing_since IS NULL",
-                &[],
-            )
-            .await?;
-        let doomed = gc::plan_caches(&rows, now, config);
-        // A cache a step looked up since the plan was made stays.
+        // Only a cache unused for the shorter of the two ages can go; most
+        // caches are younger, and the age index skips them. The planner
+        // ranks each candidate among every cache of its worker and owner,
+        // so those groups are read whole, young rows included.
         let fresh = now
             - config
                 .cache_duplicate_grace_ms
                 .min(config.cache_retention_ms);
+        let candidates = self
+            .gc_volumes(
+                &format!(
+                    "{LIVE_CACHES} AND v.created_at <= $1 AND (v.last_used_at IS NULL OR v.last_used_at <= $1)"
+                ),
+                &[fresh],
+            )
+            .await?;
+        if candidates.is_empty() {
+            return Ok(CollectorStats::default());
+        }
+        let rows = self.cache_groups(&candidates).await?;
+        let doomed = gc::plan_caches(&rows, now, config);
+        // A cache a step looked up since the plan was made stays.
         Ok(self
             .apply_chunks(
                 Collector::Caches,
@@ -363,6 +377,36 @@ impl Store {
                 &doomed,
             )
             .await)
+    }
+
+    /// Every live cache of the workers and owners of `candidates`.
+    async fn cache_groups(&self, candidates: &[GcVolume]) -> Result<Vec<GcVolume>, StoreError> {
+        let mut groups: Vec<(&str, Option<&str>)> = candidates
+            .iter()
+            .map(|v| (v.worker.as_str(), v.owner_id.as_deref()))
+            .collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let mut out = Vec::new();
+        for (worker, owner) in groups {
+            let sql = format!(
+                "SELECT {GC_VOLUME_COLUMNS} FROM volumes v WHERE {LIVE_CACHES} \
+                 AND v.worker_name = $1 AND {}",
+                if owner.is_some() {
+                    "v.owner_id = $2"
+                } else {
+                    "v.owner_id IS NULL"
+                }
+            );
+            let mut q = sqlx::query(&sql).bind(worker);
+            if let Some(o) = owner {
+                q = q.bind(o);
+            }
+            for r in q.fetch_all(&self.pool).await? {
+                out.push(gc_volume(&r)?);
+            }
+        }
+        Ok(out)
     }
 
     async fn gc_artifacts(
