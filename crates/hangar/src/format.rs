@@ -111,3 +111,20 @@ mod tests {
         assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00Z");
     }
 }
+
+/// Writes `text` to stdout and flushes it, returning an error (never
+/// panicking, as `print!` does) when stdout is closed.
+pub fn emit(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Whether an error comes from writing to a pipe whose reader is gone.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

@@ -90,6 +90,9 @@ fn main() -> std::process::ExitCode {
     });
     match result {
         Ok(code) => code,
+        // `hangar builds | head`: the reader left. End quietly, with the
+        // status a shell shows for a command that SIGPIPE ended.
+        Err(e) if format::is_broken_pipe(&e) => std::process::ExitCode::from(141),
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE

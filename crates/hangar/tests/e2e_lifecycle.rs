@@ -182,3 +182,28 @@ fn the_cli_refuses_missing_credentials_with_a_clear_error() {
         "a refused start creates nothing"
     );
 }
+
+/// `hangar workers | head -0`: the reader is gone before the list is
+/// written. The command ends quietly with 141, the status a shell shows for
+/// a command SIGPIPE ended: no panic, no error message.
+#[test]
+fn a_listing_into_a_closed_pipe_ends_quietly() {
+    let c = Cluster::start();
+    let _w = c.worker("worker-p");
+    c.wait_until("worker-p runs", |ws| has(ws, "worker-p", "running"));
+    for args in [&["workers"][..], &["workers", "--json"], &["events"]] {
+        let mut child = hangar()
+            .args(args)
+            .env("HANGAR_URL", &c.url)
+            .env("HANGAR_TOKEN", common::ADMIN)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
+        assert_eq!(stderr, "", "{args:?}");
+    }
+}

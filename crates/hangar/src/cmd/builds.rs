@@ -18,7 +18,7 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let builds = args.target.client()?.builds(args.limit).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&builds)?);
+        crate::format::emit(&format!("{}\n", serde_json::to_string_pretty(&builds)?))?;
         return Ok(ExitCode::SUCCESS);
     }
     let now = now_ms();
@@ -40,12 +40,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    print!(
+    crate::format::emit(&format!(
         "{}",
         table(
             &["id", "name", "status", "created", "duration", "error"],
             &rows
         )
-    );
+    ))?;
     Ok(ExitCode::SUCCESS)
 }

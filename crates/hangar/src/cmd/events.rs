@@ -25,7 +25,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .events(args.worker.as_deref(), args.limit)
         .await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&events)?);
+        crate::format::emit(&format!("{}\n", serde_json::to_string_pretty(&events)?))?;
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<Vec<String>> = events
@@ -40,9 +40,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    print!(
+    crate::format::emit(&format!(
         "{}",
         table(&["time", "worker", "event", "generation", "cause"], &rows)
-    );
+    ))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -22,7 +22,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .volumes(args.worker.as_deref())
         .await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&volumes)?);
+        crate::format::emit(&format!("{}\n", serde_json::to_string_pretty(&volumes)?))?;
         return Ok(ExitCode::SUCCESS);
     }
     let now = now_ms();
@@ -44,7 +44,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    print!(
+    crate::format::emit(&format!(
         "{}",
         table(
             &[
@@ -58,7 +58,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ],
             &rows
         )
-    );
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 

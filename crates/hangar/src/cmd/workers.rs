@@ -17,7 +17,7 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let workers = args.target.client()?.workers().await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&workers)?);
+        crate::format::emit(&format!("{}\n", serde_json::to_string_pretty(&workers)?))?;
         return Ok(ExitCode::SUCCESS);
     }
     let now = now_ms();
@@ -51,7 +51,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    print!(
+    crate::format::emit(&format!(
         "{}",
         table(
             &[
@@ -71,7 +71,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ],
             &rows
         )
-    );
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 
