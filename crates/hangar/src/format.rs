@@ -81,6 +81,23 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Writes `text` to stdout and flushes it, returning an error (never
+/// panicking, as `print!` does) when stdout is closed.
+pub fn emit(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Whether an error comes from writing to a pipe whose reader is gone.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,21 +127,4 @@ mod tests {
         assert_eq!(utc(1_764_694_800_000), "2025-12-02 17:00:00Z");
         assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00Z");
     }
-}
-
-/// Writes `text` to stdout and flushes it, returning an error (never
-/// panicking, as `print!` does) when stdout is closed.
-pub fn emit(text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()
-}
-
-/// Whether an error comes from writing to a pipe whose reader is gone.
-pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }

@@ -40,12 +40,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    crate::format::emit(&format!(
-        "{}",
-        table(
-            &["id", "name", "status", "created", "duration", "error"],
-            &rows
-        )
+    crate::format::emit(&table(
+        &["id", "name", "status", "created", "duration", "error"],
+        &rows,
     ))?;
     Ok(ExitCode::SUCCESS)
 }

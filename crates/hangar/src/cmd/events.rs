@@ -40,9 +40,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    crate::format::emit(&format!(
-        "{}",
-        table(&["time", "worker", "event", "generation", "cause"], &rows)
+    crate::format::emit(&table(
+        &["time", "worker", "event", "generation", "cause"],
+        &rows,
     ))?;
     Ok(ExitCode::SUCCESS)
 }

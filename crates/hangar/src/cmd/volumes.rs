@@ -44,20 +44,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    crate::format::emit(&format!(
-        "{}",
-        table(
-            &[
-                "handle",
-                "worker",
-                "type",
-                "state",
-                "parent",
-                "size",
-                "missing since"
-            ],
-            &rows
-        )
+    crate::format::emit(&table(
+        &[
+            "handle",
+            "worker",
+            "type",
+            "state",
+            "parent",
+            "size",
+            "missing since",
+        ],
+        &rows,
     ))?;
     Ok(ExitCode::SUCCESS)
 }

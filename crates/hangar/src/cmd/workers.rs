@@ -51,26 +51,23 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    crate::format::emit(&format!(
-        "{}",
-        table(
-            &[
-                "name",
-                "state",
-                "identity",
-                "generation",
-                "age",
-                "heartbeat",
-                "containers",
-                "volumes",
-                "platform",
-                "tags",
-                "restarts",
-                "condition",
-                "last event",
-            ],
-            &rows
-        )
+    crate::format::emit(&table(
+        &[
+            "name",
+            "state",
+            "identity",
+            "generation",
+            "age",
+            "heartbeat",
+            "containers",
+            "volumes",
+            "platform",
+            "tags",
+            "restarts",
+            "condition",
+            "last event",
+        ],
+        &rows,
     ))?;
     Ok(ExitCode::SUCCESS)
 }
