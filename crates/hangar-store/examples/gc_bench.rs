@@ -339,6 +339,10 @@ async fn main() {
         second.as_millis()
     );
 
+    // HANGAR_BENCH_SKIP_GC=1: the report figures only (a quick comparison).
+    if std::env::var("HANGAR_BENCH_SKIP_GC").is_ok_and(|v| v == "1") {
+        return;
+    }
     println!("garbage collection of missing volumes among {GC_ROWS} rows, postgres:");
     gc_bench(&admin).await;
 }

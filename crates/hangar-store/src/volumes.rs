@@ -284,22 +284,13 @@ impl Store {
     ) -> Result<ReportPlan, StoreError> {
         let mut tx = self.pool.begin().await?;
         check_report_generation(&mut tx, worker, generation).await?;
-        let rows: Vec<VolumeRow> = sqlx::query(
-            "SELECT handle, state, parent_handle, missing_since FROM volumes WHERE worker_name = $1",
-        )
-        .bind(worker)
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(|r| {
-            Ok(VolumeRow {
-                handle: r.try_get("handle")?,
-                state: r.try_get::<String, _>("state")?.parse().map_err(StoreError::Corrupt)?,
-                parent: r.try_get("parent_handle")?,
-                missing_since: r.try_get("missing_since")?,
-            })
-        })
-        .collect::<Result<_, StoreError>>()?;
+        let rows: Vec<VolumeRow> = sqlx::query_scalar::<_, String>(REPORT_ROWS)
+            .bind(worker)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|line| decode_report_row(line).map_err(StoreError::Corrupt))
+            .collect::<Result<_, StoreError>>()?;
         let plan = plan_report(&rows, reported);
         update_handles(
             &mut tx,
@@ -321,6 +312,107 @@ impl Store {
         crate::gc::delete_handles(&mut tx, &doomed).await?;
         tx.commit().await?;
         Ok(plan)
+    }
+}
+
+/// A worker's rows for the report planner, one text column per row:
+/// `state missing_since|- length(handle) handle parent`. A report reads
+/// every row of its worker (50,000 on a big one), and through sqlx's `Any`
+/// driver each column of each row costs allocations: one column instead of
+/// four reads them in about half the time on SQLite. The handle's length
+/// (in characters, on both databases) makes the encoding hold whatever the
+/// handles contain.
+const REPORT_ROWS: &str = "SELECT state || ' ' || COALESCE(CAST(missing_since AS TEXT), '-') \
+     || ' ' || CAST(LENGTH(handle) AS TEXT) || ' ' || handle || COALESCE(parent_handle, '') \
+     FROM volumes WHERE worker_name = $1";
+
+/// Decodes one row of [`REPORT_ROWS`].
+fn decode_report_row(line: &str) -> Result<VolumeRow, String> {
+    let bad = || {
+        format!(
+            "malformed volume report row {:?}",
+            line.chars().take(200).collect::<String>()
+        )
+    };
+    let mut fields = line.splitn(4, ' ');
+    let (Some(state), Some(missing), Some(len), Some(rest)) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return Err(bad());
+    };
+    let state: VolumeState = state.parse()?;
+    let missing_since = match missing {
+        "-" => None,
+        m => Some(m.parse::<UnixMillis>().map_err(|_| bad())?),
+    };
+    let len: usize = len.parse().map_err(|_| bad())?;
+    let split = match rest.char_indices().nth(len) {
+        Some((at, _)) => at,
+        None if rest.chars().count() == len => rest.len(),
+        None => return Err(bad()),
+    };
+    let (handle, parent) = rest.split_at(split);
+    if handle.is_empty() {
+        return Err(bad());
+    }
+    Ok(VolumeRow {
+        handle: handle.to_string(),
+        state,
+        parent: (!parent.is_empty()).then(|| parent.to_string()),
+        missing_since,
+    })
+}
+
+#[cfg(test)]
+mod report_row_tests {
+    use super::*;
+
+    #[test]
+    fn rows_decode_whatever_their_handles_hold() {
+        let row = |h: &str, s, p: Option<&str>, m| VolumeRow {
+            handle: h.into(),
+            state: s,
+            parent: p.map(str::to_string),
+            missing_since: m,
+        };
+        use VolumeState::*;
+        let cases = [
+            ("created - 3 abc", row("abc", Created, None, None)),
+            (
+                "created 17 3 abcdef",
+                row("abc", Created, Some("def"), Some(17)),
+            ),
+            (
+                "creating - 5 a b cp q",
+                row("a b c", Creating, Some("p q"), None),
+            ),
+            (
+                "destroying - 2 éxparent",
+                row("éx", Destroying, Some("parent"), None),
+            ),
+            ("failed -1 1 zz", row("z", Failed, Some("z"), Some(-1))),
+        ];
+        for (line, expected) in cases {
+            assert_eq!(decode_report_row(line), Ok(expected), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn malformed_rows_are_refused_not_guessed() {
+        for line in [
+            "",
+            "created",
+            "created -",
+            "created - 3",
+            "created - 4 abc",
+            "created - x abc",
+            "created x 3 abc",
+            "created - 0 abc",
+            "weird - 3 abc",
+            "created - 99999999999999999999 abc",
+        ] {
+            assert!(decode_report_row(line).is_err(), "{line:?} was accepted");
+        }
     }
 }
 
