@@ -363,59 +363,6 @@ fn decode_report_row(line: &str) -> Result<VolumeRow, String> {
     })
 }
 
-#[cfg(test)]
-mod report_row_tests {
-    use super::*;
-
-    #[test]
-    fn rows_decode_whatever_their_handles_hold() {
-        let row = |h: &str, s, p: Option<&str>, m| VolumeRow {
-            handle: h.into(),
-            state: s,
-            parent: p.map(str::to_string),
-            missing_since: m,
-        };
-        use VolumeState::*;
-        let cases = [
-            ("created - 3 abc", row("abc", Created, None, None)),
-            (
-                "created 17 3 abcdef",
-                row("abc", Created, Some("def"), Some(17)),
-            ),
-            (
-                "creating - 5 a b cp q",
-                row("a b c", Creating, Some("p q"), None),
-            ),
-            (
-                "destroying - 2 éxparent",
-                row("éx", Destroying, Some("parent"), None),
-            ),
-            ("failed -1 1 zz", row("z", Failed, Some("z"), Some(-1))),
-        ];
-        for (line, expected) in cases {
-            assert_eq!(decode_report_row(line), Ok(expected), "{line:?}");
-        }
-    }
-
-    #[test]
-    fn malformed_rows_are_refused_not_guessed() {
-        for line in [
-            "",
-            "created",
-            "created -",
-            "created - 3",
-            "created - 4 abc",
-            "created - x abc",
-            "created x 3 abc",
-            "created - 0 abc",
-            "weird - 3 abc",
-            "created - 99999999999999999999 abc",
-        ] {
-            assert!(decode_report_row(line).is_err(), "{line:?} was accepted");
-        }
-    }
-}
-
 /// Refuses a report unless `generation` is the worker's current,
 /// non-stalled registration.
 pub(crate) async fn check_report_generation(
@@ -488,4 +435,57 @@ pub(crate) async fn invalidate_worker_volumes(
         .execute(&mut **tx)
         .await?;
     Ok(done.rows_affected())
+}
+
+#[cfg(test)]
+mod report_row_tests {
+    use super::*;
+
+    #[test]
+    fn rows_decode_whatever_their_handles_hold() {
+        let row = |h: &str, s, p: Option<&str>, m| VolumeRow {
+            handle: h.into(),
+            state: s,
+            parent: p.map(str::to_string),
+            missing_since: m,
+        };
+        use VolumeState::*;
+        let cases = [
+            ("created - 3 abc", row("abc", Created, None, None)),
+            (
+                "created 17 3 abcdef",
+                row("abc", Created, Some("def"), Some(17)),
+            ),
+            (
+                "creating - 5 a b cp q",
+                row("a b c", Creating, Some("p q"), None),
+            ),
+            (
+                "destroying - 2 éxparent",
+                row("éx", Destroying, Some("parent"), None),
+            ),
+            ("failed -1 1 zz", row("z", Failed, Some("z"), Some(-1))),
+        ];
+        for (line, expected) in cases {
+            assert_eq!(decode_report_row(line), Ok(expected), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn malformed_rows_are_refused_not_guessed() {
+        for line in [
+            "",
+            "created",
+            "created -",
+            "created - 3",
+            "created - 4 abc",
+            "created - x abc",
+            "created x 3 abc",
+            "created - 0 abc",
+            "weird - 3 abc",
+            "created - 99999999999999999999 abc",
+        ] {
+            assert!(decode_report_row(line).is_err(), "{line:?} was accepted");
+        }
+    }
 }
