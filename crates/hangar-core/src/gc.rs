@@ -116,7 +116,7 @@ impl Default for GcConfig {
             cache_duplicate_grace_ms: HOUR,
             artifact_retention_ms: HOUR,
             upload_retention_ms: HOUR,
-            batch_size: 1000,
+            batch_size: 2500,
         }
     }
 }

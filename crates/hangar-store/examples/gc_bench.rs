@@ -257,7 +257,14 @@ async fn gc_bench(admin: &str) {
         seeded.as_secs_f64()
     );
 
-    let config = GcConfig::default();
+    // HANGAR_BENCH_GC_BATCH: the collector's batch size (default: web's).
+    let mut config = GcConfig::default();
+    if let Some(n) = std::env::var("HANGAR_BENCH_GC_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.batch_size = n;
+    }
     let now = T0 + config.missing_grace_ms;
     let started = Instant::now();
     let stats = store
