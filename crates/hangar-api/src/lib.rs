@@ -203,6 +203,10 @@ pub struct Volume {
     /// Set while the worker does not report the volume: it is treated as
     /// absent from that moment and collected after the grace period.
     pub missing_since: Option<i64>,
+    /// When a step last reused it (caches); the caches collector keeps a
+    /// cache used within its retention.
+    #[serde(default)]
+    pub last_used_at: Option<i64>,
 }
 
 /// `POST /api/v1/volumes`: make a volume on a worker, through web, so the

@@ -46,8 +46,8 @@
 //!   `cache_keep_per_owner` most recently used caches of its worker and
 //!   owner id and was last used longer than `cache_duplicate_grace` ago.
 //!   "Last used" is the later of its creation and the last use recorded
-//!   with `Store::mark_volumes_used` (the engine's cache lookups should call
-//!   it; until they do, it is the creation). A cache a step still mounts is
+//!   with `Store::mark_volumes_used`, which the engine calls each time a
+//!   get or task step reuses the cache. A cache a step still mounts is
 //!   kept on disk by the worker's sweeper whatever web decides.
 //! - **artifacts**: a `created`, present artifact with no live children,
 //!   not named by a build that is not final, becomes `destroying` when it is

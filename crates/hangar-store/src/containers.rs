@@ -204,8 +204,7 @@ impl Store {
 
     /// Records that steps used these volumes (a cache looked up and
     /// mounted) at `now`: the caches collector keeps what was used within
-    /// its retention. The build engine should call it where it reuses a
-    /// cache.
+    /// its retention. The build engine calls it where it reuses a cache.
     pub async fn mark_volumes_used(
         &self,
         handles: &[String],

@@ -34,11 +34,19 @@ pub struct VolumeRecord {
     pub size_bytes: Option<i64>,
     pub created_at: UnixMillis,
     pub missing_since: Option<UnixMillis>,
+    /// When a step last reused it (caches), if ever.
+    pub last_used_at: Option<UnixMillis>,
 }
 
+/// The columns an insert sets.
 const VOLUME_COLUMNS: &str =
     "handle, worker_name, state, parent_handle, owner_kind, owner_id, strategy, \
      size_bytes, created_at, missing_since";
+
+/// The columns of a [`VolumeRecord`].
+const VOLUME_SELECT: &str =
+    "handle, worker_name, state, parent_handle, owner_kind, owner_id, strategy, \
+     size_bytes, created_at, missing_since, last_used_at";
 
 fn volume_from_row(row: &AnyRow) -> Result<VolumeRecord, StoreError> {
     Ok(VolumeRecord {
@@ -58,6 +66,7 @@ fn volume_from_row(row: &AnyRow) -> Result<VolumeRecord, StoreError> {
         size_bytes: row.try_get("size_bytes")?,
         created_at: row.try_get("created_at")?,
         missing_since: row.try_get("missing_since")?,
+        last_used_at: row.try_get("last_used_at")?,
     })
 }
 
@@ -187,7 +196,7 @@ impl Store {
     pub async fn get_volume(&self, handle: &str) -> Result<Option<VolumeRecord>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         sqlx::query(&format!(
-            "SELECT {VOLUME_COLUMNS} FROM volumes WHERE handle = $1"
+            "SELECT {VOLUME_SELECT} FROM volumes WHERE handle = $1"
         ))
         .bind(handle)
         .fetch_optional(&mut *conn)
@@ -204,14 +213,14 @@ impl Store {
         let rows = match worker {
             Some(w) => {
                 sqlx::query(&format!(
-                    "SELECT {VOLUME_COLUMNS} FROM volumes WHERE worker_name = $1 ORDER BY worker_name, handle"
+                    "SELECT {VOLUME_SELECT} FROM volumes WHERE worker_name = $1 ORDER BY worker_name, handle"
                 ))
                 .bind(w)
                 .fetch_all(&self.pool)
                 .await?
             }
             None => {
-                sqlx::query(&format!("SELECT {VOLUME_COLUMNS} FROM volumes ORDER BY worker_name, handle"))
+                sqlx::query(&format!("SELECT {VOLUME_SELECT} FROM volumes ORDER BY worker_name, handle"))
                     .fetch_all(&self.pool)
                     .await?
             }
@@ -414,7 +423,7 @@ async fn get_volume_in(
     handle: &str,
 ) -> Result<Option<VolumeRecord>, StoreError> {
     sqlx::query(&format!(
-        "SELECT {VOLUME_COLUMNS} FROM volumes WHERE handle = $1"
+        "SELECT {VOLUME_SELECT} FROM volumes WHERE handle = $1"
     ))
     .bind(handle)
     .fetch_optional(&mut **tx)

@@ -96,6 +96,18 @@ fn execute_runs_a_task_with_an_input_an_output_and_a_cache_reused_next_time() {
         Some(3),
         "execute exits with the task's code"
     );
+    // The reuse is recorded, so the caches collector counts its retention
+    // from this use, not from the cache's creation.
+    let volumes: Vec<hangar_api::Volume> =
+        serde_json::from_slice(&c.cli(&["volumes", "--json"]).stdout).unwrap();
+    let cache = volumes
+        .iter()
+        .find(|v| v.owner_kind == "task-cache")
+        .expect("a task cache row");
+    assert!(
+        cache.last_used_at.is_some_and(|t| t > cache.created_at),
+        "{cache:?}"
+    );
 
     let builds = c.cli(&["builds", "--json"]);
     let builds: Vec<hangar_api::builds::Build> = serde_json::from_slice(&builds.stdout).unwrap();

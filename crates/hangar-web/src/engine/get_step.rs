@@ -218,6 +218,7 @@ async fn attempt(
         .into_iter()
         .find(|(w, _, _)| *w == worker);
     if let Some((_, _, handle)) = cached {
+        mark_used(web, &handle).await;
         ctx.log(
             Some(step_id),
             "step",
@@ -283,4 +284,17 @@ async fn attempt(
     )
     .await;
     Ok(Ok((worker, volume.handle)))
+}
+
+/// Records that a step reuses a cache, so the caches collector measures its
+/// retention from this use and not from its creation. Best effort: a failed
+/// write costs the cache an earlier collection, never the step.
+pub(super) async fn mark_used(web: &crate::Web, handle: &str) {
+    if let Err(e) = web
+        .store()
+        .mark_volumes_used(&[handle.to_string()], web.now())
+        .await
+    {
+        tracing::warn!(%handle, error = %e, "could not record a cache's use");
+    }
 }

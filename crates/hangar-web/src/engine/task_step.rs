@@ -591,6 +591,7 @@ async fn prepare_volumes(
             .map(|(_, _, h)| h);
         let handle = match present {
             Some(h) => {
+                super::get_step::mark_used(web, &h).await;
                 ctx.log(
                     Some(step_id),
                     "infra",

@@ -27,6 +27,7 @@ pub fn volume_to_api(v: VolumeRecord) -> Volume {
         size_bytes: v.size_bytes,
         created_at: v.created_at,
         missing_since: v.missing_since,
+        last_used_at: v.last_used_at,
     }
 }
 
