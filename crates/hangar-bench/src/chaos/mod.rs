@@ -891,6 +891,14 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
             .or_else(|| postgres::find_data_dir(port));
         match (data_dir, postgres::find_bin_dir()) {
             (Some(data_dir), Some(bin)) => {
+                // Refuse a wrong dir now, not at the first database restart
+                // with the server already stopped.
+                if !data_dir.join("postmaster.opts").is_file() {
+                    anyhow::bail!(
+                        "{} is not the data directory of a running PostgreSQL server (no postmaster.opts)",
+                        data_dir.display()
+                    );
+                }
                 pg = Some(postgres::Cluster {
                     bin,
                     data_dir,
