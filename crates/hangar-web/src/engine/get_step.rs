@@ -207,18 +207,8 @@ async fn attempt(
         }
     };
     let key = resource_cache_key(&step.resource_type, &source, &version);
-    let cached = web
-        .store()
-        .present_volumes_by_owner(
-            OwnerKind::ResourceCache.as_str(),
-            std::slice::from_ref(&key),
-        )
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .find(|(w, _, _)| *w == worker);
-    if let Some((_, _, handle)) = cached {
-        mark_used(web, &handle).await;
+    let cached = super::caches::reuse_cache(web, OwnerKind::ResourceCache, &key, &worker).await;
+    if let Some(handle) = cached {
         ctx.log(
             Some(step_id),
             "step",
@@ -284,17 +274,4 @@ async fn attempt(
     )
     .await;
     Ok(Ok((worker, volume.handle)))
-}
-
-/// Records that a step reuses a cache, so the caches collector measures its
-/// retention from this use and not from its creation. Best effort: a failed
-/// write costs the cache an earlier collection, never the step.
-pub(super) async fn mark_used(web: &crate::Web, handle: &str) {
-    if let Err(e) = web
-        .store()
-        .mark_volumes_used(&[handle.to_string()], web.now())
-        .await
-    {
-        tracing::warn!(%handle, error = %e, "could not record a cache's use");
-    }
 }

@@ -2,6 +2,7 @@
 //! started ones whose node died) and runs each in a task it owns. A build's
 //! progress is in the database step by step, so any node can resume it.
 
+mod caches;
 mod context;
 mod get_step;
 mod logs;

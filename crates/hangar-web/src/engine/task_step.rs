@@ -581,17 +581,9 @@ async fn prepare_volumes(
         }
     }
     for (path, key) in cache_keys {
-        let present = web
-            .store()
-            .present_volumes_by_owner(OwnerKind::TaskCache.as_str(), std::slice::from_ref(key))
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .find(|(w, _, _)| w == worker)
-            .map(|(_, _, h)| h);
+        let present = super::caches::reuse_cache(web, OwnerKind::TaskCache, key, worker).await;
         let handle = match present {
             Some(h) => {
-                super::get_step::mark_used(web, &h).await;
                 ctx.log(
                     Some(step_id),
                     "infra",
