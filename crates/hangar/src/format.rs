@@ -90,6 +90,12 @@ pub fn emit(text: &str) -> std::io::Result<()> {
     out.flush()
 }
 
+/// Writes `value` to stdout as pretty JSON and a newline (`--json`).
+pub fn emit_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    emit(&format!("{}\n", serde_json::to_string_pretty(value)?))?;
+    Ok(())
+}
+
 /// Whether an error comes from writing to a pipe whose reader is gone.
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {

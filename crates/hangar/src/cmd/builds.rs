@@ -18,7 +18,7 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let builds = args.target.client()?.builds(args.limit).await?;
     if args.json {
-        crate::format::emit(&format!("{}\n", serde_json::to_string_pretty(&builds)?))?;
+        crate::format::emit_json(&builds)?;
         return Ok(ExitCode::SUCCESS);
     }
     let now = now_ms();

@@ -25,7 +25,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .events(args.worker.as_deref(), args.limit)
         .await?;
     if args.json {
-        crate::format::emit(&format!("{}\n", serde_json::to_string_pretty(&events)?))?;
+        crate::format::emit_json(&events)?;
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<Vec<String>> = events

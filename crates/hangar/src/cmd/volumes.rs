@@ -22,7 +22,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .volumes(args.worker.as_deref())
         .await?;
     if args.json {
-        crate::format::emit(&format!("{}\n", serde_json::to_string_pretty(&volumes)?))?;
+        crate::format::emit_json(&volumes)?;
         return Ok(ExitCode::SUCCESS);
     }
     let now = now_ms();

@@ -17,7 +17,7 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let workers = args.target.client()?.workers().await?;
     if args.json {
-        crate::format::emit(&format!("{}\n", serde_json::to_string_pretty(&workers)?))?;
+        crate::format::emit_json(&workers)?;
         return Ok(ExitCode::SUCCESS);
     }
     let now = now_ms();
