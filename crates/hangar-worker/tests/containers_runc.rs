@@ -49,8 +49,15 @@ fn runc_runs_a_task_in_its_rootfs_volume_that_sees_its_mounted_volumes() {
 fn runc_reports_an_oom_kill_even_when_the_main_process_exits_0() {
     let host = Host::new();
     busybox_rootfs(&host, "rootfs");
-    // The hog is a child; the main process shrugs and exits 0.
-    let mut spec = runc_spec("runc-hog", "rootfs", r#"sh -c "$HOG"; echo after; exit 0"#);
+    // The hog is a child; the main process shrugs and exits 0. The hog
+    // raises its own OOM score so that the kernel picks it and not the
+    // main shell: left to the kernel's estimate, a loaded machine
+    // sometimes had the main shell killed first.
+    let mut spec = runc_spec(
+        "runc-hog",
+        "rootfs",
+        r#"sh -c "echo 1000 > /proc/self/oom_score_adj; $HOG"; echo after; exit 0"#,
+    );
     spec.env.insert("HOG".into(), HOG.into());
     spec.memory_limit_bytes = Some(32 * MIB);
 
