@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod builds;
 pub mod containers;
+pub mod credentials;
 pub mod resources;
 
 /// The API version prefix every route lives under.
@@ -46,6 +47,18 @@ pub struct RegisterWorker {
     /// 2025-05-01T10:00:00Z`. Web records it in the registration event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_exit: Option<String>,
+    /// The secret web must present to this worker process's API; made by
+    /// the process at start and known only to it and web. Required with
+    /// `api_url`. Presenting the incumbent's own token also shows that a
+    /// registration comes from the incumbent process itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_token: Option<String>,
+    /// The highest generation this work dir was ever given (kept on the
+    /// worker's disk). Web never hands out a number at or below it, and a
+    /// number it never issued tells it its database is not the one the
+    /// fleet knew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_generation: Option<i64>,
 }
 
 /// A resource type the worker has on disk (a directory with `check`, `in`, `out`).
@@ -71,6 +84,10 @@ pub struct Registered {
     /// The heartbeat interval web asks for, if it dictates one.
     pub heartbeat_interval_ms: Option<i64>,
     pub heartbeat_ttl_ms: i64,
+    /// This registration's own credential: every later call of the process
+    /// (heartbeat, report, land, retire) presents it instead of the fleet's
+    /// worker key, which only admits a worker. Web keeps only its hash.
+    pub token: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -333,6 +350,11 @@ pub mod codes {
     /// The worker was declared stalled: it must register again.
     pub const REREGISTER: &str = "reregister";
     pub const UNAVAILABLE: &str = "unavailable";
+    /// A registration under the name of a worker that still answers.
+    pub const TAKEOVER_REFUSED: &str = "takeover_refused";
+    /// A worker arrived with a generation this database never issued: the
+    /// database is empty, restored or replaced.
+    pub const DATABASE_MISMATCH: &str = "database_mismatch";
     pub const INTERNAL: &str = "internal";
 }
 

@@ -241,10 +241,10 @@ async fn simulate_worker(
 ) -> anyhow::Result<()> {
     let name = sim_name(i);
     let handles: Vec<String> = (0..volumes).map(|v| sim_handle(i, v)).collect();
-    let mut generation = client
-        .register(&registration(i, volumes)?)
-        .await?
-        .generation;
+    let fleet = client;
+    let registered = fleet.register(&registration(i, volumes)?).await?;
+    let mut generation = registered.generation;
+    let mut client = fleet.with_token(&registered.token);
     let start = tokio::time::Instant::now();
     let mut hb = tokio::time::interval_at(start + offset_hb, cfg.heartbeat_interval);
     hb.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -276,10 +276,9 @@ async fn simulate_worker(
                 e.code(),
                 Some(hangar_api::codes::REREGISTER | hangar_api::codes::NOT_FOUND)
             ) {
-                generation = client
-                    .register(&registration(i, volumes)?)
-                    .await?
-                    .generation;
+                let registered = fleet.register(&registration(i, volumes)?).await?;
+                generation = registered.generation;
+                client = fleet.with_token(&registered.token);
             }
         }
         if sent >= measure_from {

@@ -102,6 +102,15 @@ impl Client {
         })
     }
 
+    /// The same client presenting another credential (a worker, once its
+    /// registration returned its own token).
+    pub fn with_token(&self, token: &str) -> Client {
+        Client {
+            token: token.to_string(),
+            ..self.clone()
+        }
+    }
+
     pub fn base_url(&self) -> &Url {
         &self.base
     }

@@ -32,6 +32,9 @@ impl WorkerApi {
         let http = reqwest::Client::builder()
             .connect_timeout(timeout.min(Duration::from_secs(5)))
             .read_timeout(timeout)
+            // A worker names its own URL: a redirect would take the
+            // credential to wherever it points.
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ClientError::Decode(e.to_string()))?;
@@ -152,6 +155,15 @@ impl WorkerApi {
         } else {
             Err(decode::<serde_json::Value>(url, resp).await.unwrap_err())
         }
+    }
+
+    /// Asks the worker process whether it is the one holding this client's
+    /// token: only that process answers `Ok` (a new process at the same
+    /// address has a token of its own and refuses).
+    pub async fn incarnation(&self) -> Result<(), ClientError> {
+        let url = self.url(&["incarnation"]);
+        let resp = self.send(self.http.get(url.clone()), &url).await?;
+        decode::<serde_json::Value>(url, resp).await.map(|_| ())
     }
 
     pub async fn healthy(&self) -> Result<(), ClientError> {

@@ -22,10 +22,13 @@ pub enum EventKind {
     Pruned,
     RemovedAfterStallTimeout,
     RemovedEphemeral,
+    /// A registration under the name of a worker that still answers was
+    /// refused: nothing of the live worker changed.
+    TakeoverRefused,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 12] = [
         EventKind::Registered,
         EventKind::RestartedStateKept,
         EventKind::RestartedStateLost,
@@ -37,6 +40,7 @@ impl EventKind {
         EventKind::Pruned,
         EventKind::RemovedAfterStallTimeout,
         EventKind::RemovedEphemeral,
+        EventKind::TakeoverRefused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -52,6 +56,7 @@ impl EventKind {
             EventKind::Pruned => "pruned",
             EventKind::RemovedAfterStallTimeout => "removed-after-stall-timeout",
             EventKind::RemovedEphemeral => "removed-ephemeral",
+            EventKind::TakeoverRefused => "takeover-refused",
         }
     }
 

@@ -22,8 +22,10 @@ impl Refusal {
     pub fn message(&self, name: &str, generation: i64) -> String {
         match self {
             Refusal::Unknown => format!("worker {name} is not registered"),
-            Refusal::Superseded { current } => format!(
-                "worker {name} generation {generation} was superseded by generation {current}; this process must stop"
+            // The current generation is not named: the caller may be anyone
+            // holding an old credential, and learns nothing it could use.
+            Refusal::Superseded { .. } => format!(
+                "worker {name} generation {generation} was superseded by a newer registration; this process must stop"
             ),
             Refusal::Stalled => {
                 format!("worker {name} was declared stalled; register again to take work")

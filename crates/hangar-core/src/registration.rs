@@ -79,9 +79,89 @@ pub fn short_id(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
+/// The incarnation that holds a name when a registration for it arrives,
+/// as far as deciding whether it may be taken over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incumbent {
+    pub state: WorkerState,
+    pub last_heartbeat_at: i64,
+    /// Whether web can call the incumbent's API with the incumbent's own
+    /// credential (a worker that registered with an API URL and token).
+    pub probeable: bool,
+    /// The registration comes from the incumbent process itself (it
+    /// presented the incumbent's own API token): re-registering after a
+    /// stall or a self-landing is no takeover.
+    pub same_process: bool,
+}
+
+/// What web must do before a registration may replace the incumbent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takeover {
+    /// Nothing holds the name, or what holds it is known to be gone.
+    Free,
+    /// The incumbent still heartbeats: call its API with its own credential;
+    /// the registration is accepted only if it does not answer.
+    ProbeFirst,
+    /// The incumbent still heartbeats and cannot be called: the name is
+    /// taken until its heartbeats lapse.
+    Refuse,
+}
+
+/// Decides whether a registration may take a name over. A heartbeat within
+/// the TTL is a sign of life that only a failed probe can outweigh; a stalled
+/// or silent incumbent is gone already, so the common case (a pod recreated
+/// after its process died) never waits.
+pub fn takeover_rule(incumbent: Option<&Incumbent>, now: i64, ttl_ms: i64) -> Takeover {
+    let Some(i) = incumbent else {
+        return Takeover::Free;
+    };
+    let silent = now.saturating_sub(i.last_heartbeat_at) >= ttl_ms;
+    if i.same_process || silent || i.state == WorkerState::Stalled {
+        Takeover::Free
+    } else if i.probeable {
+        Takeover::ProbeFirst
+    } else {
+        Takeover::Refuse
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_incumbent_that_may_be_alive_is_probed() {
+        let ttl = 15_000;
+        let now = 100_000;
+        let incumbent = |state, heartbeat_ago: i64, probeable, same_process| Incumbent {
+            state,
+            last_heartbeat_at: now - heartbeat_ago,
+            probeable,
+            same_process,
+        };
+        use Takeover::*;
+        use WorkerState::*;
+        let cases = [
+            (None, Free),
+            (Some(incumbent(Running, 1_000, true, false)), ProbeFirst),
+            (Some(incumbent(Landing, 1_000, true, false)), ProbeFirst),
+            (Some(incumbent(Landed, 1_000, true, false)), ProbeFirst),
+            (Some(incumbent(Retiring, 1_000, true, false)), ProbeFirst),
+            // Alive by its heartbeats and no way to ask it: the name is taken.
+            (Some(incumbent(Running, 1_000, false, false)), Refuse),
+            // Silent for a whole TTL: gone, whatever the loop has not yet written.
+            (Some(incumbent(Running, ttl, true, false)), Free),
+            (Some(incumbent(Running, ttl, false, false)), Free),
+            (Some(incumbent(Stalled, 1_000, false, false)), Free),
+            // The incumbent itself registering again (after a stall or a
+            // self-landing) takes nothing from anyone.
+            (Some(incumbent(Landed, 1_000, true, true)), Free),
+            (Some(incumbent(Running, 1_000, false, true)), Free),
+        ];
+        for (i, expected) in cases {
+            assert_eq!(takeover_rule(i.as_ref(), now, ttl), expected, "{i:?}");
+        }
+    }
 
     fn known(identity: &str) -> KnownWorker {
         KnownWorker {

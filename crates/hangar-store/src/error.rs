@@ -10,6 +10,9 @@ pub enum StoreError {
     /// A worker process's message was refused by generation fencing.
     #[error("{message}")]
     Refused { refusal: Refusal, message: String },
+    /// A worker knows of a generation this database never issued.
+    #[error("{0}")]
+    DatabaseMismatch(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
     #[error("database error: {0}")]

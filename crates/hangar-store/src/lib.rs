@@ -24,4 +24,7 @@ pub use db::{Backend, Store};
 pub use error::StoreError;
 pub use records::{EventRecord, WorkerInfo, WorkerRecord};
 pub use volumes::{NewVolume, VolumeRecord};
-pub use workers::{CommandOutcome, RegisterOutcome};
+pub use workers::{
+    CommandOutcome, Credentials, Expect, IncumbentRecord, RegisterOutcome, Registration,
+    WorkerCredential,
+};

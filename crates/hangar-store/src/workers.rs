@@ -4,8 +4,8 @@ use hangar_core::registration::{
     classify_registration, registration_cause, KnownWorker, RegistrationKind,
 };
 use hangar_core::{
-    LifecycleAction, LifecycleConfig, LifecycleStep, OperatorCommand, UnixMillis, WorkerSnapshot,
-    WorkerState,
+    EventKind, LifecycleAction, LifecycleConfig, LifecycleStep, OperatorCommand, UnixMillis,
+    WorkerSnapshot, WorkerState,
 };
 use sqlx::{Any, Row, Transaction};
 
@@ -26,6 +26,58 @@ pub struct RegisterOutcome {
     pub invalidated_volumes: u64,
     /// Container rows of the old state dropped with it.
     pub invalidated_containers: u64,
+}
+
+/// The credentials of one registration, as web keeps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Credentials<'a> {
+    /// The digest of the secret part of the incarnation token.
+    pub token_hash: &'a str,
+    /// The token web presents to the worker's own API.
+    pub api_token: Option<&'a str>,
+}
+
+/// Whom a registration expects to replace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Whatever holds the name.
+    Anything,
+    /// Only this holder: the generation of the row (`None`: no row).
+    Incumbent(Option<i64>),
+}
+
+/// One registration, with everything the store records of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Registration<'a> {
+    pub info: &'a WorkerInfo,
+    /// How the previous container ended, for the event's cause.
+    pub previous_exit: Option<&'a str>,
+    pub credentials: Option<Credentials<'a>>,
+    pub expect: Expect,
+    /// The highest generation the worker says it was ever given; the new
+    /// generation is above it.
+    pub generation_floor: i64,
+    /// Whether a `generation_floor` this database never issued is adopted
+    /// (the operator accepted a new database) or refused.
+    pub accept_unissued_generation: bool,
+}
+
+/// The holder of a name as a registration finds it: enough to decide
+/// whether it may be taken over, and to call it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncumbentRecord {
+    pub state: WorkerState,
+    pub generation: i64,
+    pub last_heartbeat_at: UnixMillis,
+    pub api_url: Option<String>,
+    pub api_token: Option<String>,
+}
+
+/// What authenticates a worker process's call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerCredential {
+    pub generation: i64,
+    pub token_hash: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +121,30 @@ impl Store {
         previous_exit: Option<&str>,
         now: UnixMillis,
     ) -> Result<RegisterOutcome, StoreError> {
+        self.register_incarnation(
+            &Registration {
+                info,
+                previous_exit,
+                credentials: None,
+                expect: Expect::Anything,
+                generation_floor: 0,
+                accept_unissued_generation: false,
+            },
+            now,
+        )
+        .await
+    }
+
+    /// Registers one incarnation of a worker: its credentials are stored
+    /// with the row, and the registration is refused with
+    /// [`StoreError::Conflict`] if the name's holder is no longer the one
+    /// the caller decided about (`expect`).
+    pub async fn register_incarnation(
+        &self,
+        reg: &Registration<'_>,
+        now: UnixMillis,
+    ) -> Result<RegisterOutcome, StoreError> {
+        let info = reg.info;
         let mut tx = self.pool.begin().await?;
         // Taking the counter first locks its row (PostgreSQL) or the database
         // (SQLite) until commit: registrations are serialised, so the read of
@@ -79,6 +155,30 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?
         .try_get("value")?;
+        // A worker that was given a number this database never reached met
+        // another database: this one is empty, restored or replaced. Going on
+        // would tell the worker to destroy state web never knew, and could
+        // hand out its generation again. Only an operator's say-so (accept)
+        // goes on, past that number, so no generation is ever issued twice.
+        let generation = if reg.generation_floor >= generation {
+            if !reg.accept_unissued_generation {
+                return Err(StoreError::DatabaseMismatch(format!(
+                    "worker {} was given generation {} but this database has issued only up to {}: \
+                     it is not the database the fleet registered with (empty, restored or replaced); \
+                     restore the right one, or start web with --accept-new-database to adopt this one",
+                    info.name,
+                    reg.generation_floor,
+                    generation - 1
+                )));
+            }
+            sqlx::query("UPDATE counters SET value = $1 WHERE name = 'generation' RETURNING value")
+                .bind(reg.generation_floor + 1)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get("value")?
+        } else {
+            generation
+        };
 
         let previous =
             sqlx::query("SELECT state, state_identity, generation FROM workers WHERE name = $1")
@@ -94,6 +194,14 @@ impl Store {
                 })
                 .transpose()?;
 
+        if let Expect::Incumbent(expected) = reg.expect {
+            if previous.as_ref().map(|p| p.generation) != expected {
+                return Err(StoreError::Conflict(format!(
+                    "worker {} changed while its registration was checked; try again",
+                    info.name
+                )));
+            }
+        }
         let kind = classify_registration(previous.as_ref(), &info.state_identity);
         let tags = serde_json::to_string(&info.tags)
             .map_err(|e| StoreError::Corrupt(format!("tags: {e}")))?;
@@ -103,14 +211,17 @@ impl Store {
                 "UPDATE workers SET state = $2, state_identity = $3, generation = $4, platform = $5, \
                  tags = $6, team = $7, version = $8, resource_types = $9, ephemeral = $10, \
                  containers = $11, volumes = $12, registered_at = $13, last_heartbeat_at = $13, \
-                 state_changed_at = $13, restarts = restarts + 1, api_url = $14 WHERE name = $1",
+                 state_changed_at = $13, restarts = restarts + 1, api_url = $14, token_hash = $15, \
+                 api_token = $16 WHERE name = $1",
             )
         } else {
             sqlx::query(
                 "INSERT INTO workers (name, state, state_identity, generation, platform, tags, team, \
                  version, resource_types, ephemeral, containers, volumes, first_registered_at, \
-                 registered_at, last_heartbeat_at, state_changed_at, restarts, api_url) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $13, $13, 0, $14)",
+                 registered_at, last_heartbeat_at, state_changed_at, restarts, api_url, token_hash, \
+                 api_token) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $13, $13, 0, $14, \
+                 $15, $16)",
             )
         };
         query
@@ -128,6 +239,8 @@ impl Store {
             .bind(info.volumes)
             .bind(now)
             .bind(&info.api_url)
+            .bind(reg.credentials.map(|c| c.token_hash))
+            .bind(reg.credentials.and_then(|c| c.api_token))
             .execute(&mut *tx)
             .await?;
 
@@ -147,7 +260,7 @@ impl Store {
                 "; invalidated {invalidated_volumes} volume(s) and {invalidated_containers} container(s)"
             ));
         }
-        if let Some(exit) = previous_exit {
+        if let Some(exit) = reg.previous_exit {
             cause.push_str(&format!("; previous container ended: {exit}"));
         }
         record_event(&mut tx, &info.name, kind.event(), &cause, generation, now).await?;
@@ -222,6 +335,85 @@ impl Store {
     ) -> Result<(), StoreError> {
         let row = self.state_and_generation(name).await?;
         check_generation(row, generation).map_err(|r| refused(name, generation, r))
+    }
+
+    /// The current holder of `name`, for a registration to decide on.
+    pub async fn worker_incumbent(
+        &self,
+        name: &str,
+    ) -> Result<Option<IncumbentRecord>, StoreError> {
+        sqlx::query(
+            "SELECT state, generation, last_heartbeat_at, api_url, api_token FROM workers WHERE name = $1",
+        )
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?
+        .map(|row| -> Result<_, StoreError> {
+            Ok(IncumbentRecord {
+                state: parse_state(&row.try_get::<String, _>("state")?)?,
+                generation: row.try_get("generation")?,
+                last_heartbeat_at: row.try_get("last_heartbeat_at")?,
+                api_url: row.try_get("api_url")?,
+                api_token: row.try_get("api_token")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// What a call from a process of `name` is checked against.
+    pub async fn worker_credential(
+        &self,
+        name: &str,
+    ) -> Result<Option<WorkerCredential>, StoreError> {
+        sqlx::query("SELECT generation, token_hash FROM workers WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|row| -> Result<_, StoreError> {
+                Ok(WorkerCredential {
+                    generation: row.try_get("generation")?,
+                    token_hash: row.try_get("token_hash")?,
+                })
+            })
+            .transpose()
+    }
+
+    /// The token web presents to `name`'s API, with the URL it serves at.
+    pub async fn worker_api_endpoint(
+        &self,
+        name: &str,
+    ) -> Result<Option<(Option<String>, Option<String>)>, StoreError> {
+        sqlx::query("SELECT api_url, api_token FROM workers WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|row| -> Result<_, StoreError> {
+                Ok((row.try_get("api_url")?, row.try_get("api_token")?))
+            })
+            .transpose()
+    }
+
+    /// Records that a registration under `name` was refused because the
+    /// holder still answers; the holder's row is left as it was.
+    pub async fn record_takeover_refused(
+        &self,
+        name: &str,
+        generation: i64,
+        cause: &str,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        record_event(
+            &mut tx,
+            name,
+            EventKind::TakeoverRefused,
+            cause,
+            generation,
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn state_and_generation(

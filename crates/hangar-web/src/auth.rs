@@ -1,87 +1,133 @@
-//! Who is calling: a user (admin token) or a worker (worker key). Both come as
-//! `Authorization: Bearer …`; each route says which it accepts.
+//! Who is calling. Every credential comes as `Authorization: Bearer …`;
+//! each route says which it accepts:
+//!
+//! - the admin token: a user (the CLI);
+//! - the fleet's worker key: admits a worker, and is good for registering
+//!   only;
+//! - an incarnation token (`<generation>.<secret>`, returned by a
+//!   registration): one process of one worker, for the routes under that
+//!   worker's name. Web keeps only the secret's digest.
 
-use axum::extract::FromRequestParts;
+use axum::extract::{ConnectInfo, FromRequestParts, RawPathParams};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use hangar_api::credentials::{digest, parse_incarnation_token, same_secret};
+use hangar_core::fencing::Refusal;
+use std::net::SocketAddr;
 
 use crate::error::ApiError;
 use crate::Web;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who asked for a land or retire, in the words recorded with its event.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
     Admin,
-    Worker,
+    /// The worker process itself, by its own credential.
+    Worker {
+        generation: i64,
+    },
 }
 
 impl Principal {
-    /// Who asked, in the words recorded with an event.
-    pub fn describe(self) -> &'static str {
+    pub fn describe(&self) -> String {
         match self {
-            Principal::Admin => "an operator",
-            Principal::Worker => "the worker",
+            Principal::Admin => "an operator".into(),
+            Principal::Worker { generation } => {
+                format!("the worker itself (generation {generation})")
+            }
         }
     }
 }
 
-/// Compares secrets in time independent of where they first differ.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-pub fn principal_of(parts: &Parts, web: &Web) -> Result<Principal, ApiError> {
+fn bearer(parts: &Parts) -> Result<&str, ApiError> {
     let header = parts.headers.get(AUTHORIZATION).ok_or_else(|| {
         ApiError::unauthorized("missing credentials: send Authorization: Bearer <token>")
     })?;
-    let token = header
+    header
         .to_str()
         .ok()
         .and_then(|h| h.strip_prefix("Bearer "))
         .ok_or_else(|| {
             ApiError::unauthorized("malformed credentials: expected Authorization: Bearer <token>")
-        })?;
+        })
+}
+
+/// The fixed secrets, recognised before anything is looked up.
+enum Fixed {
+    Admin,
+    FleetKey,
+    Other,
+}
+
+fn fixed(token: &str, web: &Web) -> Fixed {
     let cfg = web.config();
     if same_secret(token.as_bytes(), cfg.admin_token.as_bytes()) {
-        Ok(Principal::Admin)
+        Fixed::Admin
     } else if same_secret(token.as_bytes(), cfg.worker_key.as_bytes()) {
-        Ok(Principal::Worker)
+        Fixed::FleetKey
     } else {
-        Err(ApiError::unauthorized("invalid credentials"))
+        Fixed::Other
     }
 }
 
 /// A request from a user holding the admin token.
 pub struct Admin;
 
-/// A request from a worker holding the worker key.
-pub struct WorkerKey;
+/// A request holding the fleet's worker key: a worker asking to register.
+pub struct FleetKey;
 
-/// A request from either; the principal is kept for the event's cause.
+/// A request from one process of the worker named in the path, proven by
+/// its incarnation token.
+pub struct WorkerCaller {
+    pub name: String,
+    pub generation: i64,
+}
+
+/// A request from the admin or from the worker named in the path.
 pub struct AdminOrWorker(pub Principal);
 
 impl FromRequestParts<Web> for Admin {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, web: &Web) -> Result<Self, ApiError> {
-        match principal_of(parts, web)? {
-            Principal::Admin => Ok(Admin),
-            Principal::Worker => Err(ApiError::forbidden(
+        match fixed(bearer(parts)?, web) {
+            Fixed::Admin => Ok(Admin),
+            Fixed::FleetKey => Err(ApiError::forbidden(
                 "this needs the admin token, not the worker key",
             )),
+            Fixed::Other => Err(ApiError::unauthorized("invalid credentials")),
         }
     }
 }
 
-impl FromRequestParts<Web> for WorkerKey {
+impl FromRequestParts<Web> for FleetKey {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, web: &Web) -> Result<Self, ApiError> {
-        match principal_of(parts, web)? {
-            Principal::Worker => Ok(WorkerKey),
-            Principal::Admin => Err(ApiError::forbidden(
+        match fixed(bearer(parts)?, web) {
+            Fixed::FleetKey => Ok(FleetKey),
+            Fixed::Admin => Err(ApiError::forbidden(
                 "this needs the worker key, not the admin token",
             )),
+            Fixed::Other => Err(ApiError::unauthorized("invalid credentials")),
+        }
+    }
+}
+
+impl FromRequestParts<Web> for WorkerCaller {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, web: &Web) -> Result<Self, ApiError> {
+        let token = bearer(parts)?.to_string();
+        match fixed(&token, web) {
+            Fixed::Admin => Err(ApiError::forbidden(
+                "this needs the worker's own credential, not the admin token",
+            )),
+            Fixed::FleetKey => Err(ApiError::forbidden(
+                "the worker key only registers a worker: present the token its registration returned",
+            )),
+            Fixed::Other => {
+                let name = path_name(parts, web).await?;
+                let generation = check_incarnation(web, &name, &token).await?;
+                Ok(WorkerCaller { name, generation })
+            }
         }
     }
 }
@@ -89,19 +135,77 @@ impl FromRequestParts<Web> for WorkerKey {
 impl FromRequestParts<Web> for AdminOrWorker {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, web: &Web) -> Result<Self, ApiError> {
-        principal_of(parts, web).map(AdminOrWorker)
+        match fixed(bearer(parts)?, web) {
+            Fixed::Admin => Ok(AdminOrWorker(Principal::Admin)),
+            _ => {
+                let caller = WorkerCaller::from_request_parts(parts, web).await?;
+                Ok(AdminOrWorker(Principal::Worker {
+                    generation: caller.generation,
+                }))
+            }
+        }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::same_secret;
+/// The `{name}` of the route, checked as a worker name.
+async fn path_name(parts: &mut Parts, web: &Web) -> Result<String, ApiError> {
+    let params = RawPathParams::from_request_parts(parts, web)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("path: {e}")))?;
+    let name = params
+        .iter()
+        .find(|(k, _)| *k == "name")
+        .map(|(_, v)| v.to_string())
+        .ok_or_else(|| ApiError::bad_request("the route names no worker"))?;
+    hangar_core::names::validate_worker_name(&name)
+        .map_err(|e| ApiError::bad_request(format!("worker name: {e}")))?;
+    Ok(name)
+}
 
-    #[test]
-    fn secrets_match_only_when_equal() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abc", b"abd"));
-        assert!(!same_secret(b"abc", b"abcd"));
-        assert!(!same_secret(b"", b"a"));
+/// Checks an incarnation token against the current registration of `name`
+/// and returns its generation. A well-formed token of an older generation is
+/// told it was superseded (so a zombie stops) without learning the current
+/// generation; anything else that does not match is refused outright.
+async fn check_incarnation(web: &Web, name: &str, token: &str) -> Result<i64, ApiError> {
+    let Some((claimed, secret)) = parse_incarnation_token(token) else {
+        return Err(ApiError::unauthorized("invalid credentials"));
+    };
+    let Some(current) = web.store().worker_credential(name).await? else {
+        return Err(ApiError::from(hangar_store::StoreError::Refused {
+            message: Refusal::Unknown.message(name, claimed),
+            refusal: Refusal::Unknown,
+        }));
+    };
+    let matches = current
+        .token_hash
+        .as_deref()
+        .is_some_and(|h| same_secret(h.as_bytes(), digest(secret).as_bytes()));
+    if matches && current.generation == claimed {
+        Ok(claimed)
+    } else if claimed < current.generation {
+        let refusal = Refusal::Superseded {
+            current: current.generation,
+        };
+        Err(ApiError::from(hangar_store::StoreError::Refused {
+            message: refusal.message(name, claimed),
+            refusal,
+        }))
+    } else {
+        Err(ApiError::unauthorized("invalid credentials"))
+    }
+}
+
+/// The address a request came from, where the server recorded it.
+pub struct Peer(pub Option<SocketAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Peer(
+            parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0),
+        ))
     }
 }

@@ -54,6 +54,14 @@ impl From<StoreError> for ApiError {
                 }
                 Refusal::Stalled => ApiError::new(StatusCode::CONFLICT, codes::REREGISTER, message),
             },
+            StoreError::DatabaseMismatch(_) => {
+                tracing::error!(error = %message, "registration from a worker this database never issued");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    codes::DATABASE_MISMATCH,
+                    message,
+                )
+            }
             StoreError::Database(_) | StoreError::Migration(_) => {
                 // Logged here, where it is handled: the client gets a plain
                 // message without connection strings or SQL.

@@ -15,6 +15,7 @@ mod json;
 mod lifecycle_loop;
 mod metrics;
 mod routes;
+mod takeover;
 mod worker_ops;
 
 use std::sync::Arc;
@@ -51,6 +52,10 @@ pub struct WebConfig {
     /// How often the GC loop runs; `None` runs it never (tests drive it
     /// through [`Web::run_gc_once`]).
     pub gc_interval: Option<Duration>,
+    /// The operator accepted that this database is not the one the fleet
+    /// registered with: a worker's generation it never issued is adopted
+    /// (and numbering goes on above it) instead of refused.
+    pub accept_new_database: bool,
 }
 
 impl WebConfig {
@@ -181,6 +186,9 @@ pub async fn serve(
     }
     let app = web.router();
     let stop = shutdown.clone();
+    // The peer's address goes with each request: a refused takeover's
+    // event names who tried.
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await;

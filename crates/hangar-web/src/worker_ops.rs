@@ -45,16 +45,17 @@ impl Source {
 
 /// The worker API client of a worker, from its registration.
 pub async fn worker_api(web: &Web, worker: &str, timeout: Duration) -> Result<WorkerApi, OpError> {
-    let row = web
+    let (url, token) = web
         .store()
-        .get_worker(worker)
+        .worker_api_endpoint(worker)
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("worker {worker} not found")))?;
-    let url = row
-        .info
-        .api_url
-        .ok_or_else(|| OpError::NoApi(worker.to_string()))?;
-    WorkerApi::new(&url, &web.config().worker_key, timeout).map_err(|source| OpError::Worker {
+    // The token is the one this worker process made: web never presents a
+    // fleet-wide secret to a URL a worker named.
+    let (Some(url), Some(token)) = (url, token) else {
+        return Err(OpError::NoApi(worker.to_string()));
+    };
+    WorkerApi::new(&url, &token, timeout).map_err(|source| OpError::Worker {
         worker: worker.to_string(),
         source,
     })

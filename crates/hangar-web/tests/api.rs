@@ -48,10 +48,8 @@ async fn a_worker_registers_heartbeats_and_is_listed(store: Store) {
         volumes: 5,
         condition: None,
     };
-    assert_eq!(
-        t.worker.heartbeat("w1", &hb).await.unwrap().state,
-        "running"
-    );
+    let w1 = t.worker.with_token(&reg.token);
+    assert_eq!(w1.heartbeat("w1", &hb).await.unwrap().state, "running");
     let w = t.admin.worker("w1").await.unwrap();
     assert_eq!(
         (w.state.as_str(), w.generation, w.containers, w.volumes),
@@ -69,7 +67,7 @@ async fn the_lifecycle_runs_through_the_api_in_virtual_time(store: Store) {
     // w2 keeps heartbeating, w1 goes quiet.
     for _ in 0..4 {
         t.advance(5_000);
-        t.worker
+        t.as_worker("w2")
             .heartbeat(
                 "w2",
                 &Heartbeat {
@@ -88,7 +86,7 @@ async fn the_lifecycle_runs_through_the_api_in_virtual_time(store: Store) {
     assert_eq!(t.admin.worker("w2").await.unwrap().state, "running");
     // The stalled worker's old generation must register again.
     let err = t
-        .worker
+        .as_worker("w1")
         .heartbeat(
             "w1",
             &Heartbeat {
@@ -138,10 +136,11 @@ async fn the_lifecycle_runs_through_the_api_in_virtual_time(store: Store) {
 
 async fn a_superseded_worker_is_told_to_stop(store: Store) {
     let t = TestWeb::start(store).await;
-    let old = t.register("w1", "id-a").await;
-    t.register("w1", "id-b").await;
-    let err = t
-        .worker
+    let (old, zombie) = t.register_with(&registration("w1", "id-a")).await;
+    // Silent for a whole TTL (paused, partitioned): its name may be taken.
+    t.advance(TTL);
+    let new = t.register("w1", "id-b").await;
+    let err = zombie
         .heartbeat(
             "w1",
             &Heartbeat {
@@ -153,6 +152,7 @@ async fn a_superseded_worker_is_told_to_stop(store: Store) {
         )
         .await
         .unwrap_err();
+    assert!(!err.to_string().contains(&new.to_string()), "{err}");
     assert_eq!(api_code(err), (StatusCode::CONFLICT, "superseded".into()));
     let w = t.admin.worker("w1").await.unwrap();
     assert_eq!(
@@ -281,7 +281,7 @@ async fn each_credential_works_only_where_it_belongs(store: Store) {
     assert_eq!(api_code(err), (StatusCode::FORBIDDEN, "forbidden".into()));
     assert_eq!(t.snapshot().await, before);
     // A worker may land itself (SIGUSR1) with its key.
-    assert_eq!(t.worker.land("w1").await.unwrap().state, "landing");
+    assert_eq!(t.as_worker("w1").land("w1").await.unwrap().state, "landing");
     t.stop().await;
 }
 

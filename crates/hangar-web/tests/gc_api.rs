@@ -42,7 +42,7 @@ async fn a_worker_reports_its_containers_and_destroys_what_web_does_not_know(sto
         s.set_container_state(h, "created").await.unwrap();
     }
     let answer = t
-        .worker
+        .as_worker("w1")
         .report_volumes("w1", &report(g, &[], Some(&["running", "stray"])))
         .await
         .unwrap();
@@ -51,21 +51,21 @@ async fn a_worker_reports_its_containers_and_destroys_what_web_does_not_know(sto
     assert_eq!(missing_containers(&t).await, ["lost"]);
     // A worker that does not report containers leaves their rows alone.
     let answer = t
-        .worker
+        .as_worker("w1")
         .report_volumes("w1", &report(g, &[], None))
         .await
         .unwrap();
     assert!(answer.destroy_containers.is_empty());
     assert_eq!(missing_containers(&t).await, ["lost"]);
     // Reported again: back.
-    t.worker
+    t.as_worker("w1")
         .report_volumes("w1", &report(g, &[], Some(&["running", "lost"])))
         .await
         .unwrap();
     assert!(missing_containers(&t).await.is_empty());
     // Container handles are checked like volume handles.
     let err = t
-        .worker
+        .as_worker("w1")
         .report_volumes("w1", &report(g, &[], Some(&["../etc"])))
         .await
         .unwrap_err();
@@ -99,7 +99,7 @@ async fn a_gc_pass_collects_missing_volumes_and_shows_in_the_metrics(store: Stor
         parent = Some(h.to_string());
     }
     // The base vanished; its children are still on disk.
-    t.worker
+    t.as_worker("w1")
         .report_volumes("w1", &report(g, &["child", "grandchild"], Some(&[])))
         .await
         .unwrap();
@@ -126,7 +126,7 @@ async fn a_gc_pass_collects_missing_volumes_and_shows_in_the_metrics(store: Stor
     // The children on disk are unknown now: the worker is told to destroy
     // them.
     let answer = t
-        .worker
+        .as_worker("w1")
         .report_volumes("w1", &report(g, &["child", "grandchild"], Some(&[])))
         .await
         .unwrap();

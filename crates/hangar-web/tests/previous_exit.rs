@@ -13,7 +13,9 @@ async fn the_previous_exit_is_in_the_registration_event(store: Store) {
     let t = TestWeb::start(store).await;
     t.register("w1", "id-a").await;
 
-    // The container was OOM-killed and restarted on the same work dir.
+    // The container was OOM-killed and restarted on the same work dir (its
+    // heartbeats stopped with it).
+    t.advance(common::TTL);
     let mut again = registration("w1", "id-a");
     again.previous_exit = Some("OOMKilled (exit 137) at 2025-05-01T10:00:00Z".into());
     let reg = t.worker.register(&again).await.unwrap();
@@ -32,6 +34,7 @@ async fn the_previous_exit_is_in_the_registration_event(store: Store) {
     // Recreated with a wiped work dir: both facts are in the cause.
     let mut wiped = registration("w1", "id-b");
     wiped.previous_exit = Some("Error (exit 137)".into());
+    t.advance(common::TTL);
     t.worker.register(&wiped).await.unwrap();
     let events = t.admin.events(Some("w1"), 1).await.unwrap();
     assert_eq!(events[0].kind, "restarted-state-lost");
@@ -49,6 +52,7 @@ async fn the_previous_exit_is_in_the_registration_event(store: Store) {
     );
 
     // Without it the cause says nothing of a previous container.
+    t.advance(common::TTL);
     t.worker
         .register(&registration("w1", "id-b"))
         .await

@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{api_code, registration, TestWeb, WORKER_KEY};
+use common::{api_code, registration, TestWeb, API_TOKEN};
 use hangar_api::{CreateVolume, VolumeReport};
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;
@@ -32,12 +32,13 @@ impl FakeWorkerHost {
         let stop = CancellationToken::new();
         tokio::spawn(serve(
             listener,
-            VolumeApi::new(manager.clone(), WORKER_KEY, Limits::default()),
+            VolumeApi::new(manager.clone(), API_TOKEN, Limits::default()),
             stop.clone(),
         ));
         let mut reg = registration(name, name);
         reg.api_url = Some(url);
-        let generation = t.worker.register(&reg).await.unwrap().generation;
+        reg.api_token = Some(API_TOKEN.into());
+        let generation = t.register_with(&reg).await.0;
         FakeWorkerHost {
             _dir: dir,
             manager,
@@ -61,7 +62,7 @@ impl FakeWorkerHost {
     /// Reports like the agent does and destroys what web answers.
     async fn report(&self, t: &TestWeb, name: &str) {
         let answer = t
-            .worker
+            .as_worker(name)
             .report_volumes(
                 name,
                 &VolumeReport {
@@ -273,17 +274,18 @@ async fn reports_with_bad_handles_stale_generations_or_too_much_are_refused(stor
         containers: None,
     };
     let err = t
-        .worker
+        .as_worker("w1")
         .report_volumes("w1", &report(host.generation, vec!["../x".into()]))
         .await
         .unwrap_err();
     assert_eq!(api_code(err).0, StatusCode::BAD_REQUEST);
     let err = t
-        .worker
+        .as_worker("w1")
         .report_volumes("w1", &report(host.generation - 1, vec![]))
         .await
         .unwrap_err();
-    assert_eq!(api_code(err), (StatusCode::CONFLICT, "superseded".into()));
+    // A report must state the generation its credential belongs to.
+    assert_eq!(api_code(err), (StatusCode::FORBIDDEN, "forbidden".into()));
     let err = t
         .admin
         .report_volumes("w1", &report(host.generation, vec![]))
@@ -295,21 +297,21 @@ async fn reports_with_bad_handles_stale_generations_or_too_much_are_refused(stor
     // A large report is fine; one beyond the limit is refused whole.
     let many: Vec<String> = (0..20_000).map(|i| format!("h-{i:08}")).collect();
     let answer = t
-        .worker
+        .as_worker("w1")
         .report_volumes("w1", &report(host.generation, many.clone()))
         .await
         .unwrap();
     assert_eq!(answer.destroy.len(), 20_000);
     let too_many: Vec<String> = (0..100_001).map(|i| format!("h-{i:08}")).collect();
     let err = t
-        .worker
+        .as_worker("w1")
         .report_volumes("w1", &report(host.generation, too_many))
         .await
         .unwrap_err();
     assert_eq!(api_code(err).0, StatusCode::BAD_REQUEST);
     let huge = vec!["h".repeat(128); 140_000];
     let err = t
-        .worker
+        .as_worker("w1")
         .report_volumes("w1", &report(host.generation, huge))
         .await
         .unwrap_err();

@@ -15,7 +15,9 @@ use crate::health::{check_once, Health, HealthConfig};
 use hangar_core::pressure::Pressure;
 
 use crate::resource_types::discover_resource_types;
-use crate::state_identity::load_or_create_state_identity;
+use crate::state_identity::{
+    load_last_generation, load_or_create_state_identity, store_last_generation,
+};
 
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
@@ -80,7 +82,13 @@ pub async fn run(
 ) -> anyhow::Result<AgentExit> {
     hangar_core::names::validate_worker_name(&config.name)?;
     let identity = load_or_create_state_identity(&config.work_dir)?;
+    // Only registration uses the fleet's key; each registration returns the
+    // process's own credential for everything after.
     let client = Client::new(&config.web_url, &config.worker_key, Duration::from_secs(10))?;
+    // What web must present to this process's API: made here, known only to
+    // this process and web, gone with the process.
+    let api_token = hangar_api::credentials::new_secret()
+        .map_err(|e| anyhow::anyhow!("no randomness for the API token: {e}"))?;
     let volumes = open_volumes(&config).await?;
     let containers = open_containers(&config, &volumes).await?;
 
@@ -122,13 +130,13 @@ pub async fn run(
     });
     let api_task = tokio::spawn(api::serve(
         listener,
-        VolumeApi::new(volumes.clone(), &config.worker_key, Limits::default())
+        VolumeApi::new(volumes.clone(), &api_token, Limits::default())
             .with_containers(containers.clone())
             .with_health(health.clone())
             .with_resources(crate::resources_api::ResourceRunner::new(
                 config.resource_types_dir.clone(),
                 volumes.clone(),
-                &config.worker_key,
+                &api_token,
                 Duration::from_secs(3600),
             )),
         api_stop,
@@ -136,7 +144,10 @@ pub async fn run(
     let result = agent_loop(
         &config,
         &identity,
-        &api_url,
+        &Endpoint {
+            url: &api_url,
+            token: &api_token,
+        },
         &client,
         &Stores {
             volumes: volumes.clone(),
@@ -176,6 +187,12 @@ async fn open_volumes(config: &WorkerConfig) -> anyhow::Result<Arc<VolumeManager
         );
     }
     Ok(Arc::new(manager))
+}
+
+/// Where web reaches this process's API, and what it presents there.
+struct Endpoint<'a> {
+    url: &'a str,
+    token: &'a str,
 }
 
 /// What the worker keeps on its disk.
@@ -298,8 +315,8 @@ async fn report_volumes(
 async fn agent_loop(
     config: &WorkerConfig,
     identity: &str,
-    api_url: &str,
-    client: &Client,
+    endpoint: &Endpoint<'_>,
+    fleet_client: &Client,
     stores: &Stores,
     commands: &mut mpsc::Receiver<AgentCommand>,
     shutdown: &CancellationToken,
@@ -307,7 +324,9 @@ async fn agent_loop(
     let (volumes, containers) = (&stores.volumes, &stores.containers);
     let registration = || async {
         let mut req = registration(config, identity);
-        req.api_url = Some(api_url.to_string());
+        req.api_url = Some(endpoint.url.to_string());
+        req.api_token = Some(endpoint.token.to_string());
+        req.last_generation = load_last_generation(&config.work_dir);
         req.volumes = handles(volumes).await.map(|h| h.len() as i64).unwrap_or(0);
         req.containers = active_containers(containers).await;
         req
@@ -316,9 +335,12 @@ async fn agent_loop(
     // container ended; a later one (after a stall) is the same container.
     let mut first = registration().await;
     first.previous_exit = crate::kube::previous_exit_from_env().await;
-    let Some(mut registered) = register_until_accepted(client, &first, shutdown).await else {
+    let Some(mut registered) =
+        register_until_accepted(fleet_client, &config.work_dir, &first, shutdown).await
+    else {
         return Ok(AgentExit::Stopped);
     };
+    let mut client = fleet_client.with_token(&registered.token);
     let mut reports = Ticker::new(config.report_interval);
     let mut leaving = Leaving::No;
     let mut ticker = heartbeat_ticker(config, &registered);
@@ -353,7 +375,7 @@ async fn agent_loop(
                 ticker.reset_immediately();
             }
             _ = reports.tick() => {
-                if let Err(e) = report_volumes(client, &config.name, registered.generation, volumes, containers).await {
+                if let Err(e) = report_volumes(&client, &config.name, registered.generation, volumes, containers).await {
                     // Refusals are acted on by the heartbeat, which sees the same answer.
                     tracing::warn!(error = %e, "volume report failed; retrying next interval");
                 }
@@ -373,9 +395,10 @@ async fn agent_loop(
                     }
                 } else if pressure == Pressure::None && leaving == Leaving::SelfLanding {
                     tracing::info!(worker = %config.name, "pressure cleared; taking work again");
-                    let Some(r) = register_until_accepted(client, &registration().await, shutdown).await else {
+                    let Some(r) = register_until_accepted(fleet_client, &config.work_dir, &registration().await, shutdown).await else {
                         return Ok(AgentExit::Stopped);
                     };
+                    client = fleet_client.with_token(&r.token);
                     registered = r;
                     leaving = Leaving::No;
                     ticker = heartbeat_ticker(config, &registered);
@@ -408,9 +431,10 @@ async fn agent_loop(
                         }
                         Some(codes::NOT_FOUND | codes::REREGISTER) => {
                             tracing::warn!(error = %e, "web no longer accepts this registration; registering again");
-                            let Some(r) = register_until_accepted(client, &registration().await, shutdown).await else {
+                            let Some(r) = register_until_accepted(fleet_client, &config.work_dir, &registration().await, shutdown).await else {
                                 return Ok(AgentExit::Stopped);
                             };
+                            client = fleet_client.with_token(&r.token);
                             registered = r;
                             leaving = Leaving::No;
                             ticker = heartbeat_ticker(config, &registered);
@@ -441,6 +465,8 @@ fn registration(config: &WorkerConfig, identity: &str) -> RegisterWorker {
         volumes: 0,
         api_url: None,
         previous_exit: None,
+        api_token: None,
+        last_generation: None,
     }
 }
 
@@ -457,6 +483,7 @@ fn heartbeat_ticker(config: &WorkerConfig, registered: &Registered) -> Ticker {
 /// reason that may pass. `None` when shut down first.
 async fn register_until_accepted(
     client: &Client,
+    work_dir: &std::path::Path,
     req: &RegisterWorker,
     shutdown: &CancellationToken,
 ) -> Option<Registered> {
@@ -465,7 +492,16 @@ async fn register_until_accepted(
         match client.register(req).await {
             Ok(r) => {
                 tracing::info!(worker = %req.name, generation = r.generation, kind = %r.kind, "registered with web");
+                if let Err(e) = store_last_generation(work_dir, r.generation) {
+                    tracing::warn!(error = %e, "cannot remember the generation in the work dir");
+                }
                 return Some(r);
+            }
+            Err(e) if e.code() == Some(codes::TAKEOVER_REFUSED) => {
+                tracing::error!(error = %e, "another process holds this worker's name and answers; retrying until it is gone");
+            }
+            Err(e) if e.code() == Some(codes::DATABASE_MISMATCH) => {
+                tracing::error!(error = %e, "web's database does not know this worker's generations; keeping every volume and retrying");
             }
             Err(e) => {
                 let permanent =

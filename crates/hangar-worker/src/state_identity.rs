@@ -47,8 +47,46 @@ pub fn load_or_create_state_identity(work_dir: &Path) -> anyhow::Result<String> 
     }
 }
 
+pub const LAST_GENERATION_FILE: &str = "last-generation";
+
+/// The highest generation web gave this work dir, if it remembers one. A
+/// file that cannot be read as a number counts as none: it only ever raises
+/// web's counter, so losing it costs nothing but that check.
+pub fn load_last_generation(work_dir: &Path) -> Option<i64> {
+    fs::read_to_string(work_dir.join(LAST_GENERATION_FILE))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .filter(|g: &i64| *g > 0)
+}
+
+/// Remembers `generation` as the highest this work dir was given (written
+/// whole or not at all).
+pub fn store_last_generation(work_dir: &Path, generation: i64) -> anyhow::Result<()> {
+    if load_last_generation(work_dir).is_some_and(|known| known >= generation) {
+        return Ok(());
+    }
+    let tmp = work_dir.join(format!(".{LAST_GENERATION_FILE}.tmp"));
+    let path = work_dir.join(LAST_GENERATION_FILE);
+    let mut f = fs::File::create(&tmp).with_context(|| format!("write {}", tmp.display()))?;
+    f.write_all(generation.to_string().as_bytes())?;
+    f.sync_all()?;
+    fs::rename(&tmp, &path).with_context(|| format!("write {}", path.display()))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_last_generation_only_rises_and_a_bad_file_counts_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(load_last_generation(dir.path()), None);
+        store_last_generation(dir.path(), 7).unwrap();
+        store_last_generation(dir.path(), 5).unwrap();
+        assert_eq!(load_last_generation(dir.path()), Some(7));
+        fs::write(dir.path().join(LAST_GENERATION_FILE), "garbage").unwrap();
+        assert_eq!(load_last_generation(dir.path()), None);
+    }
+
     use super::*;
 
     #[test]

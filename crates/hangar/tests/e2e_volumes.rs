@@ -112,24 +112,16 @@ fn a_volume_deleted_behind_webs_back_goes_missing_and_a_stray_one_is_removed() {
         vs.iter().any(|x| x.missing_since.is_some())
     });
 
-    // A volume web never heard of (made straight through the worker's API).
-    let workers = c.wait_until("worker-m has an api url", |ws| {
-        ws.iter().any(|w| w.api_url.is_some())
-    });
-    let api = hangar_client::WorkerApi::new(
-        workers[0].api_url.as_ref().unwrap(),
-        common::KEY,
-        Duration::from_secs(10),
-    )
-    .unwrap();
-    block(api.create_volume(&hangar_api::worker_api::CreateVolume {
-        handle: "stray".into(),
-        strategy: "empty".into(),
-        parent: None,
-        import_path: None,
-        properties: Default::default(),
-    }))
-    .unwrap();
+    // A volume web never heard of, made on the worker's disk behind its back
+    // (no one but web can call the worker's API: it holds that process's
+    // own token).
+    let work_dir = c.work_dir("worker-m");
+    let stray =
+        hangar_volumes::VolumeManager::open(&work_dir, hangar_volumes::best_driver(&work_dir))
+            .unwrap();
+    stray
+        .create("stray", hangar_volumes::Strategy::Empty, Default::default())
+        .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while dirs_on_disk(&c, "worker-m").contains(&"stray".to_string()) {
         assert!(

@@ -6,9 +6,10 @@ use hangar_core::volumes::OwnerKind;
 use hangar_store::VolumeRecord;
 use serde::Deserialize;
 
-use crate::auth::{Admin, WorkerKey};
+use crate::auth::{Admin, WorkerCaller};
 use crate::error::ApiError;
 use crate::json::Json;
+use crate::routes::workers::caller_generation;
 use crate::worker_ops::{make_volume, OpError, Source};
 use crate::Web;
 
@@ -168,11 +169,11 @@ pub async fn destroy(
 /// destroy.
 pub async fn report(
     State(web): State<Web>,
-    _: WorkerKey,
-    Path(name): Path<String>,
+    caller: WorkerCaller,
     Json(report): Json<VolumeReport>,
 ) -> Result<axum::Json<VolumeReportAnswer>, ApiError> {
-    validate_worker_name(&name).map_err(|e| ApiError::bad_request(format!("worker name: {e}")))?;
+    let name = caller.name;
+    caller_generation(caller.generation, report.generation)?;
     if report.handles.len() > MAX_REPORTED {
         return Err(ApiError::bad_request(format!(
             "a report lists at most {MAX_REPORTED} handles"

@@ -1,17 +1,20 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use hangar_api::codes;
+use hangar_api::credentials::{digest, incarnation_token, new_secret, valid_api_token};
 use hangar_api::{
     BaseResourceType, CommandDone, Heartbeat, HeartbeatAccepted, Pruned, RegisterWorker,
     Registered, Worker,
 };
 use hangar_core::names::{validate_label, validate_worker_name};
 use hangar_core::OperatorCommand;
-use hangar_store::{StoreError, WorkerInfo, WorkerRecord};
+use hangar_store::{Credentials, Registration, StoreError, WorkerInfo, WorkerRecord};
 
-use crate::auth::{Admin, AdminOrWorker, Principal, WorkerKey};
+use crate::auth::{Admin, AdminOrWorker, FleetKey, Peer, Principal, WorkerCaller};
 use crate::error::ApiError;
 use crate::json::Json;
 use crate::routes::events::event_to_api;
+use crate::takeover;
 use crate::Web;
 
 const MAX_TAGS: usize = 32;
@@ -58,9 +61,22 @@ pub fn validate_registration(r: &RegisterWorker) -> Result<(), String> {
     }
     if let Some(url) = &r.api_url {
         printable("api_url", url, MAX_PATH)?;
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err("api_url must be an http:// or https:// URL".into());
+        validate_api_url(url)?;
+    }
+    match (&r.api_url, &r.api_token) {
+        (Some(_), None) => return Err("api_url needs the api_token web must present there".into()),
+        (None, Some(_)) => {
+            return Err("api_token without api_url: web has nowhere to present it".into())
         }
+        (_, Some(t)) if !valid_api_token(t) => {
+            return Err(
+                "api_token must be 32 to 256 printable ASCII characters without spaces".into(),
+            )
+        }
+        _ => {}
+    }
+    if matches!(r.last_generation, Some(g) if g < 0) {
+        return Err("last_generation must not be negative".into());
     }
     if r.containers < 0 || r.volumes < 0 {
         return Err("container and volume counts must not be negative".into());
@@ -71,16 +87,58 @@ pub fn validate_registration(r: &RegisterWorker) -> Result<(), String> {
     Ok(())
 }
 
+/// The URL web will dial with the worker's token: a plain origin, so that
+/// nothing in it (credentials, a query, a fragment) changes where or how the
+/// token goes.
+fn validate_api_url(url: &str) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("api_url: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err("api_url must be an http:// or https:// URL".into());
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err("api_url must name a host".into());
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err("api_url must not carry credentials".into());
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err("api_url must not have a query or a fragment".into());
+    }
+    Ok(())
+}
+
+/// A message's generation must be the one its credential was issued to.
+pub fn caller_generation(credential: i64, stated: i64) -> Result<(), ApiError> {
+    if credential == stated {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(format!(
+            "the message says generation {stated} but its credential belongs to generation {credential}"
+        )))
+    }
+}
+
 fn valid_name(name: &str) -> Result<(), ApiError> {
     validate_worker_name(name).map_err(|e| ApiError::bad_request(format!("worker name: {e}")))
 }
 
 pub async fn register(
     State(web): State<Web>,
-    _: WorkerKey,
+    _: FleetKey,
+    Peer(peer): Peer,
     Json(req): Json<RegisterWorker>,
 ) -> Result<(StatusCode, axum::Json<Registered>), ApiError> {
     validate_registration(&req).map_err(ApiError::bad_request)?;
+    // Only a holder that is gone (or the caller itself) gives up its name.
+    let expect = takeover::check(&web, &req, peer).await?;
+    let secret = new_secret().map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            codes::INTERNAL,
+            format!("no randomness for a credential: {e}"),
+        )
+    })?;
+    let token_hash = digest(&secret);
     let info = WorkerInfo {
         resource_types_json: serde_json::to_string(&req.resource_types)
             .map_err(|e| ApiError::bad_request(format!("resource types: {e}")))?,
@@ -95,16 +153,29 @@ pub async fn register(
         volumes: req.volumes,
         api_url: req.api_url,
     };
+    let cfg = web.config();
     let out = web
         .store()
-        .register_worker_reporting(&info, req.previous_exit.as_deref(), web.now())
+        .register_incarnation(
+            &Registration {
+                info: &info,
+                previous_exit: req.previous_exit.as_deref(),
+                credentials: Some(Credentials {
+                    token_hash: &token_hash,
+                    api_token: req.api_token.as_deref(),
+                }),
+                expect,
+                generation_floor: req.last_generation.unwrap_or(0),
+                accept_unissued_generation: cfg.accept_new_database,
+            },
+            web.now(),
+        )
         .await?;
     let event = out.kind.event();
     tracing::info!(worker = %info.name, generation = out.generation, kind = out.kind.as_str(), "worker registered");
     web.metrics().lifecycle_event(event);
     web.metrics()
         .invalidated(out.invalidated_volumes, out.invalidated_containers);
-    let cfg = web.config();
     Ok((
         StatusCode::CREATED,
         axum::Json(Registered {
@@ -112,17 +183,18 @@ pub async fn register(
             kind: out.kind.as_str().to_string(),
             heartbeat_interval_ms: cfg.heartbeat_interval_ms,
             heartbeat_ttl_ms: cfg.lifecycle.heartbeat_ttl_ms,
+            token: incarnation_token(out.generation, &secret),
         }),
     ))
 }
 
 pub async fn heartbeat(
     State(web): State<Web>,
-    _: WorkerKey,
-    Path(name): Path<String>,
+    caller: WorkerCaller,
     Json(hb): Json<Heartbeat>,
 ) -> Result<axum::Json<HeartbeatAccepted>, ApiError> {
-    valid_name(&name)?;
+    let name = caller.name;
+    caller_generation(caller.generation, hb.generation)?;
     if hb.containers < 0 || hb.volumes < 0 {
         return Err(ApiError::bad_request(
             "container and volume counts must not be negative",
@@ -218,12 +290,13 @@ async fn command(
     by: Principal,
 ) -> Result<axum::Json<CommandDone>, ApiError> {
     valid_name(name)?;
+    let by = by.describe();
     let out = web
         .store()
-        .worker_command(name, command, by.describe(), web.now())
+        .worker_command(name, command, &by, web.now())
         .await?;
     if out.changed {
-        tracing::info!(worker = %name, command = command.as_str(), by = by.describe(), "worker command");
+        tracing::info!(worker = %name, command = command.as_str(), %by, "worker command");
     }
     Ok(axum::Json(CommandDone {
         worker: name.to_string(),
@@ -262,7 +335,7 @@ pub async fn prune_stalled(
 ) -> Result<axum::Json<Pruned>, ApiError> {
     let pruned = web
         .store()
-        .prune_stalled(Principal::Admin.describe(), web.now())
+        .prune_stalled(&Principal::Admin.describe(), web.now())
         .await
         .map_err(|e: StoreError| ApiError::from(e))?;
     Ok(axum::Json(Pruned { pruned }))

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use hangar_api::RegisterWorker;
@@ -16,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 pub const ADMIN: &str = "admin-token-0123456789";
 pub const WORKER_KEY: &str = "worker-key-0123456789";
 pub const TTL: i64 = 15_000;
+/// What web presents to a test worker's API.
+pub const API_TOKEN: &str = "api-token-of-a-test-worker-0123456789";
 
 pub struct TestWeb {
     pub url: String,
@@ -23,13 +27,20 @@ pub struct TestWeb {
     pub admin: Client,
     pub worker: Client,
     pub raw: reqwest::Client,
+    /// Each registered worker's client, presenting its incarnation token.
+    incarnations: Mutex<HashMap<String, Client>>,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
 impl TestWeb {
     pub async fn start(store: Store) -> TestWeb {
-        let config = WebConfig {
+        TestWeb::start_with(store, |_| {}).await
+    }
+
+    /// A web node whose configuration `adjust` changes first.
+    pub async fn start_with(store: Store, adjust: impl FnOnce(&mut WebConfig)) -> TestWeb {
+        let mut config = WebConfig {
             admin_token: ADMIN.into(),
             worker_key: WORKER_KEY.into(),
             lifecycle: LifecycleConfig {
@@ -42,7 +53,9 @@ impl TestWeb {
             run_builds: false,
             gc: Default::default(),
             gc_interval: None,
+            accept_new_database: false,
         };
+        adjust(&mut config);
         let web = Web::new(store, config).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -53,6 +66,7 @@ impl TestWeb {
             admin: Client::new(&url, ADMIN, timeout).unwrap(),
             worker: Client::new(&url, WORKER_KEY, timeout).unwrap(),
             raw: reqwest::Client::new(),
+            incarnations: Mutex::default(),
             url,
             web,
             shutdown,
@@ -74,11 +88,24 @@ impl TestWeb {
     }
 
     pub async fn register(&self, name: &str, identity: &str) -> i64 {
-        self.worker
-            .register(&registration(name, identity))
-            .await
+        self.register_with(&registration(name, identity)).await.0
+    }
+
+    /// Registers with the fleet key and keeps the worker's own client (its
+    /// incarnation token) for [`TestWeb::as_worker`].
+    pub async fn register_with(&self, reg: &RegisterWorker) -> (i64, Client) {
+        let registered = self.worker.register(reg).await.unwrap();
+        let client = self.worker.with_token(&registered.token);
+        self.incarnations
+            .lock()
             .unwrap()
-            .generation
+            .insert(reg.name.clone(), client.clone());
+        (registered.generation, client)
+    }
+
+    /// The client of the latest registration of `name`.
+    pub fn as_worker(&self, name: &str) -> Client {
+        self.incarnations.lock().unwrap()[name].clone()
     }
 
     /// The whole visible state, to check that a refused request changed nothing.
@@ -103,6 +130,8 @@ pub fn registration(name: &str, identity: &str) -> RegisterWorker {
         volumes: 0,
         api_url: None,
         previous_exit: None,
+        api_token: None,
+        last_generation: None,
     }
 }
 

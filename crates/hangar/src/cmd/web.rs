@@ -38,6 +38,11 @@ pub struct Lifecycle {
     /// create a volume time out after half of it.
     #[arg(long, env = "HANGAR_GC_ABANDONED_CREATION_TIMEOUT", default_value = "20m", value_parser = duration::parse)]
     pub gc_abandoned_creation_timeout: Duration,
+    /// Adopt this database although workers know generations it never
+    /// issued (it is empty, restored or replaced): without it, such workers
+    /// are refused and keep their volumes until the right database is back.
+    #[arg(long, env = "HANGAR_ACCEPT_NEW_DATABASE")]
+    pub accept_new_database: bool,
 }
 
 impl Lifecycle {
@@ -69,6 +74,7 @@ impl Lifecycle {
                 ..Default::default()
             },
             gc_interval: Some(self.gc_interval),
+            accept_new_database: self.accept_new_database,
         })
     }
 }
