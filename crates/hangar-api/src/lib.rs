@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 
 pub mod builds;
 pub mod containers;
+#[cfg(feature = "server")]
+pub mod http;
 pub mod resources;
 
 /// The API version prefix every route lives under.
@@ -334,6 +336,9 @@ pub mod codes {
     pub const REREGISTER: &str = "reregister";
     pub const UNAVAILABLE: &str = "unavailable";
     pub const INTERNAL: &str = "internal";
+    pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
+    /// The worker's disk (or quota) is full: try another worker, or later.
+    pub const INSUFFICIENT_STORAGE: &str = "insufficient_storage";
 }
 
 #[cfg(test)]
