@@ -101,6 +101,54 @@ fn a_step_that_fills_its_worker_s_disk_fails_over_as_disk_full_and_succeeds_else
     assert_eq!(done.status, "succeeded");
     assert_eq!(done.steps[0].worker.as_deref(), Some("worker-roomy"));
 
+    // An upload that does not fit on the small worker is refused as such:
+    // 507 insufficient_storage from the worker, passed through by web.
+    let up = tempfile::tempdir().unwrap();
+    let made = Command::new("sh")
+        .arg("-c")
+        .arg("head -c 16000000 /dev/zero > big && tar czf up.tgz big && rm big")
+        .current_dir(up.path())
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let body = std::fs::read(up.path().join("up.tgz")).unwrap();
+    // Under hard pressure the worker may have landed itself; it takes work
+    // again once the failed attempts' volumes are gone and the reserve is
+    // back (a landed worker's refusal, 409, is waited out).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let refused = loop {
+        let e = block(client.upload_artifact(
+            Some("worker-full"),
+            "linux",
+            &[],
+            body.clone().into(),
+        ))
+        .unwrap_err();
+        match &e {
+            hangar_client::ClientError::Api { status, .. }
+                if status.as_u16() == 409 && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            _ => break e,
+        }
+    };
+    match refused {
+        hangar_client::ClientError::Api {
+            status,
+            code,
+            message,
+        } => {
+            assert_eq!(
+                (status.as_u16(), code.as_str()),
+                (507, "insufficient_storage"),
+                "{message}"
+            );
+            assert!(message.contains("worker worker-full has no room"), "{message}");
+        }
+        other => panic!("expected web's refusal, got {other}"),
+    }
+
     // The full worker said so in a bounded number of lines: state changes,
     // not one line per failed write.
     drop(full);
