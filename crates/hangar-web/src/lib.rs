@@ -51,6 +51,9 @@ pub struct WebConfig {
     /// How often the GC loop runs; `None` runs it never (tests drive it
     /// through [`Web::run_gc_once`]).
     pub gc_interval: Option<Duration>,
+    /// `/metrics` answers only the admin token (default: open to
+    /// scrapers; see docs/security.md, "Unauthenticated endpoints").
+    pub metrics_require_token: bool,
 }
 
 impl WebConfig {

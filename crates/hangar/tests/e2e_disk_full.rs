@@ -117,13 +117,9 @@ fn a_step_that_fills_its_worker_s_disk_fails_over_as_disk_full_and_succeeds_else
     // back (a landed worker's refusal, 409, is waited out).
     let deadline = Instant::now() + Duration::from_secs(60);
     let refused = loop {
-        let e = block(client.upload_artifact(
-            Some("worker-full"),
-            "linux",
-            &[],
-            body.clone().into(),
-        ))
-        .unwrap_err();
+        let e =
+            block(client.upload_artifact(Some("worker-full"), "linux", &[], body.clone().into()))
+                .unwrap_err();
         match &e {
             hangar_client::ClientError::Api { status, .. }
                 if status.as_u16() == 409 && Instant::now() < deadline =>
@@ -144,7 +140,10 @@ fn a_step_that_fills_its_worker_s_disk_fails_over_as_disk_full_and_succeeds_else
                 (507, "insufficient_storage"),
                 "{message}"
             );
-            assert!(message.contains("worker worker-full has no room"), "{message}");
+            assert!(
+                message.contains("worker worker-full has no room"),
+                "{message}"
+            );
         }
         other => panic!("expected web's refusal, got {other}"),
     }

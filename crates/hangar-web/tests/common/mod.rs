@@ -29,7 +29,12 @@ pub struct TestWeb {
 
 impl TestWeb {
     pub async fn start(store: Store) -> TestWeb {
-        let config = WebConfig {
+        TestWeb::start_with(store, |_| {}).await
+    }
+
+    /// A web node whose configuration `adjust` changes first.
+    pub async fn start_with(store: Store, adjust: impl FnOnce(&mut WebConfig)) -> TestWeb {
+        let mut config = WebConfig {
             admin_token: ADMIN.into(),
             worker_key: WORKER_KEY.into(),
             lifecycle: LifecycleConfig {
@@ -42,7 +47,9 @@ impl TestWeb {
             run_builds: false,
             gc: Default::default(),
             gc_interval: None,
+            metrics_require_token: false,
         };
+        adjust(&mut config);
         let web = Web::new(store, config).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

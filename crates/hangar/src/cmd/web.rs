@@ -69,6 +69,7 @@ impl Lifecycle {
                 ..Default::default()
             },
             gc_interval: Some(self.gc_interval),
+            metrics_require_token: false,
         })
     }
 }
@@ -90,6 +91,10 @@ pub struct Args {
     /// The secret workers register with (at least 16 characters).
     #[arg(long, env = "HANGAR_WORKER_KEY", hide_env_values = true)]
     pub worker_key: String,
+    /// Serve `/metrics` only to the admin token (Prometheus then sends it
+    /// as a bearer token); by default it is open, like `/api/v1/info`.
+    #[arg(long, env = "HANGAR_METRICS_REQUIRE_TOKEN")]
+    pub metrics_require_token: bool,
     #[command(flatten)]
     pub lifecycle: Lifecycle,
 }
@@ -119,9 +124,10 @@ pub async fn open_web(url: &str, config: WebConfig) -> anyhow::Result<Web> {
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::init_logging();
-    let config = args
+    let mut config = args
         .lifecycle
         .web_config(args.admin_token, args.worker_key)?;
+    config.metrics_require_token = args.metrics_require_token;
     // Refuse a bad configuration before anything is created on disk.
     config
         .validate()
