@@ -86,6 +86,22 @@ fn a_step_that_fills_its_worker_s_disk_fails_over_as_disk_full_and_succeeds_else
         std::thread::sleep(Duration::from_millis(20));
     }
     let _roomy = c.worker("worker-roomy");
+    // A step stuck on the full disk would keep the build started for ever:
+    // fail (generously late) rather than hang.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let b = block(client.build(build.id)).unwrap();
+        if !matches!(b.status.as_str(), "pending" | "started") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the build is still {} on a full disk: {:?}",
+            b.status,
+            b.steps
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let watch = c.cli(&["watch", "-b", &build.id.to_string()]);
     let (out, err) = (
         String::from_utf8_lossy(&watch.stdout).into_owned(),
