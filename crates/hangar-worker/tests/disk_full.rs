@@ -195,3 +195,56 @@ async fn a_stream_in_that_does_not_fit_is_507_insufficient_storage_and_changes_n
         "the refused archive left nothing"
     );
 }
+
+#[tokio::test]
+async fn the_condition_says_disk_full_until_space_is_freed() {
+    use hangar_core::pressure::Thresholds;
+    use hangar_worker::health::{check_once, Health, HealthConfig};
+    let fs = Tmpfs::mount("4m");
+    let volumes = Arc::new(VolumeManager::open(fs.path(), DriverKind::Naive).unwrap());
+    let containers =
+        Arc::new(ContainerManager::open(&fs.path().join("containers"), volumes).unwrap());
+    // Thresholds no tmpfs reaches by percentage alone: only "full" counts.
+    let never = Thresholds {
+        soft: 2.0,
+        hard: 2.0,
+        hysteresis: 0.0,
+    };
+    let config = HealthConfig {
+        memory_limit: Some(u64::MAX / 2),
+        memory_thresholds: never,
+        disk_thresholds: never,
+        check_interval: Duration::from_secs(1),
+        web_timeout: Duration::from_secs(3600),
+        default_container_memory: None,
+    };
+    let health = Health::default();
+    check_once(&health, &config, fs.path(), &containers).await;
+    assert_eq!(
+        health.condition().pressure,
+        "none",
+        "{:?}",
+        health.condition()
+    );
+
+    // Fill what the reserve leaves.
+    let filler = fs.path().join("filler");
+    let e = std::fs::write(&filler, vec![0u8; 8 << 20]).unwrap_err();
+    assert!(hangar_worker::disk::is_storage_full(&e), "{e}");
+    check_once(&health, &config, fs.path(), &containers).await;
+    let c = health.condition();
+    assert_eq!(c.pressure, "hard", "{c:?}");
+    assert!(
+        c.pressure_reason
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("disk full"),
+        "{c:?}"
+    );
+    assert!(!c.accepting_work());
+
+    std::fs::remove_file(&filler).unwrap();
+    check_once(&health, &config, fs.path(), &containers).await;
+    let c = health.condition();
+    assert_eq!((c.pressure.as_str(), c.healthy), ("none", true), "{c:?}");
+}
