@@ -82,4 +82,9 @@ pub struct ContainerExit {
     /// then `None`.
     #[serde(default)]
     pub lost: bool,
+    /// The worker's work dir was full when the container ended (or its
+    /// result could not be written for want of space): unless the program
+    /// exited 0, the step failed for the disk, not for itself.
+    #[serde(default)]
+    pub disk_full: bool,
 }

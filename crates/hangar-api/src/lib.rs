@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 pub mod builds;
 pub mod containers;
 pub mod credentials;
+#[cfg(feature = "server")]
+pub mod http;
 pub mod resources;
 
 /// The API version prefix every route lives under.
@@ -356,6 +358,9 @@ pub mod codes {
     /// database is empty, restored or replaced.
     pub const DATABASE_MISMATCH: &str = "database_mismatch";
     pub const INTERNAL: &str = "internal";
+    pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
+    /// The worker's disk (or quota) is full: try another worker, or later.
+    pub const INSUFFICIENT_STORAGE: &str = "insufficient_storage";
 }
 
 #[cfg(test)]

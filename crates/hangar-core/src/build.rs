@@ -90,6 +90,9 @@ pub enum StepFailure {
     VolumeLost { worker: String, handle: String },
     /// The step's container is gone or its state was lost.
     ContainerLost { worker: String, handle: String },
+    /// The worker's work dir filled up while the step ran: whatever the
+    /// program did, it could not write, and another worker may have room.
+    DiskFull { worker: String },
 }
 
 /// Whose fault a failure is.
@@ -114,7 +117,8 @@ impl StepFailure {
             | StepFailure::WorkerGone { .. }
             | StepFailure::WorkerUnreachable { .. }
             | StepFailure::VolumeLost { .. }
-            | StepFailure::ContainerLost { .. } => FailureClass::Infrastructure,
+            | StepFailure::ContainerLost { .. }
+            | StepFailure::DiskFull { .. } => FailureClass::Infrastructure,
         }
     }
 
@@ -139,6 +143,7 @@ impl StepFailure {
             StepFailure::WorkerUnreachable { .. } => "worker-unreachable",
             StepFailure::VolumeLost { .. } => "volume-lost",
             StepFailure::ContainerLost { .. } => "container-lost",
+            StepFailure::DiskFull { .. } => "disk-full",
         }
     }
 
@@ -150,9 +155,17 @@ impl StepFailure {
             | StepFailure::WorkerGone { worker }
             | StepFailure::WorkerUnreachable { worker, .. }
             | StepFailure::VolumeLost { worker, .. }
-            | StepFailure::ContainerLost { worker, .. } => Some(worker),
+            | StepFailure::ContainerLost { worker, .. }
+            | StepFailure::DiskFull { worker } => Some(worker),
             _ => None,
         }
+    }
+
+    /// Whether the step's worker may be past answering (so cleaning up on
+    /// it is left to its next report). A worker with a full disk answers,
+    /// and destroying the step's container is what frees its space.
+    pub fn worker_may_not_answer(&self) -> bool {
+        self.worker().is_some() && !matches!(self, StepFailure::DiskFull { .. })
     }
 
     /// The failure in plain words, for the build log.
@@ -194,8 +207,22 @@ impl StepFailure {
             StepFailure::ContainerLost { worker, handle } => {
                 format!("container {handle} on worker {worker} was lost")
             }
+            StepFailure::DiskFull { worker } => {
+                format!("disk full on worker {worker}: the step could not write; trying elsewhere")
+            }
         }
     }
+}
+
+/// Whether a container that ended on a worker whose disk was full failed
+/// for that reason. A program that exited 0 succeeded by its own account and
+/// keeps its result; any other end (a code, a signal, no status at all
+/// because the wrapper could not write it) is the disk's fault, not the
+/// step's: an infrastructure failure, retried on another worker.
+pub fn full_disk_failure(worker: &str, code: Option<i32>, disk_full: bool) -> Option<StepFailure> {
+    (disk_full && code != Some(0)).then(|| StepFailure::DiskFull {
+        worker: worker.to_string(),
+    })
 }
 
 /// What to do after a failed attempt.
@@ -296,6 +323,34 @@ mod tests {
 
     fn w() -> String {
         "w1".into()
+    }
+
+    #[test]
+    fn a_full_disk_fails_every_end_but_a_clean_exit() {
+        // (exit code, disk full, a failure expected)
+        let cases = [
+            (Some(0), true, false),
+            (Some(1), true, true),
+            (None, true, true), // no status: the wrapper could not write it
+            (Some(1), false, false),
+            (None, false, false),
+        ];
+        for (code, full, failed) in cases {
+            let got = full_disk_failure("w1", code, full);
+            assert_eq!(got.is_some(), failed, "{code:?} {full}");
+            if let Some(f) = got {
+                assert_eq!(f.class(), FailureClass::Infrastructure);
+                assert_eq!(f.worker(), Some("w1"));
+                assert!(!f.worker_may_not_answer());
+                assert!(
+                    f.describe().starts_with("disk full on worker w1"),
+                    "{}",
+                    f.describe()
+                );
+            }
+        }
+        assert!(StepFailure::WorkerGone { worker: w() }.worker_may_not_answer());
+        assert!(!StepFailure::Exited { code: 1 }.worker_may_not_answer());
     }
 
     #[test]

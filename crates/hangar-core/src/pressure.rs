@@ -131,6 +131,27 @@ pub fn assess(
     }
 }
 
+/// A work dir that is full is hard pressure whatever its percentage says
+/// (a huge disk at 99.9% still has gigabytes; a full one has nothing): the
+/// worker takes no work and says why. `full` is what the worker found: less
+/// than its reserve left, or a write that failed for want of space since.
+pub fn with_full_disk(a: Assessment, full: bool, free: u64) -> Assessment {
+    if !full {
+        return a;
+    }
+    Assessment {
+        levels: Levels {
+            disk: Pressure::Hard,
+            ..a.levels
+        },
+        pressure: Pressure::Hard,
+        reason: Some(format!(
+            "disk full: {} left in the work dir",
+            crate::build::human_bytes(free)
+        )),
+    }
+}
+
 /// Whether a worker with `free` memory (limit minus what it promised to
 /// running containers) can take a step that asks for `need`.
 pub fn has_room(free: Option<u64>, need: Option<u64>) -> bool {
@@ -294,6 +315,30 @@ mod tests {
             assess(&r, &memory_t, &memory_t, Levels::default()).pressure,
             Pressure::Soft
         );
+    }
+
+    #[test]
+    fn a_full_disk_is_hard_pressure_named_as_such() {
+        use Pressure::*;
+        let t = Thresholds::default();
+        // (memory %, disk full, pressure, reason starts with)
+        let cases = [
+            (50, false, None, Option::<&str>::None),
+            (50, true, Hard, Some("disk full: 4 KiB left")),
+            (99, true, Hard, Some("disk full")),
+            (99, false, Hard, Some("memory at 99%")),
+        ];
+        for (m, full, pressure, why) in cases {
+            let a = with_full_disk(assess(&mem(m), &t, &t, Levels::default()), full, 4096);
+            assert_eq!(a.pressure, pressure, "{m} {full}");
+            match why {
+                Some(w) => assert!(a.reason.as_deref().unwrap_or("").starts_with(w), "{a:?}"),
+                Option::None => assert_eq!(a.reason, Option::None),
+            }
+            if full {
+                assert_eq!(a.levels.disk, Hard);
+            }
+        }
     }
 
     #[test]

@@ -39,6 +39,45 @@ impl ApiError {
     }
 }
 
+impl From<hangar_api::http::ErrorResponse> for ApiError {
+    fn from(e: hangar_api::http::ErrorResponse) -> ApiError {
+        ApiError::new(e.status, e.code, e.message)
+    }
+}
+
+/// What web answers when a worker it passed a request on to refused it or
+/// could not be reached. A worker's full disk stays a 507
+/// `insufficient_storage` (the client can try elsewhere or later) and its
+/// other refusals keep their status and code; a worker that failed (5xx)
+/// or did not answer is a 502: web itself is fine.
+pub fn from_worker(worker: &str, e: hangar_client::ClientError) -> ApiError {
+    match e {
+        hangar_client::ClientError::Api {
+            status,
+            code,
+            message,
+        } if status == StatusCode::INSUFFICIENT_STORAGE || code == codes::INSUFFICIENT_STORAGE => {
+            ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                codes::INSUFFICIENT_STORAGE,
+                format!("worker {worker} has no room: {message}"),
+            )
+        }
+        hangar_client::ClientError::Api {
+            status, message, ..
+        } if status.is_client_error() => ApiError::new(
+            status,
+            hangar_api::http::code_for_status(status),
+            format!("worker {worker} refused: {message}"),
+        ),
+        other => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            codes::UNAVAILABLE,
+            format!("worker {worker}: {other}"),
+        ),
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         let message = e.to_string();
@@ -89,5 +128,54 @@ impl IntoResponse for ApiError {
             },
         };
         (self.status, axum::Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hangar_client::ClientError;
+
+    fn api(status: u16, code: &str) -> ClientError {
+        ClientError::Api {
+            status: StatusCode::from_u16(status).unwrap(),
+            code: code.into(),
+            message: "m".into(),
+        }
+    }
+
+    #[test]
+    fn a_worker_s_answers_pass_through_as_their_kind_and_its_failures_are_502() {
+        // (worker's status, worker's code, web's status, web's code)
+        let cases = [
+            (
+                507,
+                "insufficient_storage",
+                507,
+                codes::INSUFFICIENT_STORAGE,
+            ),
+            (
+                500,
+                "insufficient_storage",
+                507,
+                codes::INSUFFICIENT_STORAGE,
+            ),
+            (413, "payload_too_large", 413, codes::TOO_LARGE),
+            (400, "bad_request", 400, codes::BAD_REQUEST),
+            (404, "not_found", 404, codes::NOT_FOUND),
+            (500, "internal", 502, codes::UNAVAILABLE),
+            (503, "unavailable", 502, codes::UNAVAILABLE),
+        ];
+        for (status, code, want_status, want_code) in cases {
+            let e = from_worker("w1", api(status, code));
+            assert_eq!(
+                (e.status.as_u16(), e.code),
+                (want_status, want_code),
+                "{status} {code}"
+            );
+            assert!(e.message.contains("worker w1"), "{}", e.message);
+        }
+        let down = from_worker("w1", ClientError::Decode("eof".into()));
+        assert_eq!(down.status, StatusCode::BAD_GATEWAY);
     }
 }

@@ -56,6 +56,9 @@ pub struct WebConfig {
     /// registered with: a worker's generation it never issued is adopted
     /// (and numbering goes on above it) instead of refused.
     pub accept_new_database: bool,
+    /// `/metrics` answers only the admin token (default: open to
+    /// scrapers; see docs/security.md, "Unauthenticated endpoints").
+    pub metrics_require_token: bool,
 }
 
 impl WebConfig {

@@ -7,7 +7,7 @@ use std::io;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
@@ -15,14 +15,16 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
 use futures_util::TryStreamExt;
+use hangar_api::http::{json_errors, limited_router, Json as JsonBody};
 use hangar_api::worker_api::{CreateVolume, SetProperty, Volume};
-use hangar_api::{codes, ErrorBody, ErrorDetail};
+use hangar_api::MAX_JSON_BODY;
 use hangar_volumes::{Compression, Limits, Strategy, VolumeError, VolumeInfo, VolumeManager};
 use serde::Deserialize;
 use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
 use tokio_util::sync::CancellationToken;
 
 use crate::containers::ContainerManager;
+pub use crate::error::ApiError;
 
 #[derive(Clone)]
 pub struct VolumeApi {
@@ -67,52 +69,13 @@ impl VolumeApi {
     }
 }
 
-/// An error answer in the same shape web uses.
-#[derive(Debug)]
-pub struct ApiError(
-    pub(crate) StatusCode,
-    pub(crate) &'static str,
-    pub(crate) String,
-);
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.1.to_string(),
-                message: self.2,
-            },
-        };
-        (self.0, Json(body)).into_response()
-    }
-}
-
-impl From<VolumeError> for ApiError {
-    fn from(e: VolumeError) -> ApiError {
-        let (status, code) = match &e {
-            VolumeError::NotFound { .. } | VolumeError::ParentNotFound { .. } => {
-                (StatusCode::NOT_FOUND, codes::NOT_FOUND)
-            }
-            VolumeError::AlreadyExists { .. } | VolumeError::HasChildren { .. } => {
-                (StatusCode::CONFLICT, codes::CONFLICT)
-            }
-            VolumeError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::TOO_LARGE),
-            VolumeError::InvalidHandle { .. }
-            | VolumeError::InvalidPath { .. }
-            | VolumeError::Refused { .. }
-            | VolumeError::BadArchive { .. }
-            | VolumeError::Unsupported { .. } => (StatusCode::BAD_REQUEST, codes::BAD_REQUEST),
-            VolumeError::CorruptMeta { .. } | VolumeError::Io { .. } => {
-                tracing::error!(error = %e, "volume operation failed");
-                (StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL)
-            }
-        };
-        ApiError(status, code, e.to_string())
-    }
-}
-
 fn bad_request(message: String) -> ApiError {
-    ApiError(StatusCode::BAD_REQUEST, codes::BAD_REQUEST, message)
+    ApiError::bad_request(message)
+}
+
+/// A query that does not deserialize, in the error shape.
+pub(crate) fn bad_query(e: QueryRejection) -> ApiError {
+    bad_request(format!("invalid query: {}", e.body_text()))
 }
 
 /// Runs a blocking volume operation on the blocking pool.
@@ -121,11 +84,9 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     match tokio::task::spawn_blocking(f).await {
         Ok(result) => result.map_err(ApiError::from),
-        Err(e) => Err(ApiError(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            codes::INTERNAL,
-            format!("volume operation panicked: {e}"),
-        )),
+        Err(e) => Err(ApiError::internal(format!(
+            "volume operation panicked: {e}"
+        ))),
     }
 }
 
@@ -145,7 +106,11 @@ pub fn router(api: VolumeApi) -> Router {
         .route("/volumes", get(list).post(create))
         .route("/volumes/{handle}", get(show).delete(destroy))
         .route("/volumes/{handle}/properties/{key}", put(set_property))
-        .route("/volumes/{handle}/stream-in", put(stream_in))
+        // Stream-in bodies are bounded by the archive limits, not by size.
+        .route(
+            "/volumes/{handle}/stream-in",
+            put(stream_in).layer(axum::extract::DefaultBodyLimit::disable()),
+        )
         .route("/volumes/{handle}/stream-out", get(stream_out))
         // Answers only with this process's own token: how web tells the
         // live holder of a name from a new process at the same address.
@@ -156,10 +121,9 @@ pub fn router(api: VolumeApi) -> Router {
     if let Some(containers) = api.containers.clone() {
         authed = authed.merge(crate::containers_api::routes().with_state(containers));
     }
-    let authed = authed
-        .layer(middleware::from_fn_with_state(api.clone(), require_key))
-        // Stream-in bodies are bounded by the archive limits, not by size.
-        .layer(axum::extract::DefaultBodyLimit::disable());
+    // Every other body is JSON, and small.
+    let authed = limited_router(authed, MAX_JSON_BODY)
+        .layer(middleware::from_fn_with_state(api.clone(), require_key));
     let resources = api.resources.clone();
     let router = Router::new()
         .route("/healthz", get(healthz))
@@ -169,10 +133,15 @@ pub fn router(api: VolumeApi) -> Router {
         )
         .merge(authed)
         .with_state(api);
-    match resources {
+    let router = match resources {
         Some(r) => router.merge(crate::resources_api::router(r)),
         None => router,
-    }
+    };
+    // Outermost: axum's own rejections (a bad path or query, a missing
+    // method, an unknown route) answer in the error shape too.
+    router
+        .fallback(|| async { ApiError::not_found("no such route") })
+        .layer(middleware::from_fn(json_errors))
 }
 
 pub async fn serve(
@@ -193,12 +162,7 @@ async fn require_key(State(api): State<VolumeApi>, req: Request, next: Next) -> 
         .and_then(|h| h.strip_prefix("Bearer "));
     match presented {
         Some(k) if constant_time_eq(k.as_bytes(), api.key.as_bytes()) => next.run(req).await,
-        _ => ApiError(
-            StatusCode::UNAUTHORIZED,
-            codes::UNAUTHORIZED,
-            "missing or invalid worker key".into(),
-        )
-        .into_response(),
+        _ => ApiError::unauthorized().into_response(),
     }
 }
 
@@ -226,9 +190,8 @@ async fn show(
 
 async fn create(
     State(api): State<VolumeApi>,
-    body: Result<Json<CreateVolume>, JsonRejection>,
+    JsonBody(req): JsonBody<CreateVolume>,
 ) -> Result<(StatusCode, Json<Volume>), ApiError> {
-    let Json(req) = body.map_err(|e| bad_request(format!("invalid request: {}", e.body_text())))?;
     let strategy = match (req.strategy.as_str(), req.parent, req.import_path) {
         ("empty", None, None) => Strategy::Empty,
         ("cow", Some(parent), None) => Strategy::CopyOnWrite { parent },
@@ -256,9 +219,8 @@ async fn destroy(
 async fn set_property(
     State(api): State<VolumeApi>,
     Path((handle, key)): Path<(String, String)>,
-    body: Result<Json<SetProperty>, JsonRejection>,
+    JsonBody(req): JsonBody<SetProperty>,
 ) -> Result<Json<Volume>, ApiError> {
-    let Json(req) = body.map_err(|e| bad_request(format!("invalid request: {}", e.body_text())))?;
     let m = api.manager.clone();
     let v = blocking(move || {
         m.set_property(&handle, &key, &req.value)?;
@@ -292,7 +254,7 @@ async fn stream_in(
     query: Result<Query<StreamQuery>, QueryRejection>,
     body: Body,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let Query(q) = query.map_err(|e| bad_request(format!("invalid query: {}", e.body_text())))?;
+    let Query(q) = query.map_err(bad_query)?;
     let compression = compression(&q)?;
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
     // The bridge must be made on the runtime; it is used on the blocking pool.
@@ -312,7 +274,7 @@ async fn stream_out(
     Path(handle): Path<String>,
     query: Result<Query<StreamQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(|e| bad_request(format!("invalid query: {}", e.body_text())))?;
+    let Query(q) = query.map_err(bad_query)?;
     let compression = compression(&q)?;
     // Fail before the headers go out when the volume is not there.
     let m = api.manager.clone();

@@ -19,19 +19,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use hangar_api::containers::{Container, ContainerSpec};
-use hangar_api::{codes, MAX_JSON_BODY};
+use hangar_api::http::Json as JsonBody;
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use crate::api::ApiError;
+use crate::api::bad_query;
 use crate::containers::{ContainerError, ContainerManager, STATE_EXITED};
+use crate::error::ApiError;
 
 /// The longest a wait request is held.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -41,44 +42,18 @@ const FOLLOW_POLL: Duration = Duration::from_millis(50);
 
 type Manager = Arc<ContainerManager>;
 
-/// The container routes; the caller adds authentication.
+/// The container routes; the caller adds authentication and the body
+/// limit (`MAX_JSON_BODY`, as every JSON route of the worker).
 pub(crate) fn routes() -> Router<Manager> {
     Router::new()
         .route("/containers", get(list).post(create))
         .route("/containers/{handle}", get(show).delete(destroy))
         .route("/containers/{handle}/logs", get(logs))
         .route("/containers/{handle}/wait", get(wait))
-        .layer(DefaultBodyLimit::max(MAX_JSON_BODY))
-}
-
-impl From<ContainerError> for ApiError {
-    fn from(e: ContainerError) -> ApiError {
-        let (status, code) = match &e {
-            ContainerError::InvalidSpec { .. } | ContainerError::Unsupported { .. } => {
-                (StatusCode::BAD_REQUEST, codes::BAD_REQUEST)
-            }
-            ContainerError::NotFound { .. } | ContainerError::VolumeNotFound { .. } => {
-                (StatusCode::NOT_FOUND, codes::NOT_FOUND)
-            }
-            ContainerError::AlreadyExists { .. } => (StatusCode::CONFLICT, codes::CONFLICT),
-            ContainerError::NoRoom { .. } => (StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE),
-            ContainerError::Corrupt { .. }
-            | ContainerError::Volumes(_)
-            | ContainerError::Io { .. } => {
-                tracing::error!(error = %e, "container operation failed");
-                (StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL)
-            }
-        };
-        ApiError(status, code, e.to_string())
-    }
-}
-
-fn bad_request(message: String) -> ApiError {
-    ApiError(StatusCode::BAD_REQUEST, codes::BAD_REQUEST, message)
 }
 
 fn internal(message: String) -> ApiError {
-    ApiError(StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL, message)
+    ApiError::internal(message)
 }
 
 async fn blocking<T: Send + 'static>(
@@ -96,10 +71,8 @@ fn not_found(handle: String) -> ApiError {
 
 async fn create(
     State(m): State<Manager>,
-    body: Result<Json<ContainerSpec>, JsonRejection>,
+    JsonBody(spec): JsonBody<ContainerSpec>,
 ) -> Result<(StatusCode, Json<Container>), ApiError> {
-    let Json(spec) =
-        body.map_err(|e| bad_request(format!("invalid request: {}", e.body_text())))?;
     let made = blocking(move || m.create_within(spec)).await?;
     Ok((StatusCode::CREATED, Json(made)))
 }
@@ -138,7 +111,7 @@ async fn wait(
     Path(handle): Path<String>,
     query: Result<Query<WaitQuery>, QueryRejection>,
 ) -> Result<Json<Container>, ApiError> {
-    let Query(q) = query.map_err(|e| bad_request(format!("invalid query: {}", e.body_text())))?;
+    let Query(q) = query.map_err(bad_query)?;
     let timeout = q
         .timeout_ms
         .map(Duration::from_millis)
@@ -220,7 +193,7 @@ async fn logs(
     Path(handle): Path<String>,
     query: Result<Query<LogQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(|e| bad_request(format!("invalid query: {}", e.body_text())))?;
+    let Query(q) = query.map_err(bad_query)?;
     let (m2, h) = (m.clone(), handle.clone());
     let path = blocking(move || m2.log_path(&h)).await?;
     let mut file = match tokio::fs::File::open(&path).await {

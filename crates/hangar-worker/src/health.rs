@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use hangar_api::containers::{ContainerSpec, RUNTIME_PROCESS};
 use hangar_api::WorkerCondition;
-use hangar_core::pressure::{assess, Levels, Pressure, Readings, Thresholds};
+use hangar_core::pressure::{assess, with_full_disk, Levels, Pressure, Readings, Thresholds};
 
 use crate::containers::ContainerManager;
 
@@ -105,11 +105,26 @@ pub async fn check_once(
         disk_total,
     };
     let before_levels = *health.levels.lock().unwrap_or_else(|p| p.into_inner());
-    let assessment = assess(
-        &readings,
-        &config.memory_thresholds,
-        &config.disk_thresholds,
-        before_levels,
+    // A full disk (the reserve given up, or less than it left) is hard
+    // pressure with its own reason, so web places nothing here; the reserve
+    // comes back, and the pressure goes, once space is freed.
+    let reserve = containers.clone();
+    let (disk_full, disk_free) = tokio::task::spawn_blocking(move || {
+        let d = reserve.disk();
+        let full = !d.restore() || d.is_full();
+        (full, d.free_bytes())
+    })
+    .await
+    .unwrap_or((false, 0));
+    let assessment = with_full_disk(
+        assess(
+            &readings,
+            &config.memory_thresholds,
+            &config.disk_thresholds,
+            before_levels,
+        ),
+        disk_full,
+        disk_free,
     );
     *health.levels.lock().unwrap_or_else(|p| p.into_inner()) = assessment.levels;
     let (pressure, pressure_reason) = (assessment.pressure, assessment.reason);

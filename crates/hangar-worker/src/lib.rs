@@ -8,6 +8,8 @@ mod agent;
 pub mod api;
 pub mod containers;
 mod containers_api;
+pub mod disk;
+pub mod error;
 pub mod health;
 pub mod kube;
 mod resource_types;

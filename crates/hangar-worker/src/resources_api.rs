@@ -7,21 +7,24 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
+use hangar_api::http::{limited, ErrorResponse, Json as JsonBody};
 use hangar_api::resources::{ResourceAction, ResourceActionResult};
-use hangar_api::{codes, ErrorBody, ErrorDetail};
 use hangar_volumes::VolumeManager;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::error::ApiError;
 use crate::resource_types::discover_resource_types;
 
 /// The most a program may print on stdout (its JSON answer) or stderr.
 const MAX_OUTPUT: u64 = 1024 * 1024;
+/// The largest action request (a resource's source and params): axum's
+/// default, written down so a 413 can name it.
+pub const MAX_ACTION_BODY: usize = 2 * 1024 * 1024;
 
 #[derive(Clone)]
 pub struct ResourceRunner {
@@ -47,22 +50,9 @@ impl ResourceRunner {
     }
 }
 
-fn error(status: StatusCode, code: &str, message: String) -> Response {
-    (
-        status,
-        Json(ErrorBody {
-            error: ErrorDetail {
-                code: code.into(),
-                message,
-            },
-        }),
-    )
-        .into_response()
-}
-
 pub fn router(runner: ResourceRunner) -> Router {
     Router::new()
-        .route("/resource-actions", post(run))
+        .route("/resource-actions", limited(post(run), MAX_ACTION_BODY))
         .with_state(runner)
 }
 
@@ -83,37 +73,19 @@ fn authorized(headers: &HeaderMap, key: &str) -> bool {
 async fn run(
     State(runner): State<ResourceRunner>,
     headers: HeaderMap,
-    body: Result<Json<ResourceAction>, JsonRejection>,
+    body: Result<JsonBody<ResourceAction>, ErrorResponse>,
 ) -> Response {
+    // The key is checked before a malformed body is answered.
     if !authorized(&headers, &runner.key) {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            codes::UNAUTHORIZED,
-            "missing or invalid worker key".into(),
-        );
+        return ApiError::unauthorized().into_response();
     }
-    let Json(req) = match body {
+    let JsonBody(req) = match body {
         Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                codes::BAD_REQUEST,
-                format!("invalid request: {}", e.body_text()),
-            )
-        }
+        Err(e) => return e.into_response(),
     };
     match execute(&runner, req).await {
         Ok(result) => Json(result).into_response(),
-        Err((status, message)) => {
-            let code = if status == StatusCode::NOT_FOUND {
-                codes::NOT_FOUND
-            } else if status.is_client_error() {
-                codes::BAD_REQUEST
-            } else {
-                codes::INTERNAL
-            };
-            error(status, code, message)
-        }
+        Err((status, message)) => ErrorResponse::from_status(status, message).into_response(),
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use hangar_client::WorkerApi;
+use hangar_core::backoff::{Backoff, Change};
 
 use super::context::BuildContext;
 
@@ -21,14 +22,26 @@ pub async fn pump(
 ) -> i64 {
     let mut offset = start;
     let mut pending: Vec<u8> = Vec::new();
+    // The worker refusing the stream and the build log refusing a chunk
+    // (web's own disk full) each back off, and each says so once.
+    let mut stream_errors = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
+    let mut write_errors = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
     loop {
         // After a reconnect, read again from the last byte written.
         pending.clear();
         let resp = match api.container_logs(handle, offset as u64, true).await {
-            Ok(r) => r,
+            Ok(r) => {
+                if let Change::Recovered { failures } = stream_errors.succeeded() {
+                    tracing::info!(%handle, failures, "the container's log stream is back");
+                }
+                r
+            }
             Err(e) => {
-                tracing::debug!(%handle, error = %e, "log stream not available; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                let (delay, change) = stream_errors.failed();
+                if change == Change::StartedFailing {
+                    tracing::debug!(%handle, error = %e, "log stream not available; retrying with backoff");
+                }
+                tokio::time::sleep(delay).await;
                 continue;
             }
         };
@@ -55,9 +68,16 @@ pub async fn pump(
                 .append_step_log(ctx.build_id, step_id, &text, next, ctx.web.now())
                 .await
             {
-                tracing::warn!(error = %e, "cannot write the build log; retrying the chunk");
+                let (delay, change) = write_errors.failed();
+                if change == Change::StartedFailing {
+                    tracing::warn!(error = %e, "cannot write the build log; retrying the chunk with backoff");
+                }
+                tokio::time::sleep(delay).await;
                 broken = true;
                 break;
+            }
+            if let Change::Recovered { failures } = write_errors.succeeded() {
+                tracing::info!(failures, "the build log takes writes again");
             }
             pending.drain(..cut);
             offset = next;

@@ -13,6 +13,7 @@ mod watch;
 
 use std::time::Duration;
 
+use hangar_core::backoff::{Backoff, Change};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +27,11 @@ pub const LEASE_MS: i64 = 30_000;
 /// next node to look (this one, restarted, or another).
 pub async fn run(web: Web, shutdown: CancellationToken) {
     let mut builds = JoinSet::new();
+    // A database that refuses claims (down, or its disk full) is asked
+    // again less and less often, and said so once, not every second.
+    let mut claim_errors = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
     loop {
+        let mut pause = Duration::from_secs(1);
         loop {
             match web
                 .store()
@@ -34,12 +39,20 @@ pub async fn run(web: Web, shutdown: CancellationToken) {
                 .await
             {
                 Ok(Some(build)) => {
+                    claimed(&mut claim_errors);
                     tracing::info!(build = build.id, "running build");
                     builds.spawn(runner::run(web.clone(), build, shutdown.child_token()));
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    claimed(&mut claim_errors);
+                    break;
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot claim builds; retrying");
+                    let (delay, change) = claim_errors.failed();
+                    if change == Change::StartedFailing {
+                        tracing::warn!(error = %e, "cannot claim builds; retrying with backoff");
+                    }
+                    pause = delay;
                     break;
                 }
             }
@@ -47,9 +60,15 @@ pub async fn run(web: Web, shutdown: CancellationToken) {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = web.engine_wake().notified() => {}
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep(pause) => {}
             Some(_) = builds.join_next() => {}
         }
     }
     while builds.join_next().await.is_some() {}
+}
+
+fn claimed(errors: &mut Backoff) {
+    if let Change::Recovered { failures } = errors.succeeded() {
+        tracing::info!(failures, "claiming builds works again");
+    }
 }

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use hangar_api::containers::{ContainerExit, ContainerSpec, Mount, RUNTIME_PROCESS, RUNTIME_RUNC};
 use hangar_client::{ClientError, WorkerApi};
-use hangar_core::build::{decide_retry, RetryDecision, StepFailure, StepState, WorkerSeen};
+use hangar_core::backoff::{Backoff, Change};
+use hangar_core::build::{
+    decide_retry, full_disk_failure, RetryDecision, StepFailure, StepState, WorkerSeen,
+};
 use hangar_core::caches::task_cache_key;
 use hangar_core::placement::Requirement;
 use hangar_core::plan::TaskStep;
@@ -673,7 +676,7 @@ async fn finish_attempt(
 ) -> Result<Attempt, Interrupted> {
     // A worker that failed the step will not answer; its next report (or
     // its state-lost registration) settles the container instead.
-    let worker_failed = matches!(&exit, Err(f) if f.worker().is_some());
+    let worker_failed = matches!(&exit, Err(f) if f.worker_may_not_answer());
     if !worker_failed {
         match tokio::time::timeout(Duration::from_secs(10), api.destroy_container(handle)).await {
             Ok(Ok(())) => {}
@@ -742,11 +745,21 @@ pub async fn follow(
     let pump = logs::pump(ctx, step_id, api, handle, offset);
     tokio::pin!(pump);
     let mut pumped = false;
+    // A worker that answers wait with an error at once (its disk full, its
+    // state unreadable) must not be asked again at once: the loop would
+    // spin, on web and on the worker, for as long as the error lasts.
+    let mut errors = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     loop {
+        let mut pause = None;
         tokio::select! {
             _ = ctx.stop.cancelled() => return Err(Interrupted),
             _ = &mut pump, if !pumped => pumped = true,
             waited = tokio::time::timeout(WATCH_EVERY + Duration::from_secs(3), api.wait_container(handle, WATCH_EVERY)) => {
+                if !matches!(waited, Ok(Err(_))) {
+                    if let Change::Recovered { failures } = errors.succeeded() {
+                        tracing::info!(%worker, %handle, failures, "the worker answers for the container again");
+                    }
+                }
                 match waited {
                     Ok(Ok(c)) => {
                         if let Some(exit) = c.exit {
@@ -756,6 +769,9 @@ pub async fn follow(
                                 let _ = tokio::time::timeout(Duration::from_secs(10), &mut pump).await;
                             }
                             let mut exit = exit;
+                            if let Some(f) = full_disk_failure(worker, exit.code, exit.disk_full) {
+                                return Ok(Err(f));
+                            }
                             if exit.lost {
                                 return Ok(Err(StepFailure::ContainerLost { worker: worker.to_string(), handle: handle.to_string() }));
                             }
@@ -769,13 +785,27 @@ pub async fn follow(
                         }
                         return Ok(Err(StepFailure::ContainerLost { worker: worker.to_string(), handle: handle.to_string() }));
                     }
-                    // Unreachable or slow: the worker's state decides.
-                    _ => {}
+                    Ok(Err(e)) => {
+                        let (delay, change) = errors.failed();
+                        if change == Change::StartedFailing {
+                            tracing::warn!(%worker, %handle, error = %e, "cannot wait for the container; retrying with backoff");
+                        }
+                        pause = Some(delay);
+                    }
+                    // Slow: the worker's state decides.
+                    Err(_) => {}
                 }
             }
         }
         if let Some(f) = watch::check(&ctx.web, worker, at_start).await {
             return Ok(Err(f));
+        }
+        if let Some(delay) = pause {
+            tokio::select! {
+                _ = ctx.stop.cancelled() => return Err(Interrupted),
+                _ = &mut pump, if !pumped => pumped = true,
+                _ = tokio::time::sleep(delay) => {}
+            }
         }
     }
 }

@@ -105,25 +105,7 @@ pub async fn upload(
         .await
     {
         worker_ops::release_volume(&web, &volume.handle).await;
-        return Err(match e {
-            hangar_client::ClientError::Api {
-                status,
-                code,
-                message,
-            } => ApiError::new(
-                status,
-                match code.as_str() {
-                    "payload_too_large" => hangar_api::codes::TOO_LARGE,
-                    _ => hangar_api::codes::BAD_REQUEST,
-                },
-                format!("upload refused: {message}"),
-            ),
-            other => ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                hangar_api::codes::UNAVAILABLE,
-                format!("worker {worker}: {other}"),
-            ),
-        });
+        return Err(crate::error::from_worker(&worker, e));
     }
     Ok((
         StatusCode::CREATED,

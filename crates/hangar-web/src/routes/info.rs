@@ -1,8 +1,10 @@
 use axum::extract::State;
 use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use hangar_api::{DatabaseStatus, Info};
 
+use crate::auth::Admin;
+use crate::error::ApiError;
 use crate::Web;
 
 /// Answers without credentials: for load balancers and probes. The status is
@@ -25,7 +27,15 @@ pub async fn info(State(web): State<Web>) -> impl IntoResponse {
     (status, axum::Json(body))
 }
 
-pub async fn metrics(State(web): State<Web>) -> impl IntoResponse {
+/// Open by default, so Prometheus scrapes without a secret: the numbers
+/// are counts by state, kind and result, never a name, a build or a
+/// secret. With `--metrics-require-token` only the admin token reads them.
+pub async fn metrics(State(web): State<Web>, admin: Result<Admin, ApiError>) -> Response {
+    if web.config().metrics_require_token {
+        if let Err(e) = admin {
+            return e.into_response();
+        }
+    }
     // Worker counts are read at scrape time so every web node reports the
     // fleet as the database holds it. A failed read keeps the last values.
     if let Ok(workers) = web.store().list_workers().await {
@@ -39,4 +49,5 @@ pub async fn metrics(State(web): State<Web>) -> impl IntoResponse {
         )],
         web.metrics().render(),
     )
+        .into_response()
 }

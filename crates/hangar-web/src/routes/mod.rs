@@ -11,6 +11,7 @@ mod workers;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post, put};
 use axum::Router;
+use hangar_api::http::{json_errors, limited, limited_router};
 
 use crate::error::ApiError;
 use crate::Web;
@@ -27,9 +28,10 @@ pub fn router(web: Web) -> Router {
         .route("/events", get(events::list))
         .route(
             "/builds",
-            post(builds::create)
-                .get(builds::list)
-                .layer(DefaultBodyLimit::max(hangar_api::builds::MAX_PLAN_BODY)),
+            limited(
+                post(builds::create).get(builds::list),
+                hangar_api::builds::MAX_PLAN_BODY,
+            ),
         )
         .route("/builds/{id}", get(builds::show))
         .route("/builds/{id}/events", get(builds::events))
@@ -47,14 +49,18 @@ pub fn router(web: Web) -> Router {
         .route(
             "/workers/{name}/volumes",
             // A full report of a big worker is larger than any other body.
-            put(volumes::report).layer(DefaultBodyLimit::max(hangar_api::MAX_REPORT_BODY)),
+            limited(put(volumes::report), hangar_api::MAX_REPORT_BODY),
         )
         .fallback(not_found);
-    Router::new()
+    let router = Router::new()
         .nest(hangar_api::API_PREFIX, api)
         .route("/metrics", get(info::metrics))
-        .fallback(not_found)
-        .layer(DefaultBodyLimit::max(hangar_api::MAX_JSON_BODY))
+        .fallback(not_found);
+    // Each route's own limit (above) replaces this one, and its 413 names
+    // it; outermost, axum's own rejections (a path parameter or query that
+    // does not parse, a missing method) are put in the error shape.
+    limited_router(router, hangar_api::MAX_JSON_BODY)
+        .layer(axum::middleware::from_fn(json_errors))
         .with_state(web)
 }
 

@@ -111,6 +111,15 @@ pub fn op_error(e: OpError) -> ApiError {
             hangar_api::codes::CONFLICT,
             e.to_string(),
         ),
+        // A worker without room says so (507), whatever was asked of it.
+        OpError::Worker {
+            worker,
+            source:
+                source @ hangar_client::ClientError::Api {
+                    status: StatusCode::INSUFFICIENT_STORAGE,
+                    ..
+                },
+        } => crate::error::from_worker(&worker, source),
         OpError::Worker { .. } => ApiError::new(
             StatusCode::BAD_GATEWAY,
             hangar_api::codes::UNAVAILABLE,

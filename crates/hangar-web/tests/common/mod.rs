@@ -54,6 +54,7 @@ impl TestWeb {
             gc: Default::default(),
             gc_interval: None,
             accept_new_database: false,
+            metrics_require_token: false,
         };
         adjust(&mut config);
         let web = Web::new(store, config).unwrap();

@@ -39,6 +39,7 @@ use nix::unistd::Pid;
 pub use cgroup::DEFAULT_CGROUP_ROOT;
 pub use spec::MIN_MEMORY_LIMIT_BYTES;
 
+use crate::disk::{is_storage_full, DiskReserve};
 use cgroup::{CgroupVersion, Cgroups};
 use exit::{parse_exit_file, RawExit};
 use spec::validate_spec;
@@ -102,6 +103,8 @@ pub struct ContainerOptions {
     pub runc: Option<PathBuf>,
     /// Where cgroup filesystems are mounted.
     pub cgroup_root: PathBuf,
+    /// The disk reserve kept in the containers dir (see [`crate::disk`]).
+    pub disk_reserve_bytes: u64,
 }
 
 impl Default for ContainerOptions {
@@ -109,6 +112,7 @@ impl Default for ContainerOptions {
         ContainerOptions {
             runc: None,
             cgroup_root: DEFAULT_CGROUP_ROOT.into(),
+            disk_reserve_bytes: crate::disk::RESERVE_BYTES,
         }
     }
 }
@@ -153,6 +157,8 @@ struct Inner {
     ops: Mutex<()>,
     /// Bumped and notified whenever a wrapper this process started ends.
     ended: (Mutex<u64>, Condvar),
+    /// Room kept for the results of containers that end on a full disk.
+    disk: DiskReserve,
 }
 
 /// A container as read from disk.
@@ -198,6 +204,7 @@ impl ContainerManager {
         let cgroups = Cgroups::new(&options.cgroup_root);
         let cgroup_version = cgroups.detect();
         let runc = options.runc.or_else(runc::find_runc);
+        let disk = DiskReserve::open(&root, options.disk_reserve_bytes);
         let inner = Arc::new(Inner {
             root,
             runc_state,
@@ -207,6 +214,7 @@ impl ContainerManager {
             cgroup_version,
             ops: Mutex::new(()),
             ended: (Mutex::new(0), Condvar::new()),
+            disk,
         });
         let report = inner.recover()?;
         tracing::info!(
@@ -228,6 +236,11 @@ impl ContainerManager {
 
     pub fn root(&self) -> &Path {
         &self.inner.root
+    }
+
+    /// The work dir's disk reserve: whether the disk counts as full.
+    pub fn disk(&self) -> &DiskReserve {
+        &self.inner.disk
     }
 
     /// What the last open cleaned up.
@@ -618,23 +631,45 @@ impl Inner {
             .filter(|_| raw.is_some())
             .map(|d| d.as_millis() as i64)
             .unwrap_or_else(store::now_millis);
-        let exit = ContainerExit {
+        let mut exit = ContainerExit {
             code: raw.and_then(RawExit::code),
             signal: raw.and_then(RawExit::signal),
             oom_killed: oom_kills > 0,
             memory_limit_bytes: rec.spec.memory_limit_bytes,
             finished_at,
             lost: raw.is_none(),
+            // Read before anything is freed: the disk as the program left it.
+            disk_full: self.disk.is_full(),
         };
         let path = rec.dir.join(store::RESULT_FILE);
-        let bytes = serde_json::to_vec_pretty(&exit).expect("an exit serializes");
-        let exit = if store::write_exclusive(&path, &bytes)
-            .map_err(io_err(format!("write {}", path.display())))?
-        {
-            if exit.lost {
+        let mut written =
+            store::write_exclusive(&path, &serde_json::to_vec_pretty(&exit).expect("json"));
+        if matches!(&written, Err(e) if is_storage_full(e)) {
+            exit.disk_full = true;
+            self.disk
+                .release(&format!("the result of container {}", rec.handle));
+            written =
+                store::write_exclusive(&path, &serde_json::to_vec_pretty(&exit).expect("json"));
+        }
+        let written = match written {
+            Ok(w) => w,
+            // Even the reserve was taken (the container's leftovers write
+            // on): the exit is answered unrecorded, the same on every look,
+            // so the step still ends. It is recorded once there is room.
+            Err(e) if is_storage_full(&e) => {
+                tracing::debug!(handle = %rec.handle, error = %e, "result not recorded: disk full");
+                self.release(rec, exit.lost);
+                return Ok(exit);
+            }
+            Err(e) => return Err(io_err(format!("write {}", path.display()))(e)),
+        };
+        let exit = if written {
+            if exit.lost && exit.disk_full {
+                tracing::warn!(handle = %rec.handle, "container ended on a full disk without an exit status");
+            } else if exit.lost {
                 tracing::warn!(handle = %rec.handle, "container process vanished without an exit status; marked lost");
             } else {
-                tracing::info!(handle = %rec.handle, code = ?exit.code, signal = ?exit.signal, oom_killed = exit.oom_killed, "container exited");
+                tracing::info!(handle = %rec.handle, code = ?exit.code, signal = ?exit.signal, oom_killed = exit.oom_killed, disk_full = exit.disk_full, "container exited");
             }
             exit
         } else {

@@ -75,6 +75,7 @@ impl Lifecycle {
             },
             gc_interval: Some(self.gc_interval),
             accept_new_database: self.accept_new_database,
+            metrics_require_token: false,
         })
     }
 }
@@ -96,6 +97,10 @@ pub struct Args {
     /// The secret workers register with (at least 16 characters).
     #[arg(long, env = "HANGAR_WORKER_KEY", hide_env_values = true)]
     pub worker_key: String,
+    /// Serve `/metrics` only to the admin token (Prometheus then sends it
+    /// as a bearer token); by default it is open, like `/api/v1/info`.
+    #[arg(long, env = "HANGAR_METRICS_REQUIRE_TOKEN")]
+    pub metrics_require_token: bool,
     #[command(flatten)]
     pub lifecycle: Lifecycle,
 }
@@ -125,9 +130,10 @@ pub async fn open_web(url: &str, config: WebConfig) -> anyhow::Result<Web> {
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::init_logging();
-    let config = args
+    let mut config = args
         .lifecycle
         .web_config(args.admin_token, args.worker_key)?;
+    config.metrics_require_token = args.metrics_require_token;
     // Refuse a bad configuration before anything is created on disk.
     config
         .validate()
