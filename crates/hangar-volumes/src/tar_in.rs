@@ -218,12 +218,15 @@ struct Extractor<'a> {
 /// target is checked on the staging dir, which holds only this archive.)
 type DirMetas = HashMap<u64, DirMeta>;
 
+/// 24 bytes: with its key, 32 per distinct directory.
 struct DirMeta {
+    /// `NO_MTIME` when the header has none.
+    mtime: i64,
+    owner: Option<(u32, u32)>,
     mode: u32,
-    uid: Option<u32>,
-    gid: Option<u32>,
-    mtime: Option<i64>,
 }
+
+const NO_MTIME: i64 = i64::MIN;
 
 pub(crate) fn refused(entry: &str, reason: impl Into<String>) -> VolumeError {
     VolumeError::Refused {
@@ -373,10 +376,9 @@ impl<'a> Extractor<'a> {
                 self.dirs.insert(
                     ino,
                     DirMeta {
+                        mtime: mtime.unwrap_or(NO_MTIME),
+                        owner: uid.zip(gid),
                         mode,
-                        uid,
-                        gid,
-                        mtime,
                     },
                 );
                 self.report.dirs += 1;
@@ -737,7 +739,9 @@ fn apply_dir_meta(path: &Path, meta: Option<&DirMeta>) -> Result<(), VolumeError
     if !m.is_dir() {
         return Ok(()); // replaced meanwhile; never chmod through a symlink
     }
-    set_node_meta(path, d.mode, d.uid, d.gid, d.mtime, false)
+    let (uid, gid) = d.owner.unzip();
+    let mtime = (d.mtime != NO_MTIME).then_some(d.mtime);
+    set_node_meta(path, d.mode, uid, gid, mtime, false)
 }
 
 /// Extracts a tar stream into a plain directory (not a volume) with the
