@@ -214,35 +214,48 @@ fn walk_symlinks(
         Vec::new(),
     )];
     while let Some((level, dir)) = stack.last_mut() {
-        let name = match level {
+        // The type from the listing where there is one (no stat per entry).
+        let next = match level {
             Level::Open(rd) => match rd.next() {
-                Some(entry) => Some(entry.ctx_path("list directory", root)?.file_name()),
+                Some(entry) => {
+                    let entry = entry.ctx_path("list directory", root)?;
+                    let kind = match entry.file_type() {
+                        Ok(k) => Some(k),
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                        Err(e) => return Err(VolumeError::io("stat directory entry", e)),
+                    };
+                    Some((entry.file_name(), kind))
+                }
                 None => None,
             },
-            Level::Listed(names) => names.next(),
+            Level::Listed(names) => names.next().map(|n| (n, None)),
         };
-        let Some(name) = name else {
+        let Some((name, kind)) = next else {
             stack.pop();
             continue;
         };
         if skip.is_some() && dir.is_empty() && is_staging_name(&name) {
             continue;
         }
-        let mut rel = dir.clone();
-        rel.push(name);
-        let abs = join(root, &rel);
-        if skip == Some(abs.as_path()) {
+        let mut abs = join(root, dir);
+        abs.push(&name);
+        let kind = match kind {
+            Some(k) => k,
+            None => match fs::symlink_metadata(&abs) {
+                Ok(m) => m.file_type(),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // removed meanwhile
+                Err(e) => return Err(VolumeError::io(format!("stat {}", abs.display()), e)),
+            },
+        };
+        if !kind.is_symlink() && !kind.is_dir() || skip == Some(abs.as_path()) {
             continue;
         }
-        let m = match fs::symlink_metadata(&abs) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // removed meanwhile
-            Err(e) => return Err(VolumeError::io(format!("stat {}", abs.display()), e)),
-        };
-        if m.file_type().is_symlink() {
+        let mut rel = dir.clone();
+        rel.push(name);
+        if kind.is_symlink() {
             let target = fs::read_link(&abs).ctx_path("read symlink", &abs)?;
             on_link(&rel[..rel.len() - 1], &rel, &target)?;
-        } else if m.is_dir() {
+        } else {
             let level = if stack.len() < OPEN_LEVELS {
                 Level::Open(fs::read_dir(&abs).ctx_path("list directory", &abs)?)
             } else {
@@ -262,4 +275,53 @@ fn walk_symlinks(
 fn is_staging_name(name: &OsString) -> bool {
     let n = name.to_string_lossy();
     n.starts_with(names::STREAM_STAGING) || n.starts_with(EXTRACT_STAGING)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn links_below(root: &Path, skip: Option<&Path>) -> Vec<(String, PathBuf)> {
+        let mut found = Vec::new();
+        walk_symlinks(root, skip, &mut |_, rel, target| {
+            found.push((display(rel), target.to_path_buf()));
+            Ok(())
+        })
+        .unwrap();
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn the_walk_finds_links_below_the_levels_it_keeps_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut deep = tmp.path().to_path_buf();
+        for _ in 0..(OPEN_LEVELS + 10) {
+            deep.push("d");
+        }
+        fs::create_dir_all(&deep).unwrap();
+        fs::write(deep.join("file"), "x").unwrap();
+        std::os::unix::fs::symlink("..", deep.join("up")).unwrap();
+        std::os::unix::fs::symlink("file", deep.join("side")).unwrap();
+        let found = links_below(tmp.path(), None);
+        let prefix = "d/".repeat(OPEN_LEVELS + 10);
+        assert_eq!(
+            found,
+            [
+                (format!("{prefix}side"), PathBuf::from("file")),
+                (format!("{prefix}up"), PathBuf::from("..")),
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_walk_of_the_data_leaves_staging_dirs_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let staging = tmp.path().join(format!("{}x", names::STREAM_STAGING));
+        fs::create_dir(&staging).unwrap();
+        std::os::unix::fs::symlink("..", staging.join("l")).unwrap();
+        std::os::unix::fs::symlink(".", tmp.path().join("top")).unwrap();
+        assert_eq!(links_below(tmp.path(), Some(&staging)).len(), 1);
+        assert_eq!(links_below(tmp.path(), None).len(), 2);
+    }
 }
