@@ -28,7 +28,7 @@ impl fmt::Display for LimitKind {
 /// Everything that can go wrong in the volume manager.
 ///
 /// Callers branch on the variant (e.g. map `NotFound` to HTTP 404,
-/// `AlreadyExists` to 409, `Refused`/`TooLarge` to 400/413).
+/// `AlreadyExists` to 409, `PathNotFound` to 404, `Refused`/`TooLarge` to 400/413).
 #[derive(Debug, thiserror::Error)]
 pub enum VolumeError {
     #[error("invalid volume handle {handle:?}: {reason}")]
@@ -51,6 +51,9 @@ pub enum VolumeError {
         handle: String,
         children: Vec<String>,
     },
+
+    #[error("path {path:?} not found in the volume: {missing} does not exist")]
+    PathNotFound { path: String, missing: String },
 
     #[error("invalid path {path:?}: {reason}")]
     InvalidPath { path: String, reason: String },

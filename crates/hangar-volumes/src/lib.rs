@@ -55,6 +55,7 @@
 mod driver;
 mod error;
 mod fsutil;
+mod links;
 mod manager;
 mod meta;
 pub mod os;
@@ -68,6 +69,7 @@ pub use fsutil::copy_tree;
 pub use manager::{OpenReport, Strategy, VolumeInfo, VolumeManager, VolumeSpec};
 pub use meta::{validate_handle, StrategyKind};
 pub use tar_in::{extract_into_dir, Limits, StreamInReport};
+pub use tar_out::StreamOutSource;
 
 /// Compression of a tar stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

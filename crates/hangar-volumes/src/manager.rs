@@ -37,6 +37,7 @@ use crate::error::{IoContext, VolumeError};
 use crate::meta::{now_millis, validate_handle, StrategyKind, VolumeMeta, META_VERSION};
 use crate::os::{Os, RealOs};
 use crate::tar_in::{Limits, StreamInReport, Target};
+use crate::tar_out::StreamOutSource;
 use crate::{paths, tar_in, tar_out, Compression};
 
 /// How a new volume gets its content.
@@ -108,6 +109,10 @@ pub struct VolumeManager {
     /// Serializes the commit points: rename into place, destroy, metadata
     /// updates (copies and extraction run outside it).
     commit: Mutex<()>,
+    /// Serializes the last part of stream-ins (checks against the volume's
+    /// content, merge), so that two archives are never each checked against
+    /// a volume without the other.
+    stream_commit: Mutex<()>,
     report: OpenReport,
 }
 
@@ -155,6 +160,7 @@ impl VolumeManager {
             driver,
             os,
             commit: Mutex::new(()),
+            stream_commit: Mutex::new(()),
             report: OpenReport::default(),
         };
         mgr.report = mgr.recover()?;
@@ -490,6 +496,7 @@ impl VolumeManager {
             data: &data,
             sub: &sub,
             privileged: meta.privileged,
+            commit: &self.stream_commit,
         };
         let result = tar_in::stream_in(reader, compression, limits, &target);
         if let Err(e) = fs::remove_dir_all(&staging) {
@@ -518,10 +525,22 @@ impl VolumeManager {
         writer: impl Write,
         compression: Compression,
     ) -> Result<u64, VolumeError> {
+        self.stream_out_source(handle, subpath)?
+            .write_to(writer, compression)
+    }
+
+    /// The checks of [`VolumeManager::stream_out`] alone (volume there,
+    /// subpath valid and present, reached through real directories), for
+    /// callers that must answer before the first byte of the archive.
+    pub fn stream_out_source(
+        &self,
+        handle: &str,
+        subpath: &str,
+    ) -> Result<StreamOutSource, VolumeError> {
         let meta = self.require(handle)?;
         let sub = paths::parse_subpath(subpath)?;
         let data = self.mounted_data(&meta)?;
-        tar_out::stream_out(&data, &sub, writer, compression)
+        tar_out::source(&data, sub)
     }
 
     /// Paths on disk that are not complete volumes: temp dirs of

@@ -12,30 +12,38 @@
 //! * only regular files, directories, symlinks and hard links are accepted;
 //!   devices, fifos, sparse files and unknown types are refused;
 //! * hard links must point at a regular file extracted earlier from the same
-//!   archive;
+//!   archive (checked on the staging dir, which holds only this archive:
+//!   never a symlink, never the volume's content);
 //! * decompressed bytes actually read are metered against `max_bytes`
 //!   (headers, extensions and data alike, so a gzip bomb stops at the limit),
 //!   extension headers are additionally capped per entry, and entries are
 //!   counted against `max_entries`.
 //!
-//! After the whole archive was read, every symlink is resolved inside the
-//! volume (following symlinks of the staged archive and of the existing
-//! volume content, never the host's) and refused if it points outside the
-//! volume. Then the merge into the destination is checked for conflicts
-//! (directory vs non-directory, symlinked destination dirs), and only then are
-//! the staged entries renamed into place. Any refusal leaves the volume as it
+//! After the whole archive was read, the merge into the destination is
+//! checked for conflicts (directory vs non-directory, entries that would go
+//! through a symlink already in the volume); then every symlink is resolved
+//! in the volume as it will be after the merge, and so are the links
+//! already in the volume when the archive adds or replaces one (see
+//! `links.rs`: multi-step escapes); only then are the staged entries
+//! renamed into place. These last steps hold a lock, so concurrent archives
+//! are checked one after the other. Any refusal leaves the volume as it
 //! was; the staging directory is removed by the caller.
+//!
+//! Memory does not grow with the archive's size: no record per entry, one
+//! small record (keyed by inode) per distinct explicit directory.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use crate::driver::names;
 use crate::error::{IoContext, LimitKind, VolumeError};
 use crate::fsutil::{lchown_if_root, set_times_nofollow};
+use crate::links;
 use crate::paths::{self, display, join, RelPath};
 use crate::Compression;
 
@@ -44,8 +52,8 @@ use crate::Compression;
 /// memory).
 pub const MAX_HEADER_BYTES: u64 = 1024 * 1024;
 
-/// How many symlinks one resolution may traverse (like Linux's ELOOP limit).
-const MAX_SYMLINK_HOPS: u32 = 40;
+/// Name prefix of [`extract_into_dir`]'s staging dir inside the target dir.
+pub(crate) const EXTRACT_STAGING: &str = ".hangar-extract-";
 
 /// Limits applied to one stream-in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,14 +62,18 @@ pub struct Limits {
     pub max_bytes: u64,
     /// Maximum number of archive entries.
     pub max_entries: u64,
+    /// Stream-ins one worker runs at once (its volume API answers 503 past
+    /// that); each holds a blocking thread, buffers and a staging dir.
+    pub max_concurrent_stream_ins: usize,
 }
 
 impl Default for Limits {
-    /// 16 GiB and one million entries.
+    /// 16 GiB, one million entries, 8 stream-ins at once.
     fn default() -> Self {
         Limits {
             max_bytes: 16 << 30,
             max_entries: 1_000_000,
+            max_concurrent_stream_ins: 8,
         }
     }
 }
@@ -90,6 +102,10 @@ pub(crate) struct Target<'a> {
     pub sub: &'a [OsString],
     /// Keep setuid/setgid bits.
     pub privileged: bool,
+    /// Held from the checks against the existing content to the end of the
+    /// merge, so two archives cannot each pass against a volume without
+    /// the other and together build an escape.
+    pub commit: &'a Mutex<()>,
 }
 
 /// Extract, validate and merge. See the module docs.
@@ -102,12 +118,13 @@ pub(crate) fn stream_in(
     check_destination(target.data, target.sub)?;
     let mut ex = Extractor::new(target, limits);
     ex.extract(reader, compression)?;
-    check_symlinks(target)?;
+    let _commit = target.commit.lock().unwrap_or_else(PoisonError::into_inner);
     let dest = join(target.data, target.sub);
-    check_merge(target.staging, &dest, &[])?;
+    let replaces_symlink = check_merge(target.staging, &dest, &[])?;
+    // After the merge check, which makes the merged view exact.
+    links::check_links(target, ex.report.symlinks > 0 || replaces_symlink)?;
     create_destination(target.data, target.sub)?;
-    merge(target.staging, &dest)?;
-    ex.apply_dir_metadata(&dest)?;
+    merge(target.staging, &dest, &ex.dirs)?;
     Ok(ex.report)
 }
 
@@ -189,23 +206,29 @@ impl<R: Read> Read for MeteredReader<'_, R> {
 struct Extractor<'a> {
     t: &'a Target<'a>,
     limits: Limits,
-    /// Regular files extracted so far (valid hard link targets).
-    files: HashSet<RelPath>,
-    /// Explicit directory entries: applied after the merge.
-    dirs: Vec<DirMeta>,
+    /// Metadata of explicit directory entries, applied during the merge.
+    dirs: DirMetas,
     report: StreamInReport,
     mode_mask: u32,
 }
 
+/// Keyed by the staged directory's inode, not by name: an archive that
+/// repeats one directory a million times costs one record, and no record
+/// holds a path. (Regular files need no record at all: a hard link's
+/// target is checked on the staging dir, which holds only this archive.)
+type DirMetas = HashMap<u64, DirMeta>;
+
+/// 24 bytes: with its key, 32 per distinct directory.
 struct DirMeta {
-    rel: RelPath,
+    /// `NO_MTIME` when the header has none.
+    mtime: i64,
+    owner: Option<(u32, u32)>,
     mode: u32,
-    uid: Option<u32>,
-    gid: Option<u32>,
-    mtime: Option<i64>,
 }
 
-fn refused(entry: &str, reason: impl Into<String>) -> VolumeError {
+const NO_MTIME: i64 = i64::MIN;
+
+pub(crate) fn refused(entry: &str, reason: impl Into<String>) -> VolumeError {
     VolumeError::Refused {
         entry: entry.to_string(),
         reason: reason.into(),
@@ -217,8 +240,7 @@ impl<'a> Extractor<'a> {
         Extractor {
             t,
             limits: *limits,
-            files: HashSet::new(),
-            dirs: Vec::new(),
+            dirs: HashMap::new(),
             report: StreamInReport::default(),
             mode_mask: if t.privileged { 0o7777 } else { 0o1777 },
         }
@@ -334,8 +356,8 @@ impl<'a> Extractor<'a> {
                 }
                 self.ensure_parents(&rel, name)?;
                 let path = join(self.t.staging, &rel);
-                match fs::symlink_metadata(&path) {
-                    Ok(m) if m.is_dir() => {}
+                let ino = match fs::symlink_metadata(&path) {
+                    Ok(m) if m.is_dir() => m.ino(),
                     Ok(_) => return Err(refused(
                         name,
                         "directory conflicts with an earlier non-directory entry of the same name",
@@ -344,16 +366,21 @@ impl<'a> Extractor<'a> {
                         fs::create_dir(&path).ctx_path("create staged directory", &path)?;
                         fs::set_permissions(&path, fs::Permissions::from_mode(0o700))
                             .ctx_path("chmod staged directory", &path)?;
+                        fs::symlink_metadata(&path)
+                            .ctx_path("stat staged directory", &path)?
+                            .ino()
                     }
                     Err(e) => return Err(VolumeError::io(format!("stat {}", path.display()), e)),
-                }
-                self.dirs.push(DirMeta {
-                    rel,
-                    mode,
-                    uid,
-                    gid,
-                    mtime,
-                });
+                };
+                // A repeated entry replaces the earlier one's metadata.
+                self.dirs.insert(
+                    ino,
+                    DirMeta {
+                        mtime: mtime.unwrap_or(NO_MTIME),
+                        owner: uid.zip(gid),
+                        mode,
+                    },
+                );
                 self.report.dirs += 1;
             }
             T::Regular | T::Continuous => {
@@ -379,8 +406,7 @@ impl<'a> Extractor<'a> {
                     written += n as u64;
                 }
                 drop(file);
-                self.finish_node(&path, mode, uid, gid, mtime, false)?;
-                self.files.insert(rel);
+                set_node_meta(&path, mode, uid, gid, mtime, false)?;
                 self.report.files += 1;
                 self.report.content_bytes += written;
             }
@@ -408,7 +434,7 @@ impl<'a> Extractor<'a> {
                 let path = self.prepare_slot(&rel, name)?;
                 std::os::unix::fs::symlink(&target, &path)
                     .ctx_path("create staged symlink", &path)?;
-                self.finish_node(&path, mode, uid, gid, mtime, true)?;
+                set_node_meta(&path, mode, uid, gid, mtime, true)?;
                 self.report.symlinks += 1;
             }
             T::Link => {
@@ -425,7 +451,9 @@ impl<'a> Extractor<'a> {
                         format!("hard link target {shown:?} is invalid"),
                     ));
                 }
-                if !self.files.contains(&target) {
+                // Never a symlink (a hard link to a symlink would be a
+                // second, unchecked copy of it), never the volume's content.
+                if !self.staged_regular_file(&target)? {
                     return Err(refused(
                         name,
                         format!(
@@ -433,18 +461,9 @@ impl<'a> Extractor<'a> {
                         ),
                     ));
                 }
-                self.check_parents(&target, name)?;
                 let src = join(self.t.staging, &target);
-                let m = fs::symlink_metadata(&src).ctx_path("stat hard link target", &src)?;
-                if !m.file_type().is_file() {
-                    return Err(refused(
-                        name,
-                        format!("hard link target {shown:?} is not a regular file"),
-                    ));
-                }
                 let path = self.prepare_slot(&rel, name)?;
                 fs::hard_link(&src, &path).ctx_path("create staged hard link", &path)?;
-                self.files.insert(rel);
                 self.report.hardlinks += 1;
             }
             T::XGlobalHeader => {} // global pax header: nothing to apply
@@ -462,43 +481,30 @@ impl<'a> Extractor<'a> {
         Ok(())
     }
 
-    /// chown, chmod, mtime of a freshly staged node (never follows it).
-    fn finish_node(
-        &self,
-        path: &Path,
-        mode: u32,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        mtime: Option<i64>,
-        is_symlink: bool,
-    ) -> Result<(), VolumeError> {
-        if let (Some(u), Some(g)) = (uid, gid) {
-            lchown_if_root(path, u, g).ctx_path("chown staged entry", path)?;
-        }
-        if !is_symlink {
-            // After chown, which clears setuid/setgid bits.
-            fs::set_permissions(path, fs::Permissions::from_mode(mode))
-                .ctx_path("chmod staged entry", path)?;
-        }
-        if let Some(t) = mtime {
-            set_times_nofollow(path, t, 0).ctx_path("set mtime of staged entry", path)?;
-        }
-        Ok(())
-    }
-
-    /// Every proper prefix of `rel` must be a real directory in staging.
-    fn check_parents(&self, rel: &[OsString], name: &str) -> Result<(), VolumeError> {
-        for i in 1..rel.len() {
+    /// `rel` is a regular file in staging, reached through real directories.
+    fn staged_regular_file(&self, rel: &[OsString]) -> Result<bool, VolumeError> {
+        for i in 1..=rel.len() {
             let p = join(self.t.staging, &rel[..i]);
-            let m = fs::symlink_metadata(&p).ctx_path("stat staged parent", &p)?;
-            if !m.is_dir() {
-                return Err(refused(
-                    name,
-                    format!("parent {} is not a directory", display(&rel[..i])),
-                ));
+            let m = match fs::symlink_metadata(&p) {
+                Ok(m) => m,
+                Err(e)
+                    if e.kind() == io::ErrorKind::NotFound
+                        || e.raw_os_error() == Some(nix::libc::ENOTDIR) =>
+                {
+                    return Ok(false)
+                }
+                Err(e) => return Err(VolumeError::io(format!("stat {}", p.display()), e)),
+            };
+            let ok = if i < rel.len() {
+                m.is_dir()
+            } else {
+                m.file_type().is_file()
+            };
+            if !ok {
+                return Ok(false);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Create missing parents of `rel` as real directories; refuse to go
@@ -532,7 +538,7 @@ impl<'a> Extractor<'a> {
     /// Make `rel` free for a new non-directory node: parents exist, an
     /// earlier file or symlink of the same name is replaced (tar semantics),
     /// an earlier directory is a conflict.
-    fn prepare_slot(&mut self, rel: &RelPath, name: &str) -> Result<PathBuf, VolumeError> {
+    fn prepare_slot(&self, rel: &RelPath, name: &str) -> Result<PathBuf, VolumeError> {
         if rel.is_empty() {
             return Err(refused(name, "entry has an empty path"));
         }
@@ -545,157 +551,33 @@ impl<'a> Extractor<'a> {
             )),
             Ok(_) => {
                 fs::remove_file(&path).ctx_path("replace staged entry", &path)?;
-                self.files.remove(rel);
                 Ok(path)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(path),
             Err(e) => Err(VolumeError::io(format!("stat {}", path.display()), e)),
         }
     }
+}
 
-    /// Explicit directory entries get their mode/owner/mtime once they are
-    /// in place (deepest first, so parents' mtimes stick).
-    fn apply_dir_metadata(&mut self, dest: &Path) -> Result<(), VolumeError> {
-        self.dirs.sort_by_key(|d| std::cmp::Reverse(d.rel.len()));
-        for d in &self.dirs {
-            let path = join(dest, &d.rel);
-            let m = fs::symlink_metadata(&path).ctx_path("stat extracted directory", &path)?;
-            if !m.is_dir() {
-                continue; // replaced meanwhile; never chmod through a symlink
-            }
-            self.finish_node(&path, d.mode, d.uid, d.gid, d.mtime, false)?;
-        }
-        Ok(())
+/// chown, chmod, mtime of a freshly staged node (never follows it).
+fn set_node_meta(
+    path: &Path,
+    mode: u32,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mtime: Option<i64>,
+    is_symlink: bool,
+) -> Result<(), VolumeError> {
+    if let (Some(u), Some(g)) = (uid, gid) {
+        lchown_if_root(path, u, g).ctx_path("chown staged entry", path)?;
     }
-}
-
-// -------------------------------------------------------- symlink checking
-
-enum Node {
-    Missing,
-    Dir,
-    Symlink(PathBuf),
-    Other,
-}
-
-/// The volume as it will look after the merge: staged entries over the
-/// existing data.
-struct View<'a> {
-    t: &'a Target<'a>,
-}
-
-impl View<'_> {
-    fn lookup(&self, p: &[OsString]) -> io::Result<Node> {
-        if p.len() >= self.t.sub.len() && p[..self.t.sub.len()] == *self.t.sub {
-            match classify(&join(self.t.staging, &p[self.t.sub.len()..]))? {
-                Node::Missing => {}
-                found => return Ok(found),
-            }
-        }
-        classify(&join(self.t.data, p))
+    if !is_symlink {
+        // After chown, which clears setuid/setgid bits.
+        fs::set_permissions(path, fs::Permissions::from_mode(mode))
+            .ctx_path("chmod staged entry", path)?;
     }
-
-    /// Resolve `target` as the kernel would from directory `from`, with the
-    /// volume data root as the top; `Err` tells why it escapes.
-    fn check_inside(&self, from: &[OsString], target: &Path) -> Result<(), String> {
-        let mut cur: Vec<OsString> = from.to_vec();
-        let mut queue: VecDeque<OsStep> = target.components().map(OsStep::from).collect();
-        let mut hops = 0;
-        while let Some(step) = queue.pop_front() {
-            match step {
-                OsStep::Root => return Err("it is an absolute path".into()),
-                OsStep::Cur => {}
-                OsStep::Up => {
-                    if cur.pop().is_none() {
-                        return Err("it climbs above the volume root".into());
-                    }
-                }
-                OsStep::Name(n) => {
-                    cur.push(n);
-                    let node = self
-                        .lookup(&cur)
-                        .map_err(|e| format!("lookup failed: {e}"))?;
-                    if let Node::Symlink(next) = node {
-                        hops += 1;
-                        if hops > MAX_SYMLINK_HOPS {
-                            return Err("too many levels of symbolic links".into());
-                        }
-                        cur.pop();
-                        for s in next.components().map(OsStep::from).rev() {
-                            queue.push_front(s);
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-enum OsStep {
-    Root,
-    Cur,
-    Up,
-    Name(OsString),
-}
-
-impl From<Component<'_>> for OsStep {
-    fn from(c: Component<'_>) -> Self {
-        match c {
-            Component::RootDir | Component::Prefix(_) => OsStep::Root,
-            Component::ParentDir => OsStep::Up,
-            Component::CurDir => OsStep::Cur,
-            Component::Normal(n) => OsStep::Name(n.to_os_string()),
-        }
-    }
-}
-
-fn classify(path: &Path) -> io::Result<Node> {
-    match fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => Ok(Node::Dir),
-        Ok(m) if m.file_type().is_symlink() => Ok(Node::Symlink(fs::read_link(path)?)),
-        Ok(_) => Ok(Node::Other),
-        Err(e)
-            if e.kind() == io::ErrorKind::NotFound
-                || e.raw_os_error() == Some(nix::libc::ENOTDIR) =>
-        {
-            Ok(Node::Missing)
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// Every symlink in the staging dir must resolve inside the volume.
-fn check_symlinks(t: &Target<'_>) -> Result<(), VolumeError> {
-    let view = View { t };
-    let mut stack: Vec<RelPath> = vec![Vec::new()];
-    while let Some(dir) = stack.pop() {
-        let abs = join(t.staging, &dir);
-        for entry in fs::read_dir(&abs).ctx_path("list staged directory", &abs)? {
-            let entry = entry.ctx_path("list staged directory", &abs)?;
-            let mut rel = dir.clone();
-            rel.push(entry.file_name());
-            let ft = entry
-                .file_type()
-                .ctx_path("stat staged entry", &entry.path())?;
-            if ft.is_dir() {
-                stack.push(rel);
-            } else if ft.is_symlink() {
-                let target =
-                    fs::read_link(entry.path()).ctx_path("read staged symlink", &entry.path())?;
-                let mut from: Vec<OsString> = t.sub.to_vec();
-                from.extend_from_slice(&dir);
-                if let Err(why) = view.check_inside(&from, &target) {
-                    return Err(refused(
-                        &display(&rel),
-                        format!(
-                            "symlink target {} resolves outside the volume: {why}",
-                            target.display()
-                        ),
-                    ));
-                }
-            }
-        }
+    if let Some(t) = mtime {
+        set_times_nofollow(path, t, 0).ctx_path("set mtime of staged entry", path)?;
     }
     Ok(())
 }
@@ -745,8 +627,10 @@ fn is_real_dir(m: &fs::Metadata) -> bool {
 }
 
 /// Refuse merges that would replace a directory by a non-directory or the
-/// other way round (which includes writing into a symlinked directory).
-fn check_merge(staged: &Path, dest: &Path, rel: &[OsString]) -> Result<(), VolumeError> {
+/// other way round (which includes writing through a symlink already in
+/// the volume). Answers whether a staged entry replaces a symlink.
+fn check_merge(staged: &Path, dest: &Path, rel: &[OsString]) -> Result<bool, VolumeError> {
+    let mut replaces_symlink = false;
     for entry in fs::read_dir(staged).ctx_path("list staged directory", staged)? {
         let entry = entry.ctx_path("list staged directory", staged)?;
         let mut r = rel.to_vec();
@@ -762,12 +646,22 @@ fn check_merge(staged: &Path, dest: &Path, rel: &[OsString]) -> Result<(), Volum
             Err(e) if e.raw_os_error() == Some(nix::libc::ENOTDIR) => continue,
             Err(e) => return Err(VolumeError::io(format!("stat {}", d.display()), e)),
         };
+        let existing_is_link = existing.file_type().is_symlink();
         match (staged_is_dir, is_real_dir(&existing)) {
-            (true, true) => check_merge(&entry.path(), &d, &r)?,
+            (true, true) => replaces_symlink |= check_merge(&entry.path(), &d, &r)?,
+            (true, false) if existing_is_link => {
+                return Err(refused(
+                    &display(&r),
+                    format!(
+                        "path goes through symlink {} already in the volume (nothing is written through a symlink)",
+                        display(&r)
+                    ),
+                ))
+            }
             (true, false) => {
                 return Err(refused(
                     &display(&r),
-                    "directory would replace an existing file or symlink in the volume",
+                    "directory would replace an existing file in the volume",
                 ))
             }
             (false, true) => {
@@ -776,14 +670,18 @@ fn check_merge(staged: &Path, dest: &Path, rel: &[OsString]) -> Result<(), Volum
                     "entry would replace an existing directory in the volume",
                 ))
             }
-            (false, false) => {}
+            (false, false) => replaces_symlink |= existing_is_link,
         }
     }
-    Ok(())
+    Ok(replaces_symlink)
 }
 
 /// Rename staged entries into `dest`, merging into existing directories.
-fn merge(staged: &Path, dest: &Path) -> Result<(), VolumeError> {
+/// Explicit directory entries get their owner, mode and mtime once nothing
+/// more moves into them: children first, so a parent's mtime sticks and a
+/// restrictive mode never blocks the work below it; a renamed directory
+/// after its rename, which needs it writable.
+fn merge(staged: &Path, dest: &Path, metas: &DirMetas) -> Result<(), VolumeError> {
     for entry in fs::read_dir(staged).ctx_path("list staged directory", staged)? {
         let entry = entry.ctx_path("list staged directory", staged)?;
         let src = entry.path();
@@ -792,13 +690,58 @@ fn merge(staged: &Path, dest: &Path) -> Result<(), VolumeError> {
             .file_type()
             .ctx_path("stat staged entry", &src)?
             .is_dir();
+        if !staged_is_dir {
+            fs::rename(&src, &d).ctx(|| format!("move {} into {}", src.display(), d.display()))?;
+            continue;
+        }
+        let ino = fs::symlink_metadata(&src)
+            .ctx_path("stat staged directory", &src)?
+            .ino();
         match fs::symlink_metadata(&d) {
-            Ok(m) if staged_is_dir && is_real_dir(&m) => merge(&src, &d)?,
-            Ok(_) | Err(_) => fs::rename(&src, &d)
-                .ctx(|| format!("move {} into {}", src.display(), d.display()))?,
+            Ok(m) if is_real_dir(&m) => merge(&src, &d, metas)?,
+            _ => {
+                apply_dir_metas_below(&src, metas)?;
+                fs::rename(&src, &d)
+                    .ctx(|| format!("move {} into {}", src.display(), d.display()))?;
+            }
+        }
+        apply_dir_meta(&d, metas.get(&ino))?;
+    }
+    Ok(())
+}
+
+/// Metadata of every staged directory strictly below `dir`, deepest first.
+fn apply_dir_metas_below(dir: &Path, metas: &DirMetas) -> Result<(), VolumeError> {
+    if metas.is_empty() {
+        return Ok(());
+    }
+    for entry in fs::read_dir(dir).ctx_path("list staged directory", dir)? {
+        let entry = entry.ctx_path("list staged directory", dir)?;
+        let path = entry.path();
+        if entry
+            .file_type()
+            .ctx_path("stat staged entry", &path)?
+            .is_dir()
+        {
+            apply_dir_metas_below(&path, metas)?;
+            let ino = fs::symlink_metadata(&path)
+                .ctx_path("stat staged directory", &path)?
+                .ino();
+            apply_dir_meta(&path, metas.get(&ino))?;
         }
     }
     Ok(())
+}
+
+fn apply_dir_meta(path: &Path, meta: Option<&DirMeta>) -> Result<(), VolumeError> {
+    let Some(d) = meta else { return Ok(()) };
+    let m = fs::symlink_metadata(path).ctx_path("stat extracted directory", path)?;
+    if !m.is_dir() {
+        return Ok(()); // replaced meanwhile; never chmod through a symlink
+    }
+    let (uid, gid) = d.owner.unzip();
+    let mtime = (d.mtime != NO_MTIME).then_some(d.mtime);
+    set_node_meta(path, d.mode, uid, gid, mtime, false)
 }
 
 /// Extracts a tar stream into a plain directory (not a volume) with the
@@ -811,8 +754,13 @@ pub fn extract_into_dir(
     compression: Compression,
     limits: &Limits,
 ) -> Result<StreamInReport, VolumeError> {
+    /// One extraction at a time checks and merges (see `Target::commit`).
+    static COMMIT: Mutex<()> = Mutex::new(());
     fs::create_dir_all(dir).map_err(|e| VolumeError::io(format!("create {}", dir.display()), e))?;
-    let staging = dir.join(format!(".hangar-extract-{}", uuid::Uuid::new_v4().simple()));
+    let staging = dir.join(format!(
+        "{EXTRACT_STAGING}{}",
+        uuid::Uuid::new_v4().simple()
+    ));
     fs::create_dir(&staging)
         .map_err(|e| VolumeError::io(format!("create {}", staging.display()), e))?;
     let target = Target {
@@ -820,6 +768,7 @@ pub fn extract_into_dir(
         data: dir,
         sub: &[],
         privileged: false,
+        commit: &COMMIT,
     };
     let result = stream_in(reader, compression, limits, &target);
     let _ = fs::remove_dir_all(&staging);

@@ -23,30 +23,68 @@ use crate::fsutil::open_regular_nofollow;
 use crate::paths::{display, join};
 use crate::Compression;
 
-/// Write a tar of `data/sub` to `writer`; returns bytes written to `writer`.
-pub(crate) fn stream_out<W: Write>(
+/// What a stream-out will archive: checked to exist before anything is
+/// written, so that a caller can answer a bad path with an error instead
+/// of an empty archive.
+#[derive(Debug)]
+pub struct StreamOutSource {
+    data: PathBuf,
+    sub: Vec<OsString>,
+}
+
+/// Check that `data/sub` exists and is reached through real directories.
+pub(crate) fn source(data: &Path, sub: Vec<OsString>) -> Result<StreamOutSource, VolumeError> {
+    for i in 1..=sub.len() {
+        let p = join(data, &sub[..i]);
+        let m = fs::symlink_metadata(&p).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => VolumeError::PathNotFound {
+                path: display(&sub),
+                missing: display(&sub[..i]),
+            },
+            _ if e.raw_os_error() == Some(nix::libc::ENOTDIR) => VolumeError::InvalidPath {
+                path: display(&sub),
+                reason: format!("{} is not a directory", display(&sub[..i - 1])),
+            },
+            _ => VolumeError::io(format!("stat {}", p.display()), e),
+        })?;
+        if i < sub.len() && !m.file_type().is_dir() {
+            let what = if m.file_type().is_symlink() {
+                "is not a directory (a symlink, never followed)"
+            } else {
+                "is not a directory"
+            };
+            return Err(VolumeError::InvalidPath {
+                path: display(&sub),
+                reason: format!("{} {what}", display(&sub[..i])),
+            });
+        }
+    }
+    Ok(StreamOutSource {
+        data: data.to_path_buf(),
+        sub,
+    })
+}
+
+impl StreamOutSource {
+    /// Write the tar to `writer`; returns bytes written to `writer`.
+    pub fn write_to<W: Write>(
+        self,
+        writer: W,
+        compression: Compression,
+    ) -> Result<u64, VolumeError> {
+        stream_out(&self.data, &self.sub, writer, compression)
+    }
+}
+
+/// Write a tar of `data/sub` (checked by [`source`]) to `writer`; returns
+/// bytes written to `writer`.
+fn stream_out<W: Write>(
     data: &Path,
     sub: &[OsString],
     writer: W,
     compression: Compression,
 ) -> Result<u64, VolumeError> {
     let src = join(data, sub);
-    for i in 1..=sub.len() {
-        let p = join(data, &sub[..i]);
-        let m = fs::symlink_metadata(&p).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => VolumeError::InvalidPath {
-                path: display(sub),
-                reason: format!("{} does not exist in the volume", display(&sub[..i])),
-            },
-            _ => VolumeError::io(format!("stat {}", p.display()), e),
-        })?;
-        if i < sub.len() && !m.file_type().is_dir() {
-            return Err(VolumeError::InvalidPath {
-                path: display(sub),
-                reason: format!("{} is not a directory", display(&sub[..i])),
-            });
-        }
-    }
     let mut counter = CountingWriter {
         inner: writer,
         n: 0,

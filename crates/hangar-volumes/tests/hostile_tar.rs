@@ -92,6 +92,20 @@ impl Fixture {
     fn refused_plain(&self, archive: &[u8]) -> VolumeError {
         self.refused(archive, Compression::None, &Limits::default(), "")
     }
+
+    /// Stream an archive in that must be accepted (an earlier step of a
+    /// multi-step attack).
+    fn accepted(&self, archive: &[u8], subpath: &str) {
+        self.vm
+            .stream_in(
+                "target",
+                subpath,
+                Cursor::new(archive),
+                Compression::None,
+                &Limits::default(),
+            )
+            .unwrap_or_else(|e| panic!("{:?}: step refused: {e}", self.driver));
+    }
 }
 
 /// A header with a raw name (the tar crate's path setters refuse `..` and
@@ -139,6 +153,13 @@ impl Archive {
         a.raw(raw_header("newdir/", EntryType::Directory, 0), io::empty());
         a.file("newdir/inside.txt", "fine");
         a
+    }
+
+    /// No innocent entries: for the harmless first steps of an attack.
+    fn bare() -> Self {
+        Archive {
+            b: tar::Builder::new(Vec::new()),
+        }
     }
 
     fn file(&mut self, name: &str, body: &str) -> &mut Self {
@@ -472,7 +493,7 @@ fn bad_subpaths_and_planted_symlinks_in_the_destination_are_refused() {
                 .file("planted/pwned", "escaped")
                 .finish(),
         );
-        expect_refused(&err, "planted", "would replace an existing file or symlink");
+        expect_refused(&err, "planted", "path goes through symlink planted");
     }
 }
 
@@ -579,5 +600,289 @@ fn names_reserved_for_staging_are_refused_at_the_volume_root() {
         let name = ".hangar-stream-in-0000/file";
         let err = f.refused_plain(&Archive::new().file(name, "x").finish());
         expect_refused(&err, name, "reserved");
+    }
+}
+
+// ------------------------------------------------ attacks over several streams
+
+/// `b/b/.../b/../../...`: inside while `b` is missing or a directory, and
+/// enough `..` to reach `/` from any data dir once `b` is a link to `.`.
+fn deep_through_b() -> String {
+    format!("{}{}", "b/".repeat(16), "../".repeat(16))
+}
+
+#[test]
+fn a_link_through_a_missing_name_cannot_escape_once_the_name_is_made_a_link_to_dot() {
+    for driver in drivers() {
+        let f = Fixture::new(driver);
+        let up = deep_through_b();
+        f.accepted(
+            &Archive::bare().link("up", EntryType::Symlink, &up).finish(),
+            "",
+        );
+        let err = f.refused_plain(&Archive::new().link("b", EntryType::Symlink, ".").finish());
+        expect_refused(&err, "up", "already in the volume");
+        assert!(
+            err.to_string().contains("climbs above the volume root"),
+            "{err}"
+        );
+        assert!(fs::symlink_metadata(f.data.join("b")).is_err());
+        // A link to `..` is refused on its own, at the root.
+        let err = f.refused_plain(&Archive::new().link("b", EntryType::Symlink, "..").finish());
+        expect_refused(&err, "b", "climbs above the volume root");
+        // Making the name a real directory keeps `up` inside: accepted.
+        f.accepted(
+            &Archive::bare()
+                .raw(raw_header("b/", EntryType::Directory, 0), io::empty())
+                .finish(),
+            "",
+        );
+        assert!(fs::metadata(f.data.join("b")).unwrap().is_dir());
+    }
+}
+
+#[test]
+fn a_missing_name_made_a_link_to_dotdot_below_the_root_is_refused() {
+    for driver in drivers() {
+        let f = Fixture::new(driver);
+        // From d/: d/n/../.. is the root while n is missing.
+        f.accepted(
+            &Archive::bare()
+                .raw(raw_header("d/", EntryType::Directory, 0), io::empty())
+                .link("d/l", EntryType::Symlink, "n/../..")
+                .finish(),
+            "",
+        );
+        // d/n -> .. stays inside on its own, but d/l becomes root/..
+        let err = f.refused_plain(
+            &Archive::new()
+                .link("d/n", EntryType::Symlink, "..")
+                .finish(),
+        );
+        expect_refused(&err, "d/l", "already in the volume");
+        // The same two steps into a subpath of the volume.
+        f.accepted(
+            &Archive::bare()
+                .link("l", EntryType::Symlink, "m/../..")
+                .finish(),
+            "sub",
+        );
+        let err = f.refused(
+            &Archive::new().link("m", EntryType::Symlink, ".").finish(),
+            Compression::None,
+            &Limits::default(),
+            "sub",
+        );
+        expect_refused(&err, "sub/l", "already in the volume");
+    }
+}
+
+#[test]
+fn a_chain_built_over_three_streams_is_refused_at_the_stream_that_closes_it() {
+    for driver in drivers() {
+        let f = Fixture::new(driver);
+        f.accepted(
+            &Archive::bare()
+                .link("x", EntryType::Symlink, "y/..")
+                .finish(),
+            "",
+        );
+        f.accepted(
+            &Archive::bare().link("y", EntryType::Symlink, "z").finish(),
+            "",
+        );
+        // x -> y/.. -> z/.. -> ./.. : the root's parent.
+        let err = f.refused_plain(&Archive::new().link("z", EntryType::Symlink, ".").finish());
+        expect_refused(&err, "x", "already in the volume");
+        // Replacing a link of the chain is checked the same way.
+        f.accepted(
+            &Archive::bare()
+                .link("b", EntryType::Symlink, "keep/sub")
+                .link("a", EntryType::Symlink, "b/../..")
+                .finish(),
+            "",
+        );
+        let err = f.refused_plain(&Archive::new().link("b", EntryType::Symlink, ".").finish());
+        expect_refused(&err, "a", "already in the volume");
+        assert_eq!(
+            fs::read_link(f.data.join("b")).unwrap(),
+            PathBuf::from("keep/sub")
+        );
+    }
+}
+
+#[test]
+fn hard_links_to_links_are_refused_across_streams() {
+    for driver in drivers() {
+        let f = Fixture::new(driver);
+        f.accepted(
+            &Archive::bare()
+                .link("sl", EntryType::Symlink, "existing.txt")
+                .link("dl", EntryType::Symlink, "keep")
+                .finish(),
+            "",
+        );
+        let err = f.refused_plain(&Archive::new().link("h", EntryType::Link, "sl").finish());
+        expect_refused(&err, "h", "not a regular file extracted earlier");
+        let err = f.refused_plain(
+            &Archive::new()
+                .link("h", EntryType::Link, "dl/inner")
+                .finish(),
+        );
+        expect_refused(&err, "h", "not a regular file extracted earlier");
+        // Through a link staged by the same archive, to a staged file.
+        let err = f.refused_plain(
+            &Archive::new()
+                .link("nd", EntryType::Symlink, "newdir")
+                .link("h", EntryType::Link, "nd/inside.txt")
+                .finish(),
+        );
+        expect_refused(&err, "h", "not a regular file extracted earlier");
+    }
+}
+
+#[test]
+fn absolute_link_targets_are_refused_in_any_step() {
+    for driver in drivers() {
+        let f = Fixture::new(driver);
+        f.accepted(
+            &Archive::bare()
+                .link("rel", EntryType::Symlink, "abs/etc/passwd")
+                .finish(),
+            "",
+        );
+        let err = f.refused_plain(&Archive::new().link("abs", EntryType::Symlink, "/").finish());
+        expect_refused(&err, "abs", "absolute");
+        // A container wrote an absolute link: a new link through it is
+        // refused, links that do not touch it are not.
+        std::os::unix::fs::symlink("/", f.data.join("host")).unwrap();
+        let err = f.refused_plain(
+            &Archive::new()
+                .link("via", EntryType::Symlink, "host/etc")
+                .finish(),
+        );
+        expect_refused(&err, "via", "absolute");
+        f.accepted(
+            &Archive::bare()
+                .link("ok", EntryType::Symlink, "keep")
+                .finish(),
+            "",
+        );
+    }
+}
+
+#[test]
+fn entries_through_a_link_an_earlier_stream_made_are_refused() {
+    for driver in drivers() {
+        let f = Fixture::new(driver);
+        f.accepted(
+            &Archive::bare()
+                .link("l", EntryType::Symlink, "keep")
+                .finish(),
+            "",
+        );
+        let err = f.refused_plain(&Archive::new().file("l/pwned", "through").finish());
+        expect_refused(
+            &err,
+            "l",
+            "path goes through symlink l already in the volume",
+        );
+        assert!(!f.data.join("keep/pwned").exists());
+        let err = f.refused(
+            &Archive::new().finish(),
+            Compression::None,
+            &Limits::default(),
+            "l",
+        );
+        assert!(err.to_string().contains("l is a symlink"), "{err}");
+    }
+}
+
+#[test]
+fn an_output_dir_written_twice_cannot_be_redirected_by_the_first_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let canary = tmp.path().join("canary");
+    fs::create_dir(&canary).unwrap();
+    fs::write(canary.join("canary.txt"), "tweet").unwrap();
+    let out = tmp.path().join("out");
+    let extract = |archive: Vec<u8>| {
+        hangar_volumes::extract_into_dir(
+            &out,
+            Cursor::new(archive),
+            Compression::None,
+            &Limits::default(),
+        )
+    };
+    let first = Archive::bare()
+        .link("up", EntryType::Symlink, &deep_through_b())
+        .link("l", EntryType::Symlink, "../canary")
+        .finish();
+    // `l` climbs out of the dir at once: the first write is refused whole.
+    let err = extract(first).unwrap_err();
+    expect_refused(&err, "l", "outside the volume");
+    assert!(snapshot(&out).is_empty(), "{:?}", snapshot(&out));
+    extract(
+        Archive::bare()
+            .link("up", EntryType::Symlink, &deep_through_b())
+            .link("inside", EntryType::Symlink, "later")
+            .finish(),
+    )
+    .unwrap();
+    let before = snapshot(&out);
+    let canary_before = snapshot(&canary);
+    for (second, entry, why) in [
+        (
+            Archive::new().link("b", EntryType::Symlink, ".").finish(),
+            "up",
+            "already in the volume",
+        ),
+        (
+            Archive::new().file("inside/pwned", "x").finish(),
+            "inside",
+            "path goes through symlink",
+        ),
+    ] {
+        let err = extract(second).unwrap_err();
+        expect_refused(&err, entry, why);
+        assert_eq!(snapshot(&out), before, "output dir changed by {err}");
+        assert_eq!(snapshot(&canary), canary_before);
+    }
+    // An honest second write still lands.
+    extract(Archive::new().finish()).unwrap();
+    assert_eq!(
+        fs::read_to_string(out.join("newdir/inside.txt")).unwrap(),
+        "fine"
+    );
+}
+
+#[test]
+fn a_million_repeats_of_one_directory_cost_one_record_and_the_last_one_wins() {
+    for driver in drivers() {
+        let f = Fixture::new(driver);
+        let mut a = Archive::bare();
+        for i in 0..1000u32 {
+            let mut h = raw_header("rep/", EntryType::Directory, 0);
+            h.set_mode(if i == 999 { 0o750 } else { 0o700 });
+            h.set_mtime(u64::from(i) + 1_000_000);
+            h.set_cksum();
+            a.raw(h, io::empty());
+        }
+        let mut h = raw_header("keep/", EntryType::Directory, 0);
+        h.set_mode(0o711);
+        h.set_mtime(123_456);
+        h.set_cksum();
+        a.raw(h, io::empty());
+        a.file("rep/f", "x").file("keep/new", "y");
+        f.accepted(&a.finish(), "");
+        use std::os::unix::fs::MetadataExt;
+        let m = fs::metadata(f.data.join("rep")).unwrap();
+        assert_eq!((m.mode() & 0o7777, m.mtime()), (0o750, 1_000_999));
+        // Merged into an existing directory: its metadata is applied there.
+        let m = fs::metadata(f.data.join("keep")).unwrap();
+        assert_eq!((m.mode() & 0o7777, m.mtime()), (0o711, 123_456));
+        assert_eq!(
+            fs::read_to_string(f.data.join("keep/inner")).unwrap(),
+            "inner"
+        );
     }
 }

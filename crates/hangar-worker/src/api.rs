@@ -20,6 +20,7 @@ use hangar_api::worker_api::{CreateVolume, SetProperty, Volume};
 use hangar_api::MAX_JSON_BODY;
 use hangar_volumes::{Compression, Limits, Strategy, VolumeError, VolumeInfo, VolumeManager};
 use serde::Deserialize;
+use tokio::sync::Semaphore;
 use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +32,9 @@ pub struct VolumeApi {
     manager: Arc<VolumeManager>,
     key: Arc<str>,
     limits: Limits,
+    /// One permit per running stream-in, `limits.max_concurrent_stream_ins`
+    /// in all.
+    stream_ins: Arc<Semaphore>,
     /// Served under `/containers` when set (see `containers_api`).
     containers: Option<Arc<ContainerManager>>,
     /// Served under `/resource-actions` when set (see `resources_api`).
@@ -46,10 +50,16 @@ impl VolumeApi {
             manager,
             key: key.into(),
             limits,
+            stream_ins: Arc::new(Semaphore::new(limits.max_concurrent_stream_ins)),
             containers: None,
             resources: None,
             health: None,
         }
+    }
+
+    /// Stream-ins running now.
+    pub fn stream_ins_running(&self) -> usize {
+        self.limits.max_concurrent_stream_ins - self.stream_ins.available_permits()
     }
 
     /// Serves the container API too, with the same key.
@@ -256,12 +266,27 @@ async fn stream_in(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(q) = query.map_err(bad_query)?;
     let compression = compression(&q)?;
+    // Refused before the body is read: a stream-in over the cap costs
+    // nothing but this answer.
+    let permit = api.stream_ins.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            hangar_api::codes::UNAVAILABLE,
+            format!(
+                "this worker is already running {} stream-ins, its limit; try again later",
+                api.limits.max_concurrent_stream_ins
+            ),
+        )
+    })?;
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
     // The bridge must be made on the runtime; it is used on the blocking pool.
     let reader = SyncIoBridge::new(reader);
     let (m, limits) = (api.manager.clone(), api.limits);
-    let report =
-        blocking(move || m.stream_in(&handle, &q.path, reader, compression, &limits)).await?;
+    let report = blocking(move || {
+        let _permit = permit; // held until the blocking work ends
+        m.stream_in(&handle, &q.path, reader, compression, &limits)
+    })
+    .await?;
     Ok(Json(serde_json::json!({
         "entries": report.entries,
         "files": report.files,
@@ -276,19 +301,18 @@ async fn stream_out(
 ) -> Result<Response, ApiError> {
     let Query(q) = query.map_err(bad_query)?;
     let compression = compression(&q)?;
-    // Fail before the headers go out when the volume is not there.
+    // Fail before the headers go out when the volume or the path is not
+    // there: a 200 with an empty archive would read as an empty directory.
     let m = api.manager.clone();
+    let path = q.path.clone();
     let h = handle.clone();
-    if blocking(move || m.get(&h)).await?.is_none() {
-        return Err(VolumeError::NotFound { handle }.into());
-    }
+    let source = blocking(move || m.stream_out_source(&h, &path)).await?;
     let (writer, reader) = tokio::io::duplex(256 * 1024);
     let writer = SyncIoBridge::new(writer);
-    let m = api.manager.clone();
     // Owned by the response: when the client goes away the pipe breaks and
     // the blocking writer returns.
     tokio::task::spawn_blocking(move || {
-        if let Err(e) = m.stream_out(&handle, &q.path, writer, compression) {
+        if let Err(e) = source.write_to(writer, compression) {
             tracing::warn!(%handle, error = %e, "stream-out ended early");
         }
     });

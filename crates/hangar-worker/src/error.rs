@@ -92,9 +92,9 @@ impl From<VolumeError> for ApiError {
     fn from(e: VolumeError) -> ApiError {
         let message = e.to_string();
         let (status, code) = match &e {
-            VolumeError::NotFound { .. } | VolumeError::ParentNotFound { .. } => {
-                (StatusCode::NOT_FOUND, codes::NOT_FOUND)
-            }
+            VolumeError::NotFound { .. }
+            | VolumeError::ParentNotFound { .. }
+            | VolumeError::PathNotFound { .. } => (StatusCode::NOT_FOUND, codes::NOT_FOUND),
             VolumeError::AlreadyExists { .. } | VolumeError::HasChildren { .. } => {
                 (StatusCode::CONFLICT, codes::CONFLICT)
             }

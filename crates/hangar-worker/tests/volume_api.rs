@@ -18,6 +18,7 @@ struct Host {
     manager: Arc<VolumeManager>,
     url: String,
     api: WorkerApi,
+    volume_api: VolumeApi,
     _stop: tokio_util::sync::DropGuard,
 }
 
@@ -27,17 +28,15 @@ async fn start(limits: Limits) -> Host {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
-    tokio::spawn(serve(
-        listener,
-        VolumeApi::new(manager.clone(), KEY, limits),
-        stop.clone(),
-    ));
+    let volume_api = VolumeApi::new(manager.clone(), KEY, limits);
+    tokio::spawn(serve(listener, volume_api.clone(), stop.clone()));
     let api = WorkerApi::new(&url, KEY, Duration::from_secs(10)).unwrap();
     Host {
         _dir: dir,
         manager,
         url,
         api,
+        volume_api,
         _stop: stop.drop_guard(),
     }
 }
@@ -117,6 +116,7 @@ async fn hostile_streams_are_refused_and_leave_the_volume_unchanged() {
     let host = start(Limits {
         max_bytes: 64 * 1024,
         max_entries: 10,
+        ..Limits::default()
     })
     .await;
     host.api.create_volume(&empty("v1")).await.unwrap();
@@ -243,4 +243,150 @@ async fn the_api_wants_the_worker_key_and_names_what_is_wrong() {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+}
+
+fn api_error(e: ClientError) -> (StatusCode, String, String) {
+    match e {
+        ClientError::Api {
+            status,
+            code,
+            message,
+        } => (status, code, message),
+        other => panic!("expected an API error, got {other}"),
+    }
+}
+
+fn names_in(manager: &VolumeManager, handle: &str) -> Vec<String> {
+    let data = manager.get(handle).unwrap().unwrap().path;
+    let mut names: Vec<String> = std::fs::read_dir(data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn stream_ins_over_the_cap_are_refused_with_503_and_change_nothing() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = start(Limits {
+        max_concurrent_stream_ins: 1,
+        ..Limits::default()
+    })
+    .await;
+    host.api.create_volume(&empty("slow")).await.unwrap();
+    host.api.create_volume(&empty("other")).await.unwrap();
+    // A stream-in whose body arrives in two parts, the second only when the
+    // test says so: it holds the only permit meanwhile.
+    let body = tar_of(&[("slow.txt", b"slow")]);
+    let addr = host.url.trim_start_matches("http://").to_string();
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "PUT /volumes/slow/stream-in?path= HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {KEY}\r\ncontent-type: application/x-tar\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(&body[..512]).await.unwrap();
+    // Not a timing assertion: wait (however long) until the first stream-in
+    // holds its permit.
+    while host.volume_api.stream_ins_running() < 1 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let err = host
+        .api
+        .stream_in("other", "", false, tar_of(&[("second.txt", b"x")]))
+        .await
+        .unwrap_err();
+    let (status, code, message) = api_error(err);
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(code, "unavailable");
+    assert!(
+        message.contains("already running 1 stream-ins"),
+        "{message}"
+    );
+    assert!(names_in(&host.manager, "other").is_empty());
+    // The first one finishes normally and frees its permit.
+    conn.write_all(&body[512..]).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&answer).contains("\"entries\"") {
+        let n = conn.read(&mut buf).await.unwrap();
+        assert!(
+            n > 0,
+            "connection closed: {}",
+            String::from_utf8_lossy(&answer)
+        );
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(names_in(&host.manager, "slow"), ["slow.txt"]);
+    assert_eq!(host.volume_api.stream_ins_running(), 0);
+    host.api
+        .stream_in("other", "", false, tar_of(&[("second.txt", b"x")]))
+        .await
+        .unwrap();
+    assert_eq!(names_in(&host.manager, "other"), ["second.txt"]);
+}
+
+#[tokio::test]
+async fn stream_out_of_a_bad_or_missing_path_is_an_error_not_an_empty_archive() {
+    let host = start(Limits::default()).await;
+    host.api.create_volume(&empty("v1")).await.unwrap();
+    host.api
+        .stream_in("v1", "", false, tar_of(&[("dir/f.txt", b"f")]))
+        .await
+        .unwrap();
+    std::os::unix::fs::symlink(
+        "dir",
+        host.manager.get("v1").unwrap().unwrap().path.join("ln"),
+    )
+    .unwrap();
+    for (path, expected, code, says) in [
+        (
+            "missing",
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "missing does not exist",
+        ),
+        (
+            "dir/missing",
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "dir/missing does not exist",
+        ),
+        ("../up", StatusCode::BAD_REQUEST, "bad_request", "relative"),
+        ("/abs", StatusCode::BAD_REQUEST, "bad_request", "relative"),
+        (
+            "dir/f.txt/x",
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "not a directory",
+        ),
+        (
+            "ln/f.txt",
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "symlink",
+        ),
+    ] {
+        for gzip in [false, true] {
+            let err = host.api.stream_out("v1", path, gzip).await.unwrap_err();
+            let (status, c, message) = api_error(err);
+            assert_eq!((status, c.as_str()), (expected, code), "{path}: {message}");
+            assert!(message.contains(says), "{path}: {message}");
+        }
+    }
+    let err = host.api.stream_out("nothing", "", false).await.unwrap_err();
+    assert_eq!(status(err), StatusCode::NOT_FOUND);
+    // A good path still streams.
+    let out = host
+        .api
+        .stream_out("v1", "dir", false)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out).contains("f.txt"));
 }
