@@ -18,6 +18,7 @@ pub mod plan;
 pub mod pressure;
 pub mod registration;
 pub mod task;
+pub mod users;
 pub mod volumes;
 
 pub use events::EventKind;

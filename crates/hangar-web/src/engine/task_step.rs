@@ -448,6 +448,7 @@ async fn prepare_and_run(
         dir: config.run.dir.clone(),
         mounts,
         memory_limit_bytes: config.memory_limit_bytes(),
+        user: config.run.user.clone(),
     };
     if let Err(e) = api.create_container(&spec).await {
         let _ = web.store().delete_container_row(&handle).await;

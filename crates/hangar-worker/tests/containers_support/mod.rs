@@ -105,6 +105,7 @@ pub fn process_spec(handle: &str, script: &str) -> ContainerSpec {
         dir: None,
         mounts: vec![],
         memory_limit_bytes: None,
+        user: None,
     }
 }
 
