@@ -100,7 +100,7 @@ fn works(unshare: &Path, pid_namespace: bool, ids: Ids) -> Result<(), String> {
 }
 
 /// Finds out, once, how this worker can isolate process tasks.
-pub fn detect(probe: Ids) -> Isolation {
+pub fn detect(probe: Ids, want_pid_namespace: bool) -> Isolation {
     if !is_root() {
         return Isolation::AsWorker;
     }
@@ -109,7 +109,12 @@ pub fn detect(probe: Ids) -> Isolation {
             "the worker runs as root and has no util-linux unshare to run the task as an unprivileged user (install util-linux, or run the task under runc with an image)".into(),
         );
     };
-    match works(&unshare, true, probe) {
+    let with_pid = if want_pid_namespace {
+        works(&unshare, true, probe)
+    } else {
+        Err("turned off".into())
+    };
+    match with_pid {
         Ok(()) => Isolation::Drop {
             unshare,
             pid_namespace: true,

@@ -111,6 +111,9 @@ pub struct ContainerOptions {
     /// `run.user` run as (a worker running as root): each running
     /// container takes the next free one, so no two share a uid.
     pub task_user: Ids,
+    /// Run process tasks in a PID namespace of their own where the host
+    /// allows it (on by default; off shows what a host without one gives).
+    pub pid_namespace: bool,
 }
 
 impl Default for ContainerOptions {
@@ -119,6 +122,7 @@ impl Default for ContainerOptions {
             runc: None,
             cgroup_root: DEFAULT_CGROUP_ROOT.into(),
             task_user: DEFAULT_TASK_IDS,
+            pid_namespace: true,
         }
     }
 }
@@ -220,7 +224,7 @@ impl ContainerManager {
         ] {
             isolation::set_mode(dir, mode).map_err(io_err(format!("protect {}", dir.display())))?;
         }
-        let isolation = isolation::detect(options.task_user);
+        let isolation = isolation::detect(options.task_user, options.pid_namespace);
         let cgroups = Cgroups::new(&options.cgroup_root);
         let cgroup_version = cgroups.detect();
         let runc = options.runc.or_else(runc::find_runc);

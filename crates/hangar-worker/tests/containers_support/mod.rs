@@ -210,7 +210,7 @@ pub fn busybox_rootfs(host: &Host, handle: &str) {
     std::fs::create_dir_all(&bin).unwrap();
     std::fs::copy(&busybox, bin.join("busybox")).unwrap();
     for applet in [
-        "sh", "ls", "cat", "echo", "head", "tr", "sleep", "pwd", "mkdir",
+        "sh", "ls", "cat", "echo", "head", "tr", "sleep", "pwd", "mkdir", "id", "touch",
     ] {
         std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
     }
