@@ -11,6 +11,7 @@ pub mod containers;
 pub mod events;
 pub mod fencing;
 pub mod gc;
+pub mod import;
 pub mod lifecycle;
 pub mod names;
 pub mod placement;

@@ -39,6 +39,10 @@ pub struct WorkerConfig {
     pub report_interval: Duration,
     /// What the worker watches of itself (memory, disk, self-checks).
     pub health: HealthConfig,
+    /// The first uid:gid of the users process tasks run as (root worker).
+    pub task_user: hangar_core::users::Ids,
+    /// Host directories `import` volumes may copy from; empty: none.
+    pub allow_import_dirs: Vec<PathBuf>,
 }
 
 /// What the agent is asked to do, from a signal or from its owner.
@@ -120,9 +124,12 @@ pub async fn run(
             }
         }
     });
+    let volume_api = VolumeApi::new(volumes.clone(), &config.worker_key, Limits::default())
+        .with_import_dirs(&config.allow_import_dirs)
+        .context("--allow-import-dir")?;
     let api_task = tokio::spawn(api::serve(
         listener,
-        VolumeApi::new(volumes.clone(), &config.worker_key, Limits::default())
+        volume_api
             .with_containers(containers.clone())
             .with_health(health.clone())
             .with_resources(crate::resources_api::ResourceRunner::new(
@@ -193,8 +200,13 @@ async fn open_containers(
 ) -> anyhow::Result<Arc<ContainerManager>> {
     let dir = config.work_dir.join("containers");
     let volumes = volumes.clone();
+    let options = crate::containers::ContainerOptions {
+        task_user: config.task_user,
+        ..Default::default()
+    };
     let manager =
-        tokio::task::spawn_blocking(move || ContainerManager::open(&dir, volumes)).await??;
+        tokio::task::spawn_blocking(move || ContainerManager::open_with(&dir, volumes, options))
+            .await??;
     let report = manager.open_report();
     if !report.removed.is_empty() || !report.lost.is_empty() {
         tracing::info!(

@@ -36,6 +36,10 @@ pub struct VolumeApi {
     /// Answers `/healthz` when set; without it the endpoint only says the
     /// process is up.
     health: Option<Arc<crate::health::Health>>,
+    /// The host directories (canonical) an `import` may copy from; none:
+    /// imports are refused. A fleet key must not be a way to copy
+    /// `/etc/shadow` off a worker.
+    import_dirs: Arc<Vec<std::path::PathBuf>>,
 }
 
 impl VolumeApi {
@@ -47,7 +51,28 @@ impl VolumeApi {
             containers: None,
             resources: None,
             health: None,
+            import_dirs: Arc::new(Vec::new()),
         }
+    }
+
+    /// Allows `import` volumes from these directories (and below them),
+    /// resolved now: each must exist.
+    pub fn with_import_dirs(mut self, dirs: &[std::path::PathBuf]) -> io::Result<VolumeApi> {
+        let mut canonical = Vec::with_capacity(dirs.len());
+        for dir in dirs {
+            let c = std::fs::canonicalize(dir).map_err(|e| {
+                io::Error::new(e.kind(), format!("import dir {}: {e}", dir.display()))
+            })?;
+            if !c.is_dir() {
+                return Err(io::Error::other(format!(
+                    "import dir {} is not a directory",
+                    dir.display()
+                )));
+            }
+            canonical.push(c);
+        }
+        self.import_dirs = Arc::new(canonical);
+        Ok(self)
     }
 
     /// Serves the container API too, with the same key.
@@ -226,7 +251,9 @@ async fn create(
     let strategy = match (req.strategy.as_str(), req.parent, req.import_path) {
         ("empty", None, None) => Strategy::Empty,
         ("cow", Some(parent), None) => Strategy::CopyOnWrite { parent },
-        ("import", None, Some(path)) => Strategy::Import { path: path.into() },
+        ("import", None, Some(path)) => Strategy::Import {
+            path: allowed_import(&api.import_dirs, &path).await?,
+        },
         (s, _, _) => {
             return Err(bad_request(format!(
                 "strategy {s:?} with these fields is not valid: empty; cow with parent; import with import_path"
@@ -236,6 +263,66 @@ async fn create(
     let m = api.manager.clone();
     let made = blocking(move || m.create(&req.handle, strategy, req.properties)).await?;
     Ok((StatusCode::CREATED, Json(to_api(made))))
+}
+
+fn forbidden(message: String) -> ApiError {
+    ApiError(StatusCode::FORBIDDEN, codes::FORBIDDEN, message)
+}
+
+/// The canonical path to import from, if it is inside an allowed dir. The
+/// path as given is checked first, so a refused request learns nothing of
+/// the host's files; then where it really leads (through any link).
+async fn allowed_import(
+    dirs: &Arc<Vec<std::path::PathBuf>>,
+    path: &str,
+) -> Result<std::path::PathBuf, ApiError> {
+    use hangar_core::import::{import_decision, ImportDecision};
+    let listed = || {
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match import_decision(dirs, std::path::Path::new(path)) {
+        ImportDecision::Disabled => {
+            return Err(forbidden(
+                "importing host paths is turned off on this worker: an operator enables it for named directories with --allow-import-dir DIR".into(),
+            ))
+        }
+        ImportDecision::Outside => {
+            return Err(forbidden(format!(
+                "{path:?} is outside the directories this worker may import from ({})",
+                listed()
+            )))
+        }
+        ImportDecision::Inside => {}
+    }
+    let given = std::path::PathBuf::from(path);
+    let real = tokio::task::spawn_blocking(move || std::fs::canonicalize(&given))
+        .await
+        .map_err(|e| {
+            ApiError(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                codes::INTERNAL,
+                e.to_string(),
+            )
+        })?
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => ApiError(
+                StatusCode::NOT_FOUND,
+                codes::NOT_FOUND,
+                format!("import path {path:?} does not exist"),
+            ),
+            _ => bad_request(format!("import path {path:?}: {e}")),
+        })?;
+    match import_decision(dirs, &real) {
+        ImportDecision::Inside => Ok(real),
+        _ => Err(forbidden(format!(
+            "{path:?} leads to {}, outside the directories this worker may import from ({})",
+            real.display(),
+            listed()
+        ))),
+    }
 }
 
 async fn destroy(

@@ -144,6 +144,10 @@ async fn execute(
         })?;
     let program = PathBuf::from(&rt.path).join(&req.action);
     let mut command = tokio::process::Command::new(&program);
+    // The worker's key and settings are not the resource type's business.
+    for key in crate::containers::private_env_keys() {
+        command.env_remove(key);
+    }
     if req.action == "in" {
         let handle = req
             .volume

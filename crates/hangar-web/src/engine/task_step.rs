@@ -646,6 +646,15 @@ async fn prepare_volumes(
                     (RUNTIME_RUNC, Some(v.handle))
                 }
                 Err(OpError::Worker { source, .. })
+                    if source.code() == Some(hangar_api::codes::FORBIDDEN) =>
+                {
+                    return Err(StepFailure::Invalid {
+                        reason: format!(
+                            "image {uri} cannot be imported on worker {worker}: {source}"
+                        ),
+                    })
+                }
+                Err(OpError::Worker { source, .. })
                     if source.code() == Some(hangar_api::codes::NOT_FOUND)
                         || matches!(&source, ClientError::Api { status, .. } if status.as_u16() < 500) =>
                 {

@@ -186,6 +186,17 @@ pub(crate) fn relative_to(from: &Path, target: &Path) -> PathBuf {
     out
 }
 
+/// The worker's own settings in its environment (`HANGAR_WORKER_KEY`, ...):
+/// what a program it starts with the rest of its environment (a resource
+/// type, runc) must not get.
+pub fn private_env_keys() -> Vec<OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::env::vars_os()
+        .map(|(k, _)| k)
+        .filter(|k| k.as_bytes().starts_with(b"HANGAR_"))
+        .collect()
+}
+
 /// The host's `/etc/passwd`, for task users given by name.
 pub(crate) fn host_passwd() -> Option<String> {
     fs::read_to_string("/etc/passwd").ok()

@@ -39,7 +39,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 pub use cgroup::DEFAULT_CGROUP_ROOT;
-pub use isolation::{Isolation, DEFAULT_TASK_IDS};
+pub use isolation::{private_env_keys, Isolation, DEFAULT_TASK_IDS};
 pub use spec::MIN_MEMORY_LIMIT_BYTES;
 
 use hangar_core::users::Ids;

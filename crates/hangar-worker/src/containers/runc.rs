@@ -183,7 +183,11 @@ pub(crate) fn run_command(runc: &Path, state: &Path, bundle: &Path, id: &str) ->
 }
 
 fn quiet(runc: &Path, state: &Path, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(runc)
+    let mut cmd = Command::new(runc);
+    for key in super::isolation::private_env_keys() {
+        cmd.env_remove(key);
+    }
+    let out = cmd
         .arg("--root")
         .arg(state)
         .args(args)
