@@ -224,6 +224,16 @@ impl ContainerManager {
         ] {
             isolation::set_mode(dir, mode).map_err(io_err(format!("protect {}", dir.display())))?;
         }
+        // The work dir's own files (the state identity) are root's alone.
+        for entry in fs::read_dir(volumes.root())
+            .map_err(io_err(format!("list {}", volumes.root().display())))?
+            .flatten()
+        {
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                isolation::set_mode(&entry.path(), 0o600)
+                    .map_err(io_err(format!("protect {}", entry.path().display())))?;
+            }
+        }
         let isolation = isolation::detect(options.task_user, options.pid_namespace);
         let cgroups = Cgroups::new(&options.cgroup_root);
         let cgroup_version = cgroups.detect();

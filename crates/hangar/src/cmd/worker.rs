@@ -193,15 +193,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.heartbeat_interval.is_zero() || args.report_interval.is_zero() {
         anyhow::bail!("--heartbeat-interval and --report-interval must be more than 0");
     }
-    let resource_types_dir = match args.resource_types_dir {
-        Some(dir) => dir,
-        None => builtin_resource_types(&args.work_dir)?,
-    };
+    // The key first: a refused key file leaves nothing made on disk.
     let worker_key = crate::secrets::flag_or_file(
         args.worker_key,
         args.worker_key_file.as_deref(),
         "--worker-key",
     )?;
+    let resource_types_dir = match args.resource_types_dir {
+        Some(dir) => dir,
+        None => builtin_resource_types(&args.work_dir)?,
+    };
     let config = WorkerConfig {
         name: args.name,
         work_dir: args.work_dir,
