@@ -149,7 +149,8 @@ mod tests {
 
     #[test]
     fn names_resolve_from_passwd_and_numbers_need_no_entry() {
-        let cases: &[(&str, Option<&str>, Result<(u32, u32), &str>)] = &[
+        type Case<'a> = (&'a str, Option<&'a str>, Result<(u32, u32), &'a str>);
+        let cases: &[Case] = &[
             ("builder", Some(PASSWD), Ok((1001, 1002))),
             ("root", Some(PASSWD), Ok((0, 0))),
             ("1234", None, Ok((1234, 1234))),

@@ -10,7 +10,7 @@ mod containers_support;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use containers_support::*;
@@ -129,19 +129,6 @@ fn for_both(test: impl Fn(bool)) {
     }
 }
 
-/// Host pids of `comm` whose working directory is under `dir`.
-fn pids_working_in(dir: &Path, comm: &str) -> Vec<u32> {
-    fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
-                && fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
-        })
-        .collect()
-}
-
 #[test]
 fn a_task_cannot_read_the_workers_environment_memory_secrets_database_or_work_dir() {
     for_both(|pid_namespace| {
@@ -202,8 +189,7 @@ fn a_task_cannot_read_another_tasks_volumes_while_it_runs_or_after() {
         spec.mounts = vec![mount("theirs", "v"), mount("gate", "gate")];
         l.containers.create(spec).unwrap();
         assert_eq!(read_fifo(&gate.join("ready")).trim(), "ready");
-        let pids = pids_working_in(&l.work.join("containers/owner"), "sleep");
-        assert_eq!(pids.len(), 1, "{pids:?}");
+        let owner_pid = wait_for_process_in(&l.work.join("containers/owner"), "sleep");
         let tries = |pid: Option<u32>| {
             let mut t = vec![
                 format!("cat {}/secret", theirs.display()),
@@ -217,7 +203,7 @@ fn a_task_cannot_read_another_tasks_volumes_while_it_runs_or_after() {
             }
             attempts(&t)
         };
-        let (code, log) = l.run(process_spec("snoop", &tries(Some(pids[0]))));
+        let (code, log) = l.run(process_spec("snoop", &tries(Some(owner_pid))));
         assert_eq!(code, Some(0), "{log}");
         assert_all_refused(&log, 6);
 

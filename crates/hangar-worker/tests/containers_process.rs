@@ -6,7 +6,6 @@
 mod containers_support;
 
 use std::fs;
-use std::path::Path;
 use std::time::Duration;
 
 use containers_support::*;
@@ -92,9 +91,7 @@ fn destroy_kills_a_running_task_and_forgets_it_and_destroying_again_is_fine() {
     assert_eq!(read_fifo(&gate.join("pid")).trim(), "started");
     // The task's own `$$` is its pid in its PID namespace: find it on the
     // host by its working directory.
-    let pids = pids_working_in(&host.container_dir("sleeper"), "sleep");
-    assert_eq!(pids.len(), 1, "{pids:?}");
-    let pid = pids[0];
+    let pid = wait_for_process_in(&host.container_dir("sleeper"), "sleep");
     assert!(!is_dead(pid));
     assert_eq!(host.containers.active_count().unwrap(), 1);
 
@@ -291,17 +288,4 @@ fn a_task_within_its_memory_limit_is_not_oom_killed() {
     let exit = host.wait_exited("small").exit.unwrap();
     assert_eq!((exit.code, exit.oom_killed), (Some(0), false));
     assert_eq!(host.log("small"), "1000000\n");
-}
-
-/// Host pids of program `comm` whose working directory is under `dir`.
-fn pids_working_in(dir: &Path, comm: &str) -> Vec<u32> {
-    fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
-                && fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
-        })
-        .collect()
 }

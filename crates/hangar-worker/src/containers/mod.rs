@@ -987,7 +987,7 @@ impl Inner {
     /// container's uid goes to the next container, which must not find
     /// this one's files.
     fn reclaim_mounts(&self, rec: &Record) {
-        if !rec.meta.user.is_some_and(|ids| ids.uid != 0) {
+        if rec.meta.user.is_none_or(|ids| ids.uid == 0) {
             return;
         }
         let mut others = std::collections::BTreeSet::new();
