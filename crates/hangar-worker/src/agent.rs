@@ -132,12 +132,15 @@ pub async fn run(
         volume_api
             .with_containers(containers.clone())
             .with_health(health.clone())
-            .with_resources(crate::resources_api::ResourceRunner::new(
-                config.resource_types_dir.clone(),
-                volumes.clone(),
-                &config.worker_key,
-                Duration::from_secs(3600),
-            )),
+            .with_resources(
+                crate::resources_api::ResourceRunner::new(
+                    config.resource_types_dir.clone(),
+                    volumes.clone(),
+                    &config.worker_key,
+                    Duration::from_secs(3600),
+                )
+                .with_task_user(config.task_user),
+            ),
         api_stop,
     ));
     let result = agent_loop(

@@ -323,3 +323,31 @@ fn a_task_may_change_inputs_made_by_root() {
     assert_eq!(code, Some(0), "{log}");
     assert!(input.join("sub/new").exists() && !input.join("sub/f").exists());
 }
+
+#[test]
+fn two_tasks_sharing_a_volume_run_as_one_user_and_both_keep_writing_to_it() {
+    let l = Layout::new(true);
+    let cache = l.volume("cache");
+    mkfifo(&cache.join("ready"));
+    mkfifo(&cache.join("go"));
+    // The first writes, waits for the second to have run, then writes again.
+    let mut first = process_spec(
+        "first",
+        "touch cache/a; echo ready > cache/ready; cat cache/go; touch cache/c; id -u",
+    );
+    first.mounts = vec![mount("cache", "cache")];
+    l.containers.create(first).unwrap();
+    assert_eq!(read_fifo(&cache.join("ready")).trim(), "ready");
+    let mut second = process_spec("second", "touch cache/b && id -u");
+    second.mounts = vec![mount("cache", "cache")];
+    let (code, second_log) = l.run(second);
+    assert_eq!(code, Some(0), "{second_log}");
+    write_fifo(&cache.join("go"), "go\n").join().unwrap();
+    let c = l.containers.wait("first", WAIT).unwrap();
+    let first_log = fs::read_to_string(l.containers.log_path("first").unwrap()).unwrap();
+    assert_eq!(c.exit.unwrap().code, Some(0), "{first_log}");
+    assert_eq!(first_log.lines().last(), second_log.lines().last());
+    for f in ["a", "b", "c"] {
+        assert!(cache.join(f).exists(), "{f}");
+    }
+}

@@ -157,6 +157,18 @@ pub(crate) fn chown_tree(root: &Path, ids: Ids) -> io::Result<u64> {
     Ok(changed)
 }
 
+/// Gives a fresh volume's files to `ids` ahead of the tasks that will
+/// mount copies of it (no copy exists yet, so no overlay layer is touched
+/// under a mount), keeping its top dir root's (0700) until a container
+/// mounts it. Only a root worker does it.
+pub fn hand_to_task_user(path: &Path, ids: Ids) -> io::Result<()> {
+    if !is_root() {
+        return Ok(());
+    }
+    chown_tree(path, ids)?;
+    own_dir(path, Ids { uid: 0, gid: 0 }, 0o700)
+}
+
 /// Makes `path` a directory only `ids` (or root) may enter.
 pub(crate) fn own_dir(path: &Path, ids: Ids, mode: u32) -> io::Result<()> {
     std::os::unix::fs::lchown(path, Some(ids.uid), Some(ids.gid))?;

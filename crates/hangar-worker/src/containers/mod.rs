@@ -39,7 +39,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 pub use cgroup::DEFAULT_CGROUP_ROOT;
-pub use isolation::{private_env_keys, Isolation, DEFAULT_TASK_IDS};
+pub use isolation::{hand_to_task_user, private_env_keys, Isolation, DEFAULT_TASK_IDS};
 pub use spec::MIN_MEMORY_LIMIT_BYTES;
 
 use hangar_core::users::Ids;
@@ -936,8 +936,22 @@ impl Inner {
             (Isolation::Drop { .. }, None) => {
                 let mut taken = Vec::new();
                 for handle in self.handles()? {
-                    if let Ok(Some(rec)) = self.load(&handle) {
-                        taken.extend(rec.meta.user);
+                    let Ok(Some(rec)) = self.load(&handle) else {
+                        continue;
+                    };
+                    taken.extend(rec.meta.user);
+                    // A volume a running container mounts (a cache two
+                    // builds share) stays its user's: the newcomer runs as
+                    // the same user rather than take the files from under
+                    // it. They share the files anyway.
+                    let running = !rec.dir.join(store::RESULT_FILE).exists();
+                    let shares = rec
+                        .spec
+                        .mounts
+                        .iter()
+                        .any(|m| spec.mounts.iter().any(|n| n.volume == m.volume));
+                    if let (true, true, Some(ids)) = (running, shares, rec.meta.user) {
+                        return Ok(Some(ids));
                     }
                 }
                 pick_task_ids(self.task_base, &taken)
