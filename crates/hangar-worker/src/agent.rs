@@ -126,7 +126,8 @@ pub async fn run(
     });
     let volume_api = VolumeApi::new(volumes.clone(), &config.worker_key, Limits::default())
         .with_import_dirs(&config.allow_import_dirs)
-        .context("--allow-import-dir")?;
+        .context("--allow-import-dir")?
+        .with_task_user(config.task_user);
     let api_task = tokio::spawn(api::serve(
         listener,
         volume_api

@@ -40,6 +40,9 @@ pub struct VolumeApi {
     /// imports are refused. A fleet key must not be a way to copy
     /// `/etc/shadow` off a worker.
     import_dirs: Arc<Vec<std::path::PathBuf>>,
+    /// A root worker gives what is streamed into a volume without parent or
+    /// children to the first task user (see `ResourceRunner::with_task_user`).
+    task_user: Option<hangar_core::users::Ids>,
 }
 
 impl VolumeApi {
@@ -52,7 +55,13 @@ impl VolumeApi {
             resources: None,
             health: None,
             import_dirs: Arc::new(Vec::new()),
+            task_user: None,
         }
+    }
+
+    pub fn with_task_user(mut self, ids: hangar_core::users::Ids) -> VolumeApi {
+        self.task_user = Some(ids);
+        self
     }
 
     /// Allows `import` volumes from these directories (and below them),
@@ -378,14 +387,46 @@ async fn stream_in(
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
     // The bridge must be made on the runtime; it is used on the blocking pool.
     let reader = SyncIoBridge::new(reader);
-    let (m, limits) = (api.manager.clone(), api.limits);
-    let report =
-        blocking(move || m.stream_in(&handle, &q.path, reader, compression, &limits)).await?;
+    let (m, limits, task_user) = (api.manager.clone(), api.limits, api.task_user);
+    let containers = api.containers.clone();
+    let report = blocking(move || {
+        let report = m.stream_in(&handle, &q.path, reader, compression, &limits)?;
+        // Never under a container that mounts it: its user owns it now.
+        let mounted = containers
+            .as_ref()
+            .is_some_and(|c| c.mounted_volumes().map_or(true, |v| v.contains(&handle)));
+        if let (Some(ids), false) = (task_user, mounted) {
+            hand_over(&m, &handle, ids)?;
+        }
+        Ok(report)
+    })
+    .await?;
     Ok(Json(serde_json::json!({
         "entries": report.entries,
         "files": report.files,
         "bytes": report.content_bytes,
     })))
+}
+
+/// Gives a streamed-in volume to the first task user when it is a volume
+/// of its own (no parent, no children): no overlay layer under a mount is
+/// touched, and the tasks mounting copies of it need not copy every file up
+/// to change its owner.
+fn hand_over(
+    m: &VolumeManager,
+    handle: &str,
+    ids: hangar_core::users::Ids,
+) -> Result<(), VolumeError> {
+    let all = m.list()?;
+    let Some(v) = all.iter().find(|v| v.handle == handle) else {
+        return Ok(());
+    };
+    let has_children = all.iter().any(|c| c.parent.as_deref() == Some(handle));
+    if v.parent.is_some() || has_children {
+        return Ok(());
+    }
+    crate::containers::hand_to_task_user(&v.path, ids)
+        .map_err(|e| VolumeError::io(format!("give volume {handle:?} to the task user"), e))
 }
 
 async fn stream_out(
