@@ -206,6 +206,7 @@ async fn open_containers(
     let volumes = volumes.clone();
     let options = crate::containers::ContainerOptions {
         task_user: config.task_user,
+        hangar_exe: std::env::current_exe().ok(),
         ..Default::default()
     };
     let manager =

@@ -41,9 +41,40 @@ pub enum Isolation {
         unshare: PathBuf,
         pid_namespace: bool,
     },
-    /// Root, but no working `unshare`: process tasks are refused, since
-    /// they would run as root beside the worker.
+    /// Root without a usable util-linux `unshare` (an image with busybox
+    /// only): tasks drop to their user through `hangar exec-as`, with no
+    /// PID namespace of their own.
+    ExecAs { hangar: PathBuf },
+    /// Root, but no way to drop: process tasks are refused, since they
+    /// would run as root beside the worker.
     Unavailable(String),
+}
+
+/// The `hangar exec-as` arguments that run a program as `ids`.
+pub(crate) fn exec_as_prefix(hangar: &Path, ids: Ids) -> Vec<OsString> {
+    vec![
+        hangar.into(),
+        "exec-as".into(),
+        ids.uid.to_string().into(),
+        ids.gid.to_string().into(),
+        "--".into(),
+    ]
+}
+
+/// The arguments that run a program as `ids` under `isolation`; empty when
+/// there is nobody to drop to.
+pub(crate) fn drop_prefix(isolation: &Isolation, ids: Option<Ids>) -> Vec<OsString> {
+    match (isolation, ids) {
+        (
+            Isolation::Drop {
+                unshare,
+                pid_namespace,
+            },
+            Some(ids),
+        ) => unshare_prefix(unshare, *pid_namespace, ids),
+        (Isolation::ExecAs { hangar }, Some(ids)) => exec_as_prefix(hangar, ids),
+        _ => vec![],
+    }
 }
 
 pub(crate) fn is_root() -> bool {
@@ -83,15 +114,14 @@ fn find_unshare() -> Option<PathBuf> {
 }
 
 /// Runs `true` the way a task would run, to see if it works here.
-fn works(unshare: &Path, pid_namespace: bool, ids: Ids) -> Result<(), String> {
-    let argv = unshare_prefix(unshare, pid_namespace, ids);
+fn works(argv: Vec<OsString>) -> Result<(), String> {
     let out = Command::new(&argv[0])
         .args(&argv[1..])
         .args(["/bin/sh", "-c", "exit 0"])
         .env_clear()
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", unshare.display()))?;
+        .map_err(|e| format!("cannot run {}: {e}", argv[0].to_string_lossy()))?;
     if out.status.success() {
         Ok(())
     } else {
@@ -99,40 +129,63 @@ fn works(unshare: &Path, pid_namespace: bool, ids: Ids) -> Result<(), String> {
     }
 }
 
-/// Finds out, once, how this worker can isolate process tasks.
-pub fn detect(probe: Ids, want_pid_namespace: bool) -> Isolation {
+/// Finds out, once, how this worker can isolate process tasks: util-linux
+/// `unshare` with a PID namespace, without one, else `hangar exec-as` when
+/// the worker is the hangar binary (`hangar`).
+pub fn detect(
+    probe: Ids,
+    want_pid_namespace: bool,
+    hangar: Option<&Path>,
+    use_unshare: bool,
+) -> Isolation {
     if !is_root() {
         return Isolation::AsWorker;
     }
-    let Some(unshare) = find_unshare() else {
-        return Isolation::Unavailable(
-            "the worker runs as root and has no util-linux unshare to run the task as an unprivileged user (install util-linux, or run the task under runc with an image)".into(),
-        );
-    };
-    let with_pid = if want_pid_namespace {
-        works(&unshare, true, probe)
-    } else {
-        Err("turned off".into())
-    };
-    match with_pid {
-        Ok(()) => Isolation::Drop {
-            unshare,
-            pid_namespace: true,
-        },
-        Err(pid_why) => match works(&unshare, false, probe) {
-            Ok(()) => {
-                tracing::warn!(reason = %pid_why, "no PID namespace for process tasks: they run as their own user but see the host's processes");
-                Isolation::Drop {
-                    unshare,
-                    pid_namespace: false,
+    let mut why = Vec::new();
+    match find_unshare().filter(|_| use_unshare) {
+        None => why.push("no util-linux unshare".to_string()),
+        Some(unshare) => {
+            let with_pid = if want_pid_namespace {
+                works(unshare_prefix(&unshare, true, probe))
+            } else {
+                Err("turned off".into())
+            };
+            match with_pid {
+                Ok(()) => {
+                    return Isolation::Drop {
+                        unshare,
+                        pid_namespace: true,
+                    }
                 }
+                Err(e) => why.push(format!("{} --pid: {e}", unshare.display())),
             }
-            Err(why) => Isolation::Unavailable(format!(
-                "the worker runs as root and cannot drop a task to an unprivileged user with {}: {why}",
-                unshare.display()
-            )),
-        },
+            match works(unshare_prefix(&unshare, false, probe)) {
+                Ok(()) => {
+                    tracing::warn!(reason = %why.join("; "), "no PID namespace for process tasks: they run as their own user but see the host's processes");
+                    return Isolation::Drop {
+                        unshare,
+                        pid_namespace: false,
+                    };
+                }
+                Err(e) => why.push(format!("{}: {e}", unshare.display())),
+            }
+        }
     }
+    if let Some(hangar) = hangar {
+        match works(exec_as_prefix(hangar, probe)) {
+            Ok(()) => {
+                tracing::warn!(reason = %why.join("; "), "no util-linux unshare: process tasks drop to their user with hangar exec-as, without a PID namespace");
+                return Isolation::ExecAs {
+                    hangar: hangar.to_path_buf(),
+                };
+            }
+            Err(e) => why.push(format!("{} exec-as: {e}", hangar.display())),
+        }
+    }
+    Isolation::Unavailable(format!(
+        "the worker runs as root and cannot run a process task as an unprivileged user ({}): install util-linux, or run the task in an image (runc)",
+        why.join("; ")
+    ))
 }
 
 /// Gives a tree to `ids` without following links: every entry, the root

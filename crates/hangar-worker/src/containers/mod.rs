@@ -114,6 +114,12 @@ pub struct ContainerOptions {
     /// Run process tasks in a PID namespace of their own where the host
     /// allows it (on by default; off shows what a host without one gives).
     pub pid_namespace: bool,
+    /// The hangar binary, whose `exec-as` drops a task to its user where
+    /// util-linux `unshare` is missing (the worker passes its own).
+    pub hangar_exe: Option<PathBuf>,
+    /// Look for util-linux `unshare` (on by default; off shows what a host
+    /// without it gives).
+    pub use_unshare: bool,
 }
 
 impl Default for ContainerOptions {
@@ -123,6 +129,8 @@ impl Default for ContainerOptions {
             cgroup_root: DEFAULT_CGROUP_ROOT.into(),
             task_user: DEFAULT_TASK_IDS,
             pid_namespace: true,
+            hangar_exe: None,
+            use_unshare: true,
         }
     }
 }
@@ -234,7 +242,12 @@ impl ContainerManager {
                     .map_err(io_err(format!("protect {}", entry.path().display())))?;
             }
         }
-        let isolation = isolation::detect(options.task_user, options.pid_namespace);
+        let isolation = isolation::detect(
+            options.task_user,
+            options.pid_namespace,
+            options.hangar_exe.as_deref(),
+            options.use_unshare,
+        );
         let cgroups = Cgroups::new(&options.cgroup_root);
         let cgroup_version = cgroups.detect();
         let runc = options.runc.or_else(runc::find_runc);
@@ -924,7 +937,7 @@ impl Inner {
                     })
                 }
             }
-            (Isolation::Drop { .. }, Some(named)) => {
+            (Isolation::Drop { .. } | Isolation::ExecAs { .. }, Some(named)) => {
                 let ids = resolve(named)?;
                 if ids.uid == 0 {
                     return Err(bad(
@@ -933,7 +946,7 @@ impl Inner {
                 }
                 Ok(Some(ids))
             }
-            (Isolation::Drop { .. }, None) => {
+            (Isolation::Drop { .. } | Isolation::ExecAs { .. }, None) => {
                 let mut taken = Vec::new();
                 for handle in self.handles()? {
                     let Ok(Some(rec)) = self.load(&handle) else {
@@ -1073,16 +1086,7 @@ impl Inner {
                 log,
             },
             None => {
-                let mut argv: Vec<std::ffi::OsString> = match (&self.isolation, rec.meta.user) {
-                    (
-                        Isolation::Drop {
-                            unshare,
-                            pid_namespace,
-                        },
-                        Some(ids),
-                    ) => isolation::unshare_prefix(unshare, *pid_namespace, ids),
-                    _ => vec![],
-                };
+                let mut argv = isolation::drop_prefix(&self.isolation, rec.meta.user);
                 argv.push(rec.spec.path.clone().into());
                 argv.extend(rec.spec.args.iter().map(Into::into));
                 // Built from nothing: the task's params over a minimal base,
