@@ -39,6 +39,11 @@ pub struct ContainerSpec {
     /// one if it cannot enforce it, or apply its own default.
     #[serde(default)]
     pub memory_limit_bytes: Option<u64>,
+    /// The task's `run.user`: `uid`, `uid:gid` or a name from the passwd
+    /// file (the host's for `process`, the image's for `runc`). `None`: the
+    /// worker's default task user (`process`), root in the container (`runc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// A volume mounted into the container's working directory.

@@ -12,6 +12,7 @@ pub mod containers;
 pub mod events;
 pub mod fencing;
 pub mod gc;
+pub mod import;
 pub mod lifecycle;
 pub mod names;
 pub mod placement;
@@ -19,6 +20,7 @@ pub mod plan;
 pub mod pressure;
 pub mod registration;
 pub mod task;
+pub mod users;
 pub mod volumes;
 
 pub use events::EventKind;

@@ -311,11 +311,8 @@ impl TaskConfig {
             }
         }
         if let Some(user) = &self.run.user {
-            if user.is_empty() || user.chars().any(char::is_control) {
-                return fail(
-                    "run.user".into(),
-                    "must be a non-empty name without control characters".into(),
-                );
+            if let Err(message) = crate::users::parse_user(user) {
+                return fail("run.user".into(), message);
             }
         }
 

@@ -41,6 +41,10 @@ pub struct WorkerConfig {
     pub report_interval: Duration,
     /// What the worker watches of itself (memory, disk, self-checks).
     pub health: HealthConfig,
+    /// The first uid:gid of the users process tasks run as (root worker).
+    pub task_user: hangar_core::users::Ids,
+    /// Host directories `import` volumes may copy from; empty: none.
+    pub allow_import_dirs: Vec<PathBuf>,
 }
 
 /// What the agent is asked to do, from a signal or from its owner.
@@ -128,17 +132,24 @@ pub async fn run(
             }
         }
     });
+    let volume_api = VolumeApi::new(volumes.clone(), &api_token, Limits::default())
+        .with_import_dirs(&config.allow_import_dirs)
+        .context("--allow-import-dir")?
+        .with_task_user(config.task_user);
     let api_task = tokio::spawn(api::serve(
         listener,
-        VolumeApi::new(volumes.clone(), &api_token, Limits::default())
+        volume_api
             .with_containers(containers.clone())
             .with_health(health.clone())
-            .with_resources(crate::resources_api::ResourceRunner::new(
-                config.resource_types_dir.clone(),
-                volumes.clone(),
-                &api_token,
-                Duration::from_secs(3600),
-            )),
+            .with_resources(
+                crate::resources_api::ResourceRunner::new(
+                    config.resource_types_dir.clone(),
+                    volumes.clone(),
+                    &api_token,
+                    Duration::from_secs(3600),
+                )
+                .with_task_user(config.task_user),
+            ),
         api_stop,
     ));
     let result = agent_loop(
@@ -210,8 +221,14 @@ async fn open_containers(
 ) -> anyhow::Result<Arc<ContainerManager>> {
     let dir = config.work_dir.join("containers");
     let volumes = volumes.clone();
+    let options = crate::containers::ContainerOptions {
+        task_user: config.task_user,
+        hangar_exe: std::env::current_exe().ok(),
+        ..Default::default()
+    };
     let manager =
-        tokio::task::spawn_blocking(move || ContainerManager::open(&dir, volumes)).await??;
+        tokio::task::spawn_blocking(move || ContainerManager::open_with(&dir, volumes, options))
+            .await??;
     let report = manager.open_report();
     if !report.removed.is_empty() || !report.lost.is_empty() {
         tracing::info!(

@@ -42,6 +42,13 @@ pub struct VolumeApi {
     /// Answers `/healthz` when set; without it the endpoint only says the
     /// process is up.
     health: Option<Arc<crate::health::Health>>,
+    /// The host directories (canonical) an `import` may copy from; none:
+    /// imports are refused. A fleet key must not be a way to copy
+    /// `/etc/shadow` off a worker.
+    import_dirs: Arc<Vec<std::path::PathBuf>>,
+    /// A root worker gives what is streamed into a volume without parent or
+    /// children to the first task user (see `ResourceRunner::with_task_user`).
+    task_user: Option<hangar_core::users::Ids>,
 }
 
 impl VolumeApi {
@@ -54,12 +61,39 @@ impl VolumeApi {
             containers: None,
             resources: None,
             health: None,
+            import_dirs: Arc::new(Vec::new()),
+            task_user: None,
         }
     }
 
     /// Stream-ins running now.
     pub fn stream_ins_running(&self) -> usize {
         self.limits.max_concurrent_stream_ins - self.stream_ins.available_permits()
+    }
+
+    pub fn with_task_user(mut self, ids: hangar_core::users::Ids) -> VolumeApi {
+        self.task_user = Some(ids);
+        self
+    }
+
+    /// Allows `import` volumes from these directories (and below them),
+    /// resolved now: each must exist.
+    pub fn with_import_dirs(mut self, dirs: &[std::path::PathBuf]) -> io::Result<VolumeApi> {
+        let mut canonical = Vec::with_capacity(dirs.len());
+        for dir in dirs {
+            let c = std::fs::canonicalize(dir).map_err(|e| {
+                io::Error::new(e.kind(), format!("import dir {}: {e}", dir.display()))
+            })?;
+            if !c.is_dir() {
+                return Err(io::Error::other(format!(
+                    "import dir {} is not a directory",
+                    dir.display()
+                )));
+            }
+            canonical.push(c);
+        }
+        self.import_dirs = Arc::new(canonical);
+        Ok(self)
     }
 
     /// Serves the container API too, with the same key.
@@ -205,7 +239,9 @@ async fn create(
     let strategy = match (req.strategy.as_str(), req.parent, req.import_path) {
         ("empty", None, None) => Strategy::Empty,
         ("cow", Some(parent), None) => Strategy::CopyOnWrite { parent },
-        ("import", None, Some(path)) => Strategy::Import { path: path.into() },
+        ("import", None, Some(path)) => Strategy::Import {
+            path: allowed_import(&api.import_dirs, &path).await?,
+        },
         (s, _, _) => {
             return Err(bad_request(format!(
                 "strategy {s:?} with these fields is not valid: empty; cow with parent; import with import_path"
@@ -215,6 +251,66 @@ async fn create(
     let m = api.manager.clone();
     let made = blocking(move || m.create(&req.handle, strategy, req.properties)).await?;
     Ok((StatusCode::CREATED, Json(to_api(made))))
+}
+
+fn forbidden(message: String) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, hangar_api::codes::FORBIDDEN, message)
+}
+
+/// The canonical path to import from, if it is inside an allowed dir. The
+/// path as given is checked first, so a refused request learns nothing of
+/// the host's files; then where it really leads (through any link).
+async fn allowed_import(
+    dirs: &Arc<Vec<std::path::PathBuf>>,
+    path: &str,
+) -> Result<std::path::PathBuf, ApiError> {
+    use hangar_core::import::{import_decision, ImportDecision};
+    let listed = || {
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match import_decision(dirs, std::path::Path::new(path)) {
+        ImportDecision::Disabled => {
+            return Err(forbidden(
+                "importing host paths is turned off on this worker: an operator enables it for named directories with --allow-import-dir DIR".into(),
+            ))
+        }
+        ImportDecision::Outside => {
+            return Err(forbidden(format!(
+                "{path:?} is outside the directories this worker may import from ({})",
+                listed()
+            )))
+        }
+        ImportDecision::Inside => {}
+    }
+    let given = std::path::PathBuf::from(path);
+    let real = tokio::task::spawn_blocking(move || std::fs::canonicalize(&given))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                hangar_api::codes::INTERNAL,
+                e.to_string(),
+            )
+        })?
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => ApiError::new(
+                StatusCode::NOT_FOUND,
+                hangar_api::codes::NOT_FOUND,
+                format!("import path {path:?} does not exist"),
+            ),
+            _ => bad_request(format!("import path {path:?}: {e}")),
+        })?;
+    match import_decision(dirs, &real) {
+        ImportDecision::Inside => Ok(real),
+        _ => Err(forbidden(format!(
+            "{path:?} leads to {}, outside the directories this worker may import from ({})",
+            real.display(),
+            listed()
+        ))),
+    }
 }
 
 async fn destroy(
@@ -281,10 +377,19 @@ async fn stream_in(
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
     // The bridge must be made on the runtime; it is used on the blocking pool.
     let reader = SyncIoBridge::new(reader);
-    let (m, limits) = (api.manager.clone(), api.limits);
+    let (m, limits, task_user) = (api.manager.clone(), api.limits, api.task_user);
+    let containers = api.containers.clone();
     let report = blocking(move || {
         let _permit = permit; // held until the blocking work ends
-        m.stream_in(&handle, &q.path, reader, compression, &limits)
+        let report = m.stream_in(&handle, &q.path, reader, compression, &limits)?;
+        // Never under a container that mounts it: its user owns it now.
+        let mounted = containers
+            .as_ref()
+            .is_some_and(|c| c.mounted_volumes().map_or(true, |v| v.contains(&handle)));
+        if let (Some(ids), false) = (task_user, mounted) {
+            hand_over(&m, &handle, ids)?;
+        }
+        Ok(report)
     })
     .await?;
     Ok(Json(serde_json::json!({
@@ -292,6 +397,27 @@ async fn stream_in(
         "files": report.files,
         "bytes": report.content_bytes,
     })))
+}
+
+/// Gives a streamed-in volume to the first task user when it is a volume
+/// of its own (no parent, no children): no overlay layer under a mount is
+/// touched, and the tasks mounting copies of it need not copy every file up
+/// to change its owner.
+fn hand_over(
+    m: &VolumeManager,
+    handle: &str,
+    ids: hangar_core::users::Ids,
+) -> Result<(), VolumeError> {
+    let all = m.list()?;
+    let Some(v) = all.iter().find(|v| v.handle == handle) else {
+        return Ok(());
+    };
+    let has_children = all.iter().any(|c| c.parent.as_deref() == Some(handle));
+    if v.parent.is_some() || has_children {
+        return Ok(());
+    }
+    crate::containers::hand_to_task_user(&v.path, ids)
+        .map_err(|e| VolumeError::io(format!("give volume {handle:?} to the task user"), e))
 }
 
 async fn stream_out(

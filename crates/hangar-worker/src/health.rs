@@ -204,6 +204,7 @@ async fn probe_container(containers: &Arc<ContainerManager>) -> Result<(), Strin
             dir: None,
             mounts: vec![],
             memory_limit_bytes: None,
+            user: None,
         };
         let result = m
             .create(spec)

@@ -32,6 +32,11 @@ pub struct ResourceRunner {
     volumes: Arc<VolumeManager>,
     key: Arc<str>,
     timeout: Duration,
+    /// A root worker gives what `in` fetched to the first task user, so the
+    /// tasks that mount copies of it find their own files (see
+    /// `containers::isolation`) and an overlay copy need not copy every
+    /// file up to change its owner.
+    task_user: Option<hangar_core::users::Ids>,
 }
 
 impl ResourceRunner {
@@ -46,7 +51,13 @@ impl ResourceRunner {
             volumes,
             key: key.into(),
             timeout,
+            task_user: None,
         }
+    }
+
+    pub fn with_task_user(mut self, ids: hangar_core::users::Ids) -> ResourceRunner {
+        self.task_user = Some(ids);
+        self
     }
 }
 
@@ -115,7 +126,12 @@ async fn execute(
             )
         })?;
     let program = PathBuf::from(&rt.path).join(&req.action);
+    let mut fetched_into = None;
     let mut command = tokio::process::Command::new(&program);
+    // The worker's key and settings are not the resource type's business.
+    for key in crate::containers::private_env_keys() {
+        command.env_remove(key);
+    }
     if req.action == "in" {
         let handle = req
             .volume
@@ -134,6 +150,7 @@ async fn execute(
                 )
             })?;
         command.arg(&info.path);
+        fetched_into = Some(info.path);
     }
     let input = serde_json::to_vec(&req.request).map_err(|e| bad(e.to_string()))?;
     command
@@ -187,6 +204,17 @@ async fn execute(
             )
         })?;
     let status = status.map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    if let (Some(path), Some(ids), true) = (fetched_into, runner.task_user, status.success()) {
+        tokio::task::spawn_blocking(move || crate::containers::hand_to_task_user(&path, ids))
+            .await
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+            .map_err(|e| {
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("give the fetched files to the task user: {e}"),
+                )
+            })?;
+    }
     Ok(ResourceActionResult {
         exit_code: status.code().unwrap_or(128 + 9),
         response: serde_json::from_slice(&out).ok(),

@@ -85,10 +85,13 @@ fn destroy_kills_a_running_task_and_forgets_it_and_destroying_again_is_fine() {
     let host = Host::new();
     let gate = host.volume("gate");
     mkfifo(&gate.join("pid"));
-    let mut spec = process_spec("sleeper", "echo $$ > gate/pid; exec sleep 1000");
+    let mut spec = process_spec("sleeper", "echo started > gate/pid; exec sleep 1000");
     spec.mounts = vec![mount("gate", "gate")];
     host.containers.create(spec).unwrap();
-    let pid: u32 = read_fifo(&gate.join("pid")).trim().parse().unwrap();
+    assert_eq!(read_fifo(&gate.join("pid")).trim(), "started");
+    // The task's own `$$` is its pid in its PID namespace: find it on the
+    // host by its working directory.
+    let pid = wait_for_process_in(&host.container_dir("sleeper"), "sleep");
     assert!(!is_dead(pid));
     assert_eq!(host.containers.active_count().unwrap(), 1);
 

@@ -132,3 +132,67 @@ fn cgroups_named(prefix: &str) -> Vec<String> {
     }
     found
 }
+
+#[test]
+fn runc_honours_run_user_by_number_or_by_the_images_passwd_and_refuses_unknown_names() {
+    let host = Host::new();
+    busybox_rootfs(&host, "rootfs");
+    let rootfs = host.volumes.get("rootfs").unwrap().unwrap().path;
+    fs::create_dir_all(rootfs.join("etc")).unwrap();
+    fs::write(
+        rootfs.join("etc/passwd"),
+        "root:x:0:0::/:/bin/sh\nbuilder:x:1234:1235::/:/bin/sh\n",
+    )
+    .unwrap();
+    let out = host.volume("out");
+    let cases = [
+        (None, "0 0\n"),
+        (Some("4321:4322"), "4321 4322\n"),
+        (Some("builder"), "1234 1235\n"),
+    ];
+    for (i, (user, expected)) in cases.into_iter().enumerate() {
+        let handle = format!("runc-user-{i}");
+        let mut spec = runc_spec(
+            &handle,
+            "rootfs",
+            "echo $(id -u) $(id -g); touch out/made-by-$(id -u)",
+        );
+        spec.user = user.map(Into::into);
+        spec.mounts = vec![mount("out", "out")];
+        host.containers.create(spec).unwrap();
+        let exit = host.wait_exited(&handle).exit.unwrap();
+        let log = host.log(&handle);
+        assert_eq!((exit.code, log.as_str()), (Some(0), expected), "{user:?}");
+        host.containers.destroy(&handle).unwrap();
+    }
+    // The mounted volume was the task user's to write in.
+    for uid in ["0", "4321", "1234"] {
+        assert!(out.join(format!("made-by-{uid}")).exists(), "{uid}");
+    }
+    let mut spec = runc_spec("runc-ghost", "rootfs", "true");
+    spec.user = Some("ghost".into());
+    let err = host.containers.create(spec).unwrap_err();
+    assert!(err.to_string().contains("ghost"), "{err}");
+    assert!(host.containers.get("runc-ghost").unwrap().is_none());
+}
+
+#[test]
+fn a_runc_task_cannot_read_the_workers_environment_or_the_work_dir() {
+    let host = Host::new();
+    busybox_rootfs(&host, "rootfs");
+    let me = std::process::id();
+    let work = host.dir.path().display().to_string();
+    let script = format!(
+        "for p in /proc/{me}/environ {work}/volumes {work}/containers; do \
+           if cat $p >/dev/null 2>&1 || ls $p >/dev/null 2>&1; then echo REACHED $p; else echo refused $p; fi; \
+         done"
+    );
+    host.containers
+        .create(runc_spec("runc-snoop", "rootfs", &script))
+        .unwrap();
+    let exit = host.wait_exited("runc-snoop").exit.unwrap();
+    let log = host.log("runc-snoop");
+    assert_eq!(exit.code, Some(0), "{log}");
+    assert_eq!(log.matches("refused").count(), 3, "{log}");
+    assert!(!log.contains("REACHED"), "{log}");
+}

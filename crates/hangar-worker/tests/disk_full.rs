@@ -79,6 +79,7 @@ fn filler(handle: &str, volume: &str) -> ContainerSpec {
             read_only: false,
         }],
         memory_limit_bytes: None,
+        user: None,
     }
 }
 

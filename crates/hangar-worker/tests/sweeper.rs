@@ -68,6 +68,7 @@ impl Host {
                     })
                     .collect(),
                 memory_limit_bytes: None,
+                user: None,
             })
             .unwrap();
     }

@@ -55,6 +55,9 @@ enum Command {
     /// call this).
     #[command(hide = true)]
     ResourceType(cmd::resource_type::Args),
+    /// Run a program as an unprivileged user (a root worker's process tasks).
+    #[command(hide = true)]
+    ExecAs(cmd::exec_as::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -86,6 +89,7 @@ fn main() -> std::process::ExitCode {
             Command::Bench(args) => cmd::bench::run(args).await,
             Command::Chaos(args) => cmd::chaos::run(args).await,
             Command::ResourceType(args) => cmd::resource_type::run(args),
+            Command::ExecAs(args) => cmd::exec_as::run(args),
         }
     });
     match result {

@@ -18,7 +18,11 @@ pub fn generate() -> anyhow::Result<String> {
 /// the owner only.
 pub fn load_or_create(path: &Path) -> anyhow::Result<String> {
     match fs::read_to_string(path) {
-        Ok(s) if !s.trim().is_empty() => return Ok(s.trim().to_string()),
+        Ok(s) if !s.trim().is_empty() => {
+            // Made by an older version, or loosened by hand: the owner's only.
+            restrict(path, 0o600)?;
+            return Ok(s.trim().to_string());
+        }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
@@ -36,10 +40,118 @@ pub fn load_or_create(path: &Path) -> anyhow::Result<String> {
     Ok(secret)
 }
 
+fn restrict(path: &Path, mode: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .with_context(|| format!("make {} private", path.display()))
+}
+
+/// Makes `dir` (created if missing) its owner's alone (0700): no task user
+/// passes through it to the secrets and the database inside.
+pub fn private_dir(dir: &Path) -> anyhow::Result<()> {
+    fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    restrict(dir, 0o700)
+}
+
+/// Makes the SQLite database at `db` and its `-wal` and `-shm` files the
+/// owner's only; a missing database is made empty with mode 0600 first, as
+/// SQLite gives the files it adds the database's mode.
+pub fn private_sqlite(db: &Path) -> anyhow::Result<()> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(db)
+        .with_context(|| format!("create {}", db.display()))?;
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        let path = std::path::PathBuf::from(name);
+        if path.exists() {
+            restrict(&path, 0o600)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads a secret from a file an operator made: refused when other users
+/// may read or write it (a task, or any other process on the host, would
+/// have the fleet's key), or when it is empty.
+pub fn read_file(path: &Path) -> anyhow::Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    // Follows links: a Kubernetes secret volume's files are links to the
+    // real file, whose mode is the volume's defaultMode.
+    let meta =
+        fs::metadata(path).with_context(|| format!("read secret file {}", path.display()))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o007 != 0 {
+        anyhow::bail!(
+            "secret file {} is open to other users (mode {mode:04o}): make it readable by its owner only (chmod 600; on Kubernetes, defaultMode: 0400)",
+            path.display()
+        );
+    }
+    let text =
+        fs::read_to_string(path).with_context(|| format!("read secret file {}", path.display()))?;
+    let secret = text.trim();
+    if secret.is_empty() {
+        anyhow::bail!("secret file {} is empty", path.display());
+    }
+    Ok(secret.to_string())
+}
+
+/// A secret given by its flag (or variable) or by the `-file` flag naming a
+/// file; clap makes sure exactly one is there.
+pub fn flag_or_file(
+    value: Option<String>,
+    file: Option<&Path>,
+    flag: &str,
+) -> anyhow::Result<String> {
+    match (value, file) {
+        (Some(v), None) => Ok(v),
+        (None, Some(f)) => read_file(f),
+        (Some(_), Some(_)) => anyhow::bail!("give {flag} or {flag}-file, not both"),
+        (None, None) => anyhow::bail!("{flag} or {flag}-file is required"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_secret_file_is_read_trimmed_unless_others_may_read_it_or_it_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("worker-key");
+        fs::write(&path, "  the-key-0123456789\n").unwrap();
+        for (mode, ok) in [
+            (0o600, true),
+            (0o400, true),
+            (0o640, true),
+            (0o604, false),
+            (0o644, false),
+            (0o602, false),
+        ] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            match read_file(&path) {
+                Ok(s) => {
+                    assert!(ok, "{mode:o} accepted");
+                    assert_eq!(s, "the-key-0123456789");
+                }
+                Err(e) => {
+                    assert!(!ok, "{mode:o}: {e}");
+                    assert!(e.to_string().contains("open to other users"), "{e}");
+                    assert!(e.to_string().contains(&format!("{mode:04o}")), "{e}");
+                }
+            }
+        }
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::write(&path, "\n").unwrap();
+        assert!(read_file(&path).unwrap_err().to_string().contains("empty"));
+        let err = read_file(&dir.path().join("missing")).unwrap_err();
+        assert!(format!("{err:#}").contains("missing"), "{err:#}");
+    }
 
     #[test]
     fn a_secret_is_made_once_private_and_then_reused() {
@@ -51,5 +163,32 @@ mod tests {
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         assert_ne!(generate().unwrap(), generate().unwrap());
+        // One left open by hand is closed again when read.
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(load_or_create(&path).unwrap(), first);
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn the_data_dir_and_the_database_files_become_the_owners_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        fs::create_dir(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        private_dir(&dir).unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        let db = dir.join("hangar.db");
+        fs::write(dir.join("hangar.db-wal"), "").unwrap();
+        fs::set_permissions(dir.join("hangar.db-wal"), fs::Permissions::from_mode(0o644)).unwrap();
+        private_sqlite(&db).unwrap();
+        assert_eq!(mode(&db), 0o600);
+        assert_eq!(mode(&dir.join("hangar.db-wal")), 0o600);
+        assert_eq!(
+            fs::read(&db).unwrap(),
+            b"",
+            "an empty database file is made"
+        );
     }
 }

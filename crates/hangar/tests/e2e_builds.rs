@@ -256,7 +256,15 @@ fn runc_tasks_run_in_their_image_and_report_an_oom_even_when_the_main_process_ex
 #[test]
 fn bad_task_configs_name_the_field_and_a_missing_image_fails_with_that_reason() {
     let c = Cluster::start();
-    let _w = c.worker("worker-x");
+    // Images may be imported from this dir only.
+    let images = c.dir.path().join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    let images_flag = images.display().to_string();
+    let _w = c.worker_with(
+        "worker-x",
+        &c.work_dir("worker-x"),
+        &["--allow-import-dir", &images_flag],
+    );
     started(&c, &["worker-x"]);
     let dir = tempfile::tempdir().unwrap();
     let cases = [
@@ -284,13 +292,29 @@ fn bad_task_configs_name_the_field_and_a_missing_image_fails_with_that_reason() 
     write(
         dir.path(),
         "noimage.yml",
-        "platform: linux\nrootfs_uri: /nonexistent/hangar/rootfs\nrun: {path: /bin/sh}\n",
+        &format!("platform: linux\nrootfs_uri: {images_flag}/missing\nrun: {{path: /bin/sh}}\n"),
     );
     let o = c.cli_in(dir.path(), &["execute", "-c", "noimage.yml"]);
     let (_, err) = text(&o);
     assert!(!o.status.success());
     assert!(
-        err.contains("image /nonexistent/hangar/rootfs does not exist on worker worker-x"),
+        err.contains(&format!(
+            "image {images_flag}/missing does not exist on worker worker-x"
+        )),
+        "{err}"
+    );
+    // Outside the allowed dir, the worker refuses to import at all.
+    write(
+        dir.path(),
+        "hostimage.yml",
+        "platform: linux\nrootfs_uri: /etc\nrun: {path: /bin/sh}\n",
+    );
+    let o = c.cli_in(dir.path(), &["execute", "-c", "hostimage.yml"]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("image /etc cannot be imported on worker worker-x")
+            && err.contains("outside the directories"),
         "{err}"
     );
 }

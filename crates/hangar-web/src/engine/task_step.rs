@@ -451,6 +451,7 @@ async fn prepare_and_run(
         dir: config.run.dir.clone(),
         mounts,
         memory_limit_bytes: config.memory_limit_bytes(),
+        user: config.run.user.clone(),
     };
     if let Err(e) = api.create_container(&spec).await {
         let _ = web.store().delete_container_row(&handle).await;
@@ -646,6 +647,15 @@ async fn prepare_volumes(
                 Ok(v) => {
                     scratch.release.push(v.handle.clone());
                     (RUNTIME_RUNC, Some(v.handle))
+                }
+                Err(OpError::Worker { source, .. })
+                    if source.code() == Some(hangar_api::codes::FORBIDDEN) =>
+                {
+                    return Err(StepFailure::Invalid {
+                        reason: format!(
+                            "image {uri} cannot be imported on worker {worker}: {source}"
+                        ),
+                    })
                 }
                 Err(OpError::Worker { source, .. })
                     if source.code() == Some(hangar_api::codes::NOT_FOUND)

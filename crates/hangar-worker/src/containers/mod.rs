@@ -18,6 +18,7 @@
 
 mod cgroup;
 mod exit;
+mod isolation;
 mod process;
 mod runc;
 mod spec;
@@ -26,6 +27,7 @@ mod wrapper;
 
 use std::fs::{self, OpenOptions};
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -37,9 +39,12 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 pub use cgroup::DEFAULT_CGROUP_ROOT;
+pub use isolation::{hand_to_task_user, private_env_keys, Isolation, DEFAULT_TASK_IDS};
 pub use spec::MIN_MEMORY_LIMIT_BYTES;
 
 use crate::disk::{is_storage_full, DiskReserve};
+use hangar_core::users::Ids;
+
 use cgroup::{CgroupVersion, Cgroups};
 use exit::{parse_exit_file, RawExit};
 use spec::validate_spec;
@@ -105,6 +110,19 @@ pub struct ContainerOptions {
     pub cgroup_root: PathBuf,
     /// The disk reserve kept in the containers dir (see [`crate::disk`]).
     pub disk_reserve_bytes: u64,
+    /// The first uid and gid of the users that process tasks naming no
+    /// `run.user` run as (a worker running as root): each running
+    /// container takes the next free one, so no two share a uid.
+    pub task_user: Ids,
+    /// Run process tasks in a PID namespace of their own where the host
+    /// allows it (on by default; off shows what a host without one gives).
+    pub pid_namespace: bool,
+    /// The hangar binary, whose `exec-as` drops a task to its user where
+    /// util-linux `unshare` is missing (the worker passes its own).
+    pub hangar_exe: Option<PathBuf>,
+    /// Look for util-linux `unshare` (on by default; off shows what a host
+    /// without it gives).
+    pub use_unshare: bool,
 }
 
 impl Default for ContainerOptions {
@@ -113,6 +131,10 @@ impl Default for ContainerOptions {
             runc: None,
             cgroup_root: DEFAULT_CGROUP_ROOT.into(),
             disk_reserve_bytes: crate::disk::RESERVE_BYTES,
+            task_user: DEFAULT_TASK_IDS,
+            pid_namespace: true,
+            hangar_exe: None,
+            use_unshare: true,
         }
     }
 }
@@ -153,6 +175,9 @@ struct Inner {
     runc: Option<PathBuf>,
     cgroups: Cgroups,
     cgroup_version: Result<CgroupVersion, String>,
+    /// How process tasks are kept from the worker (found once, at open).
+    isolation: Isolation,
+    task_base: Ids,
     /// Serializes create, destroy and recording an exit.
     ops: Mutex<()>,
     /// Bumped and notified whenever a wrapper this process started ends.
@@ -201,6 +226,34 @@ impl ContainerManager {
         let runc_state = root.join(store::RUNC_STATE_DIR);
         fs::create_dir_all(&runc_state)
             .map_err(io_err(format!("create {}", runc_state.display())))?;
+        // Tasks pass through the work dir, its volumes and containers dirs
+        // (their mounts are links into them) but list none of them; runc's
+        // state is the worker's alone.
+        let volumes_dir = volumes.root().join("volumes");
+        for (dir, mode) in [
+            (volumes.root(), 0o711),
+            (volumes_dir.as_path(), 0o711),
+            (root.as_path(), 0o711),
+            (runc_state.as_path(), 0o700),
+        ] {
+            isolation::set_mode(dir, mode).map_err(io_err(format!("protect {}", dir.display())))?;
+        }
+        // The work dir's own files (the state identity) are root's alone.
+        for entry in fs::read_dir(volumes.root())
+            .map_err(io_err(format!("list {}", volumes.root().display())))?
+            .flatten()
+        {
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                isolation::set_mode(&entry.path(), 0o600)
+                    .map_err(io_err(format!("protect {}", entry.path().display())))?;
+            }
+        }
+        let isolation = isolation::detect(
+            options.task_user,
+            options.pid_namespace,
+            options.hangar_exe.as_deref(),
+            options.use_unshare,
+        );
         let cgroups = Cgroups::new(&options.cgroup_root);
         let cgroup_version = cgroups.detect();
         let runc = options.runc.or_else(runc::find_runc);
@@ -212,6 +265,8 @@ impl ContainerManager {
             runc,
             cgroups,
             cgroup_version,
+            isolation,
+            task_base: options.task_user,
             ops: Mutex::new(()),
             ended: (Mutex::new(0), Condvar::new()),
             disk,
@@ -221,6 +276,7 @@ impl ContainerManager {
             root = %inner.root.display(),
             runc = ?inner.runc,
             cgroups = ?inner.cgroup_version,
+            isolation = ?inner.isolation,
             removed = report.removed.len(),
             lost = report.lost.len(),
             "container manager opened"
@@ -241,6 +297,11 @@ impl ContainerManager {
     /// The work dir's disk reserve: whether the disk counts as full.
     pub fn disk(&self) -> &DiskReserve {
         &self.inner.disk
+    }
+
+    /// How process tasks are kept from the worker here.
+    pub fn isolation(&self) -> &Isolation {
+        &self.inner.isolation
     }
 
     /// What the last open cleaned up.
@@ -685,6 +746,7 @@ impl Inner {
     /// until destroy, except for a lost container, whose leftovers are
     /// killed (nobody can wait on them any more).
     fn release(&self, rec: &Record, kill_leftovers: bool) {
+        self.reclaim_mounts(rec);
         if rec.meta.runc {
             if let Some(runc) = &self.runc {
                 if let Err(e) = runc::delete(runc, &self.runc_state, &rec.handle) {
@@ -739,6 +801,7 @@ impl Inner {
             .enumerate()
             .map(|(i, m)| volume_dir(&m.volume, format!("mounts[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
+        let user = self.task_user(&spec, rootfs.as_deref())?;
 
         // The cgroup: required for a memory limit and for runc; otherwise
         // made when possible (it lets destroy find every process).
@@ -765,10 +828,13 @@ impl Inner {
         ));
         let made = (|| -> Result<(), ContainerError> {
             fs::create_dir(&staging).map_err(io_err(format!("create {}", staging.display())))?;
+            isolation::set_mode(&staging, 0o711)
+                .map_err(io_err(format!("protect {}", staging.display())))?;
             let mut meta = Meta {
                 started_at: store::now_millis(),
                 cgroup: cgroup.clone(),
                 runc: is_runc,
+                user,
             };
             // The cgroup is named on disk before it exists, so open can
             // remove it if the worker dies right here.
@@ -800,10 +866,10 @@ impl Inner {
                         })
                         .collect();
                     let cgroups_path = format!("/{}/{}", cg.path, cgroup::RUNC_CHILD);
-                    let config = runc::config_json(&spec, &checked, rootfs, &binds, &cgroups_path);
+                    let config =
+                        runc::config_json(&spec, &checked, rootfs, &binds, &cgroups_path, user);
                     let path = bundle.join("config.json");
-                    fs::write(&path, serde_json::to_vec_pretty(&config).expect("json"))
-                        .map_err(io_err(format!("write {}", path.display())))?;
+                    write_private(&path, &serde_json::to_vec_pretty(&config).expect("json"))?;
                 }
                 _ => {
                     let work = staging.join(store::WORK_DIR);
@@ -811,11 +877,21 @@ impl Inner {
                         .map_err(io_err(format!("prepare {}", work.display())))?;
                     fs::create_dir_all(&cwd)
                         .map_err(io_err(format!("create {}", cwd.display())))?;
+                    if let Some(ids) = user {
+                        isolation::chown_tree(&work, ids)
+                            .and_then(|_| isolation::own_dir(&work, ids, 0o700))
+                            .map_err(io_err(format!("give {} to the task user", work.display())))?;
+                    }
                 }
             }
-            let path = staging.join(store::SPEC_FILE);
-            fs::write(&path, serde_json::to_vec_pretty(&spec).expect("json"))
-                .map_err(io_err(format!("write {}", path.display())))?;
+            if let Some(ids) = user.filter(|ids| ids.uid != 0) {
+                self.give_mounts(&handle, &sources, ids)?;
+            }
+            // The spec holds the task's params: for the worker's eyes only.
+            write_private(
+                &staging.join(store::SPEC_FILE),
+                &serde_json::to_vec_pretty(&spec).expect("json"),
+            )?;
             fs::rename(&staging, &dir).map_err(io_err(format!("rename into {}", dir.display())))
         })();
         if let Err(e) = made {
@@ -841,6 +917,167 @@ impl Inner {
         }
     }
 
+    /// The ids a container's program runs as (see [`Meta::user`]).
+    fn task_user(
+        &self,
+        spec: &ContainerSpec,
+        rootfs: Option<&Path>,
+    ) -> Result<Option<Ids>, ContainerError> {
+        use hangar_core::users::{parse_user, pick_task_ids, resolve_user};
+        let bad = |reason: String| ContainerError::InvalidSpec {
+            field: "user".into(),
+            reason,
+        };
+        let named = spec
+            .user
+            .as_deref()
+            .map(parse_user)
+            .transpose()
+            .map_err(bad)?;
+        if spec.runtime == RUNTIME_RUNC {
+            let Some(named) = named else {
+                return Ok(None);
+            };
+            // A name is the image's user: its passwd file says who it is.
+            let passwd = rootfs.and_then(|r| fs::read_to_string(r.join("etc/passwd")).ok());
+            return resolve_user(&named, passwd.as_deref())
+                .map(Some)
+                .map_err(bad);
+        }
+        let resolve =
+            |named| resolve_user(&named, isolation::host_passwd().as_deref()).map_err(bad);
+        match (&self.isolation, named) {
+            (Isolation::Unavailable(why), _) => Err(ContainerError::Unsupported {
+                reason: why.clone(),
+            }),
+            (Isolation::AsWorker, None) => Ok(None),
+            (Isolation::AsWorker, Some(named)) => {
+                let ids = resolve(named)?;
+                let me = fs::metadata("/proc/self")
+                    .map(|m| {
+                        (
+                            std::os::unix::fs::MetadataExt::uid(&m),
+                            std::os::unix::fs::MetadataExt::gid(&m),
+                        )
+                    })
+                    .unwrap_or((u32::MAX, u32::MAX));
+                if (ids.uid, ids.gid) == me {
+                    Ok(None)
+                } else {
+                    Err(ContainerError::Unsupported {
+                        reason: format!(
+                            "user {}:{}: the worker does not run as root and can run process tasks only as its own user ({}:{})",
+                            ids.uid, ids.gid, me.0, me.1
+                        ),
+                    })
+                }
+            }
+            (Isolation::Drop { .. } | Isolation::ExecAs { .. }, Some(named)) => {
+                let ids = resolve(named)?;
+                if ids.uid == 0 {
+                    return Err(bad(
+                        "the process runtime does not run tasks as root (uid 0), which would reach the worker's secrets: run the task in an image (runc)".into(),
+                    ));
+                }
+                Ok(Some(ids))
+            }
+            (Isolation::Drop { .. } | Isolation::ExecAs { .. }, None) => {
+                let mut taken = Vec::new();
+                for handle in self.handles()? {
+                    let Ok(Some(rec)) = self.load(&handle) else {
+                        continue;
+                    };
+                    taken.extend(rec.meta.user);
+                    // A volume a running container mounts (a cache two
+                    // builds share) stays its user's: the newcomer runs as
+                    // the same user rather than take the files from under
+                    // it. They share the files anyway.
+                    let running = !rec.dir.join(store::RESULT_FILE).exists();
+                    let shares = rec
+                        .spec
+                        .mounts
+                        .iter()
+                        .any(|m| spec.mounts.iter().any(|n| n.volume == m.volume));
+                    if let (true, true, Some(ids)) = (running, shares, rec.meta.user) {
+                        return Ok(Some(ids));
+                    }
+                }
+                pick_task_ids(self.task_base, &taken)
+                    .map(Some)
+                    .ok_or_else(|| ContainerError::NoRoom {
+                        reason: format!(
+                            "all {} task users from uid {} are taken by containers of this worker",
+                            hangar_core::users::TASK_UID_SLOTS,
+                            self.task_base.uid
+                        ),
+                    })
+            }
+        }
+    }
+
+    /// Gives the volumes a container mounts to its user: every entry (so
+    /// the task may change its inputs, as it could as root), and the top
+    /// dir only it may enter, so other tasks cannot read them.
+    fn give_mounts(
+        &self,
+        handle: &str,
+        sources: &[PathBuf],
+        ids: Ids,
+    ) -> Result<(), ContainerError> {
+        let started = Instant::now();
+        let mut changed = 0;
+        for source in sources {
+            changed += isolation::chown_tree(source, ids)
+                .and_then(|n| isolation::own_dir(source, ids, 0o700).map(|()| n))
+                .map_err(io_err(format!(
+                    "give {} to the task user",
+                    source.display()
+                )))?;
+        }
+        tracing::info!(
+            %handle,
+            uid = ids.uid,
+            entries_changed = changed,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "gave the container's volumes to its user"
+        );
+        Ok(())
+    }
+
+    /// Takes back the top dir of each volume an ended container mounted
+    /// (root's, mode 0700), unless another container still mounts it: the
+    /// container's uid goes to the next container, which must not find
+    /// this one's files.
+    fn reclaim_mounts(&self, rec: &Record) {
+        if rec.meta.user.is_none_or(|ids| ids.uid == 0) {
+            return;
+        }
+        let mut others = std::collections::BTreeSet::new();
+        for handle in self.handles().unwrap_or_default() {
+            if handle == rec.handle {
+                continue;
+            }
+            if let Ok(Some(other)) = self.load(&handle) {
+                if other.dir.join(store::RESULT_FILE).exists() {
+                    continue;
+                }
+                others.extend(other.spec.mounts.iter().map(|m| m.volume.clone()));
+            }
+        }
+        for m in rec
+            .spec
+            .mounts
+            .iter()
+            .filter(|m| !others.contains(&m.volume))
+        {
+            if let Ok(Some(v)) = self.volumes.get(&m.volume) {
+                if let Err(e) = isolation::own_dir(&v.path, Ids { uid: 0, gid: 0 }, 0o700) {
+                    tracing::warn!(handle = %rec.handle, volume = %m.volume, error = %e, "cannot take back a volume from the task user");
+                }
+            }
+        }
+    }
+
     fn write_meta(&self, dir: &Path, meta: &Meta) -> Result<(), ContainerError> {
         let path = dir.join(store::META_FILE);
         store::write_atomic(&path, &serde_json::to_vec_pretty(meta).expect("json"))
@@ -859,6 +1096,7 @@ impl Inner {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(&log_path)
             .map_err(io_err(format!("open {}", log_path.display())))?;
         let cwd = rec.dir.join(store::WORK_DIR).join(&checked.dir);
@@ -879,24 +1117,33 @@ impl Inner {
                     &rec.dir.join(store::BUNDLE_DIR),
                     &rec.handle,
                 ),
-                env: vec![],
+                env: vec![("PATH".into(), isolation::TASK_PATH.into())],
                 log,
             },
-            None => wrapper::Launch {
-                dir: &rec.dir,
-                cwd: &cwd,
-                cgroup_procs: procs.as_deref(),
-                argv: std::iter::once(rec.spec.path.clone().into())
-                    .chain(rec.spec.args.iter().map(Into::into))
-                    .collect(),
-                env: rec
-                    .spec
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-                log,
-            },
+            None => {
+                let mut argv = isolation::drop_prefix(&self.isolation, rec.meta.user);
+                argv.push(rec.spec.path.clone().into());
+                argv.extend(rec.spec.args.iter().map(Into::into));
+                // Built from nothing: the task's params over a minimal base,
+                // never the worker's own environment.
+                let home = rec.dir.join(store::WORK_DIR).display().to_string();
+                let env = [
+                    ("PATH".to_string(), isolation::TASK_PATH.to_string()),
+                    ("HOME".to_string(), home),
+                ]
+                .into_iter()
+                .filter(|(k, _)| !rec.spec.env.contains_key(k))
+                .chain(rec.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())))
+                .collect();
+                wrapper::Launch {
+                    dir: &rec.dir,
+                    cwd: &cwd,
+                    cgroup_procs: procs.as_deref(),
+                    argv,
+                    env,
+                    log,
+                }
+            }
         };
         let mut child = wrapper::spawn(launch).map_err(io_err("start the container's wrapper"))?;
         let pid = child.id();
@@ -945,6 +1192,9 @@ impl Inner {
         }
         let meta: Option<Meta> = store::read_json(&dir.join(store::META_FILE)).unwrap_or(None);
         self.remove(handle, &dir, meta.as_ref());
+        if let Ok(Some(rec)) = self.load(handle) {
+            self.reclaim_mounts(&rec);
+        }
         let doomed = self.root.join(format!(
             "{DESTROYING_PREFIX}{handle}-{}",
             store::random_suffix()
@@ -1045,6 +1295,19 @@ impl Inner {
         }
         Ok(report)
     }
+}
+
+/// Writes a file only root may read (the worker's records of a task).
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), ContainerError> {
+    use std::io::Write;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_err(format!("write {}", path.display())))?;
+    f.write_all(bytes)
+        .map_err(io_err(format!("write {}", path.display())))
 }
 
 /// SIGKILLs a process group and waits (a while) until every member is

@@ -1,6 +1,6 @@
 //! The process runtime: the program runs on the host in `<dir>/work`, each
-//! volume a symlink there. No isolation: read-only mounts are not enforced,
-//! and the program sees the whole host.
+//! volume a symlink there. Read-only mounts are not enforced; what keeps the
+//! program from the worker is its user and PID namespace (see `isolation`).
 
 use std::fs;
 use std::io;
@@ -10,6 +10,10 @@ use super::spec::CheckedSpec;
 
 /// Makes `work` with a symlink per mount (`work/<path>` -> the volume's data
 /// dir, parents created) and returns the program's working directory.
+///
+/// The links are relative: the wrapper enters the working dir as root, and
+/// the task's user may be unable to pass through the dirs above the work
+/// dir (quickstart's data dir is 0700), which is the point.
 pub(crate) fn prepare_work_dir(
     work: &Path,
     checked: &CheckedSpec,
@@ -21,7 +25,8 @@ pub(crate) fn prepare_work_dir(
         if let Some(parent) = link.parent() {
             fs::create_dir_all(parent)?;
         }
-        std::os::unix::fs::symlink(source, &link)?;
+        let from = link.parent().unwrap_or(work);
+        std::os::unix::fs::symlink(super::isolation::relative_to(from, source), &link)?;
     }
     Ok(if checked.dir.is_empty() {
         work.to_path_buf()
@@ -59,12 +64,16 @@ mod tests {
                 read_only: false,
             }],
             memory_limit_bytes: None,
+            user: None,
         };
         let checked = validate_spec(&spec).unwrap();
         let work = tmp.path().join("work");
         let cwd = prepare_work_dir(&work, &checked, std::slice::from_ref(&vol)).unwrap();
         assert_eq!(cwd, work.join("cache/go"));
-        assert_eq!(fs::read_link(work.join("cache/go")).unwrap(), vol);
+        assert_eq!(
+            fs::read_link(work.join("cache/go")).unwrap(),
+            Path::new("../../vol")
+        );
         assert_eq!(fs::read_to_string(cwd.join("f")).unwrap(), "x");
     }
 }

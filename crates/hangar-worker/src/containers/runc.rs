@@ -1,7 +1,8 @@
 //! The runc runtime: an OCI bundle (`config.json`) made from the spec, and
 //! the runc commands that run, kill and delete it.
 //!
-//! Choices: the container is root (uid 0) without a user namespace, with
+//! Choices: the container is root (uid 0) unless the task's `run.user` says
+//! otherwise, without a user namespace, with
 //! Docker's default capability set and `noNewPrivileges`; new pid, ipc, uts
 //! and mount namespaces but the host's network (a network namespace would
 //! have no interfaces until the worker sets up networking, and tasks fetch
@@ -66,7 +67,9 @@ pub(crate) fn config_json(
     rootfs: &Path,
     binds: &[BindMount],
     cgroups_path: &str,
+    user: Option<hangar_core::users::Ids>,
 ) -> Value {
+    let (uid, gid) = user.map_or((0, 0), |ids| (ids.uid, ids.gid));
     let mut args = vec![spec.path.clone()];
     args.extend(spec.args.iter().cloned());
     let mut env: Vec<String> = Vec::new();
@@ -107,7 +110,7 @@ pub(crate) fn config_json(
         "ociVersion": "1.0.2",
         "process": {
             "terminal": false,
-            "user": {"uid": 0, "gid": 0},
+            "user": {"uid": uid, "gid": gid},
             "args": args,
             "env": env,
             "cwd": container_cwd(checked),
@@ -180,7 +183,11 @@ pub(crate) fn run_command(runc: &Path, state: &Path, bundle: &Path, id: &str) ->
 }
 
 fn quiet(runc: &Path, state: &Path, args: &[&str]) -> Result<(), String> {
-    let out = Command::new(runc)
+    let mut cmd = Command::new(runc);
+    for key in super::isolation::private_env_keys() {
+        cmd.env_remove(key);
+    }
+    let out = cmd
         .arg("--root")
         .arg(state)
         .args(args)
@@ -243,6 +250,7 @@ mod tests {
                 },
             ],
             memory_limit_bytes: Some(1 << 30),
+            user: None,
         }
     }
 
@@ -267,6 +275,7 @@ mod tests {
             Path::new("/work/volumes/rootfs/data"),
             &binds,
             "/hangar/build-42-abc/ctr",
+            None,
         )
     }
 
@@ -281,6 +290,15 @@ mod tests {
     }
 
     #[test]
+    fn run_user_becomes_the_oci_process_user() {
+        let spec = spec();
+        let checked = validate_spec(&spec).unwrap();
+        let ids = hangar_core::users::Ids { uid: 1000, gid: 50 };
+        let c = config_json(&spec, &checked, Path::new("/r"), &[], "/x", Some(ids));
+        assert_eq!(c["process"]["user"], json!({"uid": 1000, "gid": 50}));
+    }
+
+    #[test]
     fn the_env_gets_a_default_path_unless_the_spec_sets_one() {
         let c = config();
         assert_eq!(
@@ -290,7 +308,7 @@ mod tests {
         let mut s = spec();
         s.env.insert("PATH".into(), "/opt/bin".into());
         let checked = validate_spec(&s).unwrap();
-        let c = config_json(&s, &checked, Path::new("/r"), &[], "/x");
+        let c = config_json(&s, &checked, Path::new("/r"), &[], "/x", None);
         assert_eq!(
             c["process"]["env"],
             json!(["GOFLAGS=-mod=vendor", "PATH=/opt/bin"])

@@ -187,6 +187,7 @@ mod tests {
             dir: None,
             mounts: vec![],
             memory_limit_bytes: None,
+            user: None,
         }
     }
 

@@ -43,6 +43,11 @@ pub(crate) struct Meta {
     pub cgroup: Option<CgroupRef>,
     /// runc runs it under its handle (in `<root>/.runc`).
     pub runc: bool,
+    /// The uid and gid the program runs as, when the worker chose or
+    /// resolved them (its mounts were given to this user). `None`: the
+    /// worker's own user, or root in a runc container.
+    #[serde(default)]
+    pub user: Option<hangar_core::users::Ids>,
 }
 
 pub(crate) fn now_millis() -> i64 {
@@ -126,6 +131,7 @@ mod tests {
             started_at: 5,
             cgroup: None,
             runc: true,
+            user: None,
         };
         write_atomic(&path, b"{}").unwrap();
         write_atomic(&path, &serde_json::to_vec(&meta).unwrap()).unwrap();

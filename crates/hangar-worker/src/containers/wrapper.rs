@@ -35,7 +35,8 @@ pub(crate) struct Launch<'a> {
     pub cgroup_procs: Option<&'a Path>,
     /// The program and its arguments.
     pub argv: Vec<OsString>,
-    /// Added to the worker's environment for the program.
+    /// The program's whole environment: nothing of the worker's own
+    /// (`HANGAR_WORKER_KEY`, ...) is passed on.
     pub env: Vec<(String, String)>,
     /// stdout and stderr (one open file description for both).
     pub log: File,
@@ -64,7 +65,7 @@ fn marker(dir: &Path) -> OsString {
 /// The script for `sh -c`.
 pub(crate) fn script(dir: &Path, cwd: &Path, cgroup_procs: Option<&Path>) -> OsString {
     let q = |p: &Path| sh_quote(p.as_os_str());
-    let worker_path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    let worker_path = OsStr::new(super::isolation::TASK_PATH);
     let mut s: Vec<u8> = Vec::new();
     s.extend_from_slice(b"if cd ");
     s.extend(q(cwd));
@@ -80,7 +81,7 @@ pub(crate) fn script(dir: &Path, cwd: &Path, cgroup_procs: Option<&Path>) -> OsS
         None => s.extend_from_slice(b"  ( exec \"$@\" )\n"),
     }
     s.extend_from_slice(b"  st=$?\nelse\n  st=126\nfi\nPATH=");
-    s.extend(sh_quote(&worker_path));
+    s.extend(sh_quote(worker_path));
     s.extend_from_slice(b"\nprintf '%s\\n' \"$st\" > ");
     let tmp = dir.join(format!("{EXIT_FILE}.tmp"));
     s.extend(q(&tmp));
@@ -92,20 +93,11 @@ pub(crate) fn script(dir: &Path, cwd: &Path, cgroup_procs: Option<&Path>) -> OsS
     OsString::from_vec(s)
 }
 
-/// The worker's own settings (`HANGAR_WORKER_KEY`, ...) are not for the
-/// programs it runs.
-const PRIVATE_ENV_PREFIX: &str = "HANGAR_";
-
-/// Starts the wrapper in its own process group, with the worker's
-/// environment less its `HANGAR_*` settings, plus `launch.env`.
+/// Starts the wrapper in its own process group with exactly `launch.env`.
 pub(crate) fn spawn(launch: Launch<'_>) -> std::io::Result<Child> {
     let stderr = launch.log.try_clone()?;
     let mut cmd = Command::new("/bin/sh");
-    for (key, _) in std::env::vars_os() {
-        if key.as_bytes().starts_with(PRIVATE_ENV_PREFIX.as_bytes()) {
-            cmd.env_remove(key);
-        }
-    }
+    cmd.env_clear();
     cmd.arg("-c")
         .arg(script(launch.dir, launch.cwd, launch.cgroup_procs))
         .arg(marker(launch.dir))

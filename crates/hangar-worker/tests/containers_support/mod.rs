@@ -105,6 +105,7 @@ pub fn process_spec(handle: &str, script: &str) -> ContainerSpec {
         dir: None,
         mounts: vec![],
         memory_limit_bytes: None,
+        user: None,
     }
 }
 
@@ -209,8 +210,37 @@ pub fn busybox_rootfs(host: &Host, handle: &str) {
     std::fs::create_dir_all(&bin).unwrap();
     std::fs::copy(&busybox, bin.join("busybox")).unwrap();
     for applet in [
-        "sh", "ls", "cat", "echo", "head", "tr", "sleep", "pwd", "mkdir",
+        "sh", "ls", "cat", "echo", "head", "tr", "sleep", "pwd", "mkdir", "id", "touch",
     ] {
         std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
+    }
+}
+
+/// The host pid of the one process `comm` whose working directory is under
+/// `dir` (a task's `$$` is its pid in its own PID namespace). Waits for it:
+/// a task that announced itself may not have exec'd the program yet.
+pub fn wait_for_process_in(dir: &Path, comm: &str) -> u32 {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let pids: Vec<u32> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
+                    && std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|c| c.trim() == comm)
+            })
+            .collect();
+        match pids[..] {
+            [pid] => return pid,
+            [] if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            _ => panic!(
+                "expected one {comm} working in {}, found {pids:?}",
+                dir.display()
+            ),
+        }
     }
 }

@@ -2,6 +2,7 @@ pub mod bench;
 pub mod builds;
 pub mod chaos;
 pub mod events;
+pub mod exec_as;
 pub mod execute;
 pub mod quickstart;
 pub mod resource_type;

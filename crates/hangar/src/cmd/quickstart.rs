@@ -31,8 +31,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::init_logging();
     let data_dir = std::path::absolute(&args.data_dir)
         .with_context(|| format!("resolve data dir {}", args.data_dir.display()))?;
-    std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("create data dir {}", data_dir.display()))?;
+    // The data dir and the workers dir are root's alone (0700): a task
+    // runs as its own user in a work dir below them and cannot climb out
+    // to the secrets or the database (see docs/security.md).
+    secrets::private_dir(&data_dir)?;
+    secrets::private_dir(&data_dir.join("workers"))?;
     let token_file = data_dir.join("admin-token");
     let admin_token = secrets::load_or_create(&token_file)?;
     let worker_key = secrets::load_or_create(&data_dir.join("worker-key"))?;
@@ -81,6 +84,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             api_url: None,
             report_interval: Duration::from_secs(10),
             health: args.health.config(Duration::from_secs(5))?,
+            task_user: hangar_worker::containers::DEFAULT_TASK_IDS,
+            allow_import_dirs: vec![],
         };
         let (tx, rx) = mpsc::channel(4);
         senders.push(tx);

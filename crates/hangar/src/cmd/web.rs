@@ -92,11 +92,29 @@ pub struct Args {
     #[arg(long, env = "HANGAR_DATA_DIR", default_value = "hangar-data")]
     pub data_dir: PathBuf,
     /// The token users present (at least 16 characters).
-    #[arg(long, env = "HANGAR_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: String,
+    #[arg(
+        long,
+        env = "HANGAR_ADMIN_TOKEN",
+        hide_env_values = true,
+        required_unless_present = "admin_token_file",
+        conflicts_with = "admin_token_file"
+    )]
+    pub admin_token: Option<String>,
+    /// A file holding the admin token (not readable by other users).
+    #[arg(long, env = "HANGAR_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<PathBuf>,
     /// The secret workers register with (at least 16 characters).
-    #[arg(long, env = "HANGAR_WORKER_KEY", hide_env_values = true)]
-    pub worker_key: String,
+    #[arg(
+        long,
+        env = "HANGAR_WORKER_KEY",
+        hide_env_values = true,
+        required_unless_present = "worker_key_file",
+        conflicts_with = "worker_key_file"
+    )]
+    pub worker_key: Option<String>,
+    /// A file holding the worker key (not readable by other users).
+    #[arg(long, env = "HANGAR_WORKER_KEY_FILE")]
+    pub worker_key_file: Option<PathBuf>,
     /// Serve `/metrics` only to the admin token (Prometheus then sends it
     /// as a bearer token); by default it is open, like `/api/v1/info`.
     #[arg(long, env = "HANGAR_METRICS_REQUIRE_TOKEN")]
@@ -110,9 +128,11 @@ pub fn database_url(given: Option<String>, data_dir: &std::path::Path) -> anyhow
     match given {
         Some(url) => Ok(url),
         None => {
-            std::fs::create_dir_all(data_dir)
-                .with_context(|| format!("create data dir {}", data_dir.display()))?;
-            Ok(format!("sqlite://{}", data_dir.join("hangar.db").display()))
+            crate::secrets::private_dir(data_dir)
+                .with_context(|| format!("data dir {}", data_dir.display()))?;
+            let db = data_dir.join("hangar.db");
+            crate::secrets::private_sqlite(&db)?;
+            Ok(format!("sqlite://{}", db.display()))
         }
     }
 }
@@ -130,9 +150,17 @@ pub async fn open_web(url: &str, config: WebConfig) -> anyhow::Result<Web> {
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::init_logging();
-    let mut config = args
-        .lifecycle
-        .web_config(args.admin_token, args.worker_key)?;
+    let admin_token = crate::secrets::flag_or_file(
+        args.admin_token,
+        args.admin_token_file.as_deref(),
+        "--admin-token",
+    )?;
+    let worker_key = crate::secrets::flag_or_file(
+        args.worker_key,
+        args.worker_key_file.as_deref(),
+        "--worker-key",
+    )?;
+    let mut config = args.lifecycle.web_config(admin_token, worker_key)?;
     config.metrics_require_token = args.metrics_require_token;
     // Refuse a bad configuration before anything is created on disk.
     config

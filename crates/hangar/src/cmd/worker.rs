@@ -21,8 +21,32 @@ pub struct Args {
     #[arg(long, env = "HANGAR_WEB")]
     pub web: String,
     /// The secret web accepts registrations with.
-    #[arg(long, env = "HANGAR_WORKER_KEY", hide_env_values = true)]
-    pub worker_key: String,
+    #[arg(
+        long,
+        env = "HANGAR_WORKER_KEY",
+        hide_env_values = true,
+        required_unless_present = "worker_key_file",
+        conflicts_with = "worker_key_file"
+    )]
+    pub worker_key: Option<String>,
+    /// A file holding the worker key (not readable by other users), so the
+    /// key is in neither the command line nor the environment.
+    #[arg(long, env = "HANGAR_WORKER_KEY_FILE")]
+    pub worker_key_file: Option<PathBuf>,
+    /// The user process tasks run as when the worker is root and the task
+    /// sets no run.user: uid[:gid] or a name from /etc/passwd. Each running
+    /// container takes the next free uid (and gid) from this one, so no two
+    /// tasks share a user.
+    #[arg(long, env = "HANGAR_TASK_USER", default_value = "2000000:2000000", value_parser = parse_task_user)]
+    pub task_user: hangar_core::users::Ids,
+    /// A host directory `import` volumes (a task's rootfs_uri) may copy
+    /// from; repeat for more. Without one, imports are refused.
+    #[arg(
+        long = "allow-import-dir",
+        env = "HANGAR_ALLOW_IMPORT_DIRS",
+        value_delimiter = ','
+    )]
+    pub allow_import_dirs: Vec<PathBuf>,
     #[arg(long, env = "HANGAR_PLATFORM", default_value = std::env::consts::OS)]
     pub platform: String,
     /// Tags steps can ask for; repeat the flag or separate with commas.
@@ -130,6 +154,16 @@ impl HealthArgs {
     }
 }
 
+fn parse_task_user(s: &str) -> Result<hangar_core::users::Ids, String> {
+    use hangar_core::users::{parse_user, resolve_user};
+    let passwd = std::fs::read_to_string("/etc/passwd").ok();
+    let ids = resolve_user(&parse_user(s)?, passwd.as_deref())?;
+    if ids.uid == 0 || ids.gid == 0 {
+        return Err("tasks must not run as root (uid or gid 0)".into());
+    }
+    Ok(ids)
+}
+
 fn parse_size(s: &str) -> Result<u64, String> {
     hangar_core::task::parse_memory_size(s)
 }
@@ -159,6 +193,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.heartbeat_interval.is_zero() || args.report_interval.is_zero() {
         anyhow::bail!("--heartbeat-interval and --report-interval must be more than 0");
     }
+    // The key first: a refused key file leaves nothing made on disk.
+    let worker_key = crate::secrets::flag_or_file(
+        args.worker_key,
+        args.worker_key_file.as_deref(),
+        "--worker-key",
+    )?;
     let resource_types_dir = match args.resource_types_dir {
         Some(dir) => dir,
         None => builtin_resource_types(&args.work_dir)?,
@@ -167,7 +207,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         name: args.name,
         work_dir: args.work_dir,
         web_url: args.web,
-        worker_key: args.worker_key,
+        worker_key,
         platform: args.platform,
         tags: args.tags,
         team: args.team,
@@ -179,6 +219,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         api_url: args.api_url,
         report_interval: args.report_interval,
         health: args.health.config(args.heartbeat_interval)?,
+        task_user: args.task_user,
+        allow_import_dirs: args.allow_import_dirs,
     };
     let shutdown = CancellationToken::new();
     let (tx, rx) = mpsc::channel(4);
