@@ -102,6 +102,18 @@ impl Store {
         self.backend
     }
 
+    /// The random id drawn when this database was first migrated. It names
+    /// the database, not the web node: every web on one PostgreSQL database
+    /// reads the same id, and a deleted and recreated SQLite file gets a new
+    /// one.
+    pub async fn database_id(&self) -> Result<String, StoreError> {
+        let id: String = sqlx::query_scalar("SELECT id FROM database_identity WHERE only_row = 1")
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("the database has no identity row".into()))?;
+        Ok(id)
+    }
+
     /// Whether the database answers a trivial query.
     pub async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
