@@ -8,6 +8,7 @@
 pub mod build;
 pub mod caches;
 pub mod containers;
+pub mod database;
 pub mod events;
 pub mod fencing;
 pub mod gc;
