@@ -300,7 +300,12 @@ pub struct Info {
 pub struct DatabaseStatus {
     /// `sqlite` or `postgres`.
     pub backend: String,
+    /// Whether the database took web's write probe just now.
     pub reachable: bool,
+    /// The database is not the one web started on (its file was deleted or
+    /// replaced): web refuses every write until it is restarted.
+    #[serde(default)]
+    pub lost: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -333,6 +338,8 @@ pub mod codes {
     /// The worker was declared stalled: it must register again.
     pub const REREGISTER: &str = "reregister";
     pub const UNAVAILABLE: &str = "unavailable";
+    /// The database is not the one web started on: nothing is written.
+    pub const DATABASE_LOST: &str = "database_lost";
     pub const INTERNAL: &str = "internal";
 }
 

@@ -11,6 +11,7 @@ mod clock;
 mod engine;
 mod error;
 mod gc_loop;
+mod health;
 mod json;
 mod lifecycle_loop;
 mod metrics;
@@ -152,6 +153,11 @@ impl Web {
         lifecycle_loop::tick(self).await
     }
 
+    /// Runs web's database write probe once now (as `/info` does).
+    pub async fn probe_database(&self) -> Result<(), hangar_store::StoreError> {
+        health::probe(self).await
+    }
+
     /// Runs every garbage collector once now.
     pub async fn run_gc_once(&self) -> Vec<gc_loop::CollectorRun> {
         gc_loop::tick(self).await
@@ -170,6 +176,11 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(health::run(
+        web.clone(),
+        health::PROBE_INTERVAL,
+        shutdown.clone(),
+    ));
     if let Some(interval) = web.config().lifecycle_interval {
         tasks.spawn(lifecycle_loop::run(web.clone(), interval, shutdown.clone()));
     }

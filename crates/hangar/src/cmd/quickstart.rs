@@ -21,6 +21,10 @@ pub struct Args {
     /// How many workers to start.
     #[arg(long, env = "HANGAR_WORKERS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub workers: u16,
+    /// As `hangar web --accept-new-database`: start although the marker in
+    /// the data dir names a database that is missing or another one.
+    #[arg(long, env = "HANGAR_ACCEPT_NEW_DATABASE")]
+    pub accept_new_database: bool,
     #[command(flatten)]
     pub lifecycle: Lifecycle,
     #[command(flatten)]
@@ -40,6 +44,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let web = open_web(
         &db,
         args.lifecycle.web_config(admin_token, worker_key.clone())?,
+        args.accept_new_database,
     )
     .await?;
     let listener = tokio::net::TcpListener::bind(&args.bind)

@@ -90,6 +90,11 @@ pub struct Args {
     /// The secret workers register with (at least 16 characters).
     #[arg(long, env = "HANGAR_WORKER_KEY", hide_env_values = true)]
     pub worker_key: String,
+    /// Start although the marker beside the SQLite file says another
+    /// database was there (the file is missing or was replaced): begins a new
+    /// empty database, or adopts the file found, deliberately.
+    #[arg(long, env = "HANGAR_ACCEPT_NEW_DATABASE")]
+    pub accept_new_database: bool,
     #[command(flatten)]
     pub lifecycle: Lifecycle,
 }
@@ -107,14 +112,27 @@ pub fn database_url(given: Option<String>, data_dir: &std::path::Path) -> anyhow
 }
 
 /// Opens the store and builds the web node, with errors that say what to fix.
-pub async fn open_web(url: &str, config: WebConfig) -> anyhow::Result<Web> {
+/// Refuses a SQLite file that is not the database the marker beside it names
+/// (unless `accept_new_database`), and a database that takes no write.
+pub async fn open_web(
+    url: &str,
+    config: WebConfig,
+    accept_new_database: bool,
+) -> anyhow::Result<Web> {
     config
         .validate()
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    let store = Store::open(url)
+    let kind = url.split(':').next().unwrap_or("");
+    let store = Store::open_checked(url, accept_new_database)
         .await
-        .with_context(|| format!("open the {} database", url.split(':').next().unwrap_or("")))?;
-    Web::new(store, config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))
+        .with_context(|| format!("open the {kind} database"))?;
+    let web = Web::new(store, config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    // A read-only file (or an immutable one) opens and answers reads; start
+    // only on a database that takes writes.
+    web.probe_database()
+        .await
+        .with_context(|| format!("the {kind} database takes no writes"))?;
+    Ok(web)
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -127,7 +145,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .validate()
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let url = database_url(args.database_url, &args.data_dir)?;
-    let web = open_web(&url, config).await?;
+    let web = open_web(&url, config, args.accept_new_database).await?;
     let listener = tokio::net::TcpListener::bind(&args.bind)
         .await
         .with_context(|| format!("listen on {}", args.bind))?;
