@@ -131,7 +131,7 @@ pub async fn open_web(
     // only on a database that takes writes.
     web.probe_database()
         .await
-        .with_context(|| format!("the {kind} database takes no writes"))?;
+        .map_err(|e| anyhow::anyhow!("the {kind} database takes no writes: {e}"))?;
     Ok(web)
 }
 
