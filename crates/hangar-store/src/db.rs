@@ -161,7 +161,9 @@ impl Store {
         read_database_id(&self.pool).await
     }
 
-    /// Whether the database answers a trivial query.
+    /// Whether the database answers a trivial query. Says nothing about
+    /// writes (a read-only or deleted SQLite file answers it): health is
+    /// [`Store::probe`].
     pub async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
