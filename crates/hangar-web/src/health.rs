@@ -6,6 +6,7 @@
 //! in the background too, so the metrics and the lost-database guard are
 //! current without any traffic.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -27,6 +28,32 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// How often the background loop probes.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
+/// Lets concurrent probes share one write: `/info` needs no credentials, so
+/// a burst of calls must not become a burst of commits on the database.
+#[derive(Default)]
+pub struct ProbeGate {
+    lock: tokio::sync::Mutex<()>,
+    finished: AtomicU64,
+    last: std::sync::Mutex<Option<Result<(), String>>>,
+}
+
+/// Probes the database, or, when a probe finished while this caller waited
+/// for the one in flight, answers with that probe's outcome.
+pub async fn probe_shared(web: &Web) -> Result<(), String> {
+    let gate = web.probe_gate();
+    let seen = gate.finished.load(Ordering::Acquire);
+    let _turn = gate.lock.lock().await;
+    if gate.finished.load(Ordering::Acquire) != seen {
+        if let Some(last) = gate.last.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return last;
+        }
+    }
+    let result = probe(web).await.map_err(|e| e.to_string());
+    *gate.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(result.clone());
+    gate.finished.fetch_add(1, Ordering::Release);
+    result
+}
+
 /// Probes the database now and records the outcome in the metrics.
 pub async fn probe(web: &Web) -> Result<(), StoreError> {
     let result = web.store().probe(web.now(), PROBE_TIMEOUT).await;
@@ -40,7 +67,7 @@ pub async fn probe(web: &Web) -> Result<(), StoreError> {
 
 pub async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
     loop {
-        let _ = probe(&web).await; // recorded in the metrics and the log
+        let _ = probe_shared(&web).await; // recorded in the metrics and the log
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}

@@ -103,6 +103,8 @@ struct WebInner {
     engine_wake: tokio::sync::Notify,
     /// Poked when a build's log grows, for long-polling watchers.
     build_events: tokio::sync::Notify,
+    /// One database write probe at a time.
+    probe_gate: health::ProbeGate,
 }
 
 impl Web {
@@ -116,6 +118,7 @@ impl Web {
                 node_id: format!("web-{}", uuid::Uuid::new_v4().simple()),
                 engine_wake: tokio::sync::Notify::new(),
                 build_events: tokio::sync::Notify::new(),
+                probe_gate: health::ProbeGate::default(),
             }),
         })
     }
@@ -142,6 +145,10 @@ impl Web {
 
     pub(crate) fn build_events(&self) -> &tokio::sync::Notify {
         &self.inner.build_events
+    }
+
+    pub(crate) fn probe_gate(&self) -> &health::ProbeGate {
+        &self.inner.probe_gate
     }
 
     pub(crate) fn now(&self) -> i64 {

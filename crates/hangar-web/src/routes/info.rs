@@ -9,7 +9,7 @@ use crate::Web;
 /// 503 while the database does not take a write (a real one, to a table of
 /// its own) or is lost, so a probe needs no JSON parsing.
 pub async fn info(State(web): State<Web>) -> impl IntoResponse {
-    let probe = crate::health::probe(&web).await;
+    let probe = crate::health::probe_shared(&web).await;
     let status = if probe.is_ok() {
         StatusCode::OK
     } else {
@@ -21,7 +21,7 @@ pub async fn info(State(web): State<Web>) -> impl IntoResponse {
             backend: web.store().backend().as_str().to_string(),
             reachable: probe.is_ok(),
             lost: web.store().lost().is_some(),
-            error: probe.err().map(|e| e.to_string()),
+            error: probe.err(),
         },
     };
     (status, axum::Json(body))
