@@ -73,6 +73,11 @@ impl Store {
     async fn open_with(url: &str, marker: Option<bool>) -> Result<Store, StoreError> {
         sqlx::any::install_default_drivers();
         let backend = Backend::from_url(url)?;
+        let (url, synchronous) = match backend {
+            Backend::Sqlite => take_synchronous(url)?,
+            Backend::Postgres => (url.to_string(), Synchronous::Full),
+        };
+        let url = url.as_str();
         let file = match backend {
             Backend::Sqlite => sqlite_file(url)?,
             Backend::Postgres => None,
@@ -100,15 +105,15 @@ impl Store {
                 AnyPoolOptions::new()
                     .max_connections(1)
                     .acquire_timeout(Duration::from_secs(30))
-                    .after_connect(|conn, _| {
+                    .after_connect(move |conn, _| {
                         Box::pin(async move {
                             conn.execute("PRAGMA journal_mode = WAL").await?;
                             conn.execute("PRAGMA busy_timeout = 5000").await?;
-                            // FULL: every commit is fsynced to the WAL before
-                            // it returns, so a write web acknowledged survives
-                            // a crash or power loss (NORMAL may lose the last
-                            // commits).
-                            conn.execute("PRAGMA synchronous = FULL").await?;
+                            // FULL (the default): every commit is fsynced to
+                            // the WAL before it returns, so a write web
+                            // acknowledged survives a power loss too. NORMAL
+                            // survives a crash of web, not of the machine.
+                            conn.execute(synchronous.pragma()).await?;
                             // Off by default in SQLite; PostgreSQL always checks.
                             conn.execute("PRAGMA foreign_keys = ON").await?;
                             Ok(())
@@ -161,6 +166,19 @@ impl Store {
         read_database_id(&self.pool).await
     }
 
+    /// SQLite's `PRAGMA synchronous` on the store's connection (2 = FULL,
+    /// 1 = NORMAL); `None` on PostgreSQL.
+    pub async fn sqlite_synchronous(&self) -> Result<Option<i64>, StoreError> {
+        match self.backend {
+            Backend::Sqlite => Ok(Some(
+                sqlx::query_scalar("PRAGMA synchronous")
+                    .fetch_one(&self.pool)
+                    .await?,
+            )),
+            Backend::Postgres => Ok(None),
+        }
+    }
+
     /// Whether the database answers a trivial query. Says nothing about
     /// writes (a read-only or deleted SQLite file answers it): health is
     /// [`Store::probe`].
@@ -179,6 +197,55 @@ async fn read_database_id(pool: &AnyPool) -> Result<String, StoreError> {
         .fetch_optional(pool)
         .await?
         .ok_or_else(|| StoreError::Corrupt("the database has no identity row".into()))
+}
+
+/// How SQLite syncs commits: `?synchronous=full` (the default) or
+/// `?synchronous=normal` in the URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Synchronous {
+    Full,
+    Normal,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Full => "PRAGMA synchronous = FULL",
+            Synchronous::Normal => "PRAGMA synchronous = NORMAL",
+        }
+    }
+}
+
+/// Takes hangar's own `synchronous` parameter out of a SQLite URL (sqlx
+/// refuses parameters it does not know).
+fn take_synchronous(url: &str) -> Result<(String, Synchronous), StoreError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), Synchronous::Full));
+    };
+    let mut synchronous = Synchronous::Full;
+    let mut kept = Vec::new();
+    for param in query.split('&') {
+        match param.split_once('=') {
+            Some(("synchronous", value)) => {
+                synchronous = match value.to_ascii_lowercase().as_str() {
+                    "full" => Synchronous::Full,
+                    "normal" => Synchronous::Normal,
+                    other => {
+                        return Err(StoreError::Database(sqlx::Error::Configuration(
+                            format!("synchronous={other:?}: use full or normal").into(),
+                        )))
+                    }
+                }
+            }
+            _ => kept.push(param),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, synchronous))
 }
 
 /// The file behind a SQLite URL; `None` for an in-memory database.

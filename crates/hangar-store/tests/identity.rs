@@ -41,3 +41,27 @@ async fn a_reopened_sqlite_file_keeps_its_id() {
     let store = Store::open(&url).await.unwrap();
     assert_eq!(store.database_id().await.unwrap(), id);
 }
+
+#[tokio::test]
+async fn sqlite_syncs_every_commit_unless_the_url_says_normal() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = hangar_testkit::sqlite_file_url(dir.path());
+    let store = Store::open(&url).await.unwrap();
+    assert_eq!(store.sqlite_synchronous().await.unwrap(), Some(2), "FULL");
+    store.close().await;
+    let store = Store::open(&format!("{url}?synchronous=normal"))
+        .await
+        .unwrap();
+    assert_eq!(store.sqlite_synchronous().await.unwrap(), Some(1), "NORMAL");
+    store.close().await;
+    let store = Store::open(&format!("{url}?mode=rw&synchronous=FULL"))
+        .await
+        .unwrap();
+    assert_eq!(store.sqlite_synchronous().await.unwrap(), Some(2));
+    store.close().await;
+    let err = Store::open(&format!("{url}?synchronous=off"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("use full or normal"), "{err}");
+}
