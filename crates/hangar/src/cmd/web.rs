@@ -123,9 +123,10 @@ pub async fn open_web(
         .validate()
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let kind = url.split(':').next().unwrap_or("");
+    // The store's errors already carry their causes: say each once.
     let store = Store::open_checked(url, accept_new_database)
         .await
-        .with_context(|| format!("open the {kind} database"))?;
+        .map_err(|e| anyhow::anyhow!("open the {kind} database: {e}"))?;
     let web = Web::new(store, config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     // A read-only file (or an immutable one) opens and answers reads; start
     // only on a database that takes writes.
