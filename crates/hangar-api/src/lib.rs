@@ -319,7 +319,12 @@ pub struct Info {
 pub struct DatabaseStatus {
     /// `sqlite` or `postgres`.
     pub backend: String,
+    /// Whether the database took web's write probe just now.
     pub reachable: bool,
+    /// The database is not the one web started on (its file was deleted or
+    /// replaced): web refuses every write until it is restarted.
+    #[serde(default)]
+    pub lost: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -357,6 +362,8 @@ pub mod codes {
     /// A worker arrived with a generation this database never issued: the
     /// database is empty, restored or replaced.
     pub const DATABASE_MISMATCH: &str = "database_mismatch";
+    /// The database is not the one web started on: nothing is written.
+    pub const DATABASE_LOST: &str = "database_lost";
     pub const INTERNAL: &str = "internal";
     pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
     /// The worker's disk (or quota) is full: try another worker, or later.

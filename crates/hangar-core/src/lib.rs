@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod build;
 pub mod caches;
 pub mod containers;
+pub mod database;
 pub mod events;
 pub mod fencing;
 pub mod gc;

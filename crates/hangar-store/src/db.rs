@@ -1,11 +1,15 @@
+use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
+use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{AnyPool, Executor};
 
 use crate::error::StoreError;
+use crate::health::{self, Guard};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
@@ -41,23 +45,55 @@ impl Backend {
     }
 }
 
-/// The database behind web. Cheap to clone (the pool is shared).
+/// The database behind web. Cheap to clone (the pool and the guard are
+/// shared).
 #[derive(Clone, Debug)]
 pub struct Store {
     pub(crate) pool: AnyPool,
     backend: Backend,
+    pub(crate) guard: Arc<Guard>,
 }
 
 impl Store {
     /// Connects and applies every pending migration. On SQLite the file is
-    /// created if missing.
+    /// created if missing. No marker is kept: for tests and tools; web opens
+    /// with [`Store::open_checked`].
     pub async fn open(url: &str) -> Result<Store, StoreError> {
+        Store::open_with(url, None).await
+    }
+
+    /// As [`Store::open`], and for a SQLite file also checks the marker web
+    /// keeps beside it (`<file>.id`, the database's id): a marker naming a
+    /// database that is missing or another one refuses to start, unless
+    /// `accept_new_database`; then (re)writes the marker.
+    pub async fn open_checked(url: &str, accept_new_database: bool) -> Result<Store, StoreError> {
+        Store::open_with(url, Some(accept_new_database)).await
+    }
+
+    async fn open_with(url: &str, marker: Option<bool>) -> Result<Store, StoreError> {
         sqlx::any::install_default_drivers();
         let backend = Backend::from_url(url)?;
-        let url = match backend {
-            // `mode=rwc` creates the file; keep any options the caller gave.
-            Backend::Sqlite if !url.contains("mode=") && !url.contains(":memory:") => {
-                format!("{url}{}mode=rwc", if url.contains('?') { "&" } else { "?" })
+        let (url, synchronous) = match backend {
+            Backend::Sqlite => take_synchronous(url)?,
+            Backend::Postgres => (url.to_string(), Synchronous::Full),
+        };
+        let url = url.as_str();
+        let file = match backend {
+            Backend::Sqlite => sqlite_file(url)?,
+            Backend::Postgres => None,
+        };
+        let marker = match (&file, marker) {
+            (Some(path), Some(accept)) => Some(health::check_marker_before_open(path, accept)?),
+            _ => None,
+        };
+        let url = match (&file, backend) {
+            // Create a missing file here, once (an empty file is an empty
+            // SQLite database), and connect with `mode=rw`: a connection the
+            // pool reopens later must fail on a deleted file, not create an
+            // empty one in its place. Keep any options the caller gave.
+            (Some(path), Backend::Sqlite) if !url.contains("mode=") => {
+                health::create_if_missing(path)?;
+                format!("{url}{}mode=rw", if url.contains('?') { "&" } else { "?" })
             }
             _ => url.to_string(),
         };
@@ -69,11 +105,15 @@ impl Store {
                 AnyPoolOptions::new()
                     .max_connections(1)
                     .acquire_timeout(Duration::from_secs(30))
-                    .after_connect(|conn, _| {
+                    .after_connect(move |conn, _| {
                         Box::pin(async move {
                             conn.execute("PRAGMA journal_mode = WAL").await?;
                             conn.execute("PRAGMA busy_timeout = 5000").await?;
-                            conn.execute("PRAGMA synchronous = NORMAL").await?;
+                            // FULL (the default): every commit is fsynced to
+                            // the WAL before it returns, so a write web
+                            // acknowledged survives a power loss too. NORMAL
+                            // survives a crash of web, not of the machine.
+                            conn.execute(synchronous.pragma()).await?;
                             // Off by default in SQLite; PostgreSQL always checks.
                             conn.execute("PRAGMA foreign_keys = ON").await?;
                             Ok(())
@@ -90,19 +130,58 @@ impl Store {
                     .await?
             }
         };
+        // The pool holds a connection now: this is the file it opened.
+        let file = match file {
+            Some(path) => {
+                let id = health::file_id(&path)?;
+                Some((path, id))
+            }
+            None => None,
+        };
         let migrator = match backend {
             Backend::Sqlite => &SQLITE_MIGRATIONS,
             Backend::Postgres => &POSTGRES_MIGRATIONS,
         };
         migrator.run(&pool).await?;
-        Ok(Store { pool, backend })
+        let database_id = read_database_id(&pool).await?;
+        if let (Some((path, _)), Some((marker, accept))) = (&file, marker) {
+            health::settle_marker(path, &marker, &database_id, accept)?;
+        }
+        Ok(Store {
+            pool,
+            backend,
+            guard: Arc::new(Guard::new(file, database_id)),
+        })
     }
 
     pub fn backend(&self) -> Backend {
         self.backend
     }
 
-    /// Whether the database answers a trivial query.
+    /// The random id drawn when this database was first migrated. It names
+    /// the database, not the web node: every web on one PostgreSQL database
+    /// reads the same id, and a deleted and recreated SQLite file gets a new
+    /// one.
+    pub async fn database_id(&self) -> Result<String, StoreError> {
+        read_database_id(&self.pool).await
+    }
+
+    /// SQLite's `PRAGMA synchronous` on the store's connection (2 = FULL,
+    /// 1 = NORMAL); `None` on PostgreSQL.
+    pub async fn sqlite_synchronous(&self) -> Result<Option<i64>, StoreError> {
+        match self.backend {
+            Backend::Sqlite => Ok(Some(
+                sqlx::query_scalar("PRAGMA synchronous")
+                    .fetch_one(&self.pool)
+                    .await?,
+            )),
+            Backend::Postgres => Ok(None),
+        }
+    }
+
+    /// Whether the database answers a trivial query. Says nothing about
+    /// writes (a read-only or deleted SQLite file answers it): health is
+    /// [`Store::probe`].
     pub async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
@@ -111,4 +190,69 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+async fn read_database_id(pool: &AnyPool) -> Result<String, StoreError> {
+    sqlx::query_scalar("SELECT id FROM database_identity WHERE only_row = 1")
+        .fetch_optional(pool)
+        .await?
+        .ok_or_else(|| StoreError::Corrupt("the database has no identity row".into()))
+}
+
+/// How SQLite syncs commits: `?synchronous=full` (the default) or
+/// `?synchronous=normal` in the URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Synchronous {
+    Full,
+    Normal,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Full => "PRAGMA synchronous = FULL",
+            Synchronous::Normal => "PRAGMA synchronous = NORMAL",
+        }
+    }
+}
+
+/// Takes hangar's own `synchronous` parameter out of a SQLite URL (sqlx
+/// refuses parameters it does not know).
+fn take_synchronous(url: &str) -> Result<(String, Synchronous), StoreError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), Synchronous::Full));
+    };
+    let mut synchronous = Synchronous::Full;
+    let mut kept = Vec::new();
+    for param in query.split('&') {
+        match param.split_once('=') {
+            Some(("synchronous", value)) => {
+                synchronous = match value.to_ascii_lowercase().as_str() {
+                    "full" => Synchronous::Full,
+                    "normal" => Synchronous::Normal,
+                    other => {
+                        return Err(StoreError::Database(sqlx::Error::Configuration(
+                            format!("synchronous={other:?}: use full or normal").into(),
+                        )))
+                    }
+                }
+            }
+            _ => kept.push(param),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, synchronous))
+}
+
+/// The file behind a SQLite URL; `None` for an in-memory database.
+fn sqlite_file(url: &str) -> Result<Option<PathBuf>, StoreError> {
+    if url.contains(":memory:") || url.contains("mode=memory") {
+        return Ok(None);
+    }
+    let options = SqliteConnectOptions::from_str(url)?;
+    Ok(Some(options.get_filename().to_path_buf()))
 }

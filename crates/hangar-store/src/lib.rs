@@ -14,6 +14,7 @@ mod db;
 mod error;
 mod events;
 mod gc;
+mod health;
 mod records;
 mod volumes;
 mod workers;

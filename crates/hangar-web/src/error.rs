@@ -111,6 +111,18 @@ impl From<StoreError> for ApiError {
                     "the database is unavailable; try again",
                 )
             }
+            StoreError::Lost(_) => {
+                tracing::error!(error = %message, "request refused: the database is lost");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    codes::DATABASE_LOST,
+                    format!("{message}; web refuses every write until it is restarted"),
+                )
+            }
+            StoreError::Unhealthy(_) => {
+                tracing::error!(error = %message, "database unhealthy");
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE, message)
+            }
             StoreError::Corrupt(_) => {
                 tracing::error!(error = %message, "corrupt stored data");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL, message)

@@ -11,6 +11,7 @@ mod clock;
 mod engine;
 mod error;
 mod gc_loop;
+mod health;
 mod json;
 mod lifecycle_loop;
 mod metrics;
@@ -110,6 +111,8 @@ struct WebInner {
     engine_wake: tokio::sync::Notify,
     /// Poked when a build's log grows, for long-polling watchers.
     build_events: tokio::sync::Notify,
+    /// One database write probe at a time.
+    probe_gate: health::ProbeGate,
 }
 
 impl Web {
@@ -123,6 +126,7 @@ impl Web {
                 node_id: format!("web-{}", uuid::Uuid::new_v4().simple()),
                 engine_wake: tokio::sync::Notify::new(),
                 build_events: tokio::sync::Notify::new(),
+                probe_gate: health::ProbeGate::default(),
             }),
         })
     }
@@ -151,6 +155,10 @@ impl Web {
         &self.inner.build_events
     }
 
+    pub(crate) fn probe_gate(&self) -> &health::ProbeGate {
+        &self.inner.probe_gate
+    }
+
     pub(crate) fn now(&self) -> i64 {
         self.inner.config.clock.now()
     }
@@ -158,6 +166,11 @@ impl Web {
     /// Runs one pass of the lifecycle loop now.
     pub async fn run_lifecycle_once(&self) -> Result<usize, hangar_store::StoreError> {
         lifecycle_loop::tick(self).await
+    }
+
+    /// Runs web's database write probe once now (as `/info` does).
+    pub async fn probe_database(&self) -> Result<(), hangar_store::StoreError> {
+        health::probe(self).await
     }
 
     /// Runs every garbage collector once now.
@@ -178,6 +191,11 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(health::run(
+        web.clone(),
+        health::PROBE_INTERVAL,
+        shutdown.clone(),
+    ));
     if let Some(interval) = web.config().lifecycle_interval {
         tasks.spawn(lifecycle_loop::run(web.clone(), interval, shutdown.clone()));
     }

@@ -20,6 +20,40 @@ pub struct Metrics {
     invalidated: Family<Labels, Counter>,
     step_retries: Family<Labels, Counter>,
     gc: GcMetrics,
+    database: DatabaseMetrics,
+}
+
+/// The database's health as web's write probe last saw it.
+struct DatabaseMetrics {
+    reachable: Gauge,
+    lost: Gauge,
+    probe_failures: Counter,
+}
+
+impl DatabaseMetrics {
+    fn register(registry: &mut Registry) -> DatabaseMetrics {
+        let m = DatabaseMetrics {
+            reachable: Gauge::default(),
+            lost: Gauge::default(),
+            probe_failures: Counter::default(),
+        };
+        registry.register(
+            "database_reachable",
+            "1 when the database took web's last write probe, else 0",
+            m.reachable.clone(),
+        );
+        registry.register(
+            "database_lost",
+            "1 once the database is not the one web started on (file deleted or replaced); web refuses writes until restarted",
+            m.lost.clone(),
+        );
+        registry.register(
+            "database_probe_failures",
+            "Write probes (and guarded writes) the database failed",
+            m.probe_failures.clone(),
+        );
+        m
+    }
 }
 
 /// Per garbage collector: rows found, destroyed and failed, and how long
@@ -105,8 +139,10 @@ impl Metrics {
             step_retries.clone(),
         );
         let gc = GcMetrics::register(&mut registry);
+        let database = DatabaseMetrics::register(&mut registry);
         Metrics {
             gc,
+            database,
             registry: Mutex::new(registry),
             events,
             heartbeats,
@@ -158,6 +194,14 @@ impl Metrics {
         self.step_retries
             .get_or_create(&vec![("cause", cause)])
             .inc();
+    }
+
+    pub fn database_probe(&self, ok: bool, lost: bool) {
+        self.database.reachable.set(i64::from(ok));
+        self.database.lost.set(i64::from(lost));
+        if !ok {
+            self.database.probe_failures.inc();
+        }
     }
 
     pub fn heartbeat(&self, accepted: bool) {

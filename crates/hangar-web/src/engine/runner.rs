@@ -64,10 +64,13 @@ pub async fn run(web: Web, build: BuildRecord, stop: CancellationToken) {
         (Some(e), s) => format!("{s}: {e}"),
         (None, s) => s.to_string(),
     };
-    let _ = web
+    if let Err(e) = web
         .store()
         .append_build_event(id, None, "status", &line, now)
-        .await;
+        .await
+    {
+        tracing::warn!(build = id, error = %e, "cannot append the build's final status line");
+    }
     match web
         .store()
         .finish_build(

@@ -454,13 +454,18 @@ async fn prepare_and_run(
         user: config.run.user.clone(),
     };
     if let Err(e) = api.create_container(&spec).await {
-        let _ = web.store().delete_container_row(&handle).await;
+        // A row left behind is collected as an abandoned creation.
+        if let Err(e) = web.store().delete_container_row(&handle).await {
+            tracing::warn!(%handle, error = %e, "cannot delete the row of a container never created");
+        }
         for h in outputs.values() {
             scratch.release.push(h.clone());
         }
         return Ok(Err(unreachable_or_invalid(worker, e)));
     }
-    let _ = web.store().set_container_state(&handle, "created").await;
+    if let Err(e) = web.store().set_container_state(&handle, "created").await {
+        tracing::warn!(%handle, error = %e, "cannot record the container as created");
+    }
     ctx.log(
         Some(step_id),
         "step",
@@ -696,7 +701,10 @@ async fn finish_attempt(
             Err(_) => tracing::debug!(%handle, "destroying the container timed out"),
         }
     }
-    let _ = ctx.web.store().delete_container_row(handle).await;
+    if let Err(e) = ctx.web.store().delete_container_row(handle).await {
+        // The garbage collector finds the row and destroys it later.
+        tracing::warn!(%handle, error = %e, "cannot delete the finished container's row");
+    }
     let failure = match exit {
         Ok(exit) => exit_failure(&exit),
         Err(f) => Some(f),

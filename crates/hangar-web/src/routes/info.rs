@@ -8,10 +8,11 @@ use crate::error::ApiError;
 use crate::Web;
 
 /// Answers without credentials: for load balancers and probes. The status is
-/// 503 while the database is unreachable, so a probe needs no JSON parsing.
+/// 503 while the database does not take a write (a real one, to a table of
+/// its own) or is lost, so a probe needs no JSON parsing.
 pub async fn info(State(web): State<Web>) -> impl IntoResponse {
-    let ping = web.store().ping().await;
-    let status = if ping.is_ok() {
+    let probe = crate::health::probe_shared(&web).await;
+    let status = if probe.is_ok() {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
@@ -20,8 +21,9 @@ pub async fn info(State(web): State<Web>) -> impl IntoResponse {
         version: env!("CARGO_PKG_VERSION").to_string(),
         database: DatabaseStatus {
             backend: web.store().backend().as_str().to_string(),
-            reachable: ping.is_ok(),
-            error: ping.err().map(|e| e.to_string()),
+            reachable: probe.is_ok(),
+            lost: web.store().lost().is_some(),
+            error: probe.err(),
         },
     };
     (status, axum::Json(body))

@@ -18,7 +18,6 @@ use crate::Web;
 
 pub fn router(web: Web) -> Router {
     let api = Router::new()
-        .route("/info", get(info::info))
         .route("/workers", post(workers::register).get(workers::list))
         .route("/workers/{name}", get(workers::show).delete(workers::prune))
         .route("/workers/{name}/heartbeat", put(workers::heartbeat))
@@ -51,6 +50,15 @@ pub fn router(web: Web) -> Router {
             // A full report of a big worker is larger than any other body.
             limited(put(volumes::report), hangar_api::MAX_REPORT_BODY),
         )
+        // Every route above: no request answers 2xx from a lost database.
+        .layer(axum::middleware::from_fn_with_state(
+            web.clone(),
+            crate::health::guard,
+        ));
+    // `/info` reports a lost database in its own body, so it is not guarded.
+    let api = Router::new()
+        .route("/info", get(info::info))
+        .merge(api)
         .fallback(not_found);
     let router = Router::new()
         .nest(hangar_api::API_PREFIX, api)

@@ -43,6 +43,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let web = open_web(
         &db,
         args.lifecycle.web_config(admin_token, worker_key.clone())?,
+        args.lifecycle.accept_new_database,
     )
     .await?;
     let listener = tokio::net::TcpListener::bind(&args.bind)

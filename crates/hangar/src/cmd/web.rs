@@ -38,9 +38,12 @@ pub struct Lifecycle {
     /// create a volume time out after half of it.
     #[arg(long, env = "HANGAR_GC_ABANDONED_CREATION_TIMEOUT", default_value = "20m", value_parser = duration::parse)]
     pub gc_abandoned_creation_timeout: Duration,
-    /// Adopt this database although workers know generations it never
-    /// issued (it is empty, restored or replaced): without it, such workers
-    /// are refused and keep their volumes until the right database is back.
+    /// Start on this database deliberately although it is not the one the
+    /// fleet knew: the marker beside the SQLite file names another (the file
+    /// is missing or was replaced), or workers arrive with generations it
+    /// never issued (it is empty, restored or replaced; numbering then goes
+    /// on above theirs). Without it web refuses to start, or refuses those
+    /// workers, who keep their volumes until the right database is back.
     #[arg(long, env = "HANGAR_ACCEPT_NEW_DATABASE")]
     pub accept_new_database: bool,
 }
@@ -138,14 +141,28 @@ pub fn database_url(given: Option<String>, data_dir: &std::path::Path) -> anyhow
 }
 
 /// Opens the store and builds the web node, with errors that say what to fix.
-pub async fn open_web(url: &str, config: WebConfig) -> anyhow::Result<Web> {
+/// Refuses a SQLite file that is not the database the marker beside it names
+/// (unless `accept_new_database`), and a database that takes no write.
+pub async fn open_web(
+    url: &str,
+    config: WebConfig,
+    accept_new_database: bool,
+) -> anyhow::Result<Web> {
     config
         .validate()
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-    let store = Store::open(url)
+    let kind = url.split(':').next().unwrap_or("");
+    // The store's errors already carry their causes: say each once.
+    let store = Store::open_checked(url, accept_new_database)
         .await
-        .with_context(|| format!("open the {} database", url.split(':').next().unwrap_or("")))?;
-    Web::new(store, config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))
+        .map_err(|e| anyhow::anyhow!("open the {kind} database: {e}"))?;
+    let web = Web::new(store, config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    // A read-only file (or an immutable one) opens and answers reads; start
+    // only on a database that takes writes.
+    web.probe_database()
+        .await
+        .map_err(|e| anyhow::anyhow!("the {kind} database takes no writes: {e}"))?;
+    Ok(web)
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -167,7 +184,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .validate()
         .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let url = database_url(args.database_url, &args.data_dir)?;
-    let web = open_web(&url, config).await?;
+    let web = open_web(&url, config, args.lifecycle.accept_new_database).await?;
     let listener = tokio::net::TcpListener::bind(&args.bind)
         .await
         .with_context(|| format!("listen on {}", args.bind))?;
