@@ -84,5 +84,36 @@ else
   pass "the validator rejects a misspelt field"
 fi
 
+# The rules must catch what least privilege is about: each of these breaks
+# in the statefulset rendering must be reported.
+sts="$out/statefulset-workers.yaml"
+for breakage in no-network-policy extra-capability key-in-env readable-key; do
+  python3 - "$sts" "$out/$breakage.yaml" "$breakage" <<'BREAK'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+what = sys.argv[3]
+if what == "no-network-policy":
+    docs = [d for d in docs if d["kind"] != "NetworkPolicy"]
+for d in docs:
+    if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "hangar-worker":
+        pod = d["spec"]["template"]["spec"]
+        c = pod["containers"][0]
+        if what == "extra-capability":
+            c["securityContext"]["capabilities"]["add"].append("SYS_ADMIN")
+        elif what == "key-in-env":
+            c["env"].append({"name": "HANGAR_WORKER_KEY", "value": "in-the-clear"})
+        elif what == "readable-key":
+            for v in pod["volumes"]:
+                if "secret" in v:
+                    v["secret"]["defaultMode"] = 0o444
+yaml.safe_dump_all(docs, open(sys.argv[2], "w"))
+BREAK
+  if python3 deploy/kubernetes/check_rules.py "$breakage" "$out/$breakage.yaml" >"$out/$breakage.rules" 2>&1; then
+    fail "the rules catch $breakage (they accepted it)"
+  else
+    pass "the rules catch $breakage: $(head -1 "$out/$breakage.rules")"
+  fi
+done
+
 echo "check-manifests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -20,6 +20,11 @@ UNITS = {
 }
 
 
+# What a worker under the naive driver may add after dropping ALL: set a
+# task's uid/gid, hand its volumes to it and back, signal it.
+WORKER_CAPABILITIES = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}
+
+
 def quantity(q):
     m = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(q))
     if not m or m.group(2) not in UNITS:
@@ -45,6 +50,29 @@ def main(name, path):
         e = env.get(key, {})
         return e.get("valueFrom", {}).get("secretKeyRef")
 
+    def secret_file(pod, container, env, key):
+        """(secretName, key) of the Secret file that env[key] names, if it is
+        one mounted from a secret volume whose files others cannot read."""
+        path = env.get(key, {}).get("value")
+        if not path:
+            return None
+        vols = {v["name"]: v for v in pod.get("volumes", [])}
+        for m in container.get("volumeMounts", []):
+            prefix = m["mountPath"].rstrip("/") + "/"
+            secret = vols.get(m["name"], {}).get("secret")
+            if not path.startswith(prefix) or secret is None:
+                continue
+            mode = secret.get("defaultMode", 0o644)
+            if mode & 0o007:
+                return None
+            rel = path[len(prefix):]
+            for item in secret.get("items", []):
+                if item.get("path") == rel:
+                    return (secret.get("secretName"), item.get("key"))
+            if not secret.get("items"):
+                return (secret.get("secretName"), rel)
+        return None
+
     # ---- web
     webs = find("Deployment", "hangar-web")
     need(len(webs) == 1, "one Deployment hangar-web")
@@ -58,9 +86,19 @@ def main(name, path):
             need(c.get("args", [None])[0] == "web", "web: runs `hangar web`")
             need(env.get("HANGAR_BIND", {}).get("value", "").startswith("0.0.0.0:"),
                  "web: HANGAR_BIND listens on 0.0.0.0")
-            for key in ("HANGAR_DATABASE_URL", "HANGAR_ADMIN_TOKEN", "HANGAR_WORKER_KEY"):
-                need(secret_ref(env, key) is not None, f"web: {key} comes from a Secret")
-            web_secret = secret_ref(env, "HANGAR_WORKER_KEY")
+            need(secret_ref(env, "HANGAR_DATABASE_URL") is not None,
+                 "web: HANGAR_DATABASE_URL comes from a Secret")
+            for flag, key in (("HANGAR_ADMIN_TOKEN", "admin-token"), ("HANGAR_WORKER_KEY", "worker-key")):
+                need(flag not in env, f"web: {flag} is not in the environment (use {flag}_FILE)")
+                ref = secret_file(spec, c, env, f"{flag}_FILE")
+                need(ref is not None and ref[1] == key,
+                     f"web: {flag}_FILE is the {key} of a Secret volume, not readable by others")
+                if key == "worker-key":
+                    web_secret = ref
+            web_sc = c.get("securityContext", {})
+            need(web_sc.get("allowPrivilegeEscalation") is False, "web: allowPrivilegeEscalation false")
+            need(web_sc.get("readOnlyRootFilesystem") is True, "web: read-only root filesystem")
+            need("ALL" in web_sc.get("capabilities", {}).get("drop", []), "web: drops all capabilities")
             ready = c.get("readinessProbe", {}).get("httpGet", {})
             need(ready.get("path") == "/api/v1/info", "web: readiness probe on /api/v1/info")
             need("livenessProbe" in c, "web: a liveness probe")
@@ -99,9 +137,12 @@ def main(name, path):
         mem_ref = env.get("HANGAR_MEMORY_LIMIT", {}).get("valueFrom", {}).get("resourceFieldRef", {})
         need(mem_ref.get("resource") == "limits.memory" and mem_ref.get("containerName", "worker") == "worker",
              "worker: HANGAR_MEMORY_LIMIT from its own limits.memory")
-        need(secret_ref(env, "HANGAR_WORKER_KEY") is not None, "worker: HANGAR_WORKER_KEY from a Secret")
+        # The key is a file the worker reads and passes on to nothing it starts.
+        need("HANGAR_WORKER_KEY" not in env, "worker: HANGAR_WORKER_KEY is not in the environment (use HANGAR_WORKER_KEY_FILE)")
+        key_ref = secret_file(pod, c, env, "HANGAR_WORKER_KEY_FILE")
+        need(key_ref is not None, "worker: HANGAR_WORKER_KEY_FILE is a Secret file others cannot read")
         if web_secret is not None:
-            need(secret_ref(env, "HANGAR_WORKER_KEY") == web_secret, "worker and web use the same worker key")
+            need(key_ref == web_secret, "worker and web use the same worker key")
         web_url = env.get("HANGAR_WEB", {}).get("value", "")
         need(web_url == f"http://hangar-web:{web_port}", f"worker: HANGAR_WEB points at the web Service ({web_url})")
 
@@ -142,9 +183,46 @@ def main(name, path):
             need("emptyDir" in vols.get("work", {}), "ephemeral worker: work dir on an emptyDir")
 
         driver = env.get("HANGAR_VOLUME_DRIVER", {}).get("value", "auto")
-        privileged = c.get("securityContext", {}).get("privileged", False)
+        sc = c.get("securityContext", {})
+        privileged = sc.get("privileged", False)
         if driver == "overlay":
             need(privileged, "worker: the overlay driver needs privileged")
+        else:
+            # Least privilege for the naive driver: root only for dropping a
+            # task to its own user, nothing that mounts or escapes.
+            need(not privileged, f"worker: not privileged with the {driver} driver (only overlay needs it)")
+            need(sc.get("allowPrivilegeEscalation") is False, "worker: allowPrivilegeEscalation false")
+            need(sc.get("readOnlyRootFilesystem") is True, "worker: read-only root filesystem")
+            caps = sc.get("capabilities", {})
+            need("ALL" in caps.get("drop", []), "worker: drops all capabilities")
+            extra = set(caps.get("add", [])) - WORKER_CAPABILITIES
+            need(not extra, f"worker: adds no capability beyond {sorted(WORKER_CAPABILITIES)} (adds {sorted(extra)})")
+            seccomp = (sc.get("seccompProfile") or pod.get("securityContext", {}).get("seccompProfile") or {})
+            need(seccomp.get("type") == "RuntimeDefault", "worker: the runtime's default seccomp profile")
+
+        # Only web reaches the worker's API.
+        labels = w["spec"]["template"]["metadata"].get("labels", {})
+        web_labels = webs[0]["spec"]["template"]["metadata"].get("labels", {}) if webs else {}
+        guarded = False
+        for np in (d for d in docs if d["kind"] == "NetworkPolicy"):
+            sel = np["spec"].get("podSelector", {}).get("matchLabels", {})
+            if not sel or any(labels.get(k) != v for k, v in sel.items()):
+                continue
+            if "Ingress" not in np["spec"].get("policyTypes", []):
+                continue
+            rules = np["spec"].get("ingress", [])
+            ok = bool(rules)
+            for r in rules:
+                froms = r.get("from", [])
+                only_web = bool(froms) and all(
+                    set(f) == {"podSelector"}
+                    and f["podSelector"].get("matchLabels")
+                    and all(web_labels.get(k) == v for k, v in f["podSelector"]["matchLabels"].items())
+                    for f in froms)
+                ports = {p.get("port") for p in r.get("ports", [])}
+                ok = ok and only_web and ports and ports <= {7788, "api"}
+            guarded = guarded or ok
+        need(guarded, "worker: a NetworkPolicy lets only web's pods reach the API port")
 
         # RBAC: the service account may get pods in its namespace.
         sa = pod.get("serviceAccountName")
