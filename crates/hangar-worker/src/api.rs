@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
 use futures_util::TryStreamExt;
+use hangar_api::credentials::same_secret;
 use hangar_api::http::{json_errors, limited_router, Json as JsonBody};
 use hangar_api::worker_api::{CreateVolume, SetProperty, Volume};
 use hangar_api::MAX_JSON_BODY;
@@ -205,13 +206,9 @@ async fn require_key(State(api): State<VolumeApi>, req: Request, next: Next) -> 
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "));
     match presented {
-        Some(k) if constant_time_eq(k.as_bytes(), api.key.as_bytes()) => next.run(req).await,
+        Some(k) if same_secret(k.as_bytes(), api.key.as_bytes()) => next.run(req).await,
         _ => ApiError::unauthorized().into_response(),
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn list(State(api): State<VolumeApi>) -> Result<Json<Vec<Volume>>, ApiError> {

@@ -72,13 +72,7 @@ fn authorized(headers: &HeaderMap, key: &str) -> bool {
         .get(header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "))
-        .is_some_and(|k| {
-            k.len() == key.len()
-                && k.bytes()
-                    .zip(key.bytes())
-                    .fold(0u8, |a, (x, y)| a | (x ^ y))
-                    == 0
-        })
+        .is_some_and(|k| hangar_api::credentials::same_secret(k.as_bytes(), key.as_bytes()))
 }
 
 async fn run(
