@@ -156,6 +156,12 @@ pub async fn open_web(
     let store = Store::open_checked(url, accept_new_database)
         .await
         .map_err(|e| anyhow::anyhow!("open the {kind} database: {e}"))?;
+    // The store made the file if it was new (and its -wal and -shm): the
+    // owner's only, like the secrets beside it.
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let path = path.split('?').next().unwrap_or(path);
+        crate::secrets::private_sqlite(std::path::Path::new(path))?;
+    }
     let web = Web::new(store, config).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     // A read-only file (or an immutable one) opens and answers reads; start
     // only on a database that takes writes.
