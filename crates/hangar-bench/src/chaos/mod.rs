@@ -14,6 +14,7 @@ pub mod postgres;
 pub mod schedule;
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -588,7 +589,6 @@ impl Fleet {
                 .push("worker not running; OOM fault skipped".into());
             return Ok(());
         };
-        let procs_file = cg.procs_file();
         let kills_before = cg.oom_kills().unwrap_or(0);
         let setup = cg
             .set_limit(OOM_LIMIT)
@@ -601,13 +601,20 @@ impl Fleet {
         let before = self.generation_of(i).await;
         self.slots[i].held_down = true;
         self.oom_count += 1;
-        let marker = self
-            .dir
-            .join("oom-markers")
-            .join(self.oom_count.to_string());
-        std::fs::create_dir_all(marker.parent().unwrap_or(&self.dir))?;
+        // Tasks run as their own unprivileged user: the marker's dir is one
+        // every task user may write (sticky, like /tmp), outside the chaos
+        // dir, which is root's alone.
+        let markers = std::env::temp_dir().join(format!(
+            "hangar-chaos-oom-{}",
+            self.dir
+                .file_name()
+                .map_or_else(|| "run".into(), |n| n.to_string_lossy().into_owned())
+        ));
+        std::fs::create_dir_all(&markers)?;
+        std::fs::set_permissions(&markers, PermissionsExt::from_mode(0o1777))?;
+        let marker = markers.join(self.oom_count.to_string());
         let name = self.slots[i].spec.name.clone();
-        let script = hog_script(&marker, &procs_file);
+        let script = hog_script(&marker);
         let plan = serde_json::json!([{"task": "hog", "tags": [name], "config": {
             "platform": "linux",
             "run": {"path": "sh", "args": ["-c", script]},
@@ -635,6 +642,26 @@ impl Fleet {
                 return Ok(());
             }
         }
+        // Once the hog's first attempt runs on the worker, the harness fills
+        // the worker's memory cgroup: a task cannot join another cgroup or
+        // spare itself from the OOM killer, and need not. The kernel then
+        // kills the worker (oom_score_adj 1000), not the allocator.
+        let started = Instant::now() + Duration::from_secs(30);
+        while !marker.exists() && Instant::now() < started {
+            self.sleep(Duration::from_millis(20)).await?;
+        }
+        let spawned = match self.cgroup.as_ref() {
+            Some(cg) => spawn_allocator(cg),
+            None => Err("no memory cgroup".into()),
+        };
+        let mut allocator = match spawned {
+            Ok(child) => Some(child),
+            Err(e) => {
+                rec.notes
+                    .push(format!("could not start the allocator: {e}"));
+                None
+            }
+        };
         // Wait for the kernel to kill the worker.
         let deadline = Instant::now() + Duration::from_secs(90);
         let death = loop {
@@ -654,6 +681,10 @@ impl Fleet {
             self.sleep(Duration::from_millis(20)).await?;
         };
         self.slots[i].proc = None;
+        if let Some(mut child) = allocator.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         let kills = self
             .cgroup
             .as_ref()
@@ -672,21 +703,34 @@ impl Fleet {
 /// The chaos cgroup's memory limit during an OOM fault.
 const OOM_LIMIT: u64 = 96 << 20;
 
-/// The hog step: the first time it runs, it joins the worker's memory
-/// cgroup (sparing itself from the OOM killer's first choice) and allocates
-/// well past the limit; any later attempt finds its marker and succeeds.
-fn hog_script(marker: &Path, procs_file: &Path) -> String {
+/// The hog step: its first attempt marks that it runs and waits there
+/// (while the harness fills the worker's memory); any later attempt finds
+/// its marker and succeeds.
+fn hog_script(marker: &Path) -> String {
     format!(
         "if mkdir {marker} 2>/dev/null; then \
-           echo 0 > /proc/self/oom_score_adj; \
-           echo $$ > {procs}; \
-           echo 'hog: allocating past the memory limit'; \
-           exec python3 -c 'import time\nb = []\nfor i in range(48):\n    b.append(b\"x\" * (8 << 20))\n    time.sleep(0.02)\ntime.sleep(20)'; \
+           echo 'hog: running while the worker runs out of memory'; \
+           sleep 60; \
          fi; \
          echo 'hog: already ran'",
         marker = marker.display(),
-        procs = procs_file.display(),
     )
+}
+
+/// A process in the chaos cgroup that allocates well past its limit. It
+/// waits a moment before allocating, so it is in the cgroup before it asks.
+fn spawn_allocator(cg: &MemoryCgroup) -> Result<std::process::Child, String> {
+    let child = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import time\ntime.sleep(0.3)\nb = []\nfor i in range(48):\n    b.append(b'x' * (8 << 20))\n    time.sleep(0.02)\ntime.sleep(30)",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("start python3: {e}"))?;
+    cg.add(child.id())?;
+    Ok(child)
 }
 
 fn remove_dir_all_retrying(dir: &Path) -> std::io::Result<()> {
