@@ -176,8 +176,10 @@ EOF
 # shares its memory limit. On cgroup v1 the kernel kills the biggest process
 # of the cgroup, which would be the task; Kubernetes on cgroup v2 kills the
 # whole container (memory.oom.group). Raising the worker's oom_score_adj makes
-# the kernel pick the worker here too. The marker (in the container's own
-# filesystem, which a restart keeps) lets the retry succeed.
+# the kernel pick the worker here too; the test does that from outside (a task
+# runs as its own user and cannot touch the worker's process). The marker (in
+# the container's own filesystem, which a restart keeps) lets the retry
+# succeed.
 cat > "$work/oom.yml" <<'EOF'
 platform: linux
 run:
@@ -188,7 +190,6 @@ run:
     if [ ! -e /tmp/hangar-e2e-oom-once ]; then
       touch /tmp/hangar-e2e-oom-once
       echo "allocating past the worker container's memory limit"
-      echo 1000 > /proc/1/oom_score_adj
       x=$(head -c 1000000000 /dev/zero | tr '\0' a)
       echo "still alive after allocating ${#x} bytes"
       exit 1
@@ -274,6 +275,7 @@ log "worker-2 OOM-killed by the kernel, restarted on its work dir"
 w2=$(container_of worker-2)
 oom_identity=$(worker_field worker-2 state_identity)
 oom_generation=$(worker_field worker-2 generation)
+docker exec "$w2" sh -c 'echo 1000 > /proc/1/oom_score_adj'
 run_build "$work/oom.log" oom.yml --tag small-memory &
 oom=$!
 exit_code=$(timeout 120 docker wait "$w2" || echo timeout)

@@ -1034,13 +1034,15 @@ impl Inner {
                     source.display()
                 )))?;
         }
-        tracing::info!(
-            %handle,
-            uid = ids.uid,
-            entries_changed = changed,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "gave the container's volumes to its user"
-        );
+        // Worth an operator's eye only when it had work to do (a copy-up of
+        // every file on overlay): the health self-check runs one every few
+        // seconds with nothing to change.
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        if changed > 0 {
+            tracing::info!(%handle, uid = ids.uid, entries_changed = changed, elapsed_ms, "gave the container's volumes to its user");
+        } else {
+            tracing::debug!(%handle, uid = ids.uid, elapsed_ms, "the container's volumes were its user's already");
+        }
         Ok(())
     }
 
