@@ -177,7 +177,8 @@ EOF
 # of the cgroup, which would be the task; Kubernetes on cgroup v2 kills the
 # whole container (memory.oom.group). Raising the worker's oom_score_adj makes
 # the kernel pick the worker here too; the test does that from outside (a task
-# runs as its own user and cannot touch the worker's process). The marker (in
+# runs as its own user and cannot touch the worker's process), and the task,
+# which inherits the raised score, sets its own back to 0. The marker (in
 # the container's own filesystem, which a restart keeps) lets the retry
 # succeed.
 cat > "$work/oom.yml" <<'EOF'
@@ -190,6 +191,9 @@ run:
     if [ ! -e /tmp/hangar-e2e-oom-once ]; then
       touch /tmp/hangar-e2e-oom-once
       echo "allocating past the worker container's memory limit"
+      # The worker's raised score was inherited: give it back (raising and
+      # restoring one's own needs no privilege) so the worker is the choice.
+      echo 0 > /proc/self/oom_score_adj
       x=$(head -c 1000000000 /dev/zero | tr '\0' a)
       echo "still alive after allocating ${#x} bytes"
       exit 1
