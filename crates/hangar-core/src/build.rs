@@ -257,19 +257,6 @@ pub fn decide_retry(
     }
 }
 
-/// The build's status once its steps are done: the first step that did not
-/// succeed decides it.
-pub fn build_outcome(steps: &[StepState]) -> BuildStatus {
-    for s in steps {
-        match s {
-            StepState::Failed => return BuildStatus::Failed,
-            StepState::Errored => return BuildStatus::Errored,
-            _ => {}
-        }
-    }
-    BuildStatus::Succeeded
-}
-
 /// What web knew of a worker when a step started on it, and what it knows
 /// now: whether the step's worker is still the one it started on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -500,21 +487,6 @@ mod tests {
                 "{now:?}"
             );
         }
-    }
-
-    #[test]
-    fn the_first_unsuccessful_step_decides_the_build() {
-        use StepState::*;
-        assert_eq!(
-            build_outcome(&[Succeeded, Succeeded]),
-            BuildStatus::Succeeded
-        );
-        assert_eq!(
-            build_outcome(&[Succeeded, Failed, Errored]),
-            BuildStatus::Failed
-        );
-        assert_eq!(build_outcome(&[Errored, Failed]), BuildStatus::Errored);
-        assert_eq!(build_outcome(&[]), BuildStatus::Succeeded);
     }
 
     #[test]

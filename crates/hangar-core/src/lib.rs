@@ -10,6 +10,7 @@ pub mod build;
 pub mod caches;
 pub mod containers;
 pub mod database;
+pub mod engine;
 pub mod events;
 pub mod fencing;
 pub mod gc;
