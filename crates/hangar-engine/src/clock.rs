@@ -2,7 +2,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Where web reads the time. Tests use a manual clock so lifecycle rules are
+/// Where the engine and web read the time. Tests use a manual clock so lifecycle rules are
 /// checked in virtual time, with no sleeps.
 #[derive(Clone, Debug, Default)]
 pub enum Clock {

@@ -1,16 +1,17 @@
 //! What every step of one build shares.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 use std::sync::Mutex;
 
-use hangar_core::build::{StepFailure, StepState};
+use hangar_core::build::{StepFailure, StepState, WorkerSeen};
 use hangar_store::StepRecord;
 use tokio_util::sync::CancellationToken;
 
-use crate::Web;
+use crate::Engine;
 
-pub struct BuildContext {
-    pub web: Web,
+pub(crate) struct BuildContext {
+    pub engine: Engine,
     pub build_id: i64,
     /// The job's name, for task caches that persist across its builds.
     pub job: String,
@@ -28,7 +29,7 @@ pub struct BuildContext {
 
 /// How a leaf step ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StepEnd {
+pub(crate) struct StepEnd {
     pub state: StepState,
     pub exit_code: Option<i64>,
     pub error: Option<String>,
@@ -36,7 +37,7 @@ pub struct StepEnd {
 
 /// A step that did not end because the build was interrupted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Interrupted;
+pub(crate) struct Interrupted;
 
 impl BuildContext {
     pub fn artifact(&self, name: &str) -> Option<String> {
@@ -54,23 +55,49 @@ impl BuildContext {
             .insert(name.to_string(), handle.to_string());
     }
 
+    /// Runs `work` (calls to workers) while watching the workers it depends
+    /// on and the build's cancellation: if one of them stalls, restarts or
+    /// leaves meanwhile, the work is abandoned (dropped) with that failure
+    /// instead of waiting on a worker that will not answer; if the build is
+    /// stopped, it is abandoned at once and the build resumes elsewhere.
+    pub async fn call<T>(
+        &self,
+        workers: &[(&str, &WorkerSeen)],
+        work: impl Future<Output = T>,
+    ) -> Result<Result<T, StepFailure>, Interrupted> {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                _ = self.stop.cancelled() => return Err(Interrupted),
+                out = &mut work => return Ok(Ok(out)),
+                _ = tokio::time::sleep(crate::watch::WATCH_EVERY) => {
+                    for (name, seen) in workers {
+                        if let Some(f) = crate::watch::check(&self.engine, name, seen).await {
+                            return Ok(Err(f));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Appends a line to the build log (and wakes watchers). A failure to
     /// write the log is logged, not fatal: the build goes on.
     pub async fn log(&self, step: Option<&str>, kind: &str, line: &str) {
         if let Err(e) = self
-            .web
+            .engine
             .store()
-            .append_build_event(self.build_id, step, kind, line, self.web.now())
+            .append_build_event(self.build_id, step, kind, line, self.engine.now())
             .await
         {
             tracing::warn!(build = self.build_id, error = %e, "cannot write the build log");
         }
-        self.web.build_events().notify_waiters();
+        self.engine.build_events().notify_waiters();
     }
 
     /// Says in the build log (and the metrics) that a step is retried after
     /// `failure`, keeps the next attempt off the worker that failed it, and
-    /// gives an unreachable worker a moment to be declared stalled first.
+    /// gives an unreachable worker a moment to be judged first.
     #[allow(clippy::too_many_arguments)]
     pub async fn announce_retry(
         &self,
@@ -82,7 +109,7 @@ impl BuildContext {
         max_attempts: u32,
         avoid: &mut BTreeSet<String>,
     ) -> Result<(), Interrupted> {
-        self.web.metrics().step_retry(failure.kind());
+        self.engine.observer().step_retried(failure.kind());
         self.log(
             Some(step_id),
             "infra",
@@ -92,23 +119,24 @@ impl BuildContext {
             ),
         )
         .await;
-        if let Some(w) = failure.worker() {
-            avoid.insert(w.to_string());
-        }
-        if let StepFailure::WorkerUnreachable { worker, .. } = failure {
-            super::watch::settle(&self.web, worker, self.web.now(), &self.stop).await?;
+        let next = hangar_core::engine::after_failure(failure);
+        avoid.extend(next.avoid);
+        if let Some(worker) = next.settle {
+            crate::watch::settle(&self.engine, &worker, self.engine.now(), &self.stop).await?;
         }
         Ok(())
     }
 
+    /// Saves the step's progress. A failed write is logged: the step goes
+    /// on, and a resumed build redoes what the database did not record.
     pub async fn save(&self, record: &StepRecord) {
-        if let Err(e) = self.web.store().save_step(record).await {
+        if let Err(e) = self.engine.store().save_step(record).await {
             tracing::warn!(build = self.build_id, step = %record.step_id, error = %e, "cannot save step");
         }
     }
 }
 
-pub fn new_step_record(build_id: i64, step_id: &str, name: &str, kind: &str) -> StepRecord {
+pub(crate) fn new_step_record(build_id: i64, step_id: &str, name: &str, kind: &str) -> StepRecord {
     StepRecord {
         build_id,
         step_id: step_id.to_string(),
@@ -125,4 +153,16 @@ pub fn new_step_record(build_id: i64, step_id: &str, name: &str, kind: &str) -> 
         started_at: None,
         finished_at: None,
     }
+}
+
+/// A step's stored outputs (artifact name → volume handle). Unreadable
+/// JSON is an error, never an empty map: a step that lost its outputs must
+/// not pass for one that had none.
+pub(crate) fn stored_outputs(record: &StepRecord) -> Result<BTreeMap<String, String>, String> {
+    serde_json::from_str(&record.outputs).map_err(|e| {
+        format!(
+            "the stored outputs of step {} are unreadable: {e}",
+            record.step_id
+        )
+    })
 }

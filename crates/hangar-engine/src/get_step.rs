@@ -2,23 +2,22 @@
 //! worker with the resource type, reusing the cache when the worker has it.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use hangar_api::resources::{ResourceAction, ResourceActionResult};
-use hangar_client::WorkerApi;
-use hangar_core::build::{decide_retry, RetryDecision, StepFailure, StepState};
+use hangar_core::build::{decide_retry, RetryDecision, StepFailure, StepState, WorkerSeen};
 use hangar_core::caches::resource_cache_key;
+use hangar_core::engine::{call_failure, Observed};
 use hangar_core::placement::Requirement;
 use hangar_core::plan::GetStep;
 use hangar_core::volumes::OwnerKind;
 use serde_json::{json, Value};
 
-use super::context::{new_step_record, BuildContext, Interrupted, StepEnd};
-use super::placement::{place_waiting, Wants};
-use super::task_step::{already_done_end, give_up};
-use crate::worker_ops::{self, Source};
+use crate::context::{new_step_record, stored_outputs, BuildContext, Interrupted, StepEnd};
+use crate::placement::{place_waiting, Wants};
+use crate::task_step::{already_done_end, give_up, op_failure};
+use crate::Source;
 
-pub async fn run(
+pub(crate) async fn run(
     ctx: &BuildContext,
     step_id: &str,
     step: &GetStep,
@@ -30,11 +29,15 @@ pub async fn run(
         .unwrap_or_else(|| new_step_record(ctx.build_id, step_id, &step.get, "get"));
     if let Some(end) = already_done_end(&record) {
         if end.state == StepState::Succeeded {
-            if let Some(handle) = serde_json::from_str::<Value>(&record.outputs)
-                .ok()
-                .and_then(|v| v.get(&step.get).and_then(Value::as_str).map(str::to_string))
-            {
-                ctx.add_artifact(&step.get, &handle);
+            match stored_outputs(&record) {
+                Ok(outputs) => {
+                    for (name, handle) in outputs {
+                        ctx.add_artifact(&name, &handle);
+                    }
+                }
+                Err(why) => {
+                    return Ok(give_up(ctx, &mut record, StepState::Errored, None, why).await)
+                }
             }
         }
         return Ok(end);
@@ -43,7 +46,7 @@ pub async fn run(
     let mut avoid = BTreeSet::new();
     loop {
         record.state = StepState::Running;
-        record.started_at.get_or_insert(ctx.web.now());
+        record.started_at.get_or_insert(ctx.engine.now());
         ctx.save(&record).await;
         ctx.log(
             Some(step_id),
@@ -58,7 +61,7 @@ pub async fn run(
                 record.outputs = json!({ step.get.clone(): handle }).to_string();
                 record.state = StepState::Succeeded;
                 record.exit_code = Some(0);
-                record.finished_at = Some(ctx.web.now());
+                record.finished_at = Some(ctx.engine.now());
                 ctx.save(&record).await;
                 return Ok(StepEnd {
                     state: StepState::Succeeded,
@@ -93,7 +96,7 @@ pub async fn run(
 
 /// Fetches a get step's artifact again (its volume was lost with its
 /// worker), on a worker other than those in `avoid`.
-pub async fn refetch(
+pub(crate) async fn refetch(
     ctx: &BuildContext,
     step_id: &str,
     step: &GetStep,
@@ -107,21 +110,23 @@ pub async fn refetch(
         }))
 }
 
+/// Runs a resource action on the step's worker, watched and cancellable.
 async fn action(
-    api: &WorkerApi,
+    ctx: &BuildContext,
     worker: &str,
+    seen: &WorkerSeen,
     req: &ResourceAction,
-) -> Result<ResourceActionResult, StepFailure> {
-    api.resource_action(req).await.map_err(|e| match &e {
-        hangar_client::ClientError::Api {
-            status, message, ..
-        } if status.as_u16() == 400 => StepFailure::Invalid {
-            reason: message.clone(),
-        },
-        _ => StepFailure::WorkerUnreachable {
-            worker: worker.to_string(),
-            reason: e.to_string(),
-        },
+) -> Result<Result<ResourceActionResult, StepFailure>, Interrupted> {
+    let out = ctx
+        .call(
+            &[(worker, seen)],
+            ctx.engine.workers().resource_action(worker, req),
+        )
+        .await?;
+    Ok(match out {
+        Ok(Ok(o)) => Ok(o),
+        Ok(Err(e)) => Err(call_failure(worker, &e)),
+        Err(f) => Err(f),
     })
 }
 
@@ -131,7 +136,7 @@ async fn attempt(
     step: &GetStep,
     avoid: &BTreeSet<String>,
 ) -> Result<Result<(String, String), StepFailure>, Interrupted> {
-    let web = &ctx.web;
+    let engine = &ctx.engine;
     let source = Value::Object(step.source.clone());
     let known_key = step
         .version
@@ -155,18 +160,10 @@ async fn attempt(
             .collect(),
     };
     let worker = place_waiting(ctx, step_id, wants).await?;
-    let Ok(Some(seen)) = super::watch::seen(web, &worker).await else {
+    let Observed::Present(seen) = crate::watch::seen(engine, &worker).await else {
         return Ok(Err(StepFailure::WorkerGone { worker }));
     };
-    let api = match worker_ops::worker_api(web, &worker, Duration::from_secs(3600)).await {
-        Ok(a) => a,
-        Err(e) => {
-            return Ok(Err(StepFailure::WorkerUnreachable {
-                worker: worker.clone(),
-                reason: e.to_string(),
-            }))
-        }
-    };
+    let watched = [(worker.as_str(), &seen)];
     let version = match &step.version {
         Some(v) => Value::Object(v.clone()),
         None => {
@@ -176,13 +173,10 @@ async fn attempt(
                 volume: None,
                 request: json!({ "source": source, "version": null }),
             };
-            let out =
-                match super::watch::guarded(web, &[(&worker, &seen)], action(&api, &worker, &req))
-                    .await
-                {
-                    Ok(Ok(o)) => o,
-                    Ok(Err(f)) | Err(f) => return Ok(Err(f)),
-                };
+            let out = match action(ctx, &worker, &seen, &req).await? {
+                Ok(o) => o,
+                Err(f) => return Ok(Err(f)),
+            };
             if !out.stderr.is_empty() {
                 ctx.log(Some(step_id), "log", &out.stderr).await;
             }
@@ -207,7 +201,7 @@ async fn attempt(
         }
     };
     let key = resource_cache_key(&step.resource_type, &source, &version);
-    let cached = super::caches::reuse_cache(web, OwnerKind::ResourceCache, &key, &worker).await;
+    let cached = crate::caches::reuse_cache(engine, OwnerKind::ResourceCache, &key, &worker).await;
     if let Some(handle) = cached {
         ctx.log(
             Some(step_id),
@@ -217,22 +211,16 @@ async fn attempt(
         .await;
         return Ok(Ok((worker, handle)));
     }
-    let volume = match worker_ops::make_volume(
-        web,
-        &worker,
-        Source::Empty,
-        OwnerKind::ResourceCache,
-        Some(key),
-    )
-    .await
-    {
-        Ok(v) => v,
-        Err(e) => {
-            return Ok(Err(StepFailure::WorkerUnreachable {
-                worker: worker.clone(),
-                reason: e.to_string(),
-            }))
-        }
+    let made = ctx
+        .call(
+            &watched,
+            engine.make_volume(&worker, Source::Empty, OwnerKind::ResourceCache, Some(key)),
+        )
+        .await?;
+    let volume = match made {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => return Ok(Err(op_failure(&worker, e))),
+        Err(f) => return Ok(Err(f)),
     };
     let mut request = json!({ "source": source, "version": version });
     if let Some(p) = &step.params {
@@ -244,19 +232,24 @@ async fn attempt(
         volume: Some(volume.handle.clone()),
         request,
     };
-    let out =
-        match super::watch::guarded(web, &[(&worker, &seen)], action(&api, &worker, &req)).await {
-            Ok(Ok(o)) => o,
-            Ok(Err(f)) | Err(f) => {
-                worker_ops::release_volume(web, &volume.handle).await;
-                return Ok(Err(f));
-            }
-        };
+    let out = match action(ctx, &worker, &seen, &req).await {
+        Ok(Ok(o)) => o,
+        Ok(Err(f)) => {
+            engine.release_volume(&volume.handle).await;
+            return Ok(Err(f));
+        }
+        // A half-fetched cache must not be reused: it is released, and the
+        // resumed build fetches again.
+        Err(Interrupted) => {
+            engine.release_volume(&volume.handle).await;
+            return Err(Interrupted);
+        }
+    };
     if !out.stderr.is_empty() {
         ctx.log(Some(step_id), "log", &out.stderr).await;
     }
     if out.exit_code != 0 {
-        worker_ops::release_volume(web, &volume.handle).await;
+        engine.release_volume(&volume.handle).await;
         return Ok(Err(StepFailure::Exited {
             code: out.exit_code,
         }));

@@ -1,70 +1,197 @@
 //! The build engine: one loop per web node claims builds (pending ones, and
 //! started ones whose node died) and runs each in a task it owns. A build's
 //! progress is in the database step by step, so any node can resume it.
+//!
+//! The engine knows nothing of HTTP servers. It reads and writes the store,
+//! asks `hangar-core` for every decision (`hangar_core::engine`, placement,
+//! retries), and reaches workers only through the [`Workers`] trait, so its
+//! behaviour is tested in-process with the recording fake (`fake` feature).
+//! Every call to a worker runs under the step's worker watch and the build's
+//! cancellation ([`context::BuildContext::call`]).
 
 mod caches;
+mod clock;
 mod context;
+#[cfg(feature = "fake")]
+pub mod fake;
 mod get_step;
+mod http_workers;
 mod logs;
-mod placement;
+pub mod placement;
 mod runner;
 mod task_step;
+mod volumes;
 mod watch;
+mod workers;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hangar_core::backoff::{Backoff, Change};
+use hangar_store::Store;
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::Web;
+pub use clock::{system_now_ms, Clock};
+pub use http_workers::{call_error, HttpWorkers};
+pub use volumes::{OpError, Source};
+pub use workers::{CallError, CopyError, LogStream, Workers};
 
 /// How long a claimed build stays with its node without a renewal.
 pub const LEASE_MS: i64 = 30_000;
 
-/// Claims and runs builds until `shutdown`. On shutdown the running builds
-/// stop where they are; their leases run out and they are resumed by the
-/// next node to look (this one, restarted, or another).
-pub async fn run(web: Web, shutdown: CancellationToken) {
-    let mut builds = JoinSet::new();
-    // A database that refuses claims (down, or its disk full) is asked
-    // again less and less often, and said so once, not every second.
-    let mut claim_errors = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
-    loop {
-        let mut pause = Duration::from_secs(1);
-        loop {
-            match web
-                .store()
-                .claim_build(web.node_id(), web.now(), LEASE_MS)
-                .await
-            {
-                Ok(Some(build)) => {
-                    claimed(&mut claim_errors);
-                    tracing::info!(build = build.id, "running build");
-                    builds.spawn(runner::run(web.clone(), build, shutdown.child_token()));
-                }
-                Ok(None) => {
-                    claimed(&mut claim_errors);
-                    break;
-                }
-                Err(e) => {
-                    let (delay, change) = claim_errors.failed();
-                    if change == Change::StartedFailing {
-                        tracing::warn!(error = %e, "cannot claim builds; retrying with backoff");
-                    }
-                    pause = delay;
-                    break;
-                }
-            }
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = web.engine_wake().notified() => {}
-            _ = tokio::time::sleep(pause) => {}
-            Some(_) = builds.join_next() => {}
+/// What the engine is told by the node that runs it.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// This node's name in build leases.
+    pub node_id: String,
+    /// How long a build's lease lasts without renewal.
+    pub lease_ms: i64,
+    /// The fleet's heartbeat TTL and lifecycle pass: how long web may take
+    /// to judge a worker that could not be reached.
+    pub heartbeat_ttl_ms: i64,
+    pub lifecycle_pass_ms: i64,
+    /// How often steps look again (placement waits, worker watches).
+    pub poll: Duration,
+}
+
+impl EngineConfig {
+    pub fn new(node_id: impl Into<String>) -> EngineConfig {
+        EngineConfig {
+            node_id: node_id.into(),
+            lease_ms: LEASE_MS,
+            heartbeat_ttl_ms: 15_000,
+            lifecycle_pass_ms: 1_000,
+            poll: Duration::from_millis(500),
         }
     }
-    while builds.join_next().await.is_some() {}
+}
+
+/// What the engine reports to its node's metrics.
+pub trait EngineObserver: Send + Sync + 'static {
+    /// A step is retried after an infrastructure failure of this kind.
+    fn step_retried(&self, _cause: &'static str) {}
+}
+
+/// Reports nothing.
+pub struct NoObserver;
+impl EngineObserver for NoObserver {}
+
+/// One node's engine: the store, the workers, the clock, and the signals
+/// between the engine and the node's API (a build was created; a build's
+/// log grew).
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    workers: Arc<dyn Workers>,
+    clock: Clock,
+    config: EngineConfig,
+    observer: Arc<dyn EngineObserver>,
+    wake: Notify,
+    build_events: Notify,
+}
+
+impl Engine {
+    pub fn new(
+        store: Store,
+        workers: Arc<dyn Workers>,
+        clock: Clock,
+        config: EngineConfig,
+        observer: Arc<dyn EngineObserver>,
+    ) -> Engine {
+        Engine {
+            inner: Arc::new(Inner {
+                store,
+                workers,
+                clock,
+                config,
+                observer,
+                wake: Notify::new(),
+                build_events: Notify::new(),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn workers(&self) -> &dyn Workers {
+        self.inner.workers.as_ref()
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    pub fn now(&self) -> i64 {
+        self.inner.clock.now()
+    }
+
+    /// Wakes the claim loop (a build was created).
+    pub fn wake(&self) {
+        self.inner.wake.notify_one();
+    }
+
+    /// Notified whenever a build's log or status changes, for watchers.
+    pub fn build_events(&self) -> &Notify {
+        &self.inner.build_events
+    }
+
+    pub(crate) fn observer(&self) -> &dyn EngineObserver {
+        self.inner.observer.as_ref()
+    }
+
+    /// Claims and runs builds until `shutdown`. On shutdown every running
+    /// build stops where it is (each call to a worker observes the
+    /// cancellation), and returns once they all did; their leases run out
+    /// and they are resumed by the next node to look.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut builds = JoinSet::new();
+        // A database that refuses claims (down, or its disk full) is asked
+        // again less and less often, and said so once, not every second.
+        let mut claim_errors = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+        loop {
+            let mut pause = Duration::from_secs(1);
+            loop {
+                match self
+                    .store()
+                    .claim_build(&self.config().node_id, self.now(), self.config().lease_ms)
+                    .await
+                {
+                    Ok(Some(build)) => {
+                        claimed(&mut claim_errors);
+                        tracing::info!(build = build.id, "running build");
+                        builds.spawn(runner::run(self.clone(), build, shutdown.child_token()));
+                    }
+                    Ok(None) => {
+                        claimed(&mut claim_errors);
+                        break;
+                    }
+                    Err(e) => {
+                        let (delay, change) = claim_errors.failed();
+                        if change == Change::StartedFailing {
+                            tracing::warn!(error = %e, "cannot claim builds; retrying with backoff");
+                        }
+                        pause = delay;
+                        break;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = self.inner.wake.notified() => {}
+                _ = tokio::time::sleep(pause) => {}
+                Some(_) = builds.join_next() => {}
+            }
+        }
+        while builds.join_next().await.is_some() {}
+    }
 }
 
 fn claimed(errors: &mut Backoff) {

@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use hangar_client::WorkerApi;
 use hangar_core::backoff::{Backoff, Change};
 
 use super::context::BuildContext;
@@ -13,10 +12,10 @@ use super::context::BuildContext;
 /// Follows the log until the worker ends the stream after the container
 /// exited; reconnects after a dropped connection. Returns the final offset.
 /// The caller cancels it (drops the future) when the step is abandoned.
-pub async fn pump(
+pub(crate) async fn pump(
     ctx: &BuildContext,
     step_id: &str,
-    api: &WorkerApi,
+    worker: &str,
     handle: &str,
     start: i64,
 ) -> i64 {
@@ -29,7 +28,12 @@ pub async fn pump(
     loop {
         // After a reconnect, read again from the last byte written.
         pending.clear();
-        let resp = match api.container_logs(handle, offset as u64, true).await {
+        let logs = ctx
+            .engine
+            .workers()
+            .container_logs(worker, handle, offset as u64)
+            .await;
+        let mut stream = match logs {
             Ok(r) => {
                 if let Change::Recovered { failures } = stream_errors.succeeded() {
                     tracing::info!(%handle, failures, "the container's log stream is back");
@@ -45,7 +49,6 @@ pub async fn pump(
                 continue;
             }
         };
-        let mut stream = resp.bytes_stream();
         let mut broken = false;
         while let Some(chunk) = stream.next().await {
             let Ok(chunk) = chunk else {
@@ -63,9 +66,9 @@ pub async fn pump(
             let text = String::from_utf8_lossy(&pending[..cut]).into_owned();
             let next = offset + cut as i64;
             if let Err(e) = ctx
-                .web
+                .engine
                 .store()
-                .append_step_log(ctx.build_id, step_id, &text, next, ctx.web.now())
+                .append_step_log(ctx.build_id, step_id, &text, next, ctx.engine.now())
                 .await
             {
                 let (delay, change) = write_errors.failed();
@@ -81,7 +84,7 @@ pub async fn pump(
             }
             pending.drain(..cut);
             offset = next;
-            ctx.web.build_events().notify_waiters();
+            ctx.engine.build_events().notify_waiters();
         }
         if !broken {
             return offset;

@@ -1,14 +1,19 @@
-//! Choosing a step's worker from what the database says now.
+//! Choosing a worker from what the database says now: one rule for build
+//! steps and for uploads (`hangar_core::placement::place` over candidates
+//! built here, with the workers' pressure, health and free memory).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use hangar_api::BaseResourceType;
-use hangar_core::placement::{place, Candidate, Requirement};
+use hangar_core::engine::volume_usable;
+use hangar_core::placement::{place, Candidate, NoWorker, Requirement};
+use hangar_store::{StoreError, WorkerRecord};
 
-use super::context::{BuildContext, Interrupted};
+use crate::context::{BuildContext, Interrupted};
+use crate::Engine;
 
-/// What a step wants of its worker, besides the requirement's basics.
+/// What a step (or an upload) wants of its worker.
+#[derive(Debug, Clone, Default)]
 pub struct Wants {
     pub requirement: Requirement,
     /// Only workers advertising this base resource type.
@@ -19,16 +24,41 @@ pub struct Wants {
     pub caches: Vec<(&'static str, String)>,
 }
 
-async fn candidates(
-    ctx: &BuildContext,
-    wants: &Wants,
-) -> Result<Vec<Candidate>, hangar_store::StoreError> {
-    let store = ctx.web.store();
+/// A worker as placement sees it. A worker whose condition cannot be read
+/// is taken at its word of none (accepting, memory unknown); one that
+/// serves no API cannot be given work and is left out by the caller.
+fn candidate(w: WorkerRecord, has: BTreeSet<String>) -> Candidate {
+    let condition: Option<hangar_api::WorkerCondition> = w
+        .condition
+        .as_deref()
+        .and_then(|c| serde_json::from_str(c).ok());
+    Candidate {
+        accepting_work: condition.as_ref().is_none_or(|c| c.accepting_work()),
+        memory_free: condition.as_ref().map(|c| c.memory_free()),
+        has,
+        name: w.info.name,
+        state: w.state,
+        platform: w.info.platform,
+        tags: w.info.tags.into_iter().collect(),
+        team: w.info.team,
+        active_containers: w.info.containers,
+    }
+}
+
+fn has_resource_type(w: &WorkerRecord, wanted: &str) -> bool {
+    serde_json::from_str::<Vec<BaseResourceType>>(&w.info.resource_types_json)
+        .map(|types| types.iter().any(|rt| rt.type_name == wanted))
+        .unwrap_or(false)
+}
+
+/// The workers that could take `wants`, with what each already holds.
+pub async fn candidates(engine: &Engine, wants: &Wants) -> Result<Vec<Candidate>, StoreError> {
+    let store = engine.store();
     let workers = store.list_workers().await?;
     let mut has: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for handle in &wants.volumes {
         if let Some(v) = store.get_volume(handle).await? {
-            if v.state == hangar_core::volumes::VolumeState::Created && v.missing_since.is_none() {
+            if volume_usable(v.state, v.missing_since) {
                 has.entry(v.worker)
                     .or_default()
                     .insert(format!("vol:{handle}"));
@@ -48,34 +78,20 @@ async fn candidates(
     }
     Ok(workers
         .into_iter()
+        .filter(|w| w.info.api_url.is_some())
         .filter(|w| match &wants.resource_type {
-            Some(t) => serde_json::from_str::<Vec<BaseResourceType>>(&w.info.resource_types_json)
-                .map(|types| types.iter().any(|rt| &rt.type_name == t))
-                .unwrap_or(false),
+            Some(t) => has_resource_type(w, t),
             None => true,
         })
         .map(|w| {
-            let condition: Option<hangar_api::WorkerCondition> = w
-                .condition
-                .as_deref()
-                .and_then(|c| serde_json::from_str(c).ok());
-            Candidate {
-                accepting_work: condition.as_ref().is_none_or(|c| c.accepting_work()),
-                memory_free: condition.as_ref().map(|c| c.memory_free()),
-                has: has.remove(&w.info.name).unwrap_or_default(),
-                name: w.info.name,
-                state: w.state,
-                platform: w.info.platform,
-                tags: w.info.tags.into_iter().collect(),
-                team: w.info.team,
-                active_containers: w.info.containers,
-            }
+            let held = has.remove(&w.info.name).unwrap_or_default();
+            candidate(w, held)
         })
         .collect())
 }
 
 /// The keys a worker's `has` set uses for what `wants` lists.
-pub fn wanted_keys(wants: &Wants) -> Vec<String> {
+fn wanted_keys(wants: &Wants) -> Vec<String> {
     wants
         .volumes
         .iter()
@@ -84,39 +100,47 @@ pub fn wanted_keys(wants: &Wants) -> Vec<String> {
         .collect()
 }
 
+/// Places `wants` now, or says why no worker fits.
+pub async fn place_now(
+    engine: &Engine,
+    mut wants: Wants,
+) -> Result<Result<String, NoWorker>, StoreError> {
+    wants.requirement.wants = wanted_keys(&wants);
+    let c = candidates(engine, &wants).await?;
+    Ok(
+        place(&c, &wants.requirement).map_err(|no| match &wants.resource_type {
+            Some(t) if c.is_empty() => NoWorker(format!("no worker has resource type {t}")),
+            _ => no,
+        }),
+    )
+}
+
 /// Places the step, waiting (and saying why, once) while no worker fits.
-pub async fn place_waiting(
+pub(crate) async fn place_waiting(
     ctx: &BuildContext,
     step_id: &str,
-    mut wants: Wants,
+    wants: Wants,
 ) -> Result<String, Interrupted> {
-    wants.requirement.wants = wanted_keys(&wants);
     let mut said = None;
     loop {
-        match candidates(ctx, &wants).await {
-            Ok(c) => match place(&c, &wants.requirement) {
-                Ok(worker) => return Ok(worker),
-                Err(no) => {
-                    let why = match &wants.resource_type {
-                        Some(t) if c.is_empty() => format!("no worker has resource type {t}"),
-                        _ => no.0,
-                    };
-                    if said.as_ref() != Some(&why) {
-                        ctx.log(
-                            Some(step_id),
-                            "infra",
-                            &format!("waiting for a worker: {why}"),
-                        )
-                        .await;
-                        said = Some(why);
-                    }
+        match place_now(&ctx.engine, wants.clone()).await {
+            Ok(Ok(worker)) => return Ok(worker),
+            Ok(Err(NoWorker(why))) => {
+                if said.as_ref() != Some(&why) {
+                    ctx.log(
+                        Some(step_id),
+                        "infra",
+                        &format!("waiting for a worker: {why}"),
+                    )
+                    .await;
+                    said = Some(why);
                 }
-            },
+            }
             Err(e) => tracing::warn!(error = %e, "cannot read workers for placement"),
         }
         tokio::select! {
             _ = ctx.stop.cancelled() => return Err(Interrupted),
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = tokio::time::sleep(ctx.engine.config().poll) => {}
         }
     }
 }

@@ -7,30 +7,32 @@ use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use hangar_core::build::{BuildStatus, StepState};
+use hangar_core::build::StepState;
+use hangar_core::engine::{build_status, deciding_step, final_status_line};
 use hangar_core::plan::{parse_plan, Step};
 use hangar_store::BuildRecord;
 use tokio_util::sync::CancellationToken;
 
-use super::context::{BuildContext, Interrupted, StepEnd};
-use super::{get_step, task_step, LEASE_MS};
-use crate::Web;
+use crate::context::{BuildContext, Interrupted, StepEnd};
+use crate::{get_step, task_step, Engine};
 
-pub async fn run(web: Web, build: BuildRecord, stop: CancellationToken) {
+pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationToken) {
+    let lease_ms = engine.config().lease_ms;
+    let node = engine.config().node_id.clone();
     let id = build.id;
     // Keep the lease while the build runs; losing it (another node took the
     // build after a long pause) stops this run.
     let lease = tokio::spawn({
-        let (web, stop) = (web.clone(), stop.clone());
+        let (engine, stop, node) = (engine.clone(), stop.clone(), node.clone());
         async move {
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(LEASE_MS as u64 / 3)) => {}
+                    _ = tokio::time::sleep(Duration::from_millis(lease_ms.max(3) as u64 / 3)) => {}
                 }
-                match web
+                match engine
                     .store()
-                    .renew_build_lease(id, web.node_id(), web.now(), LEASE_MS)
+                    .renew_build_lease(id, &node, engine.now(), lease_ms)
                     .await
                 {
                     Ok(true) => {}
@@ -46,41 +48,28 @@ pub async fn run(web: Web, build: BuildRecord, stop: CancellationToken) {
             }
         }
     });
-    let result = run_plan(&web, &build, stop.clone()).await;
+    let result = run_plan(&engine, &build, stop.clone()).await;
     stop.cancel();
-    let _ = lease.await;
+    if let Err(e) = lease.await {
+        tracing::warn!(build = id, error = %e, "the lease keeper of the build ended badly");
+    }
     let Ok(end) = result else {
         tracing::info!(build = id, "build interrupted; it will be resumed");
         return;
     };
-    let status = match end.state {
-        StepState::Succeeded => BuildStatus::Succeeded,
-        StepState::Failed => BuildStatus::Failed,
-        _ => BuildStatus::Errored,
-    };
-    let now = web.now();
-    let line = match (&end.error, status) {
-        (_, BuildStatus::Succeeded) => "succeeded".to_string(),
-        (Some(e), s) => format!("{s}: {e}"),
-        (None, s) => s.to_string(),
-    };
-    if let Err(e) = web
+    let status = build_status(end.state);
+    let now = engine.now();
+    let line = final_status_line(status, end.error.as_deref());
+    if let Err(e) = engine
         .store()
         .append_build_event(id, None, "status", &line, now)
         .await
     {
         tracing::warn!(build = id, error = %e, "cannot append the build's final status line");
     }
-    match web
+    match engine
         .store()
-        .finish_build(
-            id,
-            web.node_id(),
-            status,
-            end.exit_code,
-            end.error.as_deref(),
-            now,
-        )
+        .finish_build(id, &node, status, end.exit_code, end.error.as_deref(), now)
         .await
     {
         Ok(true) => tracing::info!(build = id, %status, "build finished"),
@@ -89,11 +78,11 @@ pub async fn run(web: Web, build: BuildRecord, stop: CancellationToken) {
             tracing::error!(build = id, error = %e, "cannot record the build's end; it will be resumed")
         }
     }
-    web.build_events().notify_waiters();
+    engine.build_events().notify_waiters();
 }
 
 async fn run_plan(
-    web: &Web,
+    engine: &Engine,
     build: &BuildRecord,
     stop: CancellationToken,
 ) -> Result<StepEnd, Interrupted> {
@@ -109,14 +98,21 @@ async fn run_plan(
         Ok(p) => p,
         Err(e) => return Ok(invalid(format!("stored plan is unreadable: {e}"))),
     };
-    let artifacts: BTreeMap<String, String> =
-        serde_json::from_str(&build.artifacts).unwrap_or_default();
-    let previous = match web.store().build_steps(build.id).await {
+    // Unreadable stored artifacts are an error, never an empty map: the
+    // build's uploads would silently vanish.
+    let artifacts: BTreeMap<String, String> = match serde_json::from_str(&build.artifacts) {
+        Ok(a) => a,
+        Err(e) => return Ok(invalid(format!("stored artifacts are unreadable: {e}"))),
+    };
+    let previous = match engine.store().build_steps(build.id).await {
         Ok(steps) => steps.into_iter().map(|s| (s.step_id.clone(), s)).collect(),
-        Err(_) => return Err(Interrupted),
+        Err(e) => {
+            tracing::warn!(build = build.id, error = %e, "cannot read the build's steps; leaving it to be resumed");
+            return Err(Interrupted);
+        }
     };
     let ctx = BuildContext {
-        web: web.clone(),
+        engine: engine.clone(),
         build_id: build.id,
         job: build.name.clone(),
         artifacts: Mutex::new(artifacts),
@@ -168,19 +164,19 @@ fn run_list<'a>(
                 .iter()
                 .zip(ids.iter())
                 .map(|(s, i)| run_step(ctx, s, i));
-            let ends = futures_util::future::join_all(runs).await;
-            let mut first_bad = None;
-            for end in ends {
-                let end = end?;
-                if end.state != StepState::Succeeded && first_bad.is_none() {
-                    first_bad = Some(end);
-                }
-            }
-            return Ok(first_bad.unwrap_or(ok));
+            let ends = futures_util::future::join_all(runs)
+                .await
+                .into_iter()
+                .collect::<Result<Vec<StepEnd>, Interrupted>>()?;
+            let states: Vec<StepState> = ends.iter().map(|e| e.state).collect();
+            return Ok(match deciding_step(&states) {
+                Some(i) => ends[i].clone(),
+                None => ok,
+            });
         }
         for (i, step) in steps.iter().enumerate() {
             let end = run_step(ctx, step, &id(i)).await?;
-            if end.state != StepState::Succeeded {
+            if deciding_step(&[end.state]).is_some() {
                 return Ok(end);
             }
         }

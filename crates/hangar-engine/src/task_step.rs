@@ -6,27 +6,31 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use hangar_api::containers::{ContainerExit, ContainerSpec, Mount, RUNTIME_PROCESS, RUNTIME_RUNC};
-use hangar_client::{ClientError, WorkerApi};
 use hangar_core::backoff::{Backoff, Change};
 use hangar_core::build::{
     decide_retry, full_disk_failure, RetryDecision, StepFailure, StepState, WorkerSeen,
 };
 use hangar_core::caches::task_cache_key;
+use hangar_core::engine::{
+    call_failure, import_failure, input_call_failure, input_check, InputCheck, Observed, VolumeSeen,
+};
 use hangar_core::placement::Requirement;
 use hangar_core::plan::TaskStep;
 use hangar_core::task::{parse_task_config, TaskConfig};
 use hangar_core::volumes::OwnerKind;
 use hangar_store::StepRecord;
 
-use super::context::{new_step_record, BuildContext, Interrupted, StepEnd};
-use super::placement::{place_waiting, Wants};
-use super::{logs, watch};
-use crate::worker_ops::{self, OpError, Source};
+use crate::context::{new_step_record, stored_outputs, BuildContext, Interrupted, StepEnd};
+use crate::placement::{place_waiting, Wants};
+use crate::{logs, watch, OpError, Source};
 
 /// How often a running step looks at its worker's state.
 const WATCH_EVERY: Duration = Duration::from_secs(2);
+/// How long a finished container's removal may take before it is left to
+/// the worker's next report.
+const DESTROY_WITHIN: Duration = Duration::from_secs(10);
 
-pub async fn run(
+pub(crate) async fn run(
     ctx: &BuildContext,
     step_id: &str,
     step: &TaskStep,
@@ -36,7 +40,19 @@ pub async fn run(
         .get(step_id)
         .cloned()
         .unwrap_or_else(|| new_step_record(ctx.build_id, step_id, &step.task, "task"));
-    if let Some(end) = already_done(ctx, &record) {
+    if let Some(end) = already_done_end(&record) {
+        if end.state == StepState::Succeeded {
+            match stored_outputs(&record) {
+                Ok(outputs) => {
+                    for (name, handle) in outputs {
+                        ctx.add_artifact(&name, &handle);
+                    }
+                }
+                Err(why) => {
+                    return Ok(give_up(ctx, &mut record, StepState::Errored, None, why).await)
+                }
+            }
+        }
         return Ok(end);
     }
     let config = match parse_task_config(&step.config.to_string()) {
@@ -69,7 +85,7 @@ pub async fn run(
             Some(r) => r,
             None => {
                 record.state = StepState::Running;
-                record.started_at.get_or_insert(ctx.web.now());
+                record.started_at.get_or_insert(ctx.engine.now());
                 ctx.save(&record).await;
                 let line = if record.attempt > 1 {
                     format!(
@@ -88,10 +104,10 @@ pub async fn run(
                 for (name, handle) in &outputs {
                     ctx.add_artifact(name, handle);
                 }
-                record.outputs = serde_json::to_string(&outputs).unwrap_or_else(|_| "{}".into());
+                record.outputs = outputs_json(&outputs);
                 record.state = StepState::Succeeded;
                 record.exit_code = Some(0);
-                record.finished_at = Some(ctx.web.now());
+                record.finished_at = Some(ctx.engine.now());
                 ctx.save(&record).await;
                 ctx.log(
                     Some(step_id),
@@ -138,8 +154,8 @@ pub async fn run(
     }
 }
 
-/// The end of a step a previous run already finished (its outputs restored).
-pub fn already_done_end(record: &StepRecord) -> Option<StepEnd> {
+/// The end of a step a previous run already finished.
+pub(crate) fn already_done_end(record: &StepRecord) -> Option<StepEnd> {
     match record.state {
         StepState::Succeeded | StepState::Failed | StepState::Errored => Some(StepEnd {
             state: record.state,
@@ -150,19 +166,7 @@ pub fn already_done_end(record: &StepRecord) -> Option<StepEnd> {
     }
 }
 
-fn already_done(ctx: &BuildContext, record: &StepRecord) -> Option<StepEnd> {
-    let end = already_done_end(record)?;
-    if end.state == StepState::Succeeded {
-        let outputs: BTreeMap<String, String> =
-            serde_json::from_str(&record.outputs).unwrap_or_default();
-        for (name, handle) in outputs {
-            ctx.add_artifact(&name, &handle);
-        }
-    }
-    Some(end)
-}
-
-pub async fn give_up(
+pub(crate) async fn give_up(
     ctx: &BuildContext,
     record: &mut StepRecord,
     state: StepState,
@@ -172,7 +176,7 @@ pub async fn give_up(
     record.state = state;
     record.exit_code = exit_code;
     record.error = Some(why.clone());
-    record.finished_at = Some(ctx.web.now());
+    record.finished_at = Some(ctx.engine.now());
     ctx.save(record).await;
     ctx.log(
         Some(&record.step_id),
@@ -195,59 +199,60 @@ struct Scratch {
 
 type Attempt = Result<BTreeMap<String, String>, StepFailure>;
 
-/// Whether a volume can be read now: its row is created and not missing,
-/// and its worker is up. `Err` names the worker it was on.
-async fn available(ctx: &BuildContext, handle: &str) -> Result<(), String> {
-    let vol = match ctx.web.store().get_volume(handle).await {
-        Ok(Some(v)) => v,
-        Ok(None) => return Err("an unknown worker".into()),
-        // Unknown is not lost: let the attempt find out.
-        Err(_) => return Ok(()),
+/// Whether an input artifact can be used now (`hangar_core::engine::input_check`).
+async fn input_usable(ctx: &BuildContext, handle: &str) -> InputCheck {
+    let read = ctx.engine.store().get_volume(handle).await;
+    let volume = Observed::from_read(read);
+    let seen = match &volume {
+        Observed::Present(v) => Observed::Present(VolumeSeen {
+            state: v.state,
+            missing_since: v.missing_since,
+            worker: &v.worker,
+        }),
+        Observed::Absent => Observed::Absent,
+        Observed::Unknown => Observed::Unknown,
     };
-    if vol.state != hangar_core::volumes::VolumeState::Created || vol.missing_since.is_some() {
-        return Err(vol.worker);
-    }
-    match watch::seen(&ctx.web, &vol.worker).await {
-        Ok(Some(w)) if w.state != hangar_core::WorkerState::Stalled => Ok(()),
-        Ok(_) => Err(vol.worker),
-        Err(()) => Ok(()),
-    }
+    let worker = match &volume {
+        Observed::Present(v) => match watch::seen(&ctx.engine, &v.worker).await {
+            Observed::Present(w) => Observed::Present(w.state),
+            Observed::Absent => Observed::Absent,
+            Observed::Unknown => Observed::Unknown,
+        },
+        _ => Observed::Unknown,
+    };
+    input_check(seen, worker)
 }
 
-/// The failure making a step's copy of an input brings. When the worker
-/// holding the input answers that it does not have it, the input is lost:
-/// its row is marked missing at once, so the retry fetches it anew rather
-/// than ask for it again (and fail again) until the worker's next report.
+/// The failure making a step's copy of an input brings; when the worker
+/// holding the input answers that it does not have it, its row is marked
+/// missing at once, so the retry fetches it anew rather than ask for it
+/// again (and fail again) until the worker's next report.
 async fn input_failure(
-    web: &crate::Web,
+    engine: &crate::Engine,
     vol: &hangar_store::VolumeRecord,
+    step_worker: &str,
     e: OpError,
 ) -> StepFailure {
-    if let OpError::Worker { worker, source } = &e {
-        if *worker == vol.worker && source.code() == Some(hangar_api::codes::NOT_FOUND) {
-            if let Err(err) = web
-                .store()
-                .mark_volume_missing(&vol.handle, web.now())
-                .await
-            {
-                tracing::warn!(handle = %vol.handle, error = %err, "cannot mark a lost input missing");
-            }
-            return StepFailure::VolumeLost {
-                worker: vol.worker.clone(),
-                handle: vol.handle.clone(),
-            };
+    let OpError::Worker { worker, error } = &e else {
+        return op_failure(step_worker, e);
+    };
+    let (failure, mark_missing) = input_call_failure(&vol.worker, &vol.handle, worker, error);
+    if mark_missing {
+        if let Err(err) = engine
+            .store()
+            .mark_volume_missing(&vol.handle, engine.now())
+            .await
+        {
+            tracing::warn!(handle = %vol.handle, error = %err, "cannot mark a lost input missing");
         }
     }
-    op_failure(&vol.worker, e)
+    failure
 }
 
-fn op_failure(worker: &str, e: OpError) -> StepFailure {
+/// The failure an operation on `worker`'s volumes brings.
+pub(crate) fn op_failure(worker: &str, e: OpError) -> StepFailure {
     match e {
-        OpError::Worker { source, .. } => unreachable_or_invalid(worker, source),
-        OpError::NoApi(_) => StepFailure::WorkerUnreachable {
-            worker: worker.to_string(),
-            reason: "it serves no volume API".into(),
-        },
+        OpError::Worker { worker, error } => call_failure(&worker, &error),
         OpError::Store(
             hangar_store::StoreError::Conflict(m) | hangar_store::StoreError::NotFound(m),
         ) => StepFailure::VolumeLost {
@@ -261,18 +266,8 @@ fn op_failure(worker: &str, e: OpError) -> StepFailure {
     }
 }
 
-fn unreachable_or_invalid(worker: &str, e: ClientError) -> StepFailure {
-    match &e {
-        ClientError::Api {
-            status, message, ..
-        } if status.as_u16() == 400 => StepFailure::Invalid {
-            reason: message.clone(),
-        },
-        _ => StepFailure::WorkerUnreachable {
-            worker: worker.to_string(),
-            reason: e.to_string(),
-        },
-    }
+fn outputs_json(outputs: &BTreeMap<String, String>) -> String {
+    serde_json::to_string(outputs).unwrap_or_else(|_| "{}".into())
 }
 
 async fn attempt(
@@ -283,15 +278,16 @@ async fn attempt(
     record: &mut StepRecord,
     avoid: &BTreeSet<String>,
 ) -> Result<Attempt, Interrupted> {
-    let web = &ctx.web;
+    let engine = &ctx.engine;
     // What the step reads: artifacts by name, then caches and image.
     let mut inputs = Vec::new();
     for input in &config.inputs {
         let artifact = step.input_artifact(&input.name);
         match ctx.artifact(artifact) {
-            Some(handle) => match available(ctx, &handle).await {
-                Ok(()) => inputs.push((input, handle)),
-                Err(lost_on) => {
+            Some(handle) => match input_usable(ctx, &handle).await {
+                InputCheck::Usable => inputs.push((input, handle)),
+                InputCheck::Lost { worker } => {
+                    let lost_on = worker.unwrap_or_else(|| "an unknown worker".into());
                     // The artifact went with its worker. One a get step of
                     // this build made is fetched again elsewhere.
                     let Some(get) = ctx.producers.get(artifact) else {
@@ -305,7 +301,7 @@ async fn attempt(
                     .await;
                     let mut skip = avoid.clone();
                     skip.insert(lost_on);
-                    match super::get_step::refetch(ctx, step_id, get, &skip).await? {
+                    match crate::get_step::refetch(ctx, step_id, get, &skip).await? {
                         Ok(fresh) => inputs.push((input, fresh)),
                         Err(f) => return Ok(Err(f)),
                     }
@@ -360,12 +356,8 @@ async fn attempt(
             .collect(),
     };
     let worker = place_waiting(ctx, step_id, wants).await?;
-    let Ok(Some(at_start)) = watch::seen(web, &worker).await else {
+    let Observed::Present(at_start) = watch::seen(engine, &worker).await else {
         return Ok(Err(StepFailure::WorkerGone { worker }));
-    };
-    let api = match worker_ops::worker_api(web, &worker, Duration::from_secs(60)).await {
-        Ok(api) => api,
-        Err(e) => return Ok(Err(op_failure(&worker, e))),
     };
 
     let mut scratch = Scratch::default();
@@ -377,7 +369,6 @@ async fn attempt(
         record,
         &worker,
         &at_start,
-        &api,
         &inputs,
         image,
         &cache_keys,
@@ -385,7 +376,7 @@ async fn attempt(
     )
     .await;
     for handle in scratch.release {
-        worker_ops::release_volume(web, &handle).await;
+        engine.release_volume(&handle).await;
     }
     result
 }
@@ -399,34 +390,34 @@ async fn prepare_and_run(
     record: &mut StepRecord,
     worker: &str,
     at_start: &WorkerSeen,
-    api: &WorkerApi,
     inputs: &[(&hangar_core::task::TaskInput, String)],
     image: Option<String>,
     cache_keys: &[(String, String)],
     scratch: &mut Scratch,
 ) -> Result<Attempt, Interrupted> {
-    let web = &ctx.web;
-    let prepared = watch::guarded(
-        web,
-        &[(worker, at_start)],
-        prepare_volumes(
-            ctx, step_id, step, config, worker, at_start, inputs, image, cache_keys, scratch,
-        ),
-    )
-    .await;
+    let engine = &ctx.engine;
+    let watched = [(worker, at_start)];
+    let prepared = ctx
+        .call(
+            &watched,
+            prepare_volumes(
+                ctx, step_id, step, config, worker, at_start, inputs, image, cache_keys, scratch,
+            ),
+        )
+        .await?;
     let (mounts, outputs, runtime, rootfs) = match prepared {
         Ok(Ok(p)) => p,
         Ok(Err(f)) | Err(f) => return Ok(Err(f)),
     };
     let handle = uuid::Uuid::new_v4().to_string();
-    if let Err(e) = web
+    if let Err(e) = engine
         .store()
         .create_container_row(
             &handle,
             worker,
             Some(ctx.build_id),
             Some(step_id),
-            web.now(),
+            engine.now(),
         )
         .await
     {
@@ -439,7 +430,7 @@ async fn prepare_and_run(
     record.log_offset = 0;
     // Saved before the container starts, so a resumed build knows which
     // volumes the container writes its outputs to.
-    record.outputs = serde_json::to_string(&outputs).unwrap_or_else(|_| "{}".into());
+    record.outputs = outputs_json(&outputs);
     ctx.save(record).await;
     let spec = ContainerSpec {
         handle: handle.clone(),
@@ -453,17 +444,30 @@ async fn prepare_and_run(
         memory_limit_bytes: config.memory_limit_bytes(),
         user: config.run.user.clone(),
     };
-    if let Err(e) = api.create_container(&spec).await {
+    let created = ctx
+        .call(&watched, engine.workers().create_container(worker, &spec))
+        .await;
+    let failed = match created {
+        Ok(Ok(Ok(_))) => None,
+        Ok(Ok(Err(e))) => Some(Ok(call_failure(worker, &e))),
+        Ok(Err(f)) => Some(Ok(f)),
+        // Stopped while the worker starts it: the row and the step record
+        // name the container, so the resumed build re-attaches to it (or
+        // finds it lost and retries).
+        Err(Interrupted) => Some(Err(Interrupted)),
+    };
+    if let Some(failure) = failed {
+        let failure = failure?;
         // A row left behind is collected as an abandoned creation.
-        if let Err(e) = web.store().delete_container_row(&handle).await {
+        if let Err(e) = engine.store().delete_container_row(&handle).await {
             tracing::warn!(%handle, error = %e, "cannot delete the row of a container never created");
         }
         for h in outputs.values() {
             scratch.release.push(h.clone());
         }
-        return Ok(Err(unreachable_or_invalid(worker, e)));
+        return Ok(Err(failure));
     }
-    if let Err(e) = web.store().set_container_state(&handle, "created").await {
+    if let Err(e) = engine.store().set_container_state(&handle, "created").await {
         tracing::warn!(%handle, error = %e, "cannot record the container as created");
     }
     ctx.log(
@@ -472,7 +476,7 @@ async fn prepare_and_run(
         &format!("running on worker {worker} ({runtime})"),
     )
     .await;
-    let exit = follow(ctx, step_id, api, worker, &handle, at_start, 0).await;
+    let exit = follow(ctx, step_id, worker, &handle, at_start, 0).await;
     let exit = match exit {
         Ok(e) => e,
         Err(Interrupted) => {
@@ -480,7 +484,7 @@ async fn prepare_and_run(
             return Err(Interrupted);
         }
     };
-    finish_attempt(ctx, api, &handle, exit, outputs, scratch).await
+    finish_attempt(ctx, worker, &handle, exit, outputs, scratch).await
 }
 
 type Prepared = (
@@ -504,28 +508,28 @@ async fn prepare_volumes(
     cache_keys: &[(String, String)],
     scratch: &mut Scratch,
 ) -> Result<Prepared, StepFailure> {
-    let web = &ctx.web;
+    let engine = &ctx.engine;
     let mut mounts = Vec::new();
     // Inputs: a copy-on-write child of the artifact where it lives, else a
     // copy streamed from the worker that has it.
     for (input, handle) in inputs {
-        let Ok(Some(vol)) = web.store().get_volume(handle).await else {
+        let Ok(Some(vol)) = engine.store().get_volume(handle).await else {
             return Err(StepFailure::VolumeLost {
                 worker: worker.to_string(),
                 handle: handle.clone(),
             });
         };
         let child = if vol.worker == worker {
-            worker_ops::make_volume(
-                web,
-                worker,
-                Source::CopyOnWrite {
-                    parent: vol.handle.clone(),
-                },
-                OwnerKind::Container,
-                None,
-            )
-            .await
+            engine
+                .make_volume(
+                    worker,
+                    Source::CopyOnWrite {
+                        parent: vol.handle.clone(),
+                    },
+                    OwnerKind::Container,
+                    None,
+                )
+                .await
         } else {
             ctx.log(
                 Some(step_id),
@@ -536,22 +540,19 @@ async fn prepare_volumes(
                 ),
             )
             .await;
-            let Ok(Some(source_seen)) = watch::seen(web, &vol.worker).await else {
+            let Observed::Present(source_seen) = watch::seen(engine, &vol.worker).await else {
                 return Err(StepFailure::VolumeLost {
                     worker: vol.worker.clone(),
                     handle: vol.handle.clone(),
                 });
             };
+            // Watched on both ends; the caller's call() around this whole
+            // preparation observes the build's cancellation.
+            let copy = engine.copy_volume_between_workers(&vol, worker, OwnerKind::Container, None);
             match watch::guarded(
-                web,
+                engine,
                 &[(vol.worker.as_str(), &source_seen), (worker, at_start)],
-                worker_ops::copy_volume_between_workers(
-                    web,
-                    &vol,
-                    worker,
-                    OwnerKind::Container,
-                    None,
-                ),
+                copy,
             )
             .await
             {
@@ -568,12 +569,14 @@ async fn prepare_volumes(
                     read_only: false,
                 });
             }
-            Err(e) => return Err(input_failure(web, &vol, e).await),
+            Err(e) => return Err(input_failure(engine, &vol, worker, e).await),
         }
     }
     let mut outputs = BTreeMap::new();
     for output in &config.outputs {
-        match worker_ops::make_volume(web, worker, Source::Empty, OwnerKind::Container, None).await
+        match engine
+            .make_volume(worker, Source::Empty, OwnerKind::Container, None)
+            .await
         {
             Ok(v) => {
                 outputs.insert(
@@ -590,7 +593,7 @@ async fn prepare_volumes(
         }
     }
     for (path, key) in cache_keys {
-        let present = super::caches::reuse_cache(web, OwnerKind::TaskCache, key, worker).await;
+        let present = crate::caches::reuse_cache(engine, OwnerKind::TaskCache, key, worker).await;
         let handle = match present {
             Some(h) => {
                 ctx.log(
@@ -601,14 +604,14 @@ async fn prepare_volumes(
                 .await;
                 h
             }
-            None => match worker_ops::make_volume(
-                web,
-                worker,
-                Source::Empty,
-                OwnerKind::TaskCache,
-                Some(key.clone()),
-            )
-            .await
+            None => match engine
+                .make_volume(
+                    worker,
+                    Source::Empty,
+                    OwnerKind::TaskCache,
+                    Some(key.clone()),
+                )
+                .await
             {
                 Ok(v) => v.handle,
                 Err(e) => return Err(op_failure(worker, e)),
@@ -622,14 +625,14 @@ async fn prepare_volumes(
     }
     let (runtime, rootfs) = match (image, &config.rootfs_uri) {
         (Some(image), _) => {
-            match worker_ops::make_volume(
-                web,
-                worker,
-                Source::CopyOnWrite { parent: image },
-                OwnerKind::Container,
-                None,
-            )
-            .await
+            match engine
+                .make_volume(
+                    worker,
+                    Source::CopyOnWrite { parent: image },
+                    OwnerKind::Container,
+                    None,
+                )
+                .await
             {
                 Ok(v) => {
                     scratch.release.push(v.handle.clone());
@@ -640,35 +643,21 @@ async fn prepare_volumes(
         }
         (None, Some(uri)) => {
             let path = uri.strip_prefix("raw://").unwrap_or(uri).to_string();
-            match worker_ops::make_volume(
-                web,
-                worker,
-                Source::Import { path: path.clone() },
-                OwnerKind::Container,
-                None,
-            )
-            .await
+            match engine
+                .make_volume(
+                    worker,
+                    Source::Import { path: path.clone() },
+                    OwnerKind::Container,
+                    None,
+                )
+                .await
             {
                 Ok(v) => {
                     scratch.release.push(v.handle.clone());
                     (RUNTIME_RUNC, Some(v.handle))
                 }
-                Err(OpError::Worker { source, .. })
-                    if source.code() == Some(hangar_api::codes::FORBIDDEN) =>
-                {
-                    return Err(StepFailure::Invalid {
-                        reason: format!(
-                            "image {uri} cannot be imported on worker {worker}: {source}"
-                        ),
-                    })
-                }
-                Err(OpError::Worker { source, .. })
-                    if source.code() == Some(hangar_api::codes::NOT_FOUND)
-                        || matches!(&source, ClientError::Api { status, .. } if status.as_u16() < 500) =>
-                {
-                    return Err(StepFailure::Invalid {
-                        reason: format!("image {uri} does not exist on worker {worker}: {source}"),
-                    })
+                Err(OpError::Worker { error, .. }) => {
+                    return Err(import_failure(uri, worker, &error))
                 }
                 Err(e) => return Err(op_failure(worker, e)),
             }
@@ -683,7 +672,7 @@ async fn prepare_volumes(
 /// are released.
 async fn finish_attempt(
     ctx: &BuildContext,
-    api: &WorkerApi,
+    worker: &str,
     handle: &str,
     exit: Result<ContainerExit, StepFailure>,
     outputs: BTreeMap<String, String>,
@@ -693,15 +682,21 @@ async fn finish_attempt(
     // its state-lost registration) settles the container instead.
     let worker_failed = matches!(&exit, Err(f) if f.worker_may_not_answer());
     if !worker_failed {
-        match tokio::time::timeout(Duration::from_secs(10), api.destroy_container(handle)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::debug!(%handle, error = %e, "could not destroy the container now")
+        let destroy = ctx.engine.workers().destroy_container(worker, handle);
+        // Stopped here, the resumed build re-attaches, finds the container
+        // exited and finishes the attempt again.
+        tokio::select! {
+            _ = ctx.stop.cancelled() => return Err(Interrupted),
+            destroyed = tokio::time::timeout(DESTROY_WITHIN, destroy) => match destroyed {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(%handle, error = %e, "could not destroy the container now")
+                }
+                Err(_) => tracing::debug!(%handle, "destroying the container timed out"),
             }
-            Err(_) => tracing::debug!(%handle, "destroying the container timed out"),
         }
     }
-    if let Err(e) = ctx.web.store().delete_container_row(handle).await {
+    if let Err(e) = ctx.engine.store().delete_container_row(handle).await {
         // The garbage collector finds the row and destroys it later.
         tracing::warn!(%handle, error = %e, "cannot delete the finished container's row");
     }
@@ -714,7 +709,7 @@ async fn finish_attempt(
             for h in outputs.values() {
                 let owner = format!("build/{}", ctx.build_id);
                 if let Err(e) = ctx
-                    .web
+                    .engine
                     .store()
                     .set_volume_owner(h, OwnerKind::Artifact, Some(&owner))
                     .await
@@ -732,7 +727,7 @@ async fn finish_attempt(
 }
 
 /// The failure an exit means, if any.
-pub fn exit_failure(exit: &ContainerExit) -> Option<StepFailure> {
+pub(crate) fn exit_failure(exit: &ContainerExit) -> Option<StepFailure> {
     if exit.oom_killed {
         return Some(StepFailure::OutOfMemory {
             limit_bytes: exit.memory_limit_bytes,
@@ -751,16 +746,15 @@ pub fn exit_failure(exit: &ContainerExit) -> Option<StepFailure> {
 
 /// Follows a running container: its log into the build log, its worker's
 /// state, until it exits or its worker fails it.
-pub async fn follow(
+pub(crate) async fn follow(
     ctx: &BuildContext,
     step_id: &str,
-    api: &WorkerApi,
     worker: &str,
     handle: &str,
     at_start: &WorkerSeen,
     offset: i64,
 ) -> Result<Result<ContainerExit, StepFailure>, Interrupted> {
-    let pump = logs::pump(ctx, step_id, api, handle, offset);
+    let pump = logs::pump(ctx, step_id, worker, handle, offset);
     tokio::pin!(pump);
     let mut pumped = false;
     // A worker that answers wait with an error at once (its disk full, its
@@ -772,7 +766,7 @@ pub async fn follow(
         tokio::select! {
             _ = ctx.stop.cancelled() => return Err(Interrupted),
             _ = &mut pump, if !pumped => pumped = true,
-            waited = tokio::time::timeout(WATCH_EVERY + Duration::from_secs(3), api.wait_container(handle, WATCH_EVERY)) => {
+            waited = tokio::time::timeout(WATCH_EVERY + Duration::from_secs(3), ctx.engine.workers().wait_container(worker, handle, WATCH_EVERY)) => {
                 if !matches!(waited, Ok(Err(_))) {
                     if let Change::Recovered { failures } = errors.succeeded() {
                         tracing::info!(%worker, %handle, failures, "the worker answers for the container again");
@@ -784,7 +778,9 @@ pub async fn follow(
                             if !pumped {
                                 // The worker ends the log stream once the
                                 // container exited and its log is drained.
-                                let _ = tokio::time::timeout(Duration::from_secs(10), &mut pump).await;
+                                if tokio::time::timeout(Duration::from_secs(10), &mut pump).await.is_err() {
+                                    tracing::debug!(%handle, "the container's log was not drained within 10s");
+                                }
                             }
                             let mut exit = exit;
                             if let Some(f) = full_disk_failure(worker, exit.code, exit.disk_full) {
@@ -797,8 +793,8 @@ pub async fn follow(
                             return Ok(Ok(exit));
                         }
                     }
-                    Ok(Err(ClientError::Api { status, .. })) if status.as_u16() == 404 => {
-                        if let Some(f) = watch::check(&ctx.web, worker, at_start).await {
+                    Ok(Err(e)) if e.is_not_found() => {
+                        if let Some(f) = watch::check(&ctx.engine, worker, at_start).await {
                             return Ok(Err(f));
                         }
                         return Ok(Err(StepFailure::ContainerLost { worker: worker.to_string(), handle: handle.to_string() }));
@@ -815,7 +811,7 @@ pub async fn follow(
                 }
             }
         }
-        if let Some(f) = watch::check(&ctx.web, worker, at_start).await {
+        if let Some(f) = watch::check(&ctx.engine, worker, at_start).await {
             return Ok(Err(f));
         }
         if let Some(delay) = pause {
@@ -835,31 +831,28 @@ async fn reattach(
     worker: &str,
     handle: &str,
 ) -> Result<Attempt, Interrupted> {
-    let Ok(Some(at_start)) = watch::seen(&ctx.web, worker).await else {
+    let Observed::Present(at_start) = watch::seen(&ctx.engine, worker).await else {
         return Ok(Err(StepFailure::WorkerGone {
             worker: worker.to_string(),
         }));
     };
-    let api = match worker_ops::worker_api(&ctx.web, worker, Duration::from_secs(60)).await {
-        Ok(api) => api,
-        Err(e) => return Ok(Err(op_failure(worker, e))),
+    // The volumes the container writes its outputs to; unreadable, the
+    // attempt cannot be finished and is retried (an infrastructure loss).
+    let outputs = match stored_outputs(record) {
+        Ok(o) => o,
+        Err(why) => {
+            tracing::warn!(build = ctx.build_id, step = %step_id, "{why}");
+            return Ok(Err(StepFailure::ContainerLost {
+                worker: worker.to_string(),
+                handle: handle.to_string(),
+            }));
+        }
     };
-    let outputs: BTreeMap<String, String> =
-        serde_json::from_str(&record.outputs).unwrap_or_default();
-    let exit = follow(
-        ctx,
-        step_id,
-        &api,
-        worker,
-        handle,
-        &at_start,
-        record.log_offset,
-    )
-    .await?;
+    let exit = follow(ctx, step_id, worker, handle, &at_start, record.log_offset).await?;
     let mut scratch = Scratch::default();
-    let result = finish_attempt(ctx, &api, handle, exit, outputs, &mut scratch).await;
+    let result = finish_attempt(ctx, worker, handle, exit, outputs, &mut scratch).await;
     for h in scratch.release {
-        worker_ops::release_volume(&ctx.web, &h).await;
+        ctx.engine.release_volume(&h).await;
     }
     result
 }

@@ -1,38 +1,90 @@
 //! Watching a step's worker while the step runs there.
 
+use std::time::Duration;
+
 use hangar_core::build::{worker_change, StepFailure, WorkerSeen};
+use hangar_core::engine::{Observed, Settle, WorkerBeat};
+use tokio_util::sync::CancellationToken;
 
-use crate::Web;
+use crate::context::Interrupted;
+use crate::Engine;
 
-/// What web knows of `worker` now; `None` if it has no row. A database
-/// error reads as "unknown", never as a failure of the step.
-pub async fn seen(web: &Web, worker: &str) -> Result<Option<WorkerSeen>, ()> {
-    match web.store().get_worker(worker).await {
-        Ok(row) => Ok(row.map(|w| WorkerSeen {
+/// How often a step waiting on a worker looks at that worker's row.
+pub(crate) const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// What web knows of `worker` now. A database error reads as unknown,
+/// never as a failure of the step.
+pub(crate) async fn seen(engine: &Engine, worker: &str) -> Observed<WorkerSeen> {
+    let read = engine.store().get_worker(worker).await;
+    if let Err(e) = &read {
+        tracing::warn!(%worker, error = %e, "cannot read the worker's state");
+    }
+    Observed::from_read(read.map(|row| {
+        row.map(|w| WorkerSeen {
             state: w.state,
             generation: w.generation,
             state_identity: w.info.state_identity,
-        })),
-        Err(e) => {
-            tracing::warn!(%worker, error = %e, "cannot read the worker's state");
-            Err(())
+        })
+    }))
+}
+
+/// The failure the step suffers because its worker changed, if it did.
+pub(crate) async fn check(
+    engine: &Engine,
+    worker: &str,
+    at_start: &WorkerSeen,
+) -> Option<StepFailure> {
+    match seen(engine, worker).await {
+        Observed::Present(now) => worker_change(worker, at_start, Some(&now)),
+        Observed::Absent => worker_change(worker, at_start, None),
+        Observed::Unknown => None,
+    }
+}
+
+/// After a step failed because `worker` could not be reached, waits until
+/// web has made up its mind about that worker (`hangar_core::engine::Settle`).
+pub(crate) async fn settle(
+    engine: &Engine,
+    worker: &str,
+    failed_at: i64,
+    stop: &CancellationToken,
+) -> Result<(), Interrupted> {
+    let config = engine.config();
+    let judge_ms = Settle::judge_ms(config.heartbeat_ttl_ms, config.lifecycle_pass_ms);
+    let read = |engine: &Engine| {
+        let engine = engine.clone();
+        let worker = worker.to_string();
+        async move {
+            Observed::from_read(engine.store().get_worker(&worker).await.map(|row| {
+                row.map(|w| WorkerBeat {
+                    state: w.state,
+                    generation: w.generation,
+                    last_heartbeat_at: w.last_heartbeat_at,
+                })
+            }))
+        }
+    };
+    let Observed::Present(first) = read(engine).await else {
+        return Ok(());
+    };
+    let mut settle = Settle::new(first.generation, failed_at, judge_ms);
+    loop {
+        if settle.observe(read(engine).await, engine.now()) {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return Err(Interrupted),
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
     }
 }
 
-/// The failure the step suffers because its worker changed, if it did.
-pub async fn check(web: &Web, worker: &str, at_start: &WorkerSeen) -> Option<StepFailure> {
-    match seen(web, worker).await {
-        Ok(now) => worker_change(worker, at_start, now.as_ref()),
-        Err(()) => None,
-    }
-}
-
-/// Runs `work` while watching the workers it depends on: if one of them
-/// stalls, restarts or leaves meanwhile, the work is abandoned (dropped)
-/// with that failure instead of waiting on a worker that will not answer.
-pub async fn guarded<T>(
-    web: &Web,
+/// Runs `work` while watching the workers it depends on (without the
+/// build's cancellation: for work nested in [`crate::context::BuildContext::call`],
+/// which observes it): if one of them stalls, restarts or leaves, the work
+/// is dropped with that failure.
+pub(crate) async fn guarded<T>(
+    engine: &Engine,
     workers: &[(&str, &WorkerSeen)],
     work: impl std::future::Future<Output = T>,
 ) -> Result<T, StepFailure> {
@@ -40,67 +92,13 @@ pub async fn guarded<T>(
     loop {
         tokio::select! {
             out = &mut work => return Ok(out),
-            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {
+            _ = tokio::time::sleep(WATCH_EVERY) => {
                 for (name, seen) in workers {
-                    if let Some(f) = check(web, name, seen).await {
+                    if let Some(f) = check(engine, name, seen).await {
                         return Err(f);
                     }
                 }
             }
-        }
-    }
-}
-
-/// After a step failed because `worker` could not be reached, waits until
-/// web has made up its mind about that worker, so the retry does not race
-/// the failure detector: a dead worker that is not stalled yet still looks
-/// running, holds the step's inputs and wins placement, and every retry
-/// would fail on it at once until the attempts are gone. Returns when the
-/// worker heartbeated after `failed_at` (it is alive; the trouble passed),
-/// is stalled, registered again or left (it is dead; its volumes count as
-/// lost and the retry fetches inputs anew), or after the heartbeat TTL and
-/// two lifecycle passes (counted from when the database last failed to
-/// answer, if it did meanwhile), whichever comes first.
-pub async fn settle(
-    web: &Web,
-    worker: &str,
-    failed_at: i64,
-    stop: &tokio_util::sync::CancellationToken,
-) -> Result<(), super::context::Interrupted> {
-    let config = web.config();
-    let pass_ms = config
-        .lifecycle_interval
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(1_000);
-    let judge_ms = config
-        .lifecycle
-        .heartbeat_ttl_ms
-        .saturating_add(pass_ms.saturating_mul(2));
-    let mut deadline = failed_at.saturating_add(judge_ms);
-    let first = web.store().get_worker(worker).await.ok().flatten();
-    let Some(first) = first else { return Ok(()) };
-    loop {
-        match web.store().get_worker(worker).await {
-            Ok(None) => return Ok(()),
-            Ok(Some(w))
-                if w.state == hangar_core::WorkerState::Stalled
-                    || w.generation != first.generation
-                    || w.last_heartbeat_at > failed_at =>
-            {
-                return Ok(())
-            }
-            Ok(Some(_)) => {}
-            // While the database does not answer, heartbeats cannot land
-            // and the lifecycle loop cannot judge: the wait starts over
-            // once it answers.
-            Err(_) => deadline = deadline.max(web.now().saturating_add(judge_ms)),
-        }
-        if web.now() >= deadline {
-            return Ok(());
-        }
-        tokio::select! {
-            _ = stop.cancelled() => return Err(super::context::Interrupted),
-            _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
         }
     }
 }

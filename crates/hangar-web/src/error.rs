@@ -50,31 +50,31 @@ impl From<hangar_api::http::ErrorResponse> for ApiError {
 /// `insufficient_storage` (the client can try elsewhere or later) and its
 /// other refusals keep their status and code; a worker that failed (5xx)
 /// or did not answer is a 502: web itself is fine.
-pub fn from_worker(worker: &str, e: hangar_client::ClientError) -> ApiError {
-    match e {
-        hangar_client::ClientError::Api {
-            status,
-            code,
-            message,
-        } if status == StatusCode::INSUFFICIENT_STORAGE || code == codes::INSUFFICIENT_STORAGE => {
-            ApiError::new(
-                StatusCode::INSUFFICIENT_STORAGE,
-                codes::INSUFFICIENT_STORAGE,
-                format!("worker {worker} has no room: {message}"),
-            )
-        }
-        hangar_client::ClientError::Api {
-            status, message, ..
-        } if status.is_client_error() => ApiError::new(
+pub fn from_worker(worker: &str, e: &hangar_engine::CallError) -> ApiError {
+    match e.status.and_then(|s| StatusCode::from_u16(s).ok()) {
+        Some(_) if e.is_storage_full() => ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            codes::INSUFFICIENT_STORAGE,
+            format!("worker {worker} has no room: {}", e.message),
+        ),
+        Some(status) if status.is_client_error() => ApiError::new(
             status,
             hangar_api::http::code_for_status(status),
-            format!("worker {worker} refused: {message}"),
+            format!("worker {worker} refused: {}", e.message),
         ),
-        other => ApiError::new(
+        _ => ApiError::new(
             StatusCode::BAD_GATEWAY,
             codes::UNAVAILABLE,
-            format!("worker {worker}: {other}"),
+            format!("worker {worker}: {e}"),
         ),
+    }
+}
+
+/// How a failed operation on a worker's volumes reads over the API.
+pub fn from_op(e: hangar_engine::OpError) -> ApiError {
+    match e {
+        hangar_engine::OpError::Store(e) => e.into(),
+        hangar_engine::OpError::Worker { worker, error } => from_worker(&worker, &error),
     }
 }
 
@@ -148,12 +148,12 @@ mod tests {
     use super::*;
     use hangar_client::ClientError;
 
-    fn api(status: u16, code: &str) -> ClientError {
-        ClientError::Api {
+    fn api(status: u16, code: &str) -> hangar_engine::CallError {
+        hangar_engine::call_error(&ClientError::Api {
             status: StatusCode::from_u16(status).unwrap(),
             code: code.into(),
             message: "m".into(),
-        }
+        })
     }
 
     #[test]
@@ -179,7 +179,7 @@ mod tests {
             (503, "unavailable", 502, codes::UNAVAILABLE),
         ];
         for (status, code, want_status, want_code) in cases {
-            let e = from_worker("w1", api(status, code));
+            let e = from_worker("w1", &api(status, code));
             assert_eq!(
                 (e.status.as_u16(), e.code),
                 (want_status, want_code),
@@ -187,7 +187,10 @@ mod tests {
             );
             assert!(e.message.contains("worker w1"), "{}", e.message);
         }
-        let down = from_worker("w1", ClientError::Decode("eof".into()));
+        let down = from_worker(
+            "w1",
+            &hangar_engine::call_error(&ClientError::Decode("eof".into())),
+        );
         assert_eq!(down.status, StatusCode::BAD_GATEWAY);
     }
 }

@@ -7,8 +7,6 @@
 //! every task it started has stopped.
 
 mod auth;
-mod clock;
-mod engine;
 mod error;
 mod gc_loop;
 mod health;
@@ -17,7 +15,6 @@ mod lifecycle_loop;
 mod metrics;
 mod routes;
 mod takeover;
-mod worker_ops;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,9 +24,9 @@ use hangar_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use clock::Clock;
 pub use error::ApiError;
 pub use gc_loop::CollectorRun;
+pub use hangar_engine::Clock;
 
 /// Everything web is configured with.
 #[derive(Clone, Debug)]
@@ -105,12 +102,10 @@ struct WebInner {
     store: Store,
     config: WebConfig,
     metrics: metrics::Metrics,
-    /// This node's name in build leases.
-    node_id: String,
-    /// Poked when a build is created, so the engine claims it at once.
-    engine_wake: tokio::sync::Notify,
-    /// Poked when a build's log grows, for long-polling watchers.
-    build_events: tokio::sync::Notify,
+    /// The build engine (every node has one; it runs builds only with
+    /// `run_builds`), and the calls web makes to workers through it.
+    engine: hangar_engine::Engine,
+    workers: hangar_engine::HttpWorkers,
     /// One database write probe at a time.
     probe_gate: health::ProbeGate,
 }
@@ -118,14 +113,33 @@ struct WebInner {
 impl Web {
     pub fn new(store: Store, config: WebConfig) -> Result<Web, String> {
         config.validate()?;
+        let metrics = metrics::Metrics::new();
+        // A request making a volume times out at half the age at which GC
+        // gives a `creating` row up: it never sees its row failed under it.
+        let create_timeout =
+            Duration::from_millis((config.gc.abandoned_creation_ms / 2).max(1) as u64);
+        let workers = hangar_engine::HttpWorkers::new(store.clone(), create_timeout);
+        let mut engine_config =
+            hangar_engine::EngineConfig::new(format!("web-{}", uuid::Uuid::new_v4().simple()));
+        engine_config.heartbeat_ttl_ms = config.lifecycle.heartbeat_ttl_ms;
+        engine_config.lifecycle_pass_ms = config
+            .lifecycle_interval
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(1_000);
+        let engine = hangar_engine::Engine::new(
+            store.clone(),
+            Arc::new(workers.clone()),
+            config.clock.clone(),
+            engine_config,
+            Arc::new(metrics.engine_observer()),
+        );
         Ok(Web {
             inner: Arc::new(WebInner {
                 store,
                 config,
-                metrics: metrics::Metrics::new(),
-                node_id: format!("web-{}", uuid::Uuid::new_v4().simple()),
-                engine_wake: tokio::sync::Notify::new(),
-                build_events: tokio::sync::Notify::new(),
+                metrics,
+                engine,
+                workers,
                 probe_gate: health::ProbeGate::default(),
             }),
         })
@@ -143,16 +157,16 @@ impl Web {
         &self.inner.metrics
     }
 
-    pub(crate) fn node_id(&self) -> &str {
-        &self.inner.node_id
+    pub(crate) fn engine(&self) -> &hangar_engine::Engine {
+        &self.inner.engine
     }
 
-    pub(crate) fn engine_wake(&self) -> &tokio::sync::Notify {
-        &self.inner.engine_wake
+    pub(crate) fn workers(&self) -> &hangar_engine::HttpWorkers {
+        &self.inner.workers
     }
 
     pub(crate) fn build_events(&self) -> &tokio::sync::Notify {
-        &self.inner.build_events
+        self.inner.engine.build_events()
     }
 
     pub(crate) fn probe_gate(&self) -> &health::ProbeGate {
@@ -200,7 +214,7 @@ pub async fn serve(
         tasks.spawn(lifecycle_loop::run(web.clone(), interval, shutdown.clone()));
     }
     if web.config().run_builds {
-        tasks.spawn(engine::run(web.clone(), shutdown.clone()));
+        tasks.spawn(web.engine().clone().run(shutdown.clone()));
     }
     if let Some(interval) = web.config().gc_interval {
         tasks.spawn(gc_loop::run(web.clone(), interval, shutdown.clone()));

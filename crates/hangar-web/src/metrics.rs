@@ -190,10 +190,11 @@ impl Metrics {
             .observe(run.duration.as_secs_f64());
     }
 
-    pub fn step_retry(&self, cause: &'static str) {
-        self.step_retries
-            .get_or_create(&vec![("cause", cause)])
-            .inc();
+    /// What the build engine reports: its retries, by cause.
+    pub fn engine_observer(&self) -> EngineMetrics {
+        EngineMetrics {
+            step_retries: self.step_retries.clone(),
+        }
     }
 
     pub fn database_probe(&self, ok: bool, lost: bool) {
@@ -230,5 +231,19 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &registry);
         out
+    }
+}
+
+/// The part of web's metrics the build engine writes.
+#[derive(Clone)]
+pub struct EngineMetrics {
+    step_retries: Family<Labels, Counter>,
+}
+
+impl hangar_engine::EngineObserver for EngineMetrics {
+    fn step_retried(&self, cause: &'static str) {
+        self.step_retries
+            .get_or_create(&vec![("cause", cause)])
+            .inc();
     }
 }

@@ -6,14 +6,14 @@ use axum::http::StatusCode;
 use futures_util::TryStreamExt;
 use hangar_api::builds::Artifact;
 use hangar_core::names::{validate_label, validate_worker_name};
-use hangar_core::placement::{place, Candidate, Requirement};
+use hangar_core::placement::Requirement;
 use hangar_core::volumes::OwnerKind;
+use hangar_engine::placement::{place_now, Wants};
+use hangar_engine::Source;
 use serde::Deserialize;
 
 use crate::auth::Admin;
-use crate::error::ApiError;
-use crate::routes::volumes::op_error;
-use crate::worker_ops::{self, Source};
+use crate::error::{from_op, from_worker, ApiError};
 use crate::Web;
 
 #[derive(Debug, Deserialize)]
@@ -55,30 +55,17 @@ pub async fn upload(
                 validate_label(t).map_err(|e| ApiError::bad_request(format!("tag: {e}")))?;
                 tags.insert(t.to_string());
             }
-            let candidates: Vec<Candidate> = web
-                .store()
-                .list_workers()
-                .await?
-                .into_iter()
-                .filter(|w| w.info.api_url.is_some())
-                .map(|w| Candidate {
-                    name: w.info.name,
-                    state: w.state,
-                    platform: w.info.platform,
-                    tags: w.info.tags.into_iter().collect(),
-                    team: w.info.team,
-                    active_containers: w.info.containers,
-                    has: Default::default(),
-                    accepting_work: true,
-                    memory_free: None,
-                })
-                .collect();
-            let req = Requirement {
-                platform,
-                tags,
+            // The same rule as a build step's: running, fitting, accepting
+            // work (not under pressure, healthy) and serving an API.
+            let wants = Wants {
+                requirement: Requirement {
+                    platform,
+                    tags,
+                    ..Default::default()
+                },
                 ..Default::default()
             };
-            place(&candidates, &req).map_err(|no| {
+            place_now(web.engine(), wants).await?.map_err(|no| {
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     hangar_api::codes::UNAVAILABLE,
@@ -87,25 +74,30 @@ pub async fn upload(
             })?
         }
     };
-    let volume = worker_ops::make_volume(
-        &web,
-        &worker,
-        Source::Empty,
-        OwnerKind::Artifact,
-        Some("upload".into()),
-    )
-    .await
-    .map_err(op_error)?;
-    let api = worker_ops::worker_api(&web, &worker, Duration::from_secs(3600))
+    let volume = web
+        .engine()
+        .make_volume(
+            &worker,
+            Source::Empty,
+            OwnerKind::Artifact,
+            Some("upload".into()),
+        )
         .await
-        .map_err(op_error)?;
+        .map_err(from_op)?;
+    let api = match web.workers().api(&worker, Duration::from_secs(3600)).await {
+        Ok(api) => api,
+        Err(e) => {
+            web.engine().release_volume(&volume.handle).await;
+            return Err(from_worker(&worker, &e));
+        }
+    };
     let stream = body.into_data_stream().map_err(std::io::Error::other);
     if let Err(e) = api
         .stream_in(&volume.handle, "", true, reqwest::Body::wrap_stream(stream))
         .await
     {
-        worker_ops::release_volume(&web, &volume.handle).await;
-        return Err(crate::error::from_worker(&worker, e));
+        web.engine().release_volume(&volume.handle).await;
+        return Err(from_worker(&worker, &hangar_engine::call_error(&e)));
     }
     Ok((
         StatusCode::CREATED,

@@ -9,15 +9,13 @@ use hangar_api::builds::{Build, BuildEvent, BuildEvents, BuildStep, CreateBuild}
 use hangar_core::names::validate_label;
 use hangar_core::plan::{leaf_steps, parse_plan, Step};
 use hangar_core::task::parse_task_config;
-use hangar_core::volumes::VolumeState;
 use hangar_store::{BuildRecord, StepRecord};
 use serde::Deserialize;
 
 use crate::auth::Admin;
-use crate::error::ApiError;
+use crate::error::{from_worker, ApiError};
 use crate::json::Json;
 use crate::routes::volumes::validate_handle;
-use crate::worker_ops;
 use crate::Web;
 
 /// The longest a watcher's request waits for new events.
@@ -69,7 +67,7 @@ async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
         validate_label(name).map_err(|e| ApiError::bad_request(format!("artifact name: {e}")))?;
         validate_handle(handle)?;
         match web.store().get_volume(handle).await? {
-            Some(v) if v.state == VolumeState::Created && v.missing_since.is_none() => {}
+            Some(v) if hangar_core::engine::volume_usable(v.state, v.missing_since) => {}
             Some(_) => {
                 return Err(ApiError::bad_request(format!(
                     "artifact {name}: volume {handle} is not available"
@@ -98,7 +96,7 @@ pub async fn create(
         .store()
         .create_build(&name, None, &req.plan.to_string(), &artifacts, web.now())
         .await?;
-    web.engine_wake().notify_one();
+    web.engine().wake();
     tracing::info!(build = build.id, %name, "build created");
     Ok((StatusCode::CREATED, axum::Json(build_to_api(build, vec![]))))
 }
@@ -226,25 +224,22 @@ pub async fn artifact(
         .store()
         .get_volume(handle)
         .await?
-        .filter(|v| v.state == VolumeState::Created && v.missing_since.is_none())
+        .filter(|v| hangar_core::engine::volume_usable(v.state, v.missing_since))
         .ok_or_else(|| {
             ApiError::not_found(format!(
                 "artifact {name} of build {id} is no longer available"
             ))
         })?;
-    let api = worker_ops::worker_api(&web, &volume.worker, Duration::from_secs(3600))
+    let worker = &volume.worker;
+    let api = web
+        .workers()
+        .api(worker, Duration::from_secs(3600))
         .await
-        .map_err(crate::routes::volumes::op_error)?;
+        .map_err(|e| from_worker(worker, &e))?;
     let stream = api
         .stream_out(&volume.handle, "", true)
         .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                hangar_api::codes::UNAVAILABLE,
-                format!("worker {}: {e}", volume.worker),
-            )
-        })?;
+        .map_err(|e| from_worker(worker, &hangar_engine::call_error(&e)))?;
     Ok((
         [(header::CONTENT_TYPE, "application/gzip")],
         Body::from_stream(stream.bytes_stream()),

@@ -7,11 +7,12 @@ use hangar_store::VolumeRecord;
 use serde::Deserialize;
 
 use crate::auth::{Admin, WorkerCaller};
+use crate::error::from_op;
 use crate::error::ApiError;
 use crate::json::Json;
 use crate::routes::workers::caller_generation;
-use crate::worker_ops::{make_volume, OpError, Source};
 use crate::Web;
+use hangar_engine::Source;
 
 const MAX_HANDLE: usize = 128;
 const MAX_REPORTED: usize = 100_000;
@@ -84,7 +85,7 @@ fn validate_create(req: &CreateVolume) -> Result<OwnerKind, ApiError> {
     Ok(owner)
 }
 
-/// Makes a volume on a worker (see [`make_volume`]).
+/// Makes a volume on a worker (see `hangar_engine::Engine::make_volume`).
 pub async fn create(
     State(web): State<Web>,
     _: Admin,
@@ -96,36 +97,12 @@ pub async fn create(
         (None, Some(path)) => Source::Import { path },
         (None, None) => Source::Empty,
     };
-    let made = make_volume(&web, &req.worker, source, owner_kind, req.owner_id)
+    let made = web
+        .engine()
+        .make_volume(&req.worker, source, owner_kind, req.owner_id)
         .await
-        .map_err(op_error)?;
+        .map_err(from_op)?;
     Ok((StatusCode::CREATED, axum::Json(volume_to_api(made))))
-}
-
-/// How a failed operation on a worker reads over the API.
-pub fn op_error(e: OpError) -> ApiError {
-    match e {
-        OpError::Store(e) => e.into(),
-        OpError::NoApi(_) => ApiError::new(
-            StatusCode::CONFLICT,
-            hangar_api::codes::CONFLICT,
-            e.to_string(),
-        ),
-        // A worker without room says so (507), whatever was asked of it.
-        OpError::Worker {
-            worker,
-            source:
-                source @ hangar_client::ClientError::Api {
-                    status: StatusCode::INSUFFICIENT_STORAGE,
-                    ..
-                },
-        } => crate::error::from_worker(&worker, source),
-        OpError::Worker { .. } => ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            hangar_api::codes::UNAVAILABLE,
-            e.to_string(),
-        ),
-    }
 }
 
 #[derive(Debug, Deserialize)]

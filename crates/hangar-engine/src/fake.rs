@@ -1,0 +1,494 @@
+//! A recording fake of the workers, for in-process tests of the engine: it
+//! keeps volumes and containers in memory, records every call in a plain
+//! form (`create_container w1 sh`) for whole-run snapshots, and fails or
+//! holds calls where a test says so.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
+use hangar_api::containers::{Container, ContainerExit, ContainerSpec};
+use hangar_api::resources::{ResourceAction, ResourceActionResult};
+use hangar_api::worker_api::{CreateVolume, Volume};
+use tokio::sync::Notify;
+
+use crate::workers::{CallError, CopyError, LogStream, Workers};
+
+/// Which call a fault applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CallKind {
+    CreateVolume,
+    CopyVolume,
+    ResourceAction,
+    CreateContainer,
+    WaitContainer,
+    ContainerLogs,
+    DestroyContainer,
+}
+
+/// How a fake container ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    Exit(i32),
+    OutOfMemory,
+    /// The worker lost track of the process.
+    Lost,
+    /// Exited non-zero with the worker's disk full.
+    DiskFull,
+}
+
+#[derive(Default)]
+struct State {
+    calls: Vec<String>,
+    /// Volumes each worker has.
+    volumes: BTreeMap<String, BTreeSet<String>>,
+    /// Containers by (worker, handle), with their ending once ended.
+    containers: BTreeMap<(String, String), Option<Ending>>,
+    /// One-shot failures, taken in order per (worker, call).
+    faults: BTreeMap<(String, CallKind), VecDeque<CallError>>,
+    /// Workers that answer nothing.
+    down: BTreeSet<String>,
+    /// Calls that never answer (until released).
+    held: BTreeSet<(String, CallKind)>,
+    /// How the next containers end (default: exit 0), by program path.
+    endings: BTreeMap<String, Ending>,
+    /// Containers stay running until [`FakeWorkers::end_containers`].
+    hold_containers: bool,
+    /// The version `check` finds.
+    version: Option<serde_json::Value>,
+}
+
+/// The fake. Cheap to clone; clones share their state.
+#[derive(Clone, Default)]
+pub struct FakeWorkers {
+    state: Arc<Mutex<State>>,
+    changed: Arc<Notify>,
+}
+
+impl FakeWorkers {
+    pub fn new() -> FakeWorkers {
+        FakeWorkers::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let out = f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()));
+        self.changed.notify_waiters();
+        out
+    }
+
+    /// Every call so far, in order, in the plain form.
+    pub fn calls(&self) -> Vec<String> {
+        self.with(|s| s.calls.clone())
+    }
+
+    /// The calls so far that start with `prefix`.
+    pub fn calls_of(&self, prefix: &str) -> Vec<String> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.starts_with(prefix))
+            .collect()
+    }
+
+    /// The next call of `kind` on `worker` fails with `error` (faults of
+    /// one call queue up).
+    pub fn fail_next(&self, worker: &str, kind: CallKind, error: CallError) {
+        self.with(|s| {
+            s.faults
+                .entry((worker.to_string(), kind))
+                .or_default()
+                .push_back(error)
+        });
+    }
+
+    /// `worker` stops answering (every call fails as unreachable), or
+    /// answers again.
+    pub fn set_down(&self, worker: &str, down: bool) {
+        self.with(|s| {
+            if down {
+                s.down.insert(worker.to_string());
+            } else {
+                s.down.remove(worker);
+            }
+        });
+    }
+
+    /// Calls of `kind` on `worker` never answer while held.
+    pub fn hold(&self, worker: &str, kind: CallKind, held: bool) {
+        self.with(|s| {
+            if held {
+                s.held.insert((worker.to_string(), kind));
+            } else {
+                s.held.remove(&(worker.to_string(), kind));
+            }
+        });
+    }
+
+    /// Containers of program `path` end this way.
+    pub fn end_with(&self, path: &str, ending: Ending) {
+        self.with(|s| s.endings.insert(path.to_string(), ending));
+    }
+
+    /// New containers keep running until [`FakeWorkers::end_containers`].
+    pub fn hold_containers(&self, hold: bool) {
+        self.with(|s| s.hold_containers = hold);
+    }
+
+    /// Ends every running container with exit 0.
+    pub fn end_containers(&self) {
+        self.with(|s| {
+            for ending in s.containers.values_mut() {
+                ending.get_or_insert(Ending::Exit(0));
+            }
+        });
+    }
+
+    /// The version a `check` finds.
+    pub fn set_version(&self, version: serde_json::Value) {
+        self.with(|s| s.version = Some(version));
+    }
+
+    /// Volumes `worker` has now.
+    pub fn volumes_on(&self, worker: &str) -> BTreeSet<String> {
+        self.with(|s| s.volumes.get(worker).cloned().unwrap_or_default())
+    }
+
+    /// Forgets everything `worker` had (its disk was wiped).
+    pub fn wipe(&self, worker: &str) {
+        self.with(|s| {
+            s.volumes.remove(worker);
+            s.containers.retain(|(w, _), _| w != worker);
+        });
+    }
+
+    /// Containers running now, as `worker handle`.
+    pub fn running_containers(&self) -> Vec<(String, String)> {
+        self.with(|s| {
+            s.containers
+                .iter()
+                .filter(|(_, e)| e.is_none())
+                .map(|(k, _)| k.clone())
+                .collect()
+        })
+    }
+
+    /// Waits until a call starting with `prefix` was made.
+    pub async fn called(&self, prefix: &str) {
+        loop {
+            let changed = self.changed.notified();
+            if !self.calls_of(prefix).is_empty() {
+                return;
+            }
+            tokio::select! {
+                _ = changed => {}
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+    }
+
+    /// Records the call, then answers: down, a queued fault, held, or go.
+    async fn enter(&self, worker: &str, kind: CallKind, line: String) -> Result<(), CallError> {
+        let key = (worker.to_string(), kind);
+        let fault = self.with(|s| {
+            s.calls.push(line);
+            if s.down.contains(worker) {
+                return Some(CallError::unreachable(format!(
+                    "cannot reach worker {worker}: connection refused"
+                )));
+            }
+            s.faults.get_mut(&key).and_then(VecDeque::pop_front)
+        });
+        if let Some(e) = fault {
+            return Err(e);
+        }
+        loop {
+            let changed = self.changed.notified();
+            if !self.with(|s| s.held.contains(&key)) {
+                return Ok(());
+            }
+            tokio::select! {
+                _ = changed => {}
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+    }
+
+    fn container(&self, worker: &str, handle: &str) -> Result<Option<Ending>, CallError> {
+        self.with(|s| {
+            s.containers
+                .get(&(worker.to_string(), handle.to_string()))
+                .cloned()
+                .ok_or_else(|| {
+                    CallError::refused(404, "not_found", format!("no container {handle}"))
+                })
+        })
+    }
+}
+
+fn exit_of(ending: &Ending) -> ContainerExit {
+    let mut exit = ContainerExit {
+        code: None,
+        signal: None,
+        oom_killed: false,
+        memory_limit_bytes: Some(64 << 20),
+        finished_at: 0,
+        lost: false,
+        disk_full: false,
+    };
+    match ending {
+        Ending::Exit(code) => exit.code = Some(*code),
+        Ending::OutOfMemory => {
+            exit.signal = Some(9);
+            exit.oom_killed = true;
+        }
+        Ending::Lost => exit.lost = true,
+        Ending::DiskFull => {
+            exit.code = Some(1);
+            exit.disk_full = true;
+        }
+    }
+    exit
+}
+
+fn container_view(handle: &str, ending: &Option<Ending>) -> Container {
+    Container {
+        handle: handle.to_string(),
+        runtime: "process".into(),
+        state: if ending.is_some() {
+            "exited"
+        } else {
+            "running"
+        }
+        .into(),
+        started_at: 0,
+        exit: ending.as_ref().map(exit_of),
+        log_bytes: 0,
+    }
+}
+
+impl Workers for FakeWorkers {
+    fn create_volume<'a>(
+        &'a self,
+        worker: &'a str,
+        req: &'a CreateVolume,
+    ) -> BoxFuture<'a, Result<Volume, CallError>> {
+        async move {
+            let line = format!("create_volume {worker} {}", req.strategy);
+            self.enter(worker, CallKind::CreateVolume, line).await?;
+            self.with(|s| {
+                let held = s.volumes.entry(worker.to_string()).or_default();
+                if let Some(parent) = &req.parent {
+                    if !held.contains(parent) {
+                        return Err(CallError::refused(
+                            404,
+                            "not_found",
+                            format!("no parent volume {parent}"),
+                        ));
+                    }
+                }
+                held.insert(req.handle.clone());
+                Ok(Volume {
+                    handle: req.handle.clone(),
+                    parent: req.parent.clone(),
+                    path: format!("/fake/{worker}/{}", req.handle),
+                    properties: Default::default(),
+                    size_bytes: Some(0),
+                    created_at: 0,
+                })
+            })
+        }
+        .boxed()
+    }
+
+    fn copy_volume<'a>(
+        &'a self,
+        from_worker: &'a str,
+        from_handle: &'a str,
+        to_worker: &'a str,
+        to_handle: &'a str,
+    ) -> BoxFuture<'a, Result<(), CopyError>> {
+        async move {
+            let line = format!("copy_volume {from_worker} -> {to_worker}");
+            let side = |worker: &str| {
+                let worker = worker.to_string();
+                move |error| CopyError { worker, error }
+            };
+            self.enter(from_worker, CallKind::CopyVolume, line)
+                .await
+                .map_err(side(from_worker))?;
+            self.with(|s| {
+                if !s
+                    .volumes
+                    .get(from_worker)
+                    .is_some_and(|v| v.contains(from_handle))
+                {
+                    return Err(side(from_worker)(CallError::refused(
+                        404,
+                        "not_found",
+                        format!("no volume {from_handle}"),
+                    )));
+                }
+                if s.down.contains(to_worker) {
+                    return Err(side(to_worker)(CallError::unreachable(
+                        "connection refused",
+                    )));
+                }
+                s.volumes
+                    .entry(to_worker.to_string())
+                    .or_default()
+                    .insert(to_handle.to_string());
+                Ok(())
+            })
+        }
+        .boxed()
+    }
+
+    fn resource_action<'a>(
+        &'a self,
+        worker: &'a str,
+        req: &'a ResourceAction,
+    ) -> BoxFuture<'a, Result<ResourceActionResult, CallError>> {
+        async move {
+            let line = format!(
+                "resource_action {worker} {} {}",
+                req.resource_type, req.action
+            );
+            self.enter(worker, CallKind::ResourceAction, line).await?;
+            let version = self.with(|s| s.version.clone());
+            let version = version.unwrap_or_else(|| serde_json::json!({"ref": "v1"}));
+            Ok(match req.action.as_str() {
+                "check" => ResourceActionResult {
+                    exit_code: 0,
+                    response: Some(serde_json::json!([version])),
+                    stderr: String::new(),
+                },
+                _ => ResourceActionResult {
+                    exit_code: 0,
+                    response: Some(serde_json::json!({ "version": req.request["version"] })),
+                    stderr: String::new(),
+                },
+            })
+        }
+        .boxed()
+    }
+
+    fn create_container<'a>(
+        &'a self,
+        worker: &'a str,
+        spec: &'a ContainerSpec,
+    ) -> BoxFuture<'a, Result<Container, CallError>> {
+        async move {
+            let line = format!("create_container {worker} {}", spec.path);
+            self.enter(worker, CallKind::CreateContainer, line).await?;
+            let ending = self.with(|s| {
+                let held = s.volumes.get(worker).cloned().unwrap_or_default();
+                if let Some(m) = spec.mounts.iter().find(|m| !held.contains(&m.volume)) {
+                    return Err(CallError::refused(
+                        404,
+                        "not_found",
+                        format!("no volume {}", m.volume),
+                    ));
+                }
+                let ending = if s.hold_containers {
+                    None
+                } else {
+                    Some(
+                        s.endings
+                            .get(&spec.path)
+                            .cloned()
+                            .unwrap_or(Ending::Exit(0)),
+                    )
+                };
+                s.containers
+                    .insert((worker.to_string(), spec.handle.clone()), ending.clone());
+                Ok(ending)
+            })?;
+            Ok(container_view(&spec.handle, &ending))
+        }
+        .boxed()
+    }
+
+    fn wait_container<'a>(
+        &'a self,
+        worker: &'a str,
+        handle: &'a str,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Container, CallError>> {
+        async move {
+            let line = format!("wait_container {worker}");
+            self.enter(worker, CallKind::WaitContainer, line).await?;
+            let deadline = tokio::time::Instant::now() + timeout;
+            loop {
+                let changed = self.changed.notified();
+                let ending = self.container(worker, handle)?;
+                if ending.is_some() || tokio::time::Instant::now() >= deadline {
+                    return Ok(container_view(handle, &ending));
+                }
+                tokio::select! {
+                    _ = changed => {}
+                    _ = tokio::time::sleep_until(deadline) => {}
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn container_logs<'a>(
+        &'a self,
+        worker: &'a str,
+        handle: &'a str,
+        offset: u64,
+    ) -> BoxFuture<'a, Result<LogStream, CallError>> {
+        async move {
+            let line = format!("container_logs {worker}");
+            self.enter(worker, CallKind::ContainerLogs, line).await?;
+            self.container(worker, handle)?;
+            // The log is one line; the stream ends once the container has.
+            let text = format!("output of {handle}\n").into_bytes();
+            let rest = text
+                .get(usize::try_from(offset).unwrap_or(usize::MAX)..)
+                .unwrap_or_default()
+                .to_vec();
+            let fake = self.clone();
+            let (worker, handle) = (worker.to_string(), handle.to_string());
+            let stream =
+                futures_util::stream::once(
+                    async move { Ok::<Bytes, CallError>(Bytes::from(rest)) },
+                )
+                .chain(futures_util::stream::once(async move {
+                    loop {
+                        let changed = fake.changed.notified();
+                        match fake.container(&worker, &handle) {
+                            Ok(Some(_)) | Err(_) => return Ok(Bytes::new()),
+                            Ok(None) => {}
+                        }
+                        tokio::select! {
+                            _ = changed => {}
+                            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                        }
+                    }
+                }));
+            Ok(stream.boxed())
+        }
+        .boxed()
+    }
+
+    fn destroy_container<'a>(
+        &'a self,
+        worker: &'a str,
+        handle: &'a str,
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        async move {
+            let line = format!("destroy_container {worker}");
+            self.enter(worker, CallKind::DestroyContainer, line).await?;
+            self.with(|s| {
+                s.containers
+                    .remove(&(worker.to_string(), handle.to_string()))
+            });
+            Ok(())
+        }
+        .boxed()
+    }
+}

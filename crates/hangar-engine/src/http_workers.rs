@@ -1,0 +1,198 @@
+//! The real [`Workers`]: each call finds the worker's API and the token
+//! that worker process made in its registration, and speaks HTTP to it.
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt, TryStreamExt};
+use hangar_api::containers::{Container, ContainerSpec};
+use hangar_api::resources::{ResourceAction, ResourceActionResult};
+use hangar_api::worker_api::{CreateVolume, Volume};
+use hangar_client::{ClientError, WorkerApi};
+use hangar_store::Store;
+
+use crate::workers::{CallError, CopyError, LogStream, Workers};
+
+/// Calls to workers over their HTTP API.
+#[derive(Clone)]
+pub struct HttpWorkers {
+    store: Store,
+    /// How long making a volume may take (half the age at which GC gives a
+    /// `creating` row up, so a request still running never sees its row
+    /// failed under it).
+    create_timeout: Duration,
+}
+
+/// Long calls (an `in`, a copy of a big volume) end with the step's
+/// cancellation or its worker's watch, not with a timer.
+const LONG: Duration = Duration::from_secs(3600);
+const SHORT: Duration = Duration::from_secs(60);
+
+impl HttpWorkers {
+    pub fn new(store: Store, create_timeout: Duration) -> HttpWorkers {
+        HttpWorkers {
+            store,
+            create_timeout,
+        }
+    }
+
+    /// The worker API client of a worker, from its registration. The token
+    /// is the one this worker process made: web never presents a
+    /// fleet-wide secret to a URL a worker named.
+    pub async fn api(&self, worker: &str, timeout: Duration) -> Result<WorkerApi, CallError> {
+        let endpoint = self
+            .store
+            .worker_api_endpoint(worker)
+            .await
+            .map_err(|e| CallError::unreachable(format!("cannot read its API address: {e}")))?;
+        let Some((Some(url), Some(token))) = endpoint else {
+            return Err(match endpoint {
+                None => CallError::refused(404, "not_found", format!("worker {worker} not found")),
+                // Not the step's fault, nor a worker that broke: it was
+                // registered without an API (web maps 409 to a conflict).
+                Some(_) => CallError::refused(
+                    409,
+                    "conflict",
+                    format!("worker {worker} serves no volume API"),
+                ),
+            });
+        };
+        WorkerApi::new(&url, &token, timeout).map_err(|e| call_error(&e))
+    }
+}
+
+/// The core's view of a client error.
+pub fn call_error(e: &ClientError) -> CallError {
+    match e {
+        ClientError::Api {
+            status,
+            code,
+            message,
+        } => CallError::refused(status.as_u16(), code, message.clone()),
+        other => CallError::unreachable(other.to_string()),
+    }
+}
+
+impl Workers for HttpWorkers {
+    fn create_volume<'a>(
+        &'a self,
+        worker: &'a str,
+        req: &'a CreateVolume,
+    ) -> BoxFuture<'a, Result<Volume, CallError>> {
+        async move {
+            let api = self.api(worker, self.create_timeout).await?;
+            api.create_volume(req).await.map_err(|e| call_error(&e))
+        }
+        .boxed()
+    }
+
+    fn copy_volume<'a>(
+        &'a self,
+        from_worker: &'a str,
+        from_handle: &'a str,
+        to_worker: &'a str,
+        to_handle: &'a str,
+    ) -> BoxFuture<'a, Result<(), CopyError>> {
+        async move {
+            let side = |worker: &str| {
+                let worker = worker.to_string();
+                move |error| CopyError { worker, error }
+            };
+            let source = self
+                .api(from_worker, LONG)
+                .await
+                .map_err(side(from_worker))?;
+            let target = self.api(to_worker, LONG).await.map_err(side(to_worker))?;
+            // The bytes pass through web; a worker-to-worker pull is the
+            // better path and not built yet.
+            let stream = source
+                .stream_out(from_handle, "", true)
+                .await
+                .map_err(|e| side(from_worker)(call_error(&e)))?;
+            target
+                .stream_in(
+                    to_handle,
+                    "",
+                    true,
+                    reqwest::Body::wrap_stream(stream.bytes_stream()),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| side(to_worker)(call_error(&e)))
+        }
+        .boxed()
+    }
+
+    fn resource_action<'a>(
+        &'a self,
+        worker: &'a str,
+        req: &'a ResourceAction,
+    ) -> BoxFuture<'a, Result<ResourceActionResult, CallError>> {
+        async move {
+            let api = self.api(worker, LONG).await?;
+            api.resource_action(req).await.map_err(|e| call_error(&e))
+        }
+        .boxed()
+    }
+
+    fn create_container<'a>(
+        &'a self,
+        worker: &'a str,
+        spec: &'a ContainerSpec,
+    ) -> BoxFuture<'a, Result<Container, CallError>> {
+        async move {
+            let api = self.api(worker, SHORT).await?;
+            api.create_container(spec).await.map_err(|e| call_error(&e))
+        }
+        .boxed()
+    }
+
+    fn wait_container<'a>(
+        &'a self,
+        worker: &'a str,
+        handle: &'a str,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Container, CallError>> {
+        async move {
+            let api = self.api(worker, SHORT).await?;
+            api.wait_container(handle, timeout)
+                .await
+                .map_err(|e| call_error(&e))
+        }
+        .boxed()
+    }
+
+    fn container_logs<'a>(
+        &'a self,
+        worker: &'a str,
+        handle: &'a str,
+        offset: u64,
+    ) -> BoxFuture<'a, Result<LogStream, CallError>> {
+        async move {
+            let api = self.api(worker, SHORT).await?;
+            let resp = api
+                .container_logs(handle, offset, true)
+                .await
+                .map_err(|e| call_error(&e))?;
+            Ok(resp
+                .bytes_stream()
+                .map_err(|e| CallError::unreachable(e.to_string()))
+                .boxed())
+        }
+        .boxed()
+    }
+
+    fn destroy_container<'a>(
+        &'a self,
+        worker: &'a str,
+        handle: &'a str,
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        async move {
+            let api = self.api(worker, SHORT).await?;
+            api.destroy_container(handle)
+                .await
+                .map_err(|e| call_error(&e))
+        }
+        .boxed()
+    }
+}
