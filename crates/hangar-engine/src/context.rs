@@ -65,19 +65,9 @@ impl BuildContext {
         workers: &[(&str, &WorkerSeen)],
         work: impl Future<Output = T>,
     ) -> Result<Result<T, StepFailure>, Interrupted> {
-        tokio::pin!(work);
-        loop {
-            tokio::select! {
-                _ = self.stop.cancelled() => return Err(Interrupted),
-                out = &mut work => return Ok(Ok(out)),
-                _ = tokio::time::sleep(crate::watch::WATCH_EVERY) => {
-                    for (name, seen) in workers {
-                        if let Some(f) = crate::watch::check(&self.engine, name, seen).await {
-                            return Ok(Err(f));
-                        }
-                    }
-                }
-            }
+        tokio::select! {
+            _ = self.stop.cancelled() => Err(Interrupted),
+            out = crate::watch::guarded(&self.engine, workers, work) => Ok(out),
         }
     }
 

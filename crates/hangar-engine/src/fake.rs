@@ -55,6 +55,8 @@ struct State {
     held: BTreeSet<(String, CallKind)>,
     /// How the next containers end (default: exit 0), by program path.
     endings: BTreeMap<String, Ending>,
+    /// How the next containers on a worker end, one each, before `endings`.
+    next_endings: BTreeMap<String, VecDeque<Ending>>,
     /// Containers stay running until [`FakeWorkers::end_containers`].
     hold_containers: bool,
     /// The version `check` finds.
@@ -73,15 +75,21 @@ impl FakeWorkers {
         FakeWorkers::default()
     }
 
+    /// Changes the state and wakes whoever waits on a change.
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         let out = f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()));
         self.changed.notify_waiters();
         out
     }
 
+    /// Reads the state (no wake-up: waiters read in loops).
+    fn peek<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.state.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     /// Every call so far, in order, in the plain form.
     pub fn calls(&self) -> Vec<String> {
-        self.with(|s| s.calls.clone())
+        self.peek(|s| s.calls.clone())
     }
 
     /// The calls so far that start with `prefix`.
@@ -131,6 +139,16 @@ impl FakeWorkers {
         self.with(|s| s.endings.insert(path.to_string(), ending));
     }
 
+    /// The next container started on `worker` ends this way (queued).
+    pub fn end_next_on(&self, worker: &str, ending: Ending) {
+        self.with(|s| {
+            s.next_endings
+                .entry(worker.to_string())
+                .or_default()
+                .push_back(ending)
+        });
+    }
+
     /// New containers keep running until [`FakeWorkers::end_containers`].
     pub fn hold_containers(&self, hold: bool) {
         self.with(|s| s.hold_containers = hold);
@@ -152,7 +170,7 @@ impl FakeWorkers {
 
     /// Volumes `worker` has now.
     pub fn volumes_on(&self, worker: &str) -> BTreeSet<String> {
-        self.with(|s| s.volumes.get(worker).cloned().unwrap_or_default())
+        self.peek(|s| s.volumes.get(worker).cloned().unwrap_or_default())
     }
 
     /// Forgets everything `worker` had (its disk was wiped).
@@ -165,7 +183,7 @@ impl FakeWorkers {
 
     /// Containers running now, as `worker handle`.
     pub fn running_containers(&self) -> Vec<(String, String)> {
-        self.with(|s| {
+        self.peek(|s| {
             s.containers
                 .iter()
                 .filter(|(_, e)| e.is_none())
@@ -205,7 +223,7 @@ impl FakeWorkers {
         }
         loop {
             let changed = self.changed.notified();
-            if !self.with(|s| s.held.contains(&key)) {
+            if !self.peek(|s| s.held.contains(&key)) {
                 return Ok(());
             }
             tokio::select! {
@@ -216,7 +234,7 @@ impl FakeWorkers {
     }
 
     fn container(&self, worker: &str, handle: &str) -> Result<Option<Ending>, CallError> {
-        self.with(|s| {
+        self.peek(|s| {
             s.containers
                 .get(&(worker.to_string(), handle.to_string()))
                 .cloned()
@@ -356,7 +374,7 @@ impl Workers for FakeWorkers {
                 req.resource_type, req.action
             );
             self.enter(worker, CallKind::ResourceAction, line).await?;
-            let version = self.with(|s| s.version.clone());
+            let version = self.peek(|s| s.version.clone());
             let version = version.unwrap_or_else(|| serde_json::json!({"ref": "v1"}));
             Ok(match req.action.as_str() {
                 "check" => ResourceActionResult {
@@ -391,15 +409,16 @@ impl Workers for FakeWorkers {
                         format!("no volume {}", m.volume),
                     ));
                 }
+                let queued = s.next_endings.get_mut(worker).and_then(VecDeque::pop_front);
                 let ending = if s.hold_containers {
                     None
                 } else {
-                    Some(
+                    Some(queued.unwrap_or_else(|| {
                         s.endings
                             .get(&spec.path)
                             .cloned()
-                            .unwrap_or(Ending::Exit(0)),
-                    )
+                            .unwrap_or(Ending::Exit(0))
+                    }))
                 };
                 s.containers
                     .insert((worker.to_string(), spec.handle.clone()), ending.clone());

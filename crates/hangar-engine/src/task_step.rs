@@ -761,65 +761,99 @@ pub(crate) async fn follow(
     // state unreadable) must not be asked again at once: the loop would
     // spin, on web and on the worker, for as long as the error lasts.
     let mut errors = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+    let workers = ctx.engine.workers();
     loop {
-        let mut pause = None;
-        tokio::select! {
-            _ = ctx.stop.cancelled() => return Err(Interrupted),
-            _ = &mut pump, if !pumped => pumped = true,
-            waited = tokio::time::timeout(WATCH_EVERY + Duration::from_secs(3), ctx.engine.workers().wait_container(worker, handle, WATCH_EVERY)) => {
-                if !matches!(waited, Ok(Err(_))) {
-                    if let Change::Recovered { failures } = errors.succeeded() {
-                        tracing::info!(%worker, %handle, failures, "the worker answers for the container again");
-                    }
-                }
-                match waited {
-                    Ok(Ok(c)) => {
-                        if let Some(exit) = c.exit {
-                            if !pumped {
-                                // The worker ends the log stream once the
-                                // container exited and its log is drained.
-                                if tokio::time::timeout(Duration::from_secs(10), &mut pump).await.is_err() {
-                                    tracing::debug!(%handle, "the container's log was not drained within 10s");
-                                }
-                            }
-                            let mut exit = exit;
-                            if let Some(f) = full_disk_failure(worker, exit.code, exit.disk_full) {
-                                return Ok(Err(f));
-                            }
-                            if exit.lost {
-                                return Ok(Err(StepFailure::ContainerLost { worker: worker.to_string(), handle: handle.to_string() }));
-                            }
-                            exit.lost = false;
-                            return Ok(Ok(exit));
-                        }
-                    }
-                    Ok(Err(e)) if e.is_not_found() => {
-                        if let Some(f) = watch::check(&ctx.engine, worker, at_start).await {
-                            return Ok(Err(f));
-                        }
-                        return Ok(Err(StepFailure::ContainerLost { worker: worker.to_string(), handle: handle.to_string() }));
-                    }
-                    Ok(Err(e)) => {
-                        let (delay, change) = errors.failed();
-                        if change == Change::StartedFailing {
-                            tracing::warn!(%worker, %handle, error = %e, "cannot wait for the container; retrying with backoff");
-                        }
-                        pause = Some(delay);
-                    }
-                    // Slow: the worker's state decides.
-                    Err(_) => {}
-                }
+        let wait = tokio::time::timeout(
+            WATCH_EVERY + Duration::from_secs(3),
+            workers.wait_container(worker, handle, WATCH_EVERY),
+        );
+        let waited = alongside(ctx, &mut pump, &mut pumped, wait).await?;
+        if !matches!(waited, Ok(Err(_))) {
+            if let Change::Recovered { failures } = errors.succeeded() {
+                tracing::info!(%worker, %handle, failures, "the worker answers for the container again");
             }
         }
-        if let Some(f) = watch::check(&ctx.engine, worker, at_start).await {
+        let mut pause = None;
+        match waited {
+            Ok(Ok(c)) => {
+                if let Some(mut exit) = c.exit {
+                    // The worker ends the log stream once the container
+                    // exited and its log is drained.
+                    if !pumped
+                        && tokio::time::timeout(Duration::from_secs(10), &mut pump)
+                            .await
+                            .is_err()
+                    {
+                        tracing::debug!(%handle, "the container's log was not drained within 10s");
+                    }
+                    if let Some(f) = full_disk_failure(worker, exit.code, exit.disk_full) {
+                        return Ok(Err(f));
+                    }
+                    if exit.lost {
+                        return Ok(Err(StepFailure::ContainerLost {
+                            worker: worker.to_string(),
+                            handle: handle.to_string(),
+                        }));
+                    }
+                    exit.lost = false;
+                    return Ok(Ok(exit));
+                }
+            }
+            Ok(Err(e)) if e.is_not_found() => {
+                let changed = alongside(
+                    ctx,
+                    &mut pump,
+                    &mut pumped,
+                    watch::check(&ctx.engine, worker, at_start),
+                )
+                .await?;
+                return Ok(Err(changed.unwrap_or_else(|| StepFailure::ContainerLost {
+                    worker: worker.to_string(),
+                    handle: handle.to_string(),
+                })));
+            }
+            Ok(Err(e)) => {
+                let (delay, change) = errors.failed();
+                if change == Change::StartedFailing {
+                    tracing::warn!(%worker, %handle, error = %e, "cannot wait for the container; retrying with backoff");
+                }
+                pause = Some(delay);
+            }
+            // Slow: the worker's state decides.
+            Err(_) => {}
+        }
+        let changed = alongside(
+            ctx,
+            &mut pump,
+            &mut pumped,
+            watch::check(&ctx.engine, worker, at_start),
+        )
+        .await?;
+        if let Some(f) = changed {
             return Ok(Err(f));
         }
         if let Some(delay) = pause {
-            tokio::select! {
-                _ = ctx.stop.cancelled() => return Err(Interrupted),
-                _ = &mut pump, if !pumped => pumped = true,
-                _ = tokio::time::sleep(delay) => {}
-            }
+            alongside(ctx, &mut pump, &mut pumped, tokio::time::sleep(delay)).await?;
+        }
+    }
+}
+
+/// Awaits `work` while the log pump goes on and the build's cancellation
+/// is watched. The pump must be polled meanwhile: suspended in the middle
+/// of a log write, it can hold the database's only connection (SQLite), and
+/// `work` reading the database would then wait on it for ever.
+async fn alongside<T>(
+    ctx: &BuildContext,
+    pump: &mut std::pin::Pin<&mut impl std::future::Future<Output = i64>>,
+    pumped: &mut bool,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, Interrupted> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            _ = ctx.stop.cancelled() => return Err(Interrupted),
+            out = &mut work => return Ok(out),
+            _ = pump.as_mut(), if !*pumped => *pumped = true,
         }
     }
 }

@@ -79,10 +79,10 @@ pub(crate) async fn settle(
     }
 }
 
-/// Runs `work` while watching the workers it depends on (without the
-/// build's cancellation: for work nested in [`crate::context::BuildContext::call`],
-/// which observes it): if one of them stalls, restarts or leaves, the work
-/// is dropped with that failure.
+/// Runs `work` while watching the workers it depends on: if one of them
+/// stalls, restarts or leaves, the work is dropped with that failure. The
+/// work goes on being polled while the watch reads the database: suspended
+/// mid-write it may hold the database's only connection (SQLite).
 pub(crate) async fn guarded<T>(
     engine: &Engine,
     workers: &[(&str, &WorkerSeen)],
@@ -92,12 +92,20 @@ pub(crate) async fn guarded<T>(
     loop {
         tokio::select! {
             out = &mut work => return Ok(out),
-            _ = tokio::time::sleep(WATCH_EVERY) => {
-                for (name, seen) in workers {
-                    if let Some(f) = check(engine, name, seen).await {
-                        return Err(f);
-                    }
+            _ = tokio::time::sleep(WATCH_EVERY) => {}
+        }
+        let changed = async {
+            for (name, seen) in workers {
+                if let Some(f) = check(engine, name, seen).await {
+                    return Some(f);
                 }
+            }
+            None
+        };
+        tokio::select! {
+            out = &mut work => return Ok(out),
+            changed = changed => if let Some(f) = changed {
+                return Err(f);
             }
         }
     }

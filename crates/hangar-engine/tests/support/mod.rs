@@ -1,0 +1,187 @@
+//! An engine over a real (in-memory SQLite) store and the recording fake
+//! of the workers, with helpers to change the fleet under it.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hangar_core::build::BuildStatus;
+use hangar_core::LifecycleConfig;
+use hangar_engine::fake::FakeWorkers;
+use hangar_engine::{Clock, Engine, EngineConfig, NoObserver};
+use hangar_store::{Store, WorkerInfo};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long a test waits for something that should happen within a
+/// second or two before calling it a hang.
+pub const HANG: Duration = Duration::from_secs(30);
+
+pub struct Harness {
+    pub store: Store,
+    pub fake: FakeWorkers,
+    pub engine: Engine,
+    pub shutdown: CancellationToken,
+    pub task: Option<JoinHandle<()>>,
+}
+
+pub fn info(name: &str, identity: &str) -> WorkerInfo {
+    WorkerInfo {
+        name: name.to_string(),
+        state_identity: identity.to_string(),
+        platform: "linux".into(),
+        tags: vec![],
+        team: None,
+        version: "test".into(),
+        resource_types_json: r#"[{"type":"mock","path":"/fake/mock"}]"#.into(),
+        ephemeral: false,
+        containers: 0,
+        volumes: 0,
+        api_url: Some("http://fake.invalid:7788".into()),
+    }
+}
+
+fn config(node: &str) -> EngineConfig {
+    let mut config = EngineConfig::new(node);
+    // Short enough that a test waits well under a second for web to judge
+    // an unreachable worker or for a dead node's lease to run out.
+    config.lease_ms = 900;
+    config.heartbeat_ttl_ms = 200;
+    config.lifecycle_pass_ms = 50;
+    config.poll = Duration::from_millis(20);
+    config
+}
+
+pub fn now() -> i64 {
+    hangar_engine::system_now_ms()
+}
+
+impl Harness {
+    pub async fn new(workers: &[&str]) -> Harness {
+        let store = hangar_testkit::sqlite_store().await;
+        for w in workers {
+            store
+                .register_worker(&info(w, &format!("sid-{w}")), now())
+                .await
+                .expect("register a worker");
+        }
+        let fake = FakeWorkers::new();
+        Harness::start(store, fake, "node-a")
+    }
+
+    /// A node running an engine over `store` and `fake`.
+    pub fn start(store: Store, fake: FakeWorkers, node: &str) -> Harness {
+        let engine = Engine::new(
+            store.clone(),
+            Arc::new(fake.clone()),
+            Clock::System,
+            config(node),
+            Arc::new(NoObserver),
+        );
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(engine.clone().run(shutdown.clone()));
+        Harness {
+            store,
+            fake,
+            engine,
+            shutdown,
+            task: Some(task),
+        }
+    }
+
+    /// Stops the node as SIGTERM does and waits for its engine to return.
+    pub async fn stop(&mut self) {
+        self.shutdown.cancel();
+        let task = self.task.take().expect("the engine runs");
+        tokio::time::timeout(HANG, task)
+            .await
+            .expect("the engine ends once stopped, whatever its builds are doing")
+            .expect("the engine's task ends cleanly");
+    }
+
+    pub async fn submit(&self, plan: serde_json::Value) -> i64 {
+        let build = self
+            .store
+            .create_build("job", None, &plan.to_string(), "{}", now())
+            .await
+            .expect("create a build");
+        self.engine.wake();
+        build.id
+    }
+
+    /// Waits until the build is final and returns its status.
+    pub async fn finished(&self, id: i64) -> BuildStatus {
+        let wait = async {
+            loop {
+                let build = self.store.get_build(id).await.unwrap().unwrap();
+                if build.status.is_final() {
+                    return build.status;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        match tokio::time::timeout(HANG, wait).await {
+            Ok(status) => status,
+            Err(_) => panic!(
+                "build {id} did not finish; log: {:#?}; calls: {:#?}",
+                self.log(id, &["status", "step", "infra"]).await,
+                self.fake.calls()
+            ),
+        }
+    }
+
+    /// The build's log lines of these kinds, as `kind: payload`.
+    pub async fn log(&self, id: i64, kinds: &[&str]) -> Vec<String> {
+        self.store
+            .build_events(id, 0, 10_000)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| kinds.contains(&e.kind.as_str()))
+            .map(|e| format!("{}: {}", e.kind, e.payload))
+            .collect()
+    }
+
+    /// The worker is declared stalled by the lifecycle rules (the others
+    /// heartbeat just before, so only it stalls).
+    pub async fn stall(&self, worker: &str) {
+        let later = now() + 60_000;
+        for w in self.store.list_workers().await.unwrap() {
+            if w.info.name != worker {
+                self.store
+                    .heartbeat(&w.info.name, w.generation, 0, 0, later)
+                    .await
+                    .unwrap();
+            }
+        }
+        let config = LifecycleConfig {
+            heartbeat_ttl_ms: 15_000,
+            stalled_worker_timeout_ms: None,
+        };
+        self.store.run_lifecycle(&config, later).await.unwrap();
+        let row = self.store.get_worker(worker).await.unwrap().unwrap();
+        assert_eq!(row.state, hangar_core::WorkerState::Stalled);
+    }
+
+    /// The worker registers again with its work dir wiped.
+    pub async fn restart_wiped(&self, worker: &str) {
+        self.fake.wipe(worker);
+        self.store
+            .register_worker(&info(worker, &format!("sid-{worker}-new")), now())
+            .await
+            .unwrap();
+    }
+}
+
+/// A task plan with one output, running `path`.
+pub fn task_plan(path: &str) -> serde_json::Value {
+    serde_json::json!([{
+        "task": "t",
+        "config": {
+            "platform": "linux",
+            "run": {"path": path},
+            "outputs": [{"name": "out"}]
+        }
+    }])
+}
