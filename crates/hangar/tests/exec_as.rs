@@ -29,7 +29,7 @@ fn spec(handle: &str, script: &str) -> ContainerSpec {
 }
 
 #[test]
-fn without_unshare_a_root_worker_drops_tasks_with_exec_as() {
+fn without_unshare_a_root_worker_drops_tasks_with_exec_as_needs_root() {
     assert_eq!(
         std::fs::metadata("/proc/self").unwrap().uid(),
         0,

@@ -169,7 +169,8 @@ pub fn require_runc() {
             .is_ok();
     assert!(
         found,
-        "runc is not installed: the runc tests need it (apt-get install -y runc), and root"
+        "runc is not installed: the runc tests need it, and root (scripts/install-deps installs it; \
+         apt-get install -y runc)"
     );
 }
 
@@ -180,12 +181,12 @@ pub fn static_busybox() -> PathBuf {
         .map(PathBuf::from)
         .find(|p| p.is_file())
         .unwrap_or_else(|| {
-            panic!("busybox is not installed: the runc tests build their rootfs from a static busybox (apt-get install -y busybox-static)")
+            panic!("busybox is not installed: the runc tests build their rootfs from a static busybox (scripts/install-deps installs it; apt-get install -y busybox-static)")
         });
     let elf = std::fs::read(&path).unwrap();
     assert!(
         !has_interpreter(&elf),
-        "{} is dynamically linked and cannot run alone in a rootfs: apt-get install -y busybox-static",
+        "{} is dynamically linked and cannot run alone in a rootfs: scripts/install-deps installs busybox-static",
         path.display()
     );
     path
