@@ -2,6 +2,10 @@
 //! get steps from a local git repository, memory limits under both
 //! runtimes, bad configs, and a step retried when its worker dies.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::Path;

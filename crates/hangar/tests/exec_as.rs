@@ -3,6 +3,10 @@
 //! as the worker's first task user with no supplementary group and still
 //! cannot read the worker's environment or the secrets beside its work dir.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;

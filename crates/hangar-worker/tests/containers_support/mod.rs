@@ -1,6 +1,9 @@
 //! Shared by the container test files: a worker's volume and container
 //! stores in a temp dir, specs, and the tools the runc tests need.
 #![allow(dead_code)]
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
