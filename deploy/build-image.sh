@@ -22,13 +22,13 @@ if [ ! -x "$busybox" ] || ! is_static "$busybox"; then
   exit 1
 fi
 # rustls/ring only: nothing in the tree may pull OpenSSL or native-tls in.
-if cargo tree -p hangar --target "$target" -e normal --prefix none 2>/dev/null | grep -Eq '^(openssl-sys|native-tls|aws-lc-sys) '; then
+if cargo tree --locked -p hangar --target "$target" -e normal --prefix none 2>/dev/null | grep -Eq '^(openssl-sys|native-tls|aws-lc-sys) '; then
   echo "build-image: OpenSSL/native-tls/aws-lc is in hangar's dependency tree; the static build needs rustls with ring" >&2
   exit 1
 fi
 
 echo "build-image: building a static hangar for $target"
-RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --target "$target" -p hangar
+RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --release --target "$target" -p hangar
 bin="$target_dir/$target/release/hangar"
 if ! is_static "$bin"; then
   echo "build-image: $bin is dynamically linked:" >&2

@@ -5,6 +5,9 @@
 //! cargo run -p hangar-bench --example sim -- --sweep 10000 # seeds 0..10000
 //! ```
 
+// An example reports what it measured on stdout and stderr.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {

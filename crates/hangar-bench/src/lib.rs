@@ -8,9 +8,15 @@
 //! time.
 
 pub mod cgroup;
+// The benchmarks and the harness report to the person running them on
+// stdout and stderr (`hangar bench`, `hangar chaos`).
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod chaos;
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod execute;
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod heartbeats;
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod memory;
 pub mod procfs;
 pub mod procs;

@@ -153,6 +153,7 @@ pub fn cores() -> usize {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // a test waits for the child it made
 mod tests {
     use super::*;
 

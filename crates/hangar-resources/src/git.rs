@@ -7,6 +7,10 @@
 //! requests are checked first so that nothing from them can be read as an
 //! option, and the `ext::` transport (which runs commands) is turned off.
 
+// A resource type runs as a process of its own (`hangar resource-type git`),
+// not on an async thread: it runs git and waits for it.
+#![allow(clippy::disallowed_methods)]
+
 use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -20,6 +20,9 @@
 //!    recursive CTE collecting missing volumes and their descendants and
 //!    deleting them in a single statement; and the ratio of the two.
 
+// An example reports what it measured on stdout and stderr.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::time::{Duration, Instant};
 
 use hangar_core::gc::{Collector, GcConfig};

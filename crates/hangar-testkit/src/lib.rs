@@ -58,6 +58,35 @@ pub async fn postgres_database_url() -> String {
     format!("{base}/{name}")
 }
 
+/// Runs one statement on the test cluster as its admin.
+async fn postgres_admin(sql: &str) {
+    use sqlx::Connection;
+    let admin = std::env::var(POSTGRES_URL_VAR).unwrap_or_else(|_| {
+        panic!("{POSTGRES_URL_VAR} is not set: run the suite with scripts/test")
+    });
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the test cluster at {admin}: {e}"));
+    sqlx::query(sql)
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// Ends every connection to one database of the test cluster (a test
+/// making the database go away under web).
+pub async fn postgres_terminate_connections(database: &str) {
+    postgres_admin(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'"
+    ))
+    .await
+}
+
+/// Renames a database of the test cluster.
+pub async fn postgres_rename_database(from: &str, to: &str) {
+    postgres_admin(&format!("ALTER DATABASE {from} RENAME TO {to}")).await
+}
+
 /// Defines each listed `async fn name(store: Store)` test twice, once per
 /// database: `sqlite::name` and `postgres::name`.
 #[macro_export]

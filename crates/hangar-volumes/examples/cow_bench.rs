@@ -12,6 +12,9 @@
 //! data was just written); pass `--drop-caches` (root) to drop it before each
 //! timed step.
 
+// An example reports what it measured on stdout and stderr.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};

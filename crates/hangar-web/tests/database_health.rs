@@ -12,7 +12,6 @@ use hangar_api::Info;
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;
 use reqwest::StatusCode;
-use sqlx::Connection;
 
 fn url_of(path: &Path) -> String {
     format!("sqlite://{}", path.display())
@@ -117,12 +116,6 @@ async fn a_read_only_sqlite_database_makes_info_503_and_takes_no_build() {
     t.stop().await;
 }
 
-async fn admin_sql(sql: &str) {
-    let url = std::env::var(hangar_testkit::POSTGRES_URL_VAR).unwrap();
-    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
-    sqlx::query(sql).execute(&mut conn).await.unwrap();
-}
-
 #[tokio::test]
 async fn a_renamed_postgres_database_makes_info_503_until_it_is_back() {
     let (store, url) = hangar_testkit::postgres_store_with_url().await;
@@ -130,11 +123,8 @@ async fn a_renamed_postgres_database_makes_info_503_until_it_is_back() {
     let t = TestWeb::start(store).await;
     assert_eq!(info(&t).await.0, StatusCode::OK);
 
-    admin_sql(&format!(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
-    ))
-    .await;
-    admin_sql(&format!("ALTER DATABASE {name} RENAME TO {name}_away")).await;
+    hangar_testkit::postgres_terminate_connections(&name).await;
+    hangar_testkit::postgres_rename_database(&name, &format!("{name}_away")).await;
     let (status, body) = info(&t).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(!body.database.reachable && !body.database.lost);
@@ -142,7 +132,7 @@ async fn a_renamed_postgres_database_makes_info_503_until_it_is_back() {
     let (status, _) = post_build(&t).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
 
-    admin_sql(&format!("ALTER DATABASE {name}_away RENAME TO {name}")).await;
+    hangar_testkit::postgres_rename_database(&format!("{name}_away"), &name).await;
     let (status, body) = info(&t).await;
     assert_eq!(status, StatusCode::OK, "{body:?}");
     assert!(

@@ -258,7 +258,7 @@ fn creation_refuses_bad_specs_unknown_volumes_and_taken_handles() {
 }
 
 #[test]
-fn a_memory_hog_under_a_32_mib_limit_is_reported_oom_killed() {
+fn a_memory_hog_under_a_32_mib_limit_is_reported_oom_killed_needs_root() {
     let host = Host::new();
     let mut spec = process_spec("hog", HOG);
     spec.memory_limit_bytes = Some(32 * MIB);
@@ -276,7 +276,7 @@ fn a_memory_hog_under_a_32_mib_limit_is_reported_oom_killed() {
 }
 
 #[test]
-fn a_task_within_its_memory_limit_is_not_oom_killed() {
+fn a_task_within_its_memory_limit_is_not_oom_killed_needs_root() {
     let host = Host::new();
     let mut spec = process_spec(
         "small",

@@ -1,6 +1,9 @@
 //! `hangar`: one binary for the servers (web, worker, quickstart) and for
 //! users (workers, events, land-worker, …). One file per subcommand.
 
+// The subcommands are the CLI: their output (tables, JSON, build logs,
+// quickstart's instructions, errors before logging starts) is printed.
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 mod cmd;
 mod duration;
 mod format;
@@ -60,6 +63,8 @@ enum Command {
     ExecAs(cmd::exec_as::Args),
 }
 
+// A command's error is its last word to the user, on stderr.
+#[allow(clippy::print_stderr)]
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

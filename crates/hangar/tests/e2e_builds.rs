@@ -2,6 +2,10 @@
 //! get steps from a local git repository, memory limits under both
 //! runtimes, bad configs, and a step retried when its worker dies.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::Path;
@@ -192,7 +196,7 @@ fn busybox_rootfs(dir: &Path) {
     let busybox = ["/bin/busybox", "/usr/bin/busybox"]
         .into_iter()
         .find(|p| Path::new(p).exists())
-        .expect("busybox-static is needed for runc tests: apt-get install -y busybox-static");
+        .expect("busybox-static is needed for runc tests: scripts/install-deps installs it");
     std::fs::copy(busybox, bin.join("busybox")).unwrap();
     for tool in ["sh", "cat", "head", "tr", "echo", "ls"] {
         std::os::unix::fs::symlink("busybox", bin.join(tool)).unwrap();
@@ -209,7 +213,7 @@ fn runc_tasks_run_in_their_image_and_report_an_oom_even_when_the_main_process_ex
             .arg("--version")
             .output()
             .is_ok(),
-        "runc is needed: apt-get install -y runc"
+        "runc is needed (and root): scripts/install-deps installs it"
     );
     let c = Cluster::start();
     let _w = c.worker("worker-r");

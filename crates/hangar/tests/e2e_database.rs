@@ -3,6 +3,10 @@
 //! database until told to accept a new one; and it refuses a database that
 //! takes no writes.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::io::{Read, Write};

@@ -1,6 +1,10 @@
 //! End to end with real processes and real signals: `hangar web` and several
 //! `hangar worker`s on loopback, driven by the `hangar` CLI.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::{Duration, Instant};

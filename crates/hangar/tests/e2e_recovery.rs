@@ -3,6 +3,10 @@
 //! ends failed or errored because of it, no `disappeared` anywhere, and web's
 //! rows match the worker's disk as soon as it registers again.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::{Duration, Instant};

@@ -1,6 +1,10 @@
 //! Volumes end to end with real processes: made through web on a worker
 //! process, reported, destroyed; and what a restart does to them.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::Duration;

@@ -3,6 +3,10 @@
 //! as the worker's first task user with no supplementary group and still
 //! cannot read the worker's environment or the secrets beside its work dir.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
@@ -29,7 +33,7 @@ fn spec(handle: &str, script: &str) -> ContainerSpec {
 }
 
 #[test]
-fn without_unshare_a_root_worker_drops_tasks_with_exec_as() {
+fn without_unshare_a_root_worker_drops_tasks_with_exec_as_needs_root() {
     assert_eq!(
         std::fs::metadata("/proc/self").unwrap().uid(),
         0,

@@ -1,6 +1,10 @@
 //! The built-in resource types as a worker runs them: scripts installed into
 //! a directory, each calling the real `hangar` binary.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

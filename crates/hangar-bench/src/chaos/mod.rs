@@ -508,7 +508,14 @@ impl Fleet {
                 self.kill_worker(i, wipe).await;
                 if wipe {
                     let dir = self.slots[i].spec.work_dir.clone();
-                    if let Err(e) = remove_dir_all_retrying(&dir) {
+                    let wiped = tokio::task::spawn_blocking({
+                        let dir = dir.clone();
+                        move || remove_dir_all_retrying(&dir)
+                    })
+                    .await
+                    .map_err(std::io::Error::other)
+                    .and_then(|r| r);
+                    if let Err(e) = wiped {
                         rec.notes.push(format!("wipe {}: {e}", dir.display()));
                     }
                 }
@@ -683,6 +690,8 @@ impl Fleet {
         self.slots[i].proc = None;
         if let Some(mut child) = allocator.take() {
             let _ = child.kill();
+            // Reaps a child just killed with SIGKILL: returns at once.
+            #[allow(clippy::disallowed_methods)]
             let _ = child.wait();
         }
         let kills = self
@@ -733,6 +742,8 @@ fn spawn_allocator(cg: &MemoryCgroup) -> Result<std::process::Child, String> {
     Ok(child)
 }
 
+// Blocks: run under spawn_blocking.
+#[allow(clippy::disallowed_methods)]
 fn remove_dir_all_retrying(dir: &Path) -> std::io::Result<()> {
     let mut last = Ok(());
     for _ in 0..20 {

@@ -3,6 +3,10 @@
 //! `pg_ctl`, as the `postgres` user when we are root, since PostgreSQL
 //! refuses to run as root).
 
+// Blocking helpers: the harness calls them under spawn_blocking (start,
+// stop) or once before the fleet starts (create_database).
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -59,22 +59,55 @@ pub fn is_root() -> bool {
         == Some("0")
 }
 
-/// Drivers to run a test with: naive always; overlay when root, and then it
-/// must really work (no silent skipping).
-pub fn drivers() -> Vec<DriverKind> {
-    let probe = TestRoot::new();
-    if is_root() {
-        if let Err(reason) = probe_overlay(probe.path()) {
-            panic!("running as root but overlayfs does not work here: {reason}");
-        }
-        assert_eq!(best_driver(probe.path()), DriverKind::Overlay);
-        vec![DriverKind::Naive, DriverKind::Overlay]
-    } else {
+/// The naive driver, which works for any user. Not root, overlayfs must not
+/// work either (mounting it needs root), and the best driver is naive.
+pub fn naive() -> DriverKind {
+    if !is_root() {
+        let probe = TestRoot::new();
         let reason = probe_overlay(probe.path()).unwrap_err();
-        eprintln!("not root: overlay driver tests are not run ({reason})");
-        assert_eq!(best_driver(probe.path()), DriverKind::Naive);
-        vec![DriverKind::Naive]
+        assert_eq!(best_driver(probe.path()), DriverKind::Naive, "{reason}");
     }
+    DriverKind::Naive
+}
+
+/// The overlay driver: these tests need root (overlayfs mounts) and fail,
+/// saying so, without it; they never skip.
+pub fn overlay() -> DriverKind {
+    assert!(
+        is_root(),
+        "the overlay driver tests need root to mount overlayfs: run the tests as root \
+         (scripts/test as root)"
+    );
+    let probe = TestRoot::new();
+    if let Err(reason) = probe_overlay(probe.path()) {
+        panic!("running as root but overlayfs does not work here: {reason}");
+    }
+    assert_eq!(best_driver(probe.path()), DriverKind::Overlay);
+    DriverKind::Overlay
+}
+
+/// Defines each listed `fn name(driver: DriverKind)` test once per driver:
+/// `naive::name` for any user and `overlay_needs_root::name`, which needs
+/// root (see [`overlay`]).
+macro_rules! on_both_drivers {
+    ($($test:ident),* $(,)?) => {
+        mod naive {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test(super::common::naive())
+                }
+            )*
+        }
+        mod overlay_needs_root {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test(super::common::overlay())
+                }
+            )*
+        }
+    };
 }
 
 pub fn no_props() -> BTreeMap<String, String> {

@@ -324,7 +324,7 @@ mod tests {
     }
 
     #[test]
-    fn chown_tree_changes_every_entry_and_follows_no_link() {
+    fn chown_tree_changes_every_entry_and_follows_no_link_needs_root() {
         assert!(
             is_root(),
             "this test needs root (only root gives files away): run the tests as root"

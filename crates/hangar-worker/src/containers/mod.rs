@@ -16,6 +16,9 @@
 //!
 //! Everything is blocking; async callers use `spawn_blocking`.
 
+// Everything here blocks (see above): async callers use spawn_blocking.
+#![allow(clippy::disallowed_methods)]
+
 mod cgroup;
 mod exit;
 mod isolation;

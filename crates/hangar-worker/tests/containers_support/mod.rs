@@ -1,6 +1,9 @@
 //! Shared by the container test files: a worker's volume and container
 //! stores in a temp dir, specs, and the tools the runc tests need.
 #![allow(dead_code)]
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -169,7 +172,8 @@ pub fn require_runc() {
             .is_ok();
     assert!(
         found,
-        "runc is not installed: the runc tests need it (apt-get install -y runc), and root"
+        "runc is not installed: the runc tests need it, and root (scripts/install-deps installs it; \
+         apt-get install -y runc)"
     );
 }
 
@@ -180,12 +184,12 @@ pub fn static_busybox() -> PathBuf {
         .map(PathBuf::from)
         .find(|p| p.is_file())
         .unwrap_or_else(|| {
-            panic!("busybox is not installed: the runc tests build their rootfs from a static busybox (apt-get install -y busybox-static)")
+            panic!("busybox is not installed: the runc tests build their rootfs from a static busybox (scripts/install-deps installs it; apt-get install -y busybox-static)")
         });
     let elf = std::fs::read(&path).unwrap();
     assert!(
         !has_interpreter(&elf),
-        "{} is dynamically linked and cannot run alone in a rootfs: apt-get install -y busybox-static",
+        "{} is dynamically linked and cannot run alone in a rootfs: scripts/install-deps installs busybox-static",
         path.display()
     );
     path

@@ -1,6 +1,9 @@
 //! What the end-to-end tests share: a web process and worker processes on
 //! loopback, and the CLI to drive them.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::net::TcpListener;

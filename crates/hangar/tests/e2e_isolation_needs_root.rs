@@ -4,6 +4,10 @@
 //! work dir, and is refused each; it runs as an unprivileged user with an
 //! environment of its own. Secret files open to other users are refused.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

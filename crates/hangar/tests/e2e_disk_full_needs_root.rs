@@ -7,6 +7,10 @@
 //! Needs root to mount the tmpfs (as the runc tests need root): without it
 //! the test fails and says so; it never skips.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::Path;

@@ -7,6 +7,10 @@
 //! Needs root to mount the tmpfs, as the runc tests need root: without it
 //! the tests fail and say so; they never skip.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;

@@ -4,6 +4,10 @@
 //! goes elsewhere; a worker whose work dir turns read-only becomes unhealthy
 //! within one check and recovers when the disk does.
 
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

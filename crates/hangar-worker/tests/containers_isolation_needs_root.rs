@@ -65,7 +65,7 @@ impl Layout {
                 want,
             ) => assert_eq!(*p, want),
             (other, _) => {
-                panic!("a root worker should drop tasks with unshare (util-linux): {other:?}")
+                panic!("a root worker should drop tasks with unshare (util-linux; scripts/install-deps installs it): {other:?}")
             }
         }
         Layout {
