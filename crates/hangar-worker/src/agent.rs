@@ -170,7 +170,9 @@ pub async fn run(
     )
     .await;
     drop(_stop_api_on_return);
-    let _ = health_task.await;
+    if let Err(e) = health_task.await {
+        tracing::warn!(error = %e, "health check task failed");
+    }
     if let Err(e) = api_task.await {
         tracing::warn!(error = %e, "volume API task failed");
     }

@@ -245,7 +245,7 @@ mod tests {
             (
                 ActionError::Volume(VolumeError::InvalidHandle {
                     handle: "..".into(),
-                    reason: "dots".into(),
+                    reason: "dots",
                 }),
                 StatusCode::BAD_REQUEST,
                 codes::BAD_REQUEST,
