@@ -4,6 +4,9 @@
 //! that does not deserialize, a method a route lacks, a body over its
 //! limit), and every 413 names the limit of the route that refused.
 //!
+//! * [`ApiError`] is every error answer: a status, a stable code and a
+//!   message. Each server turns its own errors into one in a single place
+//!   (its `error.rs`); handlers return `Result<_, ApiError>`.
 //! * [`json_errors`] (outermost middleware) rewrites any error answer that
 //!   is not JSON into the shape, with the code of its status and the
 //!   rejection's own words as the message.
@@ -22,17 +25,22 @@ use serde::de::DeserializeOwned;
 
 use crate::{codes, ErrorBody, ErrorDetail};
 
-/// An error answer: a status and the shape's code and message.
+/// An error answer: a status and the shape's code and message. Each
+/// server decides in one place (its `error.rs`) which of its errors become
+/// which answer; this type is how every one of them goes on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ErrorResponse {
+pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
 }
 
-impl ErrorResponse {
+/// The former name of [`ApiError`].
+pub type ErrorResponse = ApiError;
+
+impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ErrorResponse {
+        ApiError {
             status,
             code,
             message: message.into(),
@@ -41,12 +49,50 @@ impl ErrorResponse {
 
     /// The code of a status, for errors that come with nothing else.
     pub fn from_status(status: StatusCode, message: impl Into<String>) -> Self {
-        ErrorResponse::new(status, code_for_status(status), message)
+        ApiError::new(status, code_for_status(status), message)
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, codes::BAD_REQUEST, message)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, codes::UNAUTHORIZED, message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, codes::FORBIDDEN, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, codes::NOT_FOUND, message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::CONFLICT, codes::CONFLICT, message)
+    }
+
+    /// Busy or out of reach for now: the client may try again.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE, message)
+    }
+
+    /// The disk (or a quota) is full: try elsewhere, or later.
+    pub fn insufficient_storage(message: impl Into<String>) -> Self {
+        ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            codes::INSUFFICIENT_STORAGE,
+            message,
+        )
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL, message)
     }
 
     /// A body over `limit` bytes.
     pub fn too_large(limit: usize) -> Self {
-        ErrorResponse::new(
+        ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             codes::TOO_LARGE,
             format!("the body is larger than this route's limit of {limit} bytes"),
@@ -54,7 +100,7 @@ impl ErrorResponse {
     }
 }
 
-impl IntoResponse for ErrorResponse {
+impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
             error: ErrorDetail {
@@ -95,7 +141,7 @@ async fn note_limit(State(limit): State<BodyLimit>, mut req: Request, next: Next
     req.extensions_mut().insert(limit);
     let resp = next.run(req).await;
     if resp.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_json(&resp) {
-        return ErrorResponse::too_large(limit.0).into_response();
+        return ApiError::too_large(limit.0).into_response();
     }
     resp
 }
@@ -154,7 +200,7 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
     } else {
         text
     };
-    let mut out = ErrorResponse::from_status(status, message).into_response();
+    let mut out = ApiError::from_status(status, message).into_response();
     // Keep what the rejection said beyond its body (`allow` on a 405).
     for (name, value) in parts.headers.iter() {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
@@ -177,7 +223,7 @@ where
     T: DeserializeOwned,
     S: Send + Sync,
 {
-    type Rejection = ErrorResponse;
+    type Rejection = ApiError;
 
     async fn from_request(req: Request<Body>, state: &S) -> Result<Self, Self::Rejection> {
         let limit = req.extensions().get::<BodyLimit>().copied();
@@ -188,10 +234,10 @@ where
     }
 }
 
-fn json_rejection(rejection: JsonRejection, limit: Option<BodyLimit>) -> ErrorResponse {
-    let bad = |m: String| ErrorResponse::new(StatusCode::BAD_REQUEST, codes::BAD_REQUEST, m);
+fn json_rejection(rejection: JsonRejection, limit: Option<BodyLimit>) -> ApiError {
+    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, codes::BAD_REQUEST, m);
     match rejection {
-        JsonRejection::MissingJsonContentType(_) => ErrorResponse::new(
+        JsonRejection::MissingJsonContentType(_) => ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             codes::UNSUPPORTED_MEDIA,
             "the body must be JSON (content-type: application/json)",
@@ -199,8 +245,8 @@ fn json_rejection(rejection: JsonRejection, limit: Option<BodyLimit>) -> ErrorRe
         JsonRejection::JsonSyntaxError(e) => bad(format!("malformed json: {}", e.body_text())),
         JsonRejection::JsonDataError(e) => bad(format!("invalid request: {}", e.body_text())),
         other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => match limit {
-            Some(BodyLimit(n)) => ErrorResponse::too_large(n),
-            None => ErrorResponse::from_status(other.status(), other.body_text()),
+            Some(BodyLimit(n)) => ApiError::too_large(n),
+            None => ApiError::from_status(other.status(), other.body_text()),
         },
         other => bad(format!("unreadable body: {}", other.body_text())),
     }

@@ -6,7 +6,7 @@ use anyhow::Context;
 use hangar_api::{codes, Heartbeat, RegisterWorker, Registered, VolumeReport};
 use hangar_client::{Client, ClientError};
 use hangar_volumes::{DriverKind, Limits, VolumeManager};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, VolumeApi};
@@ -170,7 +170,9 @@ pub async fn run(
     )
     .await;
     drop(_stop_api_on_return);
-    let _ = health_task.await;
+    if let Err(e) = health_task.await {
+        tracing::warn!(error = %e, "health check task failed");
+    }
     if let Err(e) = api_task.await {
         tracing::warn!(error = %e, "volume API task failed");
     }
@@ -352,13 +354,119 @@ async fn agent_loop(
     // container ended; a later one (after a stall) is the same container.
     let mut first = registration().await;
     first.previous_exit = crate::kube::previous_exit_from_env().await;
-    let Some(mut registered) =
+    let Some(registered) =
         register_until_accepted(fleet_client, &config.work_dir, &first, shutdown).await
     else {
         return Ok(AgentExit::Stopped);
     };
+    // The volume report and sweep run in a task of their own, owned here,
+    // so a slow listing or sweep never holds back a heartbeat. It follows
+    // the registration through `session`: a report carries the current
+    // generation, and none runs while the worker registers again.
+    let (session, sessions) = watch::channel(Some(Session::of(fleet_client, &registered)));
+    let stop_reports = shutdown.child_token();
+    let reporter = tokio::spawn(report_loop(
+        config.name.clone(),
+        config.report_interval,
+        volumes.clone(),
+        containers.clone(),
+        sessions,
+        stop_reports.clone(),
+    ));
+    let result = heartbeat_loop(
+        config,
+        fleet_client,
+        stores,
+        commands,
+        shutdown,
+        registered,
+        &session,
+        registration,
+    )
+    .await;
+    stop_reports.cancel();
+    if let Err(e) = reporter.await {
+        tracing::warn!(error = %e, "volume report task failed");
+    }
+    result
+}
+
+/// What a report is sent as: the registration's generation and the client
+/// presenting its token.
+#[derive(Clone)]
+struct Session {
+    generation: i64,
+    client: Client,
+}
+
+impl Session {
+    fn of(fleet_client: &Client, registered: &Registered) -> Session {
+        Session {
+            generation: registered.generation,
+            client: fleet_client.with_token(&registered.token),
+        }
+    }
+}
+
+/// Every `every`, reports the worker's volumes and containers and sweeps
+/// what web answers, one report at a time, as the registration `sessions`
+/// holds. A report under way is dropped when the registration changes (the
+/// worker was told to register again) and when `stop` is cancelled; none
+/// starts while there is no registration.
+async fn report_loop(
+    name: String,
+    every: Duration,
+    volumes: Arc<VolumeManager>,
+    containers: Arc<ContainerManager>,
+    mut sessions: watch::Receiver<Option<Session>>,
+    stop: CancellationToken,
+) {
+    let mut ticks = Ticker::new(every);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        let Some(session) = sessions.borrow_and_update().clone() else {
+            continue;
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            changed = sessions.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                tracing::info!(generation = session.generation, "the registration changed during a volume report; dropping it");
+            }
+            result = report_volumes(&session.client, &name, session.generation, &volumes, &containers) => {
+                if let Err(e) = result {
+                    // Refusals are acted on by the heartbeat, which sees the same answer.
+                    tracing::warn!(error = %e, "volume report failed; retrying next interval");
+                }
+            }
+        }
+    }
+}
+
+/// Heartbeats and carries out commands until the agent stops, keeping
+/// `session` at the current registration (empty while registering again).
+#[allow(clippy::too_many_arguments)]
+async fn heartbeat_loop<F, Fut>(
+    config: &WorkerConfig,
+    fleet_client: &Client,
+    stores: &Stores,
+    commands: &mut mpsc::Receiver<AgentCommand>,
+    shutdown: &CancellationToken,
+    mut registered: Registered,
+    session: &watch::Sender<Option<Session>>,
+    registration: F,
+) -> anyhow::Result<AgentExit>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = RegisterWorker>,
+{
+    let (volumes, containers) = (&stores.volumes, &stores.containers);
     let mut client = fleet_client.with_token(&registered.token);
-    let mut reports = Ticker::new(config.report_interval);
     let mut leaving = Leaving::No;
     let mut ticker = heartbeat_ticker(config, &registered);
     loop {
@@ -391,12 +499,6 @@ async fn agent_loop(
                 }
                 ticker.reset_immediately();
             }
-            _ = reports.tick() => {
-                if let Err(e) = report_volumes(&client, &config.name, registered.generation, volumes, containers).await {
-                    // Refusals are acted on by the heartbeat, which sees the same answer.
-                    tracing::warn!(error = %e, "volume report failed; retrying next interval");
-                }
-            }
             _ = ticker.tick() => {
                 let pressure = stores.health.pressure();
                 // Near its memory or disk limit, the worker lands itself
@@ -412,9 +514,11 @@ async fn agent_loop(
                     }
                 } else if pressure == Pressure::None && leaving == Leaving::SelfLanding {
                     tracing::info!(worker = %config.name, "pressure cleared; taking work again");
+                    session.send_replace(None);
                     let Some(r) = register_until_accepted(fleet_client, &config.work_dir, &registration().await, shutdown).await else {
                         return Ok(AgentExit::Stopped);
                     };
+                    session.send_replace(Some(Session::of(fleet_client, &r)));
                     client = fleet_client.with_token(&r.token);
                     registered = r;
                     leaving = Leaving::No;
@@ -439,6 +543,7 @@ async fn agent_loop(
                     Ok(_) => {}
                     Err(e) => match e.code() {
                         Some(codes::SUPERSEDED) => {
+                            session.send_replace(None);
                             tracing::error!(error = %e, "this worker process was superseded; stopping");
                             return Ok(AgentExit::Superseded(e.to_string()));
                         }
@@ -448,9 +553,11 @@ async fn agent_loop(
                         }
                         Some(codes::NOT_FOUND | codes::REREGISTER) => {
                             tracing::warn!(error = %e, "web no longer accepts this registration; registering again");
+                            session.send_replace(None);
                             let Some(r) = register_until_accepted(fleet_client, &config.work_dir, &registration().await, shutdown).await else {
                                 return Ok(AgentExit::Stopped);
                             };
+                            session.send_replace(Some(Session::of(fleet_client, &r)));
                             client = fleet_client.with_token(&r.token);
                             registered = r;
                             leaving = Leaving::No;

@@ -26,6 +26,7 @@ use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
 use tokio_util::sync::CancellationToken;
 
 use crate::containers::ContainerManager;
+use crate::error;
 pub use crate::error::ApiError;
 
 #[derive(Clone)]
@@ -114,13 +115,9 @@ impl VolumeApi {
     }
 }
 
-fn bad_request(message: String) -> ApiError {
-    ApiError::bad_request(message)
-}
-
 /// A query that does not deserialize, in the error shape.
 pub(crate) fn bad_query(e: QueryRejection) -> ApiError {
-    bad_request(format!("invalid query: {}", e.body_text()))
+    ApiError::bad_request(format!("invalid query: {}", e.body_text()))
 }
 
 /// Runs a blocking volume operation on the blocking pool.
@@ -128,10 +125,8 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, VolumeError> + Send + 'static,
 ) -> Result<T, ApiError> {
     match tokio::task::spawn_blocking(f).await {
-        Ok(result) => result.map_err(ApiError::from),
-        Err(e) => Err(ApiError::internal(format!(
-            "volume operation panicked: {e}"
-        ))),
+        Ok(result) => result.map_err(error::volume),
+        Err(e) => Err(error::panicked("volume operation", e)),
     }
 }
 
@@ -207,7 +202,7 @@ async fn require_key(State(api): State<VolumeApi>, req: Request, next: Next) -> 
         .and_then(|h| h.strip_prefix("Bearer "));
     match presented {
         Some(k) if same_secret(k.as_bytes(), api.key.as_bytes()) => next.run(req).await,
-        _ => ApiError::unauthorized().into_response(),
+        _ => error::unauthorized().into_response(),
     }
 }
 
@@ -225,7 +220,7 @@ async fn show(
     let found = blocking(move || m.get(&handle).map(|v| (handle, v))).await?;
     match found {
         (_, Some(v)) => Ok(Json(to_api(v))),
-        (handle, None) => Err(VolumeError::NotFound { handle }.into()),
+        (handle, None) => Err(error::volume(VolumeError::NotFound { handle })),
     }
 }
 
@@ -240,7 +235,7 @@ async fn create(
             path: allowed_import(&api.import_dirs, &path).await?,
         },
         (s, _, _) => {
-            return Err(bad_request(format!(
+            return Err(ApiError::bad_request(format!(
                 "strategy {s:?} with these fields is not valid: empty; cow with parent; import with import_path"
             )))
         }
@@ -248,10 +243,6 @@ async fn create(
     let m = api.manager.clone();
     let made = blocking(move || m.create(&req.handle, strategy, req.properties)).await?;
     Ok((StatusCode::CREATED, Json(to_api(made))))
-}
-
-fn forbidden(message: String) -> ApiError {
-    ApiError::new(StatusCode::FORBIDDEN, hangar_api::codes::FORBIDDEN, message)
 }
 
 /// The canonical path to import from, if it is inside an allowed dir. The
@@ -270,12 +261,12 @@ async fn allowed_import(
     };
     match import_decision(dirs, std::path::Path::new(path)) {
         ImportDecision::Disabled => {
-            return Err(forbidden(
-                "importing host paths is turned off on this worker: an operator enables it for named directories with --allow-import-dir DIR".into(),
+            return Err(ApiError::forbidden(
+                "importing host paths is turned off on this worker: an operator enables it for named directories with --allow-import-dir DIR",
             ))
         }
         ImportDecision::Outside => {
-            return Err(forbidden(format!(
+            return Err(ApiError::forbidden(format!(
                 "{path:?} is outside the directories this worker may import from ({})",
                 listed()
             )))
@@ -285,24 +276,11 @@ async fn allowed_import(
     let given = std::path::PathBuf::from(path);
     let real = tokio::task::spawn_blocking(move || std::fs::canonicalize(&given))
         .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                hangar_api::codes::INTERNAL,
-                e.to_string(),
-            )
-        })?
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => ApiError::new(
-                StatusCode::NOT_FOUND,
-                hangar_api::codes::NOT_FOUND,
-                format!("import path {path:?} does not exist"),
-            ),
-            _ => bad_request(format!("import path {path:?}: {e}")),
-        })?;
+        .map_err(|e| error::panicked("resolving an import path", e))?
+        .map_err(|e| error::import_path(path, &e))?;
     match import_decision(dirs, &real) {
         ImportDecision::Inside => Ok(real),
-        _ => Err(forbidden(format!(
+        _ => Err(ApiError::forbidden(format!(
             "{path:?} leads to {}, outside the directories this worker may import from ({})",
             real.display(),
             listed()
@@ -345,7 +323,7 @@ fn compression(q: &StreamQuery) -> Result<Compression, ApiError> {
     match q.encoding.as_deref() {
         None | Some("") | Some("identity") => Ok(Compression::None),
         Some("gzip") => Ok(Compression::Gzip),
-        Some(other) => Err(bad_request(format!(
+        Some(other) => Err(ApiError::bad_request(format!(
             "unknown encoding {other:?}: use gzip or none"
         ))),
     }
@@ -361,16 +339,11 @@ async fn stream_in(
     let compression = compression(&q)?;
     // Refused before the body is read: a stream-in over the cap costs
     // nothing but this answer.
-    let permit = api.stream_ins.clone().try_acquire_owned().map_err(|_| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            hangar_api::codes::UNAVAILABLE,
-            format!(
-                "this worker is already running {} stream-ins, its limit; try again later",
-                api.limits.max_concurrent_stream_ins
-            ),
-        )
-    })?;
+    let permit = api
+        .stream_ins
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| error::stream_ins_full(api.limits.max_concurrent_stream_ins))?;
     let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
     // The bridge must be made on the runtime; it is used on the blocking pool.
     let reader = SyncIoBridge::new(reader);

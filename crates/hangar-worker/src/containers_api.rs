@@ -32,7 +32,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::api::bad_query;
 use crate::containers::{ContainerError, ContainerManager, STATE_EXITED};
-use crate::error::ApiError;
+use crate::error::{self, ApiError};
 
 /// The longest a wait request is held.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
@@ -52,16 +52,12 @@ pub(crate) fn routes() -> Router<Manager> {
         .route("/containers/{handle}/wait", get(wait))
 }
 
-fn internal(message: String) -> ApiError {
-    ApiError::internal(message)
-}
-
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ContainerError> + Send + 'static,
 ) -> Result<T, ApiError> {
     match tokio::task::spawn_blocking(f).await {
         Ok(result) => result.map_err(ApiError::from),
-        Err(e) => Err(internal(format!("container operation panicked: {e}"))),
+        Err(e) => Err(error::panicked("container operation", e)),
     }
 }
 
@@ -199,11 +195,11 @@ async fn logs(
     let mut file = match tokio::fs::File::open(&path).await {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_found(handle)),
-        Err(e) => return Err(internal(format!("open {}: {e}", path.display()))),
+        Err(e) => return Err(error::io(&e, format!("open {}: {e}", path.display()))),
     };
     file.seek(SeekFrom::Start(q.offset))
         .await
-        .map_err(|e| internal(format!("seek {}: {e}", path.display())))?;
+        .map_err(|e| error::io(&e, format!("seek {}: {e}", path.display())))?;
     let reader = LogReader {
         file,
         manager: m,

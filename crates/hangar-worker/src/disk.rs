@@ -87,7 +87,11 @@ impl DiskReserve {
             fs::rename(&tmp, &self.path)
         })();
         if result.is_err() {
-            let _ = fs::remove_file(&tmp);
+            if let Err(e) = fs::remove_file(&tmp) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(path = %tmp.display(), error = %e, "cannot remove a temporary file");
+                }
+            }
         }
         result
     }

@@ -218,7 +218,10 @@ async fn probe_container(containers: &Arc<ContainerManager>) -> Result<(), Strin
                 Some(exit) => Err(format!("it ended with {exit:?}")),
                 None => Err("it did not end within 20s".into()),
             });
-        let _ = m.destroy(&handle);
+        if let Err(e) = m.destroy(&handle) {
+            // The next report lists it and web has it destroyed.
+            tracing::warn!(%handle, error = %e, "cannot destroy the self-check container");
+        }
         result.map_err(|e| format!("cannot run a trivial container: {e}"))
     })
     .await

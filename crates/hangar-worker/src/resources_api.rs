@@ -8,16 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{header, HeaderMap};
 use axum::routing::post;
 use axum::{Json, Router};
-use hangar_api::http::{limited, ErrorResponse, Json as JsonBody};
+use hangar_api::http::{limited, Json as JsonBody};
 use hangar_api::resources::{ResourceAction, ResourceActionResult};
 use hangar_volumes::VolumeManager;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::error::ApiError;
+use crate::error::{self, ApiError};
 use crate::resource_types::discover_resource_types;
 
 /// The most a program may print on stdout (its JSON answer) or stderr.
@@ -75,35 +74,60 @@ fn authorized(headers: &HeaderMap, key: &str) -> bool {
         .is_some_and(|k| hangar_api::credentials::same_secret(k.as_bytes(), key.as_bytes()))
 }
 
+/// Why a resource action did not run to its end; `error.rs` decides the
+/// status of each.
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    #[error("unknown action {0:?}: use check or in")]
+    UnknownAction(String),
+    #[error("this worker has no resource type {0:?}")]
+    NoResourceType(String),
+    #[error("in needs a volume")]
+    NoVolume,
+    #[error("volume {0:?} not found")]
+    VolumeNotFound(String),
+    #[error("{0}")]
+    Volume(hangar_volumes::VolumeError),
+    #[error("{0}")]
+    Input(serde_json::Error),
+    #[error("start {program}: {source}")]
+    Start {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("{resource_type} {action} took longer than {timeout:?}")]
+    TimedOut {
+        resource_type: String,
+        action: String,
+        timeout: Duration,
+    },
+    #[error("{0}")]
+    Wait(std::io::Error),
+    #[error("give the fetched files to the task user: {0}")]
+    HandOver(std::io::Error),
+    #[error("{0}")]
+    Panicked(tokio::task::JoinError),
+}
+
 async fn run(
     State(runner): State<ResourceRunner>,
     headers: HeaderMap,
-    body: Result<JsonBody<ResourceAction>, ErrorResponse>,
-) -> Response {
+    body: Result<JsonBody<ResourceAction>, ApiError>,
+) -> Result<Json<ResourceActionResult>, ApiError> {
     // The key is checked before a malformed body is answered.
     if !authorized(&headers, &runner.key) {
-        return ApiError::unauthorized().into_response();
+        return Err(error::unauthorized());
     }
-    let JsonBody(req) = match body {
-        Ok(b) => b,
-        Err(e) => return e.into_response(),
-    };
-    match execute(&runner, req).await {
-        Ok(result) => Json(result).into_response(),
-        Err((status, message)) => ErrorResponse::from_status(status, message).into_response(),
-    }
+    let JsonBody(req) = body?;
+    Ok(Json(execute(&runner, req).await?))
 }
 
 async fn execute(
     runner: &ResourceRunner,
     req: ResourceAction,
-) -> Result<ResourceActionResult, (StatusCode, String)> {
-    let bad = |m: String| (StatusCode::BAD_REQUEST, m);
+) -> Result<ResourceActionResult, ActionError> {
     if !matches!(req.action.as_str(), "check" | "in") {
-        return Err(bad(format!(
-            "unknown action {:?}: use check or in",
-            req.action
-        )));
+        return Err(ActionError::UnknownAction(req.action));
     }
     let types = runner
         .types_dir
@@ -113,12 +137,7 @@ async fn execute(
     let rt = types
         .iter()
         .find(|t| t.type_name == req.resource_type)
-        .ok_or_else(|| {
-            (
-                StatusCode::NOT_FOUND,
-                format!("this worker has no resource type {:?}", req.resource_type),
-            )
-        })?;
+        .ok_or_else(|| ActionError::NoResourceType(req.resource_type.clone()))?;
     let program = PathBuf::from(&rt.path).join(&req.action);
     let mut fetched_into = None;
     let mut command = tokio::process::Command::new(&program);
@@ -127,58 +146,52 @@ async fn execute(
         command.env_remove(key);
     }
     if req.action == "in" {
-        let handle = req
-            .volume
-            .clone()
-            .ok_or_else(|| bad("in needs a volume".into()))?;
+        let handle = req.volume.clone().ok_or(ActionError::NoVolume)?;
         let volumes = runner.volumes.clone();
         let h = handle.clone();
         let info = tokio::task::spawn_blocking(move || volumes.get(&h))
             .await
-            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-            .map_err(|e| bad(e.to_string()))?
-            .ok_or_else(|| {
-                (
-                    StatusCode::NOT_FOUND,
-                    format!("volume {handle:?} not found"),
-                )
-            })?;
+            .map_err(ActionError::Panicked)?
+            .map_err(ActionError::Volume)?
+            .ok_or(ActionError::VolumeNotFound(handle))?;
         command.arg(&info.path);
         fetched_into = Some(info.path);
     }
-    let input = serde_json::to_vec(&req.request).map_err(|e| bad(e.to_string()))?;
+    let input = serde_json::to_vec(&req.request).map_err(ActionError::Input)?;
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = command.spawn().map_err(|e| {
-        (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("start {}: {e}", program.display()),
-        )
+    let mut child = command.spawn().map_err(|source| ActionError::Start {
+        program: program.display().to_string(),
+        source,
     })?;
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take().map(|s| s.take(MAX_OUTPUT));
     let mut stderr = child.stderr.take().map(|s| s.take(MAX_OUTPUT));
+    let what = format!("{} {}", req.resource_type, req.action);
     let work = async {
         let feed = async {
             if let Some(mut s) = stdin.take() {
-                // A program that does not read its input is its own business.
-                let _ = s.write_all(&input).await;
+                // A program that does not read its input is its own
+                // business: its answer (or exit code) says what went wrong.
+                if let Err(e) = s.write_all(&input).await {
+                    tracing::debug!(action = %what, error = %e, "the program did not take its whole input");
+                }
             }
         };
         let read_out = async {
             let mut buf = Vec::new();
             if let Some(s) = stdout.as_mut() {
-                let _ = s.read_to_end(&mut buf).await;
+                read_noted(&what, "stdout", s.read_to_end(&mut buf).await);
             }
             buf
         };
         let read_err = async {
             let mut buf = Vec::new();
             if let Some(s) = stderr.as_mut() {
-                let _ = s.read_to_end(&mut buf).await;
+                read_noted(&what, "stderr", s.read_to_end(&mut buf).await);
             }
             buf
         };
@@ -188,30 +201,28 @@ async fn execute(
     };
     let (status, out, err) = tokio::time::timeout(runner.timeout, work)
         .await
-        .map_err(|_| {
-            (
-                StatusCode::GATEWAY_TIMEOUT,
-                format!(
-                    "{} {} took longer than {:?}",
-                    req.resource_type, req.action, runner.timeout
-                ),
-            )
+        .map_err(|_| ActionError::TimedOut {
+            resource_type: req.resource_type.clone(),
+            action: req.action.clone(),
+            timeout: runner.timeout,
         })?;
-    let status = status.map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let status = status.map_err(ActionError::Wait)?;
     if let (Some(path), Some(ids), true) = (fetched_into, runner.task_user, status.success()) {
         tokio::task::spawn_blocking(move || crate::containers::hand_to_task_user(&path, ids))
             .await
-            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-            .map_err(|e| {
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("give the fetched files to the task user: {e}"),
-                )
-            })?;
+            .map_err(ActionError::Panicked)?
+            .map_err(ActionError::HandOver)?;
     }
     Ok(ResourceActionResult {
         exit_code: status.code().unwrap_or(128 + 9),
         response: serde_json::from_slice(&out).ok(),
         stderr: String::from_utf8_lossy(&err).into_owned(),
     })
+}
+
+/// A pipe that broke is logged; the answer carries what was read of it.
+fn read_noted(action: &str, pipe: &str, read: std::io::Result<usize>) {
+    if let Err(e) = read {
+        tracing::warn!(%action, pipe, error = %e, "cannot read the program's output; answering with what was read");
+    }
 }

@@ -171,7 +171,9 @@ impl Cgroups {
             let file = dir.join(limit_file);
             if let Err(e) = fs::write(&file, limit.to_string()) {
                 let message = fail("set the memory limit in", &file, e);
-                let _ = fs::remove_dir(&dir);
+                if let Err(e) = fs::remove_dir(&dir) {
+                    tracing::warn!(cgroup = %dir.display(), error = %e, "cannot remove a cgroup that could not be limited");
+                }
                 return Err(message);
             }
             // No swapping past the limit where the kernel lets us say so.
@@ -222,7 +224,10 @@ impl Cgroups {
         let deadline = Instant::now() + within;
         if cg.version == CgroupVersion::V2 {
             // cgroup.kill (Linux 5.14) kills the whole subtree at once.
-            let _ = fs::write(self.dir(cg).join("cgroup.kill"), "1");
+            // Older kernels lack it: the loop below kills each process.
+            if let Err(e) = fs::write(self.dir(cg).join("cgroup.kill"), "1") {
+                tracing::debug!(error = %e, "cgroup.kill unavailable; killing process by process");
+            }
         }
         loop {
             let pids = self.pids(cg);
@@ -230,6 +235,9 @@ impl Cgroups {
                 return true;
             }
             for pid in pids {
+                // One that ended meanwhile (ESRCH) is what we want; any
+                // other is seen again on the next pass and counted by the
+                // deadline.
                 let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
             if Instant::now() >= deadline {
@@ -249,14 +257,21 @@ impl Cgroups {
                     let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
                     if is_dir && entry.file_name() != "memory" {
                         let dir = entry.path().join(&cg.path);
-                        let _ = fs::remove_dir(dir.join(RUNC_CHILD));
-                        let _ = fs::remove_dir(&dir);
+                        for d in [dir.join(RUNC_CHILD), dir] {
+                            if let Err(e) = fs::remove_dir(&d) {
+                                if e.kind() != std::io::ErrorKind::NotFound {
+                                    tracing::warn!(cgroup = %d.display(), error = %e, "cannot remove a cgroup");
+                                }
+                            }
+                        }
                     }
                 }
             }
         }
         let dir = self.dir(cg);
         let deadline = Instant::now() + within;
+        // A child left behind makes the parent's removal fail, and that
+        // failure is the one returned.
         let _ = rmdir_until(&dir.join(RUNC_CHILD), deadline);
         rmdir_until(&dir, deadline)
             .map_err(|e| format!("cannot remove cgroup {}: {e}", dir.display()))

@@ -439,6 +439,7 @@ impl ContainerManager {
             }
             let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
             if *guard == seen {
+                // A poisoned lock or a timeout both mean: look again.
                 let _ = ended.wait_timeout(guard, POLL.min(deadline - now));
             }
         }
@@ -522,7 +523,9 @@ impl ContainerManager {
             let meta: Option<Meta> = store::read_json(&path.join(store::META_FILE)).unwrap_or(None);
             if let Some(cg) = meta.as_ref().and_then(|m| m.cgroup.as_ref()) {
                 inner.cgroups.kill_all(cg, KILL_WAIT);
-                let _ = inner.cgroups.remove(cg, Duration::from_secs(2));
+                if let Err(e) = inner.cgroups.remove(cg, Duration::from_secs(2)) {
+                    tracing::warn!(error = %e, "cannot remove a container leftover's cgroup");
+                }
             }
             fs::remove_dir_all(&path).map_err(io_err(format!("remove {}", path.display())))?;
             tracing::info!(path = %path.display(), "removed a container leftover");
@@ -899,9 +902,14 @@ impl Inner {
         })();
         if let Err(e) = made {
             if let Some(cg) = &cgroup {
-                let _ = self.cgroups.remove(cg, Duration::ZERO);
+                if let Err(e) = self.cgroups.remove(cg, Duration::ZERO) {
+                    tracing::warn!(error = %e, "cannot remove the cgroup of a container that was not made");
+                }
             }
-            let _ = fs::remove_dir_all(&staging);
+            // What is left is a leftover the next open removes.
+            if let Err(e) = fs::remove_dir_all(&staging) {
+                tracing::warn!(path = %staging.display(), error = %e, "cannot remove a container's staging dir");
+            }
             return Err(e);
         }
         let rec = self.load(&handle)?.ok_or_else(|| ContainerError::Corrupt {
@@ -1154,8 +1162,13 @@ impl Inner {
         let pid = child.id();
         let pid_path = rec.dir.join(store::PID_FILE);
         if let Err(e) = store::write_atomic(&pid_path, format!("{pid}\n").as_bytes()) {
-            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
-            let _ = child.wait();
+            // Untracked, it must not run on.
+            if let Err(k) = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL) {
+                tracing::error!(pid, error = %k, "cannot kill a container whose pid could not be recorded");
+            }
+            if let Err(w) = child.wait() {
+                tracing::warn!(pid, error = %w, "cannot reap a container whose pid could not be recorded");
+            }
             return Err(io_err(format!("write {}", pid_path.display()))(e));
         }
         tracing::info!(handle = %rec.handle, runtime = %rec.spec.runtime, pid, "container started");
@@ -1265,7 +1278,9 @@ impl Inner {
                     store::read_json(&path.join(store::META_FILE)).unwrap_or(None);
                 if let Some(cg) = meta.as_ref().and_then(|m| m.cgroup.as_ref()) {
                     self.cgroups.kill_all(cg, KILL_WAIT);
-                    let _ = self.cgroups.remove(cg, Duration::from_secs(2));
+                    if let Err(e) = self.cgroups.remove(cg, Duration::from_secs(2)) {
+                        tracing::warn!(error = %e, "cannot remove a half-made container's cgroup");
+                    }
                 }
                 fs::remove_dir_all(&path).map_err(io_err(format!("remove {}", path.display())))?;
                 report.removed.push(path);

@@ -62,13 +62,21 @@ pub(crate) fn random_suffix() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..12].to_string()
 }
 
+/// Removes a temp file; one left behind is logged (the caller's own
+/// result says how the write went).
+fn remove_tmp(tmp: &Path) {
+    if let Err(e) = fs::remove_file(tmp) {
+        if e.kind() != io::ErrorKind::NotFound {
+            tracing::warn!(path = %tmp.display(), error = %e, "cannot remove a temporary file");
+        }
+    }
+}
+
 /// Writes a temp file and renames it over `path`.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension(format!("tmp-{}", random_suffix()));
     fs::write(&tmp, bytes)?;
-    fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = fs::remove_file(&tmp);
-    })
+    fs::rename(&tmp, path).inspect_err(|_| remove_tmp(&tmp))
 }
 
 /// Writes `path` only if it does not exist yet, whole or not at all (a temp
@@ -79,7 +87,7 @@ pub(crate) fn write_exclusive(path: &Path, bytes: &[u8]) -> io::Result<bool> {
     let tmp = path.with_extension(format!("tmp-{}", random_suffix()));
     fs::write(&tmp, bytes)?;
     let linked = fs::hard_link(&tmp, path);
-    let _ = fs::remove_file(&tmp);
+    remove_tmp(&tmp);
     match linked {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),

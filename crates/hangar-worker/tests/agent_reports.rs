@@ -1,0 +1,261 @@
+//! The agent against a fake web whose volume report endpoint can be held:
+//! heartbeats go on while a report hangs, no second report starts beside
+//! it, a report carries the generation of the current registration, and a
+//! superseded worker stops without waiting for the report under way.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{post, put};
+use axum::{Json, Router};
+use hangar_api::{Heartbeat, HeartbeatAccepted, Registered, VolumeReport, VolumeReportAnswer};
+use hangar_core::pressure::Thresholds;
+use hangar_volumes::DriverKind;
+use hangar_worker::health::HealthConfig;
+use hangar_worker::{AgentCommand, AgentExit, WorkerConfig};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// What the fake web saw, in order.
+#[derive(Default)]
+struct Seen {
+    registrations: i64,
+    /// The generation of each heartbeat.
+    heartbeats: Vec<i64>,
+    /// The generation of each report that reached the handler.
+    reports: Vec<i64>,
+    /// Reports the handler answered.
+    reports_done: usize,
+    /// Reports in the handler now, and the most ever at once.
+    in_flight: usize,
+    max_in_flight: usize,
+    /// Heartbeats seen when the first held report arrived.
+    heartbeats_when_held: Option<usize>,
+    /// The next heartbeat is answered with this code (409).
+    refuse_next_heartbeat: Option<&'static str>,
+}
+
+#[derive(Clone)]
+struct FakeWeb {
+    seen: Arc<Mutex<Seen>>,
+    /// While false, every report waits in the handler.
+    reports_open: watch::Receiver<bool>,
+}
+
+async fn register_with(State(web): State<FakeWeb>) -> Json<Registered> {
+    let generation = {
+        let mut seen = web.seen.lock().unwrap();
+        seen.registrations += 1;
+        seen.registrations
+    };
+    Json(Registered {
+        generation,
+        kind: "new".into(),
+        heartbeat_interval_ms: Some(20),
+        heartbeat_ttl_ms: 60_000,
+        token: format!("token-{generation}"),
+    })
+}
+
+async fn heartbeat(State(web): State<FakeWeb>, Json(hb): Json<Heartbeat>) -> Response {
+    let mut seen = web.seen.lock().unwrap();
+    seen.heartbeats.push(hb.generation);
+    if let Some(code) = seen.refuse_next_heartbeat.take() {
+        let body = serde_json::json!({"error": {"code": code, "message": "told by the test"}});
+        return (StatusCode::CONFLICT, Json(body)).into_response();
+    }
+    Json(HeartbeatAccepted {
+        state: "running".into(),
+    })
+    .into_response()
+}
+
+async fn report(State(web): State<FakeWeb>, Json(r): Json<VolumeReport>) -> Response {
+    {
+        let mut seen = web.seen.lock().unwrap();
+        seen.reports.push(r.generation);
+        seen.in_flight += 1;
+        seen.max_in_flight = seen.max_in_flight.max(seen.in_flight);
+        if !*web.reports_open.borrow() && seen.heartbeats_when_held.is_none() {
+            seen.heartbeats_when_held = Some(seen.heartbeats.len());
+        }
+    }
+    // Undone when the worker drops the request, too.
+    struct Leave(Arc<Mutex<Seen>>);
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            self.0.lock().unwrap().in_flight -= 1;
+        }
+    }
+    let _leave = Leave(web.seen.clone());
+    let mut open = web.reports_open.clone();
+    if open.wait_for(|o| *o).await.is_err() {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    web.seen.lock().unwrap().reports_done += 1;
+    Json(VolumeReportAnswer {
+        destroy: vec![],
+        destroy_containers: vec![],
+    })
+    .into_response()
+}
+
+struct Fixture {
+    seen: Arc<Mutex<Seen>>,
+    open_reports: watch::Sender<bool>,
+    agent: tokio::task::JoinHandle<anyhow::Result<AgentExit>>,
+    shutdown: CancellationToken,
+    _commands: mpsc::Sender<AgentCommand>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(reports_open: bool) -> Fixture {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let (open_reports, reports_open_rx) = watch::channel(reports_open);
+    let web = FakeWeb {
+        seen: seen.clone(),
+        reports_open: reports_open_rx,
+    };
+    let app = Router::new()
+        .route("/api/v1/workers", post(register_with))
+        .route("/api/v1/workers/{name}/heartbeat", put(heartbeat))
+        .route("/api/v1/workers/{name}/volumes", put(report))
+        .with_state(web);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let never = Thresholds {
+        soft: 10.0,
+        hard: 20.0,
+        hysteresis: 0.0,
+    };
+    let config = WorkerConfig {
+        name: "w1".into(),
+        work_dir: dir.path().to_path_buf(),
+        web_url: url,
+        worker_key: "fleet-key".into(),
+        platform: "linux".into(),
+        tags: vec![],
+        team: None,
+        ephemeral: false,
+        heartbeat_interval: Duration::from_millis(20),
+        resource_types_dir: None,
+        volume_driver: Some(DriverKind::Naive),
+        api_bind: "127.0.0.1:0".into(),
+        api_url: None,
+        // Far shorter than a held report: a second report would start
+        // many times over if the agent let it.
+        report_interval: Duration::from_millis(10),
+        health: HealthConfig {
+            memory_limit: Some(1 << 40),
+            memory_thresholds: never,
+            disk_thresholds: never,
+            check_interval: Duration::from_secs(3600),
+            web_timeout: Duration::from_secs(3600),
+            default_container_memory: None,
+        },
+        task_user: hangar_worker::containers::DEFAULT_TASK_IDS,
+        allow_import_dirs: vec![],
+    };
+    let (commands, rx) = mpsc::channel(4);
+    let shutdown = CancellationToken::new();
+    let agent = tokio::spawn(hangar_worker::run(config, rx, shutdown.clone()));
+    Fixture {
+        seen,
+        open_reports,
+        agent,
+        shutdown,
+        _commands: commands,
+        _dir: dir,
+    }
+}
+
+/// Waits (at most 8 s, less than the client's 10 s timeout, so a held
+/// report is still held) until `done` holds of what web saw.
+async fn until(seen: &Arc<Mutex<Seen>>, done: impl Fn(&Seen) -> bool) -> bool {
+    for _ in 0..800 {
+        if done(&seen.lock().unwrap()) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    done(&seen.lock().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_go_on_while_a_report_hangs_and_reports_follow_the_registration() {
+    let f = start(false).await;
+    assert!(
+        until(&f.seen, |s| s.heartbeats_when_held.is_some()).await,
+        "no report reached web"
+    );
+    // Twenty heartbeats land while the first report is held in web.
+    let landed = until(&f.seen, |s| {
+        s.heartbeats.len() >= s.heartbeats_when_held.unwrap() + 20
+    })
+    .await;
+    {
+        let s = f.seen.lock().unwrap();
+        let held_at = s.heartbeats_when_held.unwrap();
+        assert!(
+            landed,
+            "only {} heartbeats landed while the report was held",
+            s.heartbeats.len() - held_at
+        );
+        assert_eq!(s.reports_done, 0, "the held report was answered");
+        assert_eq!(
+            (s.reports.len(), s.max_in_flight),
+            (1, 1),
+            "a second report started beside the held one"
+        );
+        assert_eq!(s.reports, vec![1]);
+    }
+
+    // Let reports through: they come again, one at a time.
+    f.open_reports.send_replace(true);
+    assert!(until(&f.seen, |s| s.reports_done >= 3).await);
+
+    // Web asks the worker to register again: reports go on with the new
+    // generation.
+    f.seen.lock().unwrap().refuse_next_heartbeat = Some("reregister");
+    assert!(
+        until(&f.seen, |s| s.reports.last() == Some(&2)).await,
+        "no report with the new generation"
+    );
+    {
+        let s = f.seen.lock().unwrap();
+        assert_eq!(s.registrations, 2);
+        assert_eq!(s.max_in_flight, 1, "two reports ran at once");
+        assert_eq!(s.heartbeats.last(), Some(&2));
+    }
+
+    f.shutdown.cancel();
+    let exit = f.agent.await.unwrap().unwrap();
+    assert_eq!(exit, AgentExit::Stopped);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superseded_worker_stops_without_waiting_for_the_report_under_way() {
+    let f = start(false).await;
+    assert!(
+        until(&f.seen, |s| s.heartbeats_when_held.is_some()).await,
+        "no report reached web"
+    );
+    f.seen.lock().unwrap().refuse_next_heartbeat = Some("superseded");
+    // The held report is never let through: the agent must drop it. (Were
+    // it awaited, the agent would end only with the client's 10 s timeout.)
+    let exit = tokio::time::timeout(Duration::from_secs(8), f.agent)
+        .await
+        .expect("the agent waited for the held report")
+        .unwrap()
+        .unwrap();
+    assert!(matches!(exit, AgentExit::Superseded(_)), "{exit:?}");
+    let s = f.seen.lock().unwrap();
+    assert_eq!(s.reports_done, 0);
+    assert_eq!(s.reports.len(), 1);
+}
