@@ -1,9 +1,9 @@
 //! The deterministic simulation of web's core logic (see
-//! `hangar_bench::sim`), run for thousands of seeds. A failing seed is
+//! `hangar_sim`), run for thousands of seeds. A failing seed is
 //! printed with the events that led to it; pin it below as its own test once
 //! the bug is fixed, so it stays fixed.
 
-use hangar_bench::sim::{self, SimStats};
+use hangar_sim::{self as sim, SimStats};
 
 /// How many seeds the sweep runs.
 const SEEDS: u64 = 2000;

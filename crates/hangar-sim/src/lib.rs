@@ -30,6 +30,8 @@
 //! [`run`] returns the first violation with the seed and a trace of what led
 //! to it; pin a failing seed as a test with [`run`] and `assert!(…is_ok())`.
 
+pub mod rng;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
@@ -82,7 +84,7 @@ impl fmt::Display for Violation {
         }
         write!(
             f,
-            "replay it with hangar_bench::sim::run({}); pin it as a test in crates/hangar-bench/tests/simulation.rs",
+            "replay it with hangar_sim::run({}); pin it as a test in crates/hangar-sim/tests/simulation.rs",
             self.seed
         )
     }
