@@ -1,6 +1,6 @@
-//! hangar's own measuring tools: the benchmarks behind `hangar bench`, the
-//! chaos harness behind `hangar chaos`, and a deterministic simulation of
-//! web's core logic run for thousands of seeds in the test suite.
+//! hangar's own measuring tools: the benchmarks behind `hangar bench` and
+//! the chaos harness behind `hangar chaos`. (The deterministic simulation of
+//! web's core logic is its own crate, `hangar-sim`.)
 //!
 //! The benchmarks and the harness start web and workers as real processes
 //! from the `hangar` binary (the caller says which) on loopback, and talk to
@@ -20,8 +20,6 @@ pub mod heartbeats;
 pub mod memory;
 pub mod procfs;
 pub mod procs;
-pub mod rng;
-pub mod sim;
 pub mod stats;
 
 /// Writes `value` as pretty JSON to `path`.

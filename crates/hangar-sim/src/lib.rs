@@ -1,16 +1,23 @@
 //! A seeded, deterministic simulation of web's core logic with N workers and
 //! faults, in virtual time.
 //!
-//! The decisions are hangar-core's own: registration classification
+//! The decisions are hangar-core's own, the very functions web and the build
+//! engine call, never copies of them: registration classification
 //! ([`classify_registration`]), generation fencing ([`check_generation`]),
 //! the lifecycle planner ([`plan_lifecycle`]), the volume report planner
 //! ([`plan_report`]), placement ([`place`]), a step's worker watch
-//! ([`worker_change`]) and retries ([`decide_retry`]). Around them the
-//! simulation plays what the store, the engine and the worker processes do
-//! with those decisions, in 100 ms ticks, while a seeded schedule kills
-//! workers (with and without their disk), pauses them, replaces them while
-//! the old process is partitioned (a zombie), takes volumes from a live
-//! worker's disk, and takes web (or its database) down.
+//! ([`worker_change`]), retries ([`decide_retry`]), and the engine's rules
+//! in `hangar_core::engine`: which volume may be handed out
+//! ([`volume_usable`]), whether an input is still there ([`input_check`]),
+//! what a failed call to a worker is ([`call_failure`],
+//! [`input_call_failure`]), what a failure changes for the next attempt
+//! ([`after_failure`]), waiting for web to judge an unreachable worker
+//! ([`Settle`]), and how a build ends ([`deciding_step`], [`build_status`]).
+//! Around them the simulation plays what the store, the engine and the
+//! worker processes do with those decisions, in 100 ms ticks, while a seeded
+//! schedule kills workers (with and without their disk), pauses them,
+//! replaces them while the old process is partitioned (a zombie), takes
+//! volumes from a live worker's disk, and takes web (or its database) down.
 //!
 //! Invariants checked as it runs, and at the end:
 //! - no step is placed on a worker that is not running, or under a
@@ -30,11 +37,18 @@
 //! [`run`] returns the first violation with the seed and a trace of what led
 //! to it; pin a failing seed as a test with [`run`] and `assert!(…is_ok())`.
 
+pub mod rng;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
 use hangar_core::build::{
-    decide_retry, FailureClass, RetryDecision, StepFailure, StepState, WorkerSeen,
+    decide_retry, worker_change, BuildStatus, FailureClass, RetryDecision, StepFailure, StepState,
+    WorkerSeen,
+};
+use hangar_core::engine::{
+    after_failure, build_status, call_failure, deciding_step, input_call_failure, input_check,
+    volume_usable, CallError, InputCheck, Observed, Settle, VolumeSeen, WorkerBeat,
 };
 use hangar_core::fencing::{check_generation, Refusal};
 use hangar_core::lifecycle::{plan_lifecycle, LifecycleConfig, LifecycleStep};
@@ -82,7 +96,7 @@ impl fmt::Display for Violation {
         }
         write!(
             f,
-            "replay it with hangar_bench::sim::run({}); pin it as a test in crates/hangar-bench/tests/simulation.rs",
+            "replay it with hangar_sim::run({}); pin it as a test in crates/hangar-sim/tests/simulation.rs",
             self.seed
         )
     }
@@ -182,11 +196,10 @@ struct Vol {
 enum Phase {
     Waiting,
     /// After a worker could not be reached: waits for web to decide about
-    /// it (the engine's `settle`) before the next attempt.
+    /// it (the engine's own rule, [`Settle`]) before the next attempt.
     Settling {
         worker: usize,
-        since: i64,
-        generation: i64,
+        settle: Settle,
     },
     /// Placed; its volumes are handed out at `ready_at`.
     Preparing {
@@ -212,6 +225,8 @@ struct Step {
     /// The worker incarnations (name, generation) its failed attempts
     /// blamed.
     blamed: BTreeSet<(usize, i64)>,
+    /// How it ended, once it has.
+    end: Option<StepState>,
 }
 
 impl Step {
@@ -221,6 +236,7 @@ impl Step {
             avoid: BTreeSet::new(),
             phase: Phase::Waiting,
             blamed: BTreeSet::new(),
+            end: None,
         }
     }
 }
@@ -232,7 +248,7 @@ struct Build {
     get: Step,
     task: Step,
     artifact: Option<String>,
-    status: Option<StepState>,
+    status: Option<BuildStatus>,
 }
 
 struct Sim {
@@ -705,11 +721,7 @@ impl Sim {
                     has: self
                         .vols
                         .values()
-                        .filter(|v| {
-                            v.worker == i
-                                && v.state == VolumeState::Created
-                                && v.missing_since.is_none()
-                        })
+                        .filter(|v| v.worker == i && volume_usable(v.state, v.missing_since))
                         .filter_map(|v| v.key.clone())
                         .collect(),
                     accepting_work: true,
@@ -755,18 +767,39 @@ impl Sim {
         Ok(Some(w))
     }
 
-    /// What the engine's `available` says of an artifact.
-    fn available(&self, handle: &str) -> Result<(), usize> {
+    /// Whether an input artifact can be used now: the engine's own rule
+    /// ([`input_check`]) on the rows web reads, read as the engine reads
+    /// them (the worker's row only when the volume's is there).
+    fn available(&self, handle: &str) -> InputCheck {
         let Some(v) = self.vols.get(handle) else {
-            return Err(usize::MAX);
+            return input_check(Observed::Absent, Observed::Unknown);
         };
-        if v.state != VolumeState::Created || v.missing_since.is_some() {
-            return Err(v.worker);
+        let volume = Observed::Present(VolumeSeen {
+            state: v.state,
+            missing_since: v.missing_since,
+            worker: &self.names[v.worker],
+        });
+        let worker = match &self.rows[v.worker] {
+            Some(r) => Observed::Present(r.state),
+            None => Observed::Absent,
+        };
+        input_check(volume, worker)
+    }
+
+    /// A call to worker `called`, made to use input `handle`, failed with
+    /// `e`: the engine's own rule ([`input_call_failure`]) names the
+    /// failure and says whether the input's row is marked missing at once.
+    fn input_failed(&mut self, handle: &str, called: usize, e: &CallError) -> StepFailure {
+        let holder = self
+            .vols
+            .get(handle)
+            .map(|v| self.names[v.worker].clone())
+            .unwrap_or_default();
+        let (failure, mark_missing) = input_call_failure(&holder, handle, &self.names[called], e);
+        if mark_missing {
+            self.mark_missing(handle);
         }
-        match &self.rows[v.worker] {
-            Some(r) if r.state != WorkerState::Stalled => Ok(()),
-            _ => Err(v.worker),
-        }
+        failure
     }
 
     /// The ground truth behind "no volume handed out while missing": once
@@ -796,13 +829,12 @@ impl Sim {
     ) -> Result<Result<String, StepFailure>, String> {
         let worker = self.names[w].clone();
         if let Some(parent) = parent {
-            let Some(pv) = self.vols.get(parent) else {
-                return Ok(Err(StepFailure::VolumeLost {
-                    worker,
-                    handle: parent.to_string(),
-                }));
-            };
-            if pv.state != VolumeState::Created || pv.missing_since.is_some() {
+            // The store refuses a parent that is not usable.
+            if !self
+                .vols
+                .get(parent)
+                .is_some_and(|pv| volume_usable(pv.state, pv.missing_since))
+            {
                 return Ok(Err(StepFailure::VolumeLost {
                     worker,
                     handle: parent.to_string(),
@@ -810,25 +842,21 @@ impl Sim {
             }
         }
         let Some(p) = self.serving(w) else {
-            return Ok(Err(StepFailure::WorkerUnreachable {
-                worker,
-                reason: "no answer".into(),
+            let e = CallError::unreachable("no answer");
+            return Ok(Err(match parent {
+                Some(parent) => self.input_failed(parent, w, &e),
+                None => call_failure(&worker, &e),
             }));
         };
         let disk = self.procs[p].disk;
         if let Some(parent) = parent {
             self.check_hand_out(disk, parent)?;
-            // The worker itself refuses a parent it does not have; web
-            // marks the row missing at once (the engine's `input_failure`).
+            // The worker itself refuses a parent it does not have.
             if !self.disks[disk].volumes.contains(parent) {
-                self.mark_missing(parent);
-                return Ok(Err(StepFailure::VolumeLost {
-                    worker,
-                    handle: parent.to_string(),
-                }));
+                return Ok(Err(self.input_failed(parent, w, &not_found(parent))));
             }
             let pv = &self.vols[parent];
-            if pv.state != VolumeState::Created || pv.missing_since.is_some() {
+            if !volume_usable(pv.state, pv.missing_since) {
                 return Err(format!(
                     "volume {parent} was handed out while {:?} / missing {:?}",
                     pv.state, pv.missing_since
@@ -859,24 +887,21 @@ impl Sim {
                 handle: src.to_string(),
             }));
         };
-        let source = self.names[v.worker].clone();
-        let lost = || StepFailure::VolumeLost {
-            worker: source.clone(),
-            handle: src.to_string(),
-        };
-        if v.state != VolumeState::Created || v.missing_since.is_some() {
-            return Ok(Err(lost()));
+        // The store refuses a source that is not usable.
+        if !volume_usable(v.state, v.missing_since) {
+            return Ok(Err(StepFailure::VolumeLost {
+                worker: self.names[v.worker].clone(),
+                handle: src.to_string(),
+            }));
         }
         let Some(sp) = self.serving(v.worker) else {
-            return Ok(Err(StepFailure::WorkerUnreachable {
-                worker: source,
-                reason: "no answer".into(),
-            }));
+            let e = CallError::unreachable("no answer");
+            return Ok(Err(self.input_failed(src, v.worker, &e)));
         };
         self.check_hand_out(self.procs[sp].disk, src)?;
+        // The source's worker refuses to stream out what it does not have.
         if !self.disks[self.procs[sp].disk].volumes.contains(src) {
-            self.mark_missing(src);
-            return Ok(Err(lost()));
+            return Ok(Err(self.input_failed(src, v.worker, &not_found(src))));
         }
         self.make_volume(w, None, None)
     }
@@ -884,7 +909,7 @@ impl Sim {
     fn mark_missing(&mut self, handle: &str) {
         let now = self.now;
         if let Some(v) = self.vols.get_mut(handle) {
-            if v.state == VolumeState::Created && v.missing_since.is_none() {
+            if volume_usable(v.state, v.missing_since) {
                 v.missing_since = Some(now);
             }
         }
@@ -902,6 +927,17 @@ impl Sim {
 
     fn engine(&mut self) -> Check {
         if !self.web_up() {
+            // A step waiting about a worker still reads its row, and the
+            // database does not answer: nothing is known, and the time to
+            // judge the worker starts again (heartbeats cannot land).
+            let now = self.now;
+            for build in self.builds.iter_mut().filter(|b| b.status.is_none()) {
+                for step in [&mut build.get, &mut build.task] {
+                    if let Phase::Settling { settle, .. } = &mut step.phase {
+                        settle.observe(Observed::Unknown, now);
+                    }
+                }
+            }
             return Ok(());
         }
         while self.submit_at.first().is_some_and(|t| *t <= self.now) {
@@ -925,33 +961,45 @@ impl Sim {
         Ok(())
     }
 
-    /// Whether web has decided about a worker that could not be reached
-    /// (mirrors the engine's `settle`).
-    fn settled_about(&self, w: usize, since: i64, generation: i64) -> bool {
+    /// Worker `w`'s row as the settle rule reads it.
+    fn beat(&self, w: usize) -> Observed<WorkerBeat> {
         match &self.rows[w] {
-            None => true,
-            Some(r) => {
-                r.state == WorkerState::Stalled
-                    || r.generation != generation
-                    || r.last_heartbeat > since
-                    || self.now >= since.max(self.web_down_until) + TTL + 2 * TICK
-            }
+            Some(r) => Observed::Present(WorkerBeat {
+                state: r.state,
+                generation: r.generation,
+                last_heartbeat_at: r.last_heartbeat,
+            }),
+            None => Observed::Absent,
         }
+    }
+
+    /// Starts waiting for web to decide about worker `w`, which could not
+    /// be reached now, as the engine's `watch::settle` does: from its row's
+    /// generation, with the time web takes to judge a worker (the
+    /// lifecycle loop runs every tick). `None` when it has no row.
+    fn settling(&self, w: usize) -> Option<Phase> {
+        let row = self.rows[w].as_ref()?;
+        let judge_ms = Settle::judge_ms(self.lifecycle.heartbeat_ttl_ms, TICK);
+        Some(Phase::Settling {
+            worker: w,
+            settle: Settle::new(row.generation, self.now, judge_ms),
+        })
     }
 
     fn advance(&mut self, b: usize) -> Check {
         for is_get in [true, false] {
-            if let Phase::Settling {
-                worker,
-                since,
-                generation,
-            } = self.step_mut(b, is_get).phase
-            {
-                if !self.settled_about(worker, since, generation) {
+            let Phase::Settling { worker, .. } = self.step_mut(b, is_get).phase else {
+                continue;
+            };
+            let row = self.beat(worker);
+            let now = self.now;
+            let step = self.step_mut(b, is_get);
+            if let Phase::Settling { settle, .. } = &mut step.phase {
+                if !settle.observe(row, now) {
                     return Ok(());
                 }
-                self.step_mut(b, is_get).phase = Phase::Waiting;
             }
+            step.phase = Phase::Waiting;
         }
         if self.builds[b].artifact.is_none() {
             return self.advance_get(b);
@@ -967,7 +1015,34 @@ impl Sim {
         }
     }
 
-    fn fail_step(&mut self, b: usize, is_get: bool, worker: usize, failure: StepFailure) -> Check {
+    /// A step of build `b` ended. The build ends as the engine's runner
+    /// ends a list of steps: at the first, in plan order (the get, then the
+    /// task), that did not succeed ([`deciding_step`]), or when all did,
+    /// with the status [`build_status`] gives.
+    fn end_step(&mut self, b: usize, is_get: bool, state: StepState) {
+        let step = self.step_mut(b, is_get);
+        step.phase = Phase::Done;
+        step.end = Some(state);
+        let build = &self.builds[b];
+        let ends: Vec<StepState> = [build.get.end, build.task.end]
+            .into_iter()
+            .map_while(|e| e)
+            .collect();
+        let deciding = match deciding_step(&ends) {
+            Some(i) => ends[i],
+            None if ends.len() == 2 => StepState::Succeeded,
+            None => return,
+        };
+        let status = build_status(deciding);
+        self.builds[b].status = Some(status);
+        match status {
+            BuildStatus::Succeeded => self.stats.succeeded += 1,
+            BuildStatus::Errored => self.stats.errored += 1,
+            _ => {}
+        }
+    }
+
+    fn fail_step(&mut self, b: usize, is_get: bool, failure: StepFailure) -> Check {
         if let Phase::Running { scratch, .. } = &self.step_mut(b, is_get).phase {
             let scratch = scratch.clone();
             self.release(&scratch);
@@ -997,21 +1072,16 @@ impl Sim {
         let what = if is_get { "get" } else { "task" };
         match decide_retry(&failure, attempt, MAX_ATTEMPTS, false) {
             RetryDecision::Retry { next_attempt } => {
-                let name = self.names[worker].clone();
-                let settle = match &failure {
-                    StepFailure::WorkerUnreachable { worker: w, .. } => {
-                        let w = self.names.iter().position(|n| n == w).unwrap_or(worker);
-                        self.rows[w].as_ref().map(|r| Phase::Settling {
-                            worker: w,
-                            since: self.now,
-                            generation: r.generation,
-                        })
-                    }
-                    _ => None,
-                };
+                // What the failure changes for the next attempt is the
+                // engine's own rule.
+                let next = after_failure(&failure);
+                let settle = next
+                    .settle
+                    .and_then(|n| self.names.iter().position(|x| *x == n))
+                    .and_then(|w| self.settling(w));
                 let step = self.step_mut(b, is_get);
                 step.attempt = next_attempt;
-                step.avoid.insert(name);
+                step.avoid.extend(next.avoid);
                 step.phase = settle.unwrap_or(Phase::Waiting);
                 self.stats.retries += 1;
                 self.log(format!(
@@ -1044,8 +1114,7 @@ impl Sim {
                         failure.describe()
                     ));
                 }
-                self.builds[b].status = Some(state);
-                self.stats.errored += 1;
+                self.end_step(b, is_get, state);
                 self.log(format!(
                     "build {id} {what} errored after {attempt} attempts: {}",
                     failure.describe()
@@ -1070,13 +1139,12 @@ impl Sim {
                     .find(|(_, v)| {
                         v.worker == w
                             && v.key.as_deref() == Some(key.as_str())
-                            && v.state == VolumeState::Created
-                            && v.missing_since.is_none()
+                            && volume_usable(v.state, v.missing_since)
                     })
                     .map(|(h, _)| h.clone());
                 if let Some(h) = cached {
                     self.builds[b].artifact = Some(h);
-                    self.builds[b].get.phase = Phase::Done;
+                    self.end_step(b, true, StepState::Succeeded);
                     return Ok(());
                 }
                 let Some(seen) = self.seen(w) else {
@@ -1092,7 +1160,7 @@ impl Sim {
                             made: Some(h),
                         }
                     }
-                    Err(f) => self.fail_step(b, true, w, f)?,
+                    Err(f) => self.fail_step(b, true, f)?,
                 }
             }
             Phase::Running {
@@ -1103,14 +1171,12 @@ impl Sim {
                 ..
             } => {
                 let now_seen = self.seen(worker);
-                if let Some(f) =
-                    hangar_core::build::worker_change(&self.names[worker], &seen, now_seen.as_ref())
-                {
-                    return self.fail_step(b, true, worker, f);
+                if let Some(f) = worker_change(&self.names[worker], &seen, now_seen.as_ref()) {
+                    return self.fail_step(b, true, f);
                 }
                 if ends_at <= self.now && self.serving(worker).is_some() {
                     self.builds[b].artifact = made;
-                    self.builds[b].get.phase = Phase::Done;
+                    self.end_step(b, true, StepState::Succeeded);
                 }
             }
             Phase::Preparing { .. } | Phase::Settling { .. } | Phase::Done => {}
@@ -1122,13 +1188,11 @@ impl Sim {
         let artifact = self.builds[b].artifact.clone().unwrap_or_default();
         match self.builds[b].task.phase.clone() {
             Phase::Waiting => {
-                if let Err(lost_on) = self.available(&artifact) {
+                if let InputCheck::Lost { worker } = self.available(&artifact) {
                     // The input went with its worker: fetch it again elsewhere.
                     self.builds[b].artifact = None;
                     self.builds[b].get = Step::new();
-                    if let Some(name) = self.names.get(lost_on) {
-                        self.builds[b].get.avoid.insert(name.clone());
-                    }
+                    self.builds[b].get.avoid.extend(worker);
                     self.stats.refetches += 1;
                     let id = self.builds[b].id;
                     self.log(format!(
@@ -1158,10 +1222,8 @@ impl Sim {
                 ready_at,
             } => {
                 let now_seen = self.seen(worker);
-                if let Some(f) =
-                    hangar_core::build::worker_change(&self.names[worker], &seen, now_seen.as_ref())
-                {
-                    return self.fail_step(b, false, worker, f);
+                if let Some(f) = worker_change(&self.names[worker], &seen, now_seen.as_ref()) {
+                    return self.fail_step(b, false, f);
                 }
                 if ready_at > self.now {
                     return Ok(());
@@ -1174,19 +1236,18 @@ impl Sim {
                 };
                 let input = match input {
                     Ok(h) => h,
-                    Err(f) => return self.fail_step(b, false, worker, f),
+                    Err(f) => return self.fail_step(b, false, f),
                 };
                 let cache_key = self.cache_keys[0].clone();
                 let has_cache = self.vols.values().any(|v| {
                     v.worker == worker
                         && v.key.as_deref() == Some(cache_key.as_str())
-                        && v.state == VolumeState::Created
-                        && v.missing_since.is_none()
+                        && volume_usable(v.state, v.missing_since)
                 });
                 if !has_cache {
                     if let Err(f) = self.make_volume(worker, None, Some(cache_key))? {
                         self.release(std::slice::from_ref(&input));
-                        return self.fail_step(b, false, worker, f);
+                        return self.fail_step(b, false, f);
                     }
                 }
                 let run_for = self.rng.range(1_000, 3_000) as i64;
@@ -1206,16 +1267,12 @@ impl Sim {
                 ..
             } => {
                 let now_seen = self.seen(worker);
-                if let Some(f) =
-                    hangar_core::build::worker_change(&self.names[worker], &seen, now_seen.as_ref())
-                {
-                    return self.fail_step(b, false, worker, f);
+                if let Some(f) = worker_change(&self.names[worker], &seen, now_seen.as_ref()) {
+                    return self.fail_step(b, false, f);
                 }
                 if ends_at <= self.now && self.serving(worker).is_some() {
                     self.release(&scratch);
-                    self.builds[b].task.phase = Phase::Done;
-                    self.builds[b].status = Some(StepState::Succeeded);
-                    self.stats.succeeded += 1;
+                    self.end_step(b, false, StepState::Succeeded);
                 }
             }
             Phase::Settling { .. } | Phase::Done => {}
@@ -1246,8 +1303,7 @@ impl Sim {
             };
             let disk = &self.disks[self.procs[p].disk].volumes;
             for (h, v) in self.vols.iter().filter(|(_, v)| v.worker == w) {
-                if v.state == VolumeState::Created && v.missing_since.is_none() && !disk.contains(h)
-                {
+                if volume_usable(v.state, v.missing_since) && !disk.contains(h) {
                     return Err(format!(
                         "row {h} on {} is created and present but not on its disk",
                         self.names[w]
@@ -1302,6 +1358,11 @@ impl Sim {
             (END - FAULTS_UNTIL) / 1000
         )))
     }
+}
+
+/// A worker's answer that it does not have volume `handle`.
+fn not_found(handle: &str) -> CallError {
+    CallError::refused(404, "not_found", format!("volume {handle} not found"))
 }
 
 /// Runs the simulation for `seed`.

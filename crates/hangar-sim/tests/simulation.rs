@@ -1,9 +1,9 @@
 //! The deterministic simulation of web's core logic (see
-//! `hangar_bench::sim`), run for thousands of seeds. A failing seed is
+//! `hangar_sim`), run for thousands of seeds. A failing seed is
 //! printed with the events that led to it; pin it below as its own test once
 //! the bug is fixed, so it stays fixed.
 
-use hangar_bench::sim::{self, SimStats};
+use hangar_sim::{self as sim, SimStats};
 
 /// How many seeds the sweep runs.
 const SEEDS: u64 = 2000;
@@ -64,7 +64,7 @@ fn a_seed_replays_the_same_run() {
 /// still looked running (not stalled yet), so every retry went back to it
 /// (or copied from it) and failed at once, and one death used up all three
 /// attempts within a second. Fixed by waiting, before such a retry, until
-/// web has decided whether the worker is alive (`engine::watch::settle`).
+/// web has decided whether the worker is alive (`hangar_core::engine::Settle`).
 #[test]
 fn pinned_seed_0_a_dead_worker_does_not_use_up_a_step_s_attempts() {
     if let Err(v) = sim::run(0) {
@@ -75,7 +75,7 @@ fn pinned_seed_0_a_dead_worker_does_not_use_up_a_step_s_attempts() {
 /// Found the lost-input loop: a volume gone from a live worker's disk was
 /// asked for again on every retry until the worker's next report marked it
 /// missing. Fixed by marking it missing as soon as the worker answers that
-/// it does not have it (`engine::task_step::input_failure`).
+/// it does not have it (`hangar_core::engine::input_call_failure`).
 #[test]
 fn pinned_seed_134_an_input_a_worker_lost_is_fetched_anew() {
     if let Err(v) = sim::run(134) {

@@ -1,8 +1,8 @@
 //! Replays one seed of the simulation, or sweeps many:
 //!
 //! ```sh
-//! cargo run -p hangar-bench --example sim -- 134          # one seed, with its trace
-//! cargo run -p hangar-bench --example sim -- --sweep 10000 # seeds 0..10000
+//! cargo run -p hangar-sim --example sim -- 134          # one seed, with its trace
+//! cargo run -p hangar-sim --example sim -- --sweep 10000 # seeds 0..10000
 //! ```
 
 // An example reports what it measured on stdout and stderr.
@@ -13,10 +13,10 @@ fn main() {
     match args.as_slice() {
         [flag, n] if flag == "--sweep" => {
             let n: u64 = n.parse().expect("--sweep N");
-            let mut total = hangar_bench::sim::SimStats::default();
+            let mut total = hangar_sim::SimStats::default();
             let mut failed = Vec::new();
             for seed in 0..n {
-                match hangar_bench::sim::run(seed) {
+                match hangar_sim::run(seed) {
                     Ok(s) => total.add(&s),
                     Err(v) => {
                         println!("seed {}: {}", v.seed, v.what);
@@ -32,7 +32,7 @@ fn main() {
         }
         [seed] => {
             let seed: u64 = seed.parse().expect("a seed");
-            match hangar_bench::sim::run(seed) {
+            match hangar_sim::run(seed) {
                 Ok(stats) => println!("seed {seed} keeps every invariant: {stats:#?}"),
                 Err(v) => {
                     println!("{v}");
