@@ -17,7 +17,7 @@ pub struct WorkerApi {
 }
 
 /// Tar streams may be compressed.
-pub const ENCODING_GZIP: &str = "gzip";
+pub(crate) const ENCODING_GZIP: &str = "gzip";
 
 impl WorkerApi {
     pub fn new(url: &str, key: &str, timeout: Duration) -> Result<WorkerApi, ClientError> {

@@ -40,7 +40,7 @@ pub(crate) struct StepEnd {
 pub(crate) struct Interrupted;
 
 impl BuildContext {
-    pub fn artifact(&self, name: &str) -> Option<String> {
+    pub(crate) fn artifact(&self, name: &str) -> Option<String> {
         self.artifacts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -48,7 +48,7 @@ impl BuildContext {
             .cloned()
     }
 
-    pub fn add_artifact(&self, name: &str, handle: &str) {
+    pub(crate) fn add_artifact(&self, name: &str, handle: &str) {
         self.artifacts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -60,7 +60,7 @@ impl BuildContext {
     /// leaves meanwhile, the work is abandoned (dropped) with that failure
     /// instead of waiting on a worker that will not answer; if the build is
     /// stopped, it is abandoned at once and the build resumes elsewhere.
-    pub async fn call<T>(
+    pub(crate) async fn call<T>(
         &self,
         workers: &[(&str, &WorkerSeen)],
         work: impl Future<Output = T>,
@@ -73,7 +73,7 @@ impl BuildContext {
 
     /// Appends a line to the build log (and wakes watchers). A failure to
     /// write the log is logged, not fatal: the build goes on.
-    pub async fn log(&self, step: Option<&str>, kind: &str, line: &str) {
+    pub(crate) async fn log(&self, step: Option<&str>, kind: &str, line: &str) {
         if let Err(e) = self
             .engine
             .store()
@@ -89,7 +89,7 @@ impl BuildContext {
     /// `failure`, keeps the next attempt off the worker that failed it, and
     /// gives an unreachable worker a moment to be judged first.
     #[allow(clippy::too_many_arguments)]
-    pub async fn announce_retry(
+    pub(crate) async fn announce_retry(
         &self,
         step_id: &str,
         kind: &str,
@@ -119,7 +119,7 @@ impl BuildContext {
 
     /// Saves the step's progress. A failed write is logged: the step goes
     /// on, and a resumed build redoes what the database did not record.
-    pub async fn save(&self, record: &StepRecord) {
+    pub(crate) async fn save(&self, record: &StepRecord) {
         if let Err(e) = self.engine.store().save_step(record).await {
             tracing::warn!(build = self.build_id, step = %record.step_id, error = %e, "cannot save step");
         }

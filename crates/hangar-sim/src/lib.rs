@@ -37,8 +37,6 @@
 //! [`run`] returns the first violation with the seed and a trace of what led
 //! to it; pin a failing seed as a test with [`run`] and `assert!(…is_ok())`.
 
-pub mod rng;
-
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
@@ -57,7 +55,7 @@ use hangar_core::registration::{classify_registration, KnownWorker, Registration
 use hangar_core::volumes::{plan_report, VolumeRow, VolumeState};
 use hangar_core::WorkerState;
 
-use crate::rng::Rng;
+use hangar_core::rng::Rng;
 
 const TICK: i64 = 100;
 const HEARTBEAT: i64 = 300;

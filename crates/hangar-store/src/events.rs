@@ -6,7 +6,7 @@ use crate::error::StoreError;
 use crate::records::{event_from_row, EventRecord};
 
 /// The most events one listing returns.
-pub const MAX_EVENTS_PER_PAGE: i64 = 1000;
+pub(crate) const MAX_EVENTS_PER_PAGE: i64 = 1000;
 
 pub(crate) async fn record_event(
     tx: &mut Transaction<'_, Any>,

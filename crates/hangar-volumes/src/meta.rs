@@ -38,18 +38,18 @@ pub(crate) struct VolumeMeta {
 
 impl VolumeMeta {
     /// Whether `data/` is an overlay mount over `upper/` + ancestors.
-    pub fn is_layered(&self) -> bool {
+    pub(crate) fn is_layered(&self) -> bool {
         self.driver == DriverKind::Overlay && self.parent.is_some()
     }
 
-    pub fn to_json(&self) -> Vec<u8> {
+    pub(crate) fn to_json(&self) -> Vec<u8> {
         let mut v = serde_json::to_vec_pretty(self).expect("metadata always serializes");
         v.push(b'\n');
         v
     }
 
     /// Read `<dir>/meta.json`; `Ok(None)` if the file does not exist.
-    pub fn read(dir: &Path, handle: &str) -> Result<Option<VolumeMeta>, VolumeError> {
+    pub(crate) fn read(dir: &Path, handle: &str) -> Result<Option<VolumeMeta>, VolumeError> {
         let path = dir.join(crate::driver::names::META);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,

@@ -20,7 +20,7 @@ use crate::Web;
 
 /// Who asked for a land or retire, in the words recorded with its event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Principal {
+pub(crate) enum Principal {
     Admin,
     /// The worker process itself, by its own credential.
     Worker {
@@ -29,7 +29,7 @@ pub enum Principal {
 }
 
 impl Principal {
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Principal::Admin => "an operator".into(),
             Principal::Worker { generation } => {
@@ -71,20 +71,20 @@ fn fixed(token: &str, web: &Web) -> Fixed {
 }
 
 /// A request from a user holding the admin token.
-pub struct Admin;
+pub(crate) struct Admin;
 
 /// A request holding the fleet's worker key: a worker asking to register.
-pub struct FleetKey;
+pub(crate) struct FleetKey;
 
 /// A request from one process of the worker named in the path, proven by
 /// its incarnation token.
-pub struct WorkerCaller {
+pub(crate) struct WorkerCaller {
     pub name: String,
     pub generation: i64,
 }
 
 /// A request from the admin or from the worker named in the path.
-pub struct AdminOrWorker(pub Principal);
+pub(crate) struct AdminOrWorker(pub Principal);
 
 impl FromRequestParts<Web> for Admin {
     type Rejection = ApiError;
@@ -196,7 +196,7 @@ async fn check_incarnation(web: &Web, name: &str, token: &str) -> Result<i64, Ap
 }
 
 /// The address a request came from, where the server recorded it.
-pub struct Peer(pub Option<SocketAddr>);
+pub(crate) struct Peer(pub Option<SocketAddr>);
 
 impl<S: Send + Sync> FromRequestParts<S> for Peer {
     type Rejection = std::convert::Infallible;

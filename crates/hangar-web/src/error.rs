@@ -50,7 +50,7 @@ impl From<hangar_api::http::ErrorResponse> for ApiError {
 /// `insufficient_storage` (the client can try elsewhere or later) and its
 /// other refusals keep their status and code; a worker that failed (5xx)
 /// or did not answer is a 502: web itself is fine.
-pub fn from_worker(worker: &str, e: &hangar_engine::CallError) -> ApiError {
+pub(crate) fn from_worker(worker: &str, e: &hangar_engine::CallError) -> ApiError {
     match e.status.and_then(|s| StatusCode::from_u16(s).ok()) {
         Some(_) if e.is_storage_full() => ApiError::new(
             StatusCode::INSUFFICIENT_STORAGE,
@@ -71,7 +71,7 @@ pub fn from_worker(worker: &str, e: &hangar_engine::CallError) -> ApiError {
 }
 
 /// How a failed operation on a worker's volumes reads over the API.
-pub fn from_op(e: hangar_engine::OpError) -> ApiError {
+pub(crate) fn from_op(e: hangar_engine::OpError) -> ApiError {
     match e {
         hangar_engine::OpError::Store(e) => e.into(),
         hangar_engine::OpError::Worker { worker, error } => from_worker(&worker, &error),

@@ -20,7 +20,7 @@ pub struct CollectorRun {
     pub duration: Duration,
 }
 
-pub async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
+pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -33,7 +33,7 @@ pub async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
 }
 
 /// Runs every collector once, in order, each at the time it starts.
-pub async fn tick(web: &Web) -> Vec<CollectorRun> {
+pub(crate) async fn tick(web: &Web) -> Vec<CollectorRun> {
     let mut runs = Vec::with_capacity(Collector::ALL.len());
     for collector in Collector::ALL {
         let started = Instant::now();

@@ -23,15 +23,15 @@ use crate::Web;
 /// unreachable: well under a load balancer's usual check timeout, and well
 /// over a healthy commit (SQLite's busy timeout is 5s; a probe stuck behind
 /// a long writer for that long is a database that does not answer).
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How often the background loop probes.
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Lets concurrent probes share one write: `/info` needs no credentials, so
 /// a burst of calls must not become a burst of commits on the database.
 #[derive(Default)]
-pub struct ProbeGate {
+pub(crate) struct ProbeGate {
     lock: tokio::sync::Mutex<()>,
     finished: AtomicU64,
     last: std::sync::Mutex<Option<Result<(), String>>>,
@@ -39,7 +39,7 @@ pub struct ProbeGate {
 
 /// Probes the database, or, when a probe finished while this caller waited
 /// for the one in flight, answers with that probe's outcome.
-pub async fn probe_shared(web: &Web) -> Result<(), String> {
+pub(crate) async fn probe_shared(web: &Web) -> Result<(), String> {
     let gate = web.probe_gate();
     let seen = gate.finished.load(Ordering::Acquire);
     let _turn = gate.lock.lock().await;
@@ -55,7 +55,7 @@ pub async fn probe_shared(web: &Web) -> Result<(), String> {
 }
 
 /// Probes the database now and records the outcome in the metrics.
-pub async fn probe(web: &Web) -> Result<(), StoreError> {
+pub(crate) async fn probe(web: &Web) -> Result<(), StoreError> {
     let result = web.store().probe(web.now(), PROBE_TIMEOUT).await;
     if let Err(e) = &result {
         tracing::warn!(error = %e, "the database failed the write probe");
@@ -65,7 +65,7 @@ pub async fn probe(web: &Web) -> Result<(), StoreError> {
     result
 }
 
-pub async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
+pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
     loop {
         let _ = probe_shared(&web).await; // recorded in the metrics and the log
         tokio::select! {
@@ -82,7 +82,7 @@ fn writes(method: &Method) -> bool {
 /// Refuses every request once the database is lost, and never lets a write
 /// request answer 2xx when the database file vanished while it ran: the
 /// write went into a file nobody will read, so it is not acknowledged.
-pub async fn guard(State(web): State<Web>, request: Request, next: Next) -> Response {
+pub(crate) async fn guard(State(web): State<Web>, request: Request, next: Next) -> Response {
     let store = web.store();
     let write = writes(request.method());
     // Reads only look at the remembered state; writes also stat the file

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
-pub struct Json<T>(pub T);
+pub(crate) struct Json<T>(pub T);
 
 impl<S, T> FromRequest<S> for Json<T>
 where

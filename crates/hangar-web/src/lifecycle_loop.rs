@@ -15,7 +15,7 @@ use crate::Web;
 /// failed pass (or a pass that waited for it longer than a quarter of the
 /// TTL), no worker is declared dead for not heartbeating, since its
 /// heartbeats could not land while web or its database was down.
-pub async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
+pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut listening_since = web.now();
@@ -64,7 +64,7 @@ pub(crate) fn judged_from(
     config
 }
 
-pub async fn tick(web: &Web) -> Result<usize, StoreError> {
+pub(crate) async fn tick(web: &Web) -> Result<usize, StoreError> {
     pass(web, &web.config().lifecycle, web.now()).await
 }
 

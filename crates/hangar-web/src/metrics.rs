@@ -12,7 +12,7 @@ use prometheus_client::registry::Registry;
 
 type Labels = Vec<(&'static str, &'static str)>;
 
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Mutex<Registry>,
     events: Family<Labels, Counter>,
     heartbeats: Family<Labels, Counter>,
@@ -110,7 +110,7 @@ impl GcMetrics {
 }
 
 impl Metrics {
-    pub fn new() -> Metrics {
+    pub(crate) fn new() -> Metrics {
         let mut registry = Registry::with_prefix("hangar");
         let events = Family::<Labels, Counter>::default();
         let heartbeats = Family::<Labels, Counter>::default();
@@ -152,13 +152,13 @@ impl Metrics {
         }
     }
 
-    pub fn lifecycle_event(&self, kind: EventKind) {
+    pub(crate) fn lifecycle_event(&self, kind: EventKind) {
         self.events
             .get_or_create(&vec![("kind", kind.as_str())])
             .inc();
     }
 
-    pub fn invalidated(&self, volumes: u64, containers: u64) {
+    pub(crate) fn invalidated(&self, volumes: u64, containers: u64) {
         self.invalidated
             .get_or_create(&vec![("kind", "volume")])
             .inc_by(volumes);
@@ -167,7 +167,7 @@ impl Metrics {
             .inc_by(containers);
     }
 
-    pub fn gc_run(&self, run: &crate::gc_loop::CollectorRun) {
+    pub(crate) fn gc_run(&self, run: &crate::gc_loop::CollectorRun) {
         let labels = vec![("collector", run.collector.as_str())];
         self.gc.found.get_or_create(&labels).inc_by(run.stats.found);
         self.gc
@@ -191,13 +191,13 @@ impl Metrics {
     }
 
     /// What the build engine reports: its retries, by cause.
-    pub fn engine_observer(&self) -> EngineMetrics {
+    pub(crate) fn engine_observer(&self) -> EngineMetrics {
         EngineMetrics {
             step_retries: self.step_retries.clone(),
         }
     }
 
-    pub fn database_probe(&self, ok: bool, lost: bool) {
+    pub(crate) fn database_probe(&self, ok: bool, lost: bool) {
         self.database.reachable.set(i64::from(ok));
         self.database.lost.set(i64::from(lost));
         if !ok {
@@ -205,14 +205,14 @@ impl Metrics {
         }
     }
 
-    pub fn heartbeat(&self, accepted: bool) {
+    pub(crate) fn heartbeat(&self, accepted: bool) {
         let result = if accepted { "accepted" } else { "refused" };
         self.heartbeats
             .get_or_create(&vec![("result", result)])
             .inc();
     }
 
-    pub fn set_worker_counts(&self, counts: &[(WorkerState, i64)]) {
+    pub(crate) fn set_worker_counts(&self, counts: &[(WorkerState, i64)]) {
         for state in WorkerState::ALL {
             let n = counts
                 .iter()
@@ -225,7 +225,7 @@ impl Metrics {
         }
     }
 
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         // Writing into a String cannot fail.
@@ -236,7 +236,7 @@ impl Metrics {
 
 /// The part of web's metrics the build engine writes.
 #[derive(Clone)]
-pub struct EngineMetrics {
+pub(crate) struct EngineMetrics {
     step_retries: Family<Labels, Counter>,
 }
 

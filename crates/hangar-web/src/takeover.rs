@@ -20,11 +20,11 @@ use crate::Web;
 /// milliseconds; a dead one's connection is refused at once, or (a pod
 /// that is gone with its address) times out here. This bounds how long a
 /// recreated pod waits to take its name back.
-pub const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// Decides on a registration, and returns whom it may replace, or the
 /// refusal to answer with (already recorded as an event).
-pub async fn check(
+pub(crate) async fn check(
     web: &Web,
     req: &RegisterWorker,
     peer: Option<SocketAddr>,

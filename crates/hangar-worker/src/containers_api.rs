@@ -35,7 +35,7 @@ use crate::containers::{ContainerError, ContainerManager, STATE_EXITED};
 use crate::error::{self, ApiError};
 
 /// The longest a wait request is held.
-pub const MAX_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(60);
 const LOG_CHUNK: usize = 64 * 1024;
 /// How often a followed log that is at its end looks for more.
 const FOLLOW_POLL: Duration = Duration::from_millis(50);

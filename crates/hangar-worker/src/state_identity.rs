@@ -47,12 +47,12 @@ pub fn load_or_create_state_identity(work_dir: &Path) -> anyhow::Result<String> 
     }
 }
 
-pub const LAST_GENERATION_FILE: &str = "last-generation";
+pub(crate) const LAST_GENERATION_FILE: &str = "last-generation";
 
 /// The highest generation web gave this work dir, if it remembers one. A
 /// file that cannot be read as a number counts as none: it only ever raises
 /// web's counter, so losing it costs nothing but that check.
-pub fn load_last_generation(work_dir: &Path) -> Option<i64> {
+pub(crate) fn load_last_generation(work_dir: &Path) -> Option<i64> {
     fs::read_to_string(work_dir.join(LAST_GENERATION_FILE))
         .ok()
         .and_then(|t| t.trim().parse().ok())
@@ -61,7 +61,7 @@ pub fn load_last_generation(work_dir: &Path) -> Option<i64> {
 
 /// Remembers `generation` as the highest this work dir was given (written
 /// whole or not at all).
-pub fn store_last_generation(work_dir: &Path, generation: i64) -> anyhow::Result<()> {
+pub(crate) fn store_last_generation(work_dir: &Path, generation: i64) -> anyhow::Result<()> {
     if load_last_generation(work_dir).is_some_and(|known| known >= generation) {
         return Ok(());
     }

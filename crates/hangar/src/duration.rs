@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// Parses a duration; `0` alone means zero (used for "never" where a flag says so).
-pub fn parse(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse(s: &str) -> Result<Duration, String> {
     if s.trim() == "0" {
         return Ok(Duration::ZERO);
     }
@@ -11,7 +11,7 @@ pub fn parse(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("invalid duration {s:?} ({e}); use forms like 250ms, 5s, 10m"))
 }
 
-pub fn millis(d: Duration) -> i64 {
+pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 

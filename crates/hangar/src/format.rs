@@ -1,7 +1,7 @@
 //! Plain-text tables and times for the listings.
 
 /// Renders rows as left-aligned columns separated by two spaces.
-pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -29,7 +29,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// "3s ago", "5m ago"; times in the future (clock skew) read "just now".
-pub fn ago(now_ms: i64, at_ms: i64) -> String {
+pub(crate) fn ago(now_ms: i64, at_ms: i64) -> String {
     let d = now_ms - at_ms;
     if d < 1000 {
         return "just now".into();
@@ -38,7 +38,7 @@ pub fn ago(now_ms: i64, at_ms: i64) -> String {
 }
 
 /// A duration rounded to its largest unit: 42s, 5m, 3h, 2d.
-pub fn coarse(ms: i64) -> String {
+pub(crate) fn coarse(ms: i64) -> String {
     let s = ms.max(0) / 1000;
     match s {
         0..=59 => format!("{s}s"),
@@ -49,7 +49,7 @@ pub fn coarse(ms: i64) -> String {
 }
 
 /// Local wall-clock time would need a time zone database; UTC is unambiguous.
-pub fn utc(ms: i64) -> String {
+pub(crate) fn utc(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
@@ -74,7 +74,7 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
-pub fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -83,7 +83,7 @@ pub fn now_ms() -> i64 {
 
 /// Writes `text` to stdout and flushes it, returning an error (never
 /// panicking, as `print!` does) when stdout is closed.
-pub fn emit(text: &str) -> std::io::Result<()> {
+pub(crate) fn emit(text: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
@@ -91,13 +91,13 @@ pub fn emit(text: &str) -> std::io::Result<()> {
 }
 
 /// Writes `value` to stdout as pretty JSON and a newline (`--json`).
-pub fn emit_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+pub(crate) fn emit_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     emit(&format!("{}\n", serde_json::to_string_pretty(value)?))?;
     Ok(())
 }
 
 /// Whether an error comes from writing to a pipe whose reader is gone.
-pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)

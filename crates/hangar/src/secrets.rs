@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 
 /// A new random secret: 32 bytes from the OS, as hex.
-pub fn generate() -> anyhow::Result<String> {
+pub(crate) fn generate() -> anyhow::Result<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("read random bytes: {e}"))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
@@ -16,7 +16,7 @@ pub fn generate() -> anyhow::Result<String> {
 
 /// Reads the secret in `path`, or makes one and writes it there, readable by
 /// the owner only.
-pub fn load_or_create(path: &Path) -> anyhow::Result<String> {
+pub(crate) fn load_or_create(path: &Path) -> anyhow::Result<String> {
     match fs::read_to_string(path) {
         Ok(s) if !s.trim().is_empty() => {
             // Made by an older version, or loosened by hand: the owner's only.
@@ -48,7 +48,7 @@ fn restrict(path: &Path, mode: u32) -> anyhow::Result<()> {
 
 /// Makes `dir` (created if missing) its owner's alone (0700): no task user
 /// passes through it to the secrets and the database inside.
-pub fn private_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn private_dir(dir: &Path) -> anyhow::Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     restrict(dir, 0o700)
 }
@@ -58,7 +58,7 @@ pub fn private_dir(dir: &Path) -> anyhow::Result<()> {
 /// must see it missing (its marker then refuses to start on an empty one),
 /// so this runs again once the store has opened (and created) it; until
 /// then the data dir's own 0700 keeps it out of reach.
-pub fn private_sqlite(db: &Path) -> anyhow::Result<()> {
+pub(crate) fn private_sqlite(db: &Path) -> anyhow::Result<()> {
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let mut name = db.as_os_str().to_owned();
         name.push(suffix);
@@ -73,7 +73,7 @@ pub fn private_sqlite(db: &Path) -> anyhow::Result<()> {
 /// Reads a secret from a file an operator made: refused when other users
 /// may read or write it (a task, or any other process on the host, would
 /// have the fleet's key), or when it is empty.
-pub fn read_file(path: &Path) -> anyhow::Result<String> {
+pub(crate) fn read_file(path: &Path) -> anyhow::Result<String> {
     use std::os::unix::fs::PermissionsExt;
     // Follows links: a Kubernetes secret volume's files are links to the
     // real file, whose mode is the volume's defaultMode.
@@ -97,7 +97,7 @@ pub fn read_file(path: &Path) -> anyhow::Result<String> {
 
 /// A secret given by its flag (or variable) or by the `-file` flag naming a
 /// file; clap makes sure exactly one is there.
-pub fn flag_or_file(
+pub(crate) fn flag_or_file(
     value: Option<String>,
     file: Option<&Path>,
     flag: &str,

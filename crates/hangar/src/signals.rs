@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Cancels `shutdown` on the first SIGTERM or SIGINT.
-pub fn stop_on_terminate(shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) fn stop_on_terminate(shutdown: CancellationToken) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     tokio::spawn(async move {
@@ -22,7 +22,7 @@ pub fn stop_on_terminate(shutdown: CancellationToken) -> anyhow::Result<()> {
 }
 
 /// Sends land on SIGUSR1 and retire on SIGUSR2 until `shutdown`.
-pub fn worker_commands(
+pub(crate) fn worker_commands(
     commands: mpsc::Sender<AgentCommand>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {

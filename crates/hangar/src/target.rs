@@ -5,7 +5,7 @@ use std::time::Duration;
 use hangar_client::Client;
 
 #[derive(clap::Args, Debug, Clone)]
-pub struct Target {
+pub(crate) struct Target {
     /// Web's URL.
     #[arg(long, env = "HANGAR_URL", default_value = "http://127.0.0.1:8080")]
     pub url: String,
@@ -15,7 +15,7 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn client(&self) -> anyhow::Result<Client> {
+    pub(crate) fn client(&self) -> anyhow::Result<Client> {
         let token = self.token.as_deref().ok_or_else(|| {
             anyhow::anyhow!(
                 "no credentials: pass --token or set HANGAR_TOKEN (quickstart prints how)"

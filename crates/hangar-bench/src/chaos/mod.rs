@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use hangar_api::builds::CreateBuild;
 use hangar_client::Client;
-use hangar_sim::rng::Rng;
+use hangar_core::rng::Rng;
 use hangar_store::Store;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use hangar_sim::rng::Rng;
+use hangar_core::rng::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 /// How long a test waits for something that should happen within a
 /// second or two before calling it a hang.
-pub const HANG: Duration = Duration::from_secs(30);
+pub(crate) const HANG: Duration = Duration::from_secs(30);
 
-pub struct Harness {
+pub(crate) struct Harness {
     pub store: Store,
     pub fake: FakeWorkers,
     pub engine: Engine,
@@ -26,7 +26,7 @@ pub struct Harness {
     pub task: Option<JoinHandle<()>>,
 }
 
-pub fn info(name: &str, identity: &str) -> WorkerInfo {
+pub(crate) fn info(name: &str, identity: &str) -> WorkerInfo {
     WorkerInfo {
         name: name.to_string(),
         state_identity: identity.to_string(),
@@ -53,12 +53,12 @@ fn config(node: &str) -> EngineConfig {
     config
 }
 
-pub fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     hangar_engine::system_now_ms()
 }
 
 impl Harness {
-    pub async fn new(workers: &[&str]) -> Harness {
+    pub(crate) async fn new(workers: &[&str]) -> Harness {
         let store = hangar_testkit::sqlite_store().await;
         for w in workers {
             store
@@ -71,7 +71,7 @@ impl Harness {
     }
 
     /// A node running an engine over `store` and `fake`.
-    pub fn start(store: Store, fake: FakeWorkers, node: &str) -> Harness {
+    pub(crate) fn start(store: Store, fake: FakeWorkers, node: &str) -> Harness {
         let engine = Engine::new(
             store.clone(),
             Arc::new(fake.clone()),
@@ -91,7 +91,7 @@ impl Harness {
     }
 
     /// Stops the node as SIGTERM does and waits for its engine to return.
-    pub async fn stop(&mut self) {
+    pub(crate) async fn stop(&mut self) {
         self.shutdown.cancel();
         let task = self.task.take().expect("the engine runs");
         tokio::time::timeout(HANG, task)
@@ -100,7 +100,7 @@ impl Harness {
             .expect("the engine's task ends cleanly");
     }
 
-    pub async fn submit(&self, plan: serde_json::Value) -> i64 {
+    pub(crate) async fn submit(&self, plan: serde_json::Value) -> i64 {
         let build = self
             .store
             .create_build("job", None, &plan.to_string(), "{}", now())
@@ -111,7 +111,7 @@ impl Harness {
     }
 
     /// Waits until the build is final and returns its status.
-    pub async fn finished(&self, id: i64) -> BuildStatus {
+    pub(crate) async fn finished(&self, id: i64) -> BuildStatus {
         let wait = async {
             loop {
                 let build = self.store.get_build(id).await.unwrap().unwrap();
@@ -132,7 +132,7 @@ impl Harness {
     }
 
     /// The build's log lines of these kinds, as `kind: payload`.
-    pub async fn log(&self, id: i64, kinds: &[&str]) -> Vec<String> {
+    pub(crate) async fn log(&self, id: i64, kinds: &[&str]) -> Vec<String> {
         self.store
             .build_events(id, 0, 10_000)
             .await
@@ -145,7 +145,7 @@ impl Harness {
 
     /// The worker is declared stalled by the lifecycle rules (the others
     /// heartbeat just before, so only it stalls).
-    pub async fn stall(&self, worker: &str) {
+    pub(crate) async fn stall(&self, worker: &str) {
         let later = now() + 60_000;
         for w in self.store.list_workers().await.unwrap() {
             if w.info.name != worker {
@@ -165,7 +165,7 @@ impl Harness {
     }
 
     /// The worker registers again with its work dir wiped.
-    pub async fn restart_wiped(&self, worker: &str) {
+    pub(crate) async fn restart_wiped(&self, worker: &str) {
         self.fake.wipe(worker);
         self.store
             .register_worker(&info(worker, &format!("sid-{worker}-new")), now())
@@ -175,7 +175,7 @@ impl Harness {
 }
 
 /// A task plan with one output, running `path`.
-pub fn task_plan(path: &str) -> serde_json::Value {
+pub(crate) fn task_plan(path: &str) -> serde_json::Value {
     serde_json::json!([{
         "task": "t",
         "config": {

@@ -55,18 +55,18 @@ pub fn best_driver(root: &Path) -> DriverKind {
 
 /// File and directory names inside `volumes/<handle>/`.
 pub(crate) mod names {
-    pub const META: &str = "meta.json";
-    pub const META_TMP: &str = "meta.json.tmp";
-    pub const DATA: &str = "data";
-    pub const UPPER: &str = "upper";
-    pub const WORK: &str = "work";
+    pub(crate) const META: &str = "meta.json";
+    pub(crate) const META_TMP: &str = "meta.json.tmp";
+    pub(crate) const DATA: &str = "data";
+    pub(crate) const UPPER: &str = "upper";
+    pub(crate) const WORK: &str = "work";
     /// Prefix of a volume being created: `volumes/.creating-<handle>-<rand>`.
-    pub const CREATING: &str = ".creating-";
+    pub(crate) const CREATING: &str = ".creating-";
     /// Prefix of a volume being removed: `volumes/.destroying-<handle>-<rand>`.
-    pub const DESTROYING: &str = ".destroying-";
+    pub(crate) const DESTROYING: &str = ".destroying-";
     /// Prefix of a stream-in staging dir (inside a volume dir, or inside the
     /// data dir of an overlay child so the final renames stay on one fs).
-    pub const STREAM_STAGING: &str = ".hangar-stream-in-";
+    pub(crate) const STREAM_STAGING: &str = ".hangar-stream-in-";
 }
 
 #[cfg(test)]

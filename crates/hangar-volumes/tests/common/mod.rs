@@ -11,23 +11,23 @@ use hangar_volumes::{best_driver, probe_overlay, DriverKind};
 
 /// A temporary work dir that unmounts whatever overlays the test left in it
 /// before deleting it.
-pub struct TestRoot {
+pub(crate) struct TestRoot {
     dir: tempfile::TempDir,
 }
 
 impl TestRoot {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         TestRoot {
             dir: tempfile::tempdir().expect("create temp dir"),
         }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
     /// Simulate a reboot: every mount below the root disappears.
-    pub fn unmount_all(&self) -> usize {
+    pub(crate) fn unmount_all(&self) -> usize {
         unmount_all(self.path())
     }
 }
@@ -38,7 +38,7 @@ impl Drop for TestRoot {
     }
 }
 
-pub fn unmount_all(root: &Path) -> usize {
+pub(crate) fn unmount_all(root: &Path) -> usize {
     let root = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     let mounts = RealOs.mounts_under(&root).unwrap_or_default();
     for m in &mounts {
@@ -49,7 +49,7 @@ pub fn unmount_all(root: &Path) -> usize {
     mounts.len()
 }
 
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // Effective uid is the second number on the "Uid:" line.
     let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -61,7 +61,7 @@ pub fn is_root() -> bool {
 
 /// The naive driver, which works for any user. Not root, overlayfs must not
 /// work either (mounting it needs root), and the best driver is naive.
-pub fn naive() -> DriverKind {
+pub(crate) fn naive() -> DriverKind {
     if !is_root() {
         let probe = TestRoot::new();
         let reason = probe_overlay(probe.path()).unwrap_err();
@@ -72,7 +72,7 @@ pub fn naive() -> DriverKind {
 
 /// The overlay driver: these tests need root (overlayfs mounts) and fail,
 /// saying so, without it; they never skip.
-pub fn overlay() -> DriverKind {
+pub(crate) fn overlay() -> DriverKind {
     assert!(
         is_root(),
         "the overlay driver tests need root to mount overlayfs: run the tests as root \
@@ -110,13 +110,13 @@ macro_rules! on_both_drivers {
     };
 }
 
-pub fn no_props() -> BTreeMap<String, String> {
+pub(crate) fn no_props() -> BTreeMap<String, String> {
     BTreeMap::new()
 }
 
 /// Everything below `dir` (not following symlinks): path -> description of
 /// type, mode and content.
-pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, String> {
+pub(crate) fn snapshot(dir: &Path) -> BTreeMap<PathBuf, String> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

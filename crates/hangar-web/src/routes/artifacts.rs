@@ -18,7 +18,7 @@ use crate::Web;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct UploadQuery {
+pub(super) struct UploadQuery {
     /// Put it on this worker (to keep a task's inputs together).
     worker: Option<String>,
     /// Otherwise on a running worker of this platform…
@@ -28,7 +28,7 @@ pub struct UploadQuery {
 }
 
 /// Uploads a gzip tar as a new artifact volume on a worker.
-pub async fn upload(
+pub(super) async fn upload(
     State(web): State<Web>,
     _: Admin,
     query: Result<Query<UploadQuery>, axum::extract::rejection::QueryRejection>,

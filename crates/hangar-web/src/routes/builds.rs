@@ -21,7 +21,7 @@ use crate::Web;
 /// The longest a watcher's request waits for new events.
 const MAX_WAIT_MS: u64 = 30_000;
 
-pub fn build_to_api(b: BuildRecord, steps: Vec<StepRecord>) -> Build {
+pub(super) fn build_to_api(b: BuildRecord, steps: Vec<StepRecord>) -> Build {
     Build {
         id: b.id,
         name: b.name,
@@ -83,7 +83,7 @@ async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
     Ok(())
 }
 
-pub async fn create(
+pub(super) async fn create(
     State(web): State<Web>,
     _: Admin,
     Json(req): Json<CreateBuild>,
@@ -103,11 +103,11 @@ pub async fn create(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListQuery {
+pub(super) struct ListQuery {
     limit: Option<i64>,
 }
 
-pub async fn list(
+pub(super) async fn list(
     State(web): State<Web>,
     _: Admin,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
@@ -136,7 +136,7 @@ async fn load(web: &Web, id: i64) -> Result<BuildRecord, ApiError> {
         .ok_or_else(|| ApiError::not_found(format!("build {id} not found")))
 }
 
-pub async fn show(
+pub(super) async fn show(
     State(web): State<Web>,
     _: Admin,
     Path(id): Path<i64>,
@@ -148,7 +148,7 @@ pub async fn show(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EventsQuery {
+pub(super) struct EventsQuery {
     #[serde(default)]
     after: i64,
     #[serde(default)]
@@ -157,7 +157,7 @@ pub struct EventsQuery {
 
 /// A build's log after event `after`. With `wait_ms`, waits (long-poll) for
 /// new events until the build ends or the time passes.
-pub async fn events(
+pub(super) async fn events(
     State(web): State<Web>,
     _: Admin,
     Path(id): Path<i64>,
@@ -201,7 +201,7 @@ pub async fn events(
 
 /// A build's artifact (an uploaded input or a step's output) as a gzip tar,
 /// streamed from the worker that holds it.
-pub async fn artifact(
+pub(super) async fn artifact(
     State(web): State<Web>,
     _: Admin,
     Path((id, name)): Path<(i64, String)>,

@@ -10,12 +10,12 @@ use crate::Web;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EventQuery {
+pub(super) struct EventQuery {
     worker: Option<String>,
     limit: Option<i64>,
 }
 
-pub fn event_to_api(e: EventRecord) -> WorkerEvent {
+pub(super) fn event_to_api(e: EventRecord) -> WorkerEvent {
     WorkerEvent {
         id: e.id,
         worker: e.worker,
@@ -26,7 +26,7 @@ pub fn event_to_api(e: EventRecord) -> WorkerEvent {
     }
 }
 
-pub async fn list(
+pub(super) async fn list(
     State(web): State<Web>,
     _: Admin,
     query: Result<Query<EventQuery>, axum::extract::rejection::QueryRejection>,

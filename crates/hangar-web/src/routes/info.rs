@@ -10,7 +10,7 @@ use crate::Web;
 /// Answers without credentials: for load balancers and probes. The status is
 /// 503 while the database does not take a write (a real one, to a table of
 /// its own) or is lost, so a probe needs no JSON parsing.
-pub async fn info(State(web): State<Web>) -> impl IntoResponse {
+pub(super) async fn info(State(web): State<Web>) -> impl IntoResponse {
     let probe = crate::health::probe_shared(&web).await;
     let status = if probe.is_ok() {
         StatusCode::OK
@@ -32,7 +32,7 @@ pub async fn info(State(web): State<Web>) -> impl IntoResponse {
 /// Open by default, so Prometheus scrapes without a secret: the numbers
 /// are counts by state, kind and result, never a name, a build or a
 /// secret. With `--metrics-require-token` only the admin token reads them.
-pub async fn metrics(State(web): State<Web>, admin: Result<Admin, ApiError>) -> Response {
+pub(super) async fn metrics(State(web): State<Web>, admin: Result<Admin, ApiError>) -> Response {
     if web.config().metrics_require_token {
         if let Err(e) = admin {
             return e.into_response();

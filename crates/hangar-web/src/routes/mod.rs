@@ -16,7 +16,7 @@ use hangar_api::http::{json_errors, limited, limited_router};
 use crate::error::ApiError;
 use crate::Web;
 
-pub fn router(web: Web) -> Router {
+pub(crate) fn router(web: Web) -> Router {
     let api = Router::new()
         .route("/workers", post(workers::register).get(workers::list))
         .route("/workers/{name}", get(workers::show).delete(workers::prune))

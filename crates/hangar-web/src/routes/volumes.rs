@@ -17,7 +17,7 @@ use hangar_engine::Source;
 const MAX_HANDLE: usize = 128;
 const MAX_REPORTED: usize = 100_000;
 
-pub fn volume_to_api(v: VolumeRecord) -> Volume {
+pub(super) fn volume_to_api(v: VolumeRecord) -> Volume {
     Volume {
         handle: v.handle,
         worker: v.worker,
@@ -35,7 +35,7 @@ pub fn volume_to_api(v: VolumeRecord) -> Volume {
 
 /// Handles are what web generates (UUIDs) or what a worker reports; either
 /// way they appear in paths on the worker's disk, so the rule is strict.
-pub fn validate_handle(handle: &str) -> Result<(), ApiError> {
+pub(super) fn validate_handle(handle: &str) -> Result<(), ApiError> {
     let ok = !handle.is_empty()
         && handle.len() <= MAX_HANDLE
         && handle.as_bytes()[0].is_ascii_alphanumeric()
@@ -86,7 +86,7 @@ fn validate_create(req: &CreateVolume) -> Result<OwnerKind, ApiError> {
 }
 
 /// Makes a volume on a worker (see `hangar_engine::Engine::make_volume`).
-pub async fn create(
+pub(super) async fn create(
     State(web): State<Web>,
     _: Admin,
     Json(req): Json<CreateVolume>,
@@ -107,11 +107,11 @@ pub async fn create(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListQuery {
+pub(super) struct ListQuery {
     worker: Option<String>,
 }
 
-pub async fn list(
+pub(super) async fn list(
     State(web): State<Web>,
     _: Admin,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
@@ -125,7 +125,7 @@ pub async fn list(
     Ok(axum::Json(rows.into_iter().map(volume_to_api).collect()))
 }
 
-pub async fn show(
+pub(super) async fn show(
     State(web): State<Web>,
     _: Admin,
     Path(handle): Path<String>,
@@ -140,7 +140,7 @@ pub async fn show(
 }
 
 /// Marks a volume for destruction; the worker removes it at its next report.
-pub async fn destroy(
+pub(super) async fn destroy(
     State(web): State<Web>,
     _: Admin,
     Path(handle): Path<String>,
@@ -153,7 +153,7 @@ pub async fn destroy(
 /// A worker's full report of its volumes (and containers, when it lists
 /// them): diffed both ways, applied, and answered with what the worker must
 /// destroy.
-pub async fn report(
+pub(super) async fn report(
     State(web): State<Web>,
     caller: WorkerCaller,
     Json(report): Json<VolumeReport>,

@@ -33,7 +33,7 @@ fn printable(field: &str, value: &str, max: usize) -> Result<(), String> {
 }
 
 /// Everything a registration says is checked before anything is stored.
-pub fn validate_registration(r: &RegisterWorker) -> Result<(), String> {
+pub(super) fn validate_registration(r: &RegisterWorker) -> Result<(), String> {
     validate_worker_name(&r.name).map_err(|e| format!("worker name: {e}"))?;
     printable("state_identity", &r.state_identity, MAX_TEXT)?;
     validate_label(&r.platform).map_err(|e| format!("platform: {e}"))?;
@@ -108,7 +108,7 @@ fn validate_api_url(url: &str) -> Result<(), String> {
 }
 
 /// A message's generation must be the one its credential was issued to.
-pub fn caller_generation(credential: i64, stated: i64) -> Result<(), ApiError> {
+pub(super) fn caller_generation(credential: i64, stated: i64) -> Result<(), ApiError> {
     if credential == stated {
         Ok(())
     } else {
@@ -122,7 +122,7 @@ fn valid_name(name: &str) -> Result<(), ApiError> {
     validate_worker_name(name).map_err(|e| ApiError::bad_request(format!("worker name: {e}")))
 }
 
-pub async fn register(
+pub(super) async fn register(
     State(web): State<Web>,
     _: FleetKey,
     Peer(peer): Peer,
@@ -188,7 +188,7 @@ pub async fn register(
     ))
 }
 
-pub async fn heartbeat(
+pub(super) async fn heartbeat(
     State(web): State<Web>,
     caller: WorkerCaller,
     Json(hb): Json<Heartbeat>,
@@ -232,7 +232,7 @@ pub async fn heartbeat(
     }))
 }
 
-pub fn worker_to_api(w: WorkerRecord) -> Worker {
+pub(super) fn worker_to_api(w: WorkerRecord) -> Worker {
     // The store keeps the JSON the worker sent; it was validated on the way in.
     let resource_types: Vec<BaseResourceType> =
         serde_json::from_str(&w.info.resource_types_json).unwrap_or_default();
@@ -264,12 +264,15 @@ pub fn worker_to_api(w: WorkerRecord) -> Worker {
     }
 }
 
-pub async fn list(State(web): State<Web>, _: Admin) -> Result<axum::Json<Vec<Worker>>, ApiError> {
+pub(super) async fn list(
+    State(web): State<Web>,
+    _: Admin,
+) -> Result<axum::Json<Vec<Worker>>, ApiError> {
     let workers = web.store().list_workers().await?;
     Ok(axum::Json(workers.into_iter().map(worker_to_api).collect()))
 }
 
-pub async fn show(
+pub(super) async fn show(
     State(web): State<Web>,
     _: Admin,
     Path(name): Path<String>,
@@ -305,7 +308,7 @@ async fn command(
     }))
 }
 
-pub async fn land(
+pub(super) async fn land(
     State(web): State<Web>,
     AdminOrWorker(by): AdminOrWorker,
     Path(name): Path<String>,
@@ -313,7 +316,7 @@ pub async fn land(
     command(&web, &name, OperatorCommand::Land, by).await
 }
 
-pub async fn retire(
+pub(super) async fn retire(
     State(web): State<Web>,
     AdminOrWorker(by): AdminOrWorker,
     Path(name): Path<String>,
@@ -321,7 +324,7 @@ pub async fn retire(
     command(&web, &name, OperatorCommand::Retire, by).await
 }
 
-pub async fn prune(
+pub(super) async fn prune(
     State(web): State<Web>,
     _: Admin,
     Path(name): Path<String>,
@@ -329,7 +332,7 @@ pub async fn prune(
     command(&web, &name, OperatorCommand::Prune, Principal::Admin).await
 }
 
-pub async fn prune_stalled(
+pub(super) async fn prune_stalled(
     State(web): State<Web>,
     _: Admin,
 ) -> Result<axum::Json<Pruned>, ApiError> {

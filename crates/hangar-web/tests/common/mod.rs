@@ -15,13 +15,13 @@ use hangar_web::{Clock, Web, WebConfig};
 use reqwest::StatusCode;
 use tokio_util::sync::CancellationToken;
 
-pub const ADMIN: &str = "admin-token-0123456789";
-pub const WORKER_KEY: &str = "worker-key-0123456789";
-pub const TTL: i64 = 15_000;
+pub(crate) const ADMIN: &str = "admin-token-0123456789";
+pub(crate) const WORKER_KEY: &str = "worker-key-0123456789";
+pub(crate) const TTL: i64 = 15_000;
 /// What web presents to a test worker's API.
-pub const API_TOKEN: &str = "api-token-of-a-test-worker-0123456789";
+pub(crate) const API_TOKEN: &str = "api-token-of-a-test-worker-0123456789";
 
-pub struct TestWeb {
+pub(crate) struct TestWeb {
     pub url: String,
     pub web: Web,
     pub admin: Client,
@@ -34,12 +34,12 @@ pub struct TestWeb {
 }
 
 impl TestWeb {
-    pub async fn start(store: Store) -> TestWeb {
+    pub(crate) async fn start(store: Store) -> TestWeb {
         TestWeb::start_with(store, |_| {}).await
     }
 
     /// A web node whose configuration `adjust` changes first.
-    pub async fn start_with(store: Store, adjust: impl FnOnce(&mut WebConfig)) -> TestWeb {
+    pub(crate) async fn start_with(store: Store, adjust: impl FnOnce(&mut WebConfig)) -> TestWeb {
         let mut config = WebConfig {
             admin_token: ADMIN.into(),
             worker_key: WORKER_KEY.into(),
@@ -75,26 +75,26 @@ impl TestWeb {
         }
     }
 
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.shutdown.cancel();
         self.task.await.unwrap().unwrap();
     }
 
-    pub fn advance(&self, ms: i64) {
+    pub(crate) fn advance(&self, ms: i64) {
         self.web.config().clock.advance(ms);
     }
 
-    pub async fn lifecycle(&self) {
+    pub(crate) async fn lifecycle(&self) {
         self.web.run_lifecycle_once().await.unwrap();
     }
 
-    pub async fn register(&self, name: &str, identity: &str) -> i64 {
+    pub(crate) async fn register(&self, name: &str, identity: &str) -> i64 {
         self.register_with(&registration(name, identity)).await.0
     }
 
     /// Registers with the fleet key and keeps the worker's own client (its
     /// incarnation token) for [`TestWeb::as_worker`].
-    pub async fn register_with(&self, reg: &RegisterWorker) -> (i64, Client) {
+    pub(crate) async fn register_with(&self, reg: &RegisterWorker) -> (i64, Client) {
         let registered = self.worker.register(reg).await.unwrap();
         let client = self.worker.with_token(&registered.token);
         self.incarnations
@@ -105,19 +105,19 @@ impl TestWeb {
     }
 
     /// The client of the latest registration of `name`.
-    pub fn as_worker(&self, name: &str) -> Client {
+    pub(crate) fn as_worker(&self, name: &str) -> Client {
         self.incarnations.lock().unwrap()[name].clone()
     }
 
     /// The whole visible state, to check that a refused request changed nothing.
-    pub async fn snapshot(&self) -> String {
+    pub(crate) async fn snapshot(&self) -> String {
         let workers = self.admin.workers().await.unwrap();
         let events = self.admin.events(None, 1000).await.unwrap();
         format!("{workers:?}{events:?}")
     }
 }
 
-pub fn registration(name: &str, identity: &str) -> RegisterWorker {
+pub(crate) fn registration(name: &str, identity: &str) -> RegisterWorker {
     RegisterWorker {
         name: name.into(),
         state_identity: identity.into(),
@@ -136,7 +136,7 @@ pub fn registration(name: &str, identity: &str) -> RegisterWorker {
     }
 }
 
-pub fn api_code(err: ClientError) -> (StatusCode, String) {
+pub(crate) fn api_code(err: ClientError) -> (StatusCode, String) {
     match err {
         ClientError::Api { status, code, .. } => (status, code),
         other => panic!("expected an API error, got {other}"),

@@ -68,7 +68,7 @@ fn has_memory(controllers: &str) -> bool {
 }
 
 impl Cgroups {
-    pub fn new(root: &Path) -> Cgroups {
+    pub(super) fn new(root: &Path) -> Cgroups {
         Cgroups {
             root: root.to_path_buf(),
         }
@@ -77,7 +77,7 @@ impl Cgroups {
     /// Finds a memory controller this process can make cgroups in, or says
     /// why there is none: none at all, or one mounted read-only (an
     /// unprivileged container) or not ours to write (not root).
-    pub fn detect(&self) -> Result<CgroupVersion, String> {
+    pub(super) fn detect(&self) -> Result<CgroupVersion, String> {
         let version = self.find()?;
         let mem = self.memory_root(version);
         nix::unistd::access(&mem, nix::unistd::AccessFlags::W_OK).map_err(|e| {
@@ -120,17 +120,17 @@ impl Cgroups {
     }
 
     /// The directory of `cg` in the memory hierarchy.
-    pub fn dir(&self, cg: &CgroupRef) -> PathBuf {
+    pub(super) fn dir(&self, cg: &CgroupRef) -> PathBuf {
         self.memory_root(cg.version).join(&cg.path)
     }
 
     /// Where the wrapper writes its pid to join `cg`.
-    pub fn procs_file(&self, cg: &CgroupRef) -> PathBuf {
+    pub(super) fn procs_file(&self, cg: &CgroupRef) -> PathBuf {
         self.dir(cg).join("cgroup.procs")
     }
 
     /// The cgroup `hangar/<name>` of a container.
-    pub fn reference(version: CgroupVersion, name: &str) -> CgroupRef {
+    pub(super) fn reference(version: CgroupVersion, name: &str) -> CgroupRef {
         CgroupRef {
             version,
             path: format!("{PARENT}/{name}"),
@@ -139,7 +139,7 @@ impl Cgroups {
 
     /// Makes the cgroup with its memory limit (none: unlimited, still
     /// counted). A half-made cgroup is removed again on failure.
-    pub fn create(&self, cg: &CgroupRef, limit: Option<u64>) -> Result<(), String> {
+    pub(super) fn create(&self, cg: &CgroupRef, limit: Option<u64>) -> Result<(), String> {
         let mem = self.memory_root(cg.version);
         let dir = self.dir(cg);
         let fail = |what: &str, path: &Path, e: io::Error| {
@@ -189,7 +189,7 @@ impl Cgroups {
 
     /// OOM kills counted in `cg` and in runc's child of it, the larger.
     /// `None` when neither can be read (already removed).
-    pub fn oom_kills(&self, cg: &CgroupRef) -> Option<u64> {
+    pub(super) fn oom_kills(&self, cg: &CgroupRef) -> Option<u64> {
         let file = match cg.version {
             CgroupVersion::V1 => "memory.oom_control",
             CgroupVersion::V2 => "memory.events",
@@ -220,7 +220,7 @@ impl Cgroups {
 
     /// SIGKILLs every process in `cg` (and runc's child) until none is left
     /// or `within` passes. True when it is empty.
-    pub fn kill_all(&self, cg: &CgroupRef, within: Duration) -> bool {
+    pub(super) fn kill_all(&self, cg: &CgroupRef, within: Duration) -> bool {
         let deadline = Instant::now() + within;
         if cg.version == CgroupVersion::V2 {
             // cgroup.kill (Linux 5.14) kills the whole subtree at once.
@@ -250,7 +250,7 @@ impl Cgroups {
     /// Removes `cg` and runc's child of it. On v1 runc made its child in
     /// every hierarchy (cpu, pids, ...), and `hangar/<name>` along with it,
     /// so those go too. Not there is fine.
-    pub fn remove(&self, cg: &CgroupRef, within: Duration) -> Result<(), String> {
+    pub(super) fn remove(&self, cg: &CgroupRef, within: Duration) -> Result<(), String> {
         if cg.version == CgroupVersion::V1 {
             if let Ok(entries) = fs::read_dir(&self.root) {
                 for entry in entries.flatten() {

@@ -18,7 +18,7 @@ pub(crate) enum RawExit {
 const MAX_SIGNAL: i32 = 64;
 
 impl RawExit {
-    pub fn from_status(status: i32) -> RawExit {
+    pub(super) fn from_status(status: i32) -> RawExit {
         if status > 128 && status - 128 <= MAX_SIGNAL {
             RawExit::Signal(status - 128)
         } else {
@@ -26,14 +26,14 @@ impl RawExit {
         }
     }
 
-    pub fn code(self) -> Option<i32> {
+    pub(super) fn code(self) -> Option<i32> {
         match self {
             RawExit::Code(c) => Some(c),
             RawExit::Signal(_) => None,
         }
     }
 
-    pub fn signal(self) -> Option<i32> {
+    pub(super) fn signal(self) -> Option<i32> {
         match self {
             RawExit::Code(_) => None,
             RawExit::Signal(s) => Some(s),

@@ -132,7 +132,7 @@ fn works(argv: Vec<OsString>) -> Result<(), String> {
 /// Finds out, once, how this worker can isolate process tasks: util-linux
 /// `unshare` with a PID namespace, without one, else `hangar exec-as` when
 /// the worker is the hangar binary (`hangar`).
-pub fn detect(
+pub(super) fn detect(
     probe: Ids,
     want_pid_namespace: bool,
     hangar: Option<&Path>,

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use super::spec::CheckedSpec;
 
 /// The working directory inside the container; mounts are relative to it.
-pub const WORK_DIR: &str = "/tmp/build/work";
+pub(super) const WORK_DIR: &str = "/tmp/build/work";
 
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 

@@ -15,20 +15,20 @@ use hangar_volumes::{DriverKind, Strategy, VolumeManager};
 use hangar_worker::containers::ContainerManager;
 
 /// Long enough for any test task on a loaded CI machine.
-pub const WAIT: Duration = Duration::from_secs(60);
-pub const MIB: u64 = 1024 * 1024;
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const MIB: u64 = 1024 * 1024;
 
 /// Fills a shell variable with 200 MB: far past a 32 MiB limit.
-pub const HOG: &str = r#"x=$(head -c 200000000 /dev/zero | tr '\0' a); echo done"#;
+pub(crate) const HOG: &str = r#"x=$(head -c 200000000 /dev/zero | tr '\0' a); echo done"#;
 
-pub struct Host {
+pub(crate) struct Host {
     pub dir: tempfile::TempDir,
     pub volumes: Arc<VolumeManager>,
     pub containers: ContainerManager,
 }
 
 impl Host {
-    pub fn new() -> Host {
+    pub(crate) fn new() -> Host {
         let dir = tempfile::tempdir().unwrap();
         let volumes = Arc::new(VolumeManager::open(dir.path(), DriverKind::Naive).unwrap());
         let containers =
@@ -41,12 +41,12 @@ impl Host {
     }
 
     /// A second manager on the same dir: what a restarted worker opens.
-    pub fn reopen(&self) -> ContainerManager {
+    pub(crate) fn reopen(&self) -> ContainerManager {
         ContainerManager::open(&self.dir.path().join("containers"), self.volumes.clone()).unwrap()
     }
 
     /// An empty volume; returns its data dir.
-    pub fn volume(&self, handle: &str) -> PathBuf {
+    pub(crate) fn volume(&self, handle: &str) -> PathBuf {
         self.volumes
             .create(handle, Strategy::Empty, BTreeMap::new())
             .unwrap()
@@ -54,15 +54,15 @@ impl Host {
     }
 
     /// The container's directory (tests of crash recovery reach into it).
-    pub fn container_dir(&self, handle: &str) -> PathBuf {
+    pub(crate) fn container_dir(&self, handle: &str) -> PathBuf {
         self.containers.root().join(handle)
     }
 
-    pub fn log(&self, handle: &str) -> String {
+    pub(crate) fn log(&self, handle: &str) -> String {
         std::fs::read_to_string(self.containers.log_path(handle).unwrap()).unwrap()
     }
 
-    pub fn wait_exited(&self, handle: &str) -> Container {
+    pub(crate) fn wait_exited(&self, handle: &str) -> Container {
         let c = self.containers.wait(handle, WAIT).unwrap();
         assert_eq!(
             c.state, "exited",
@@ -84,7 +84,7 @@ impl Drop for Host {
 }
 
 /// Gone, or a zombie waiting for init to reap it: dead either way.
-pub fn is_dead(pid: u32) -> bool {
+pub(crate) fn is_dead(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
             let state = stat[stat.rfind(')').unwrap() + 1..]
@@ -97,7 +97,7 @@ pub fn is_dead(pid: u32) -> bool {
 }
 
 /// `sh -c <script>` on the host.
-pub fn process_spec(handle: &str, script: &str) -> ContainerSpec {
+pub(crate) fn process_spec(handle: &str, script: &str) -> ContainerSpec {
     ContainerSpec {
         handle: handle.into(),
         runtime: RUNTIME_PROCESS.into(),
@@ -113,7 +113,7 @@ pub fn process_spec(handle: &str, script: &str) -> ContainerSpec {
 }
 
 /// `sh -c <script>` in a runc container on `rootfs`.
-pub fn runc_spec(handle: &str, rootfs: &str, script: &str) -> ContainerSpec {
+pub(crate) fn runc_spec(handle: &str, rootfs: &str, script: &str) -> ContainerSpec {
     ContainerSpec {
         runtime: RUNTIME_RUNC.into(),
         rootfs_volume: Some(rootfs.into()),
@@ -121,7 +121,7 @@ pub fn runc_spec(handle: &str, rootfs: &str, script: &str) -> ContainerSpec {
     }
 }
 
-pub fn mount(volume: &str, path: &str) -> Mount {
+pub(crate) fn mount(volume: &str, path: &str) -> Mount {
     Mount {
         volume: volume.into(),
         path: path.into(),
@@ -129,7 +129,7 @@ pub fn mount(volume: &str, path: &str) -> Mount {
     }
 }
 
-pub fn mkfifo(path: &Path) {
+pub(crate) fn mkfifo(path: &Path) {
     let status = std::process::Command::new("mkfifo")
         .arg(path)
         .status()
@@ -139,7 +139,7 @@ pub fn mkfifo(path: &Path) {
 
 /// Reads a FIFO whole on a thread: returns once a writer has opened,
 /// written and closed it (an event, not a sleep), or fails after `WAIT`.
-pub fn read_fifo(path: &Path) -> String {
+pub(crate) fn read_fifo(path: &Path) -> String {
     let path = path.to_path_buf();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -151,13 +151,13 @@ pub fn read_fifo(path: &Path) -> String {
 }
 
 /// Writes a FIFO on a thread (opening blocks until a reader opens it).
-pub fn write_fifo(path: &Path, text: &str) -> std::thread::JoinHandle<()> {
+pub(crate) fn write_fifo(path: &Path, text: &str) -> std::thread::JoinHandle<()> {
     let (path, text) = (path.to_path_buf(), text.to_string());
     std::thread::spawn(move || std::fs::write(path, text).unwrap())
 }
 
 /// runc, or a failure saying what to install.
-pub fn require_runc() {
+pub(crate) fn require_runc() {
     let found = [
         "/usr/sbin/runc",
         "/usr/bin/runc",
@@ -178,7 +178,7 @@ pub fn require_runc() {
 }
 
 /// The static busybox binary, or a failure saying what to install.
-pub fn static_busybox() -> PathBuf {
+pub(crate) fn static_busybox() -> PathBuf {
     let path = ["/bin/busybox", "/usr/bin/busybox"]
         .iter()
         .map(PathBuf::from)
@@ -206,7 +206,7 @@ fn has_interpreter(elf: &[u8]) -> bool {
 }
 
 /// A rootfs volume: busybox with the applets the tests use.
-pub fn busybox_rootfs(host: &Host, handle: &str) {
+pub(crate) fn busybox_rootfs(host: &Host, handle: &str) {
     require_runc();
     let busybox = static_busybox();
     let root = host.volume(handle);
@@ -223,7 +223,7 @@ pub fn busybox_rootfs(host: &Host, handle: &str) {
 /// The host pid of the one process `comm` whose working directory is under
 /// `dir` (a task's `$$` is its pid in its own PID namespace). Waits for it:
 /// a task that announced itself may not have exec'd the program yet.
-pub fn wait_for_process_in(dir: &Path, comm: &str) -> u32 {
+pub(crate) fn wait_for_process_in(dir: &Path, comm: &str) -> u32 {
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         let pids: Vec<u32> = std::fs::read_dir("/proc")

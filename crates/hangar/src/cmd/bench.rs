@@ -13,7 +13,7 @@ use hangar_bench::{execute, heartbeats, memory};
 use crate::duration;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     what: What,
 }
@@ -108,7 +108,7 @@ fn write(json_out: &Option<PathBuf>, value: &impl serde::Serialize) -> anyhow::R
     Ok(())
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bin = std::env::current_exe().context("find the hangar binary")?;
     match args.what {
         What::Heartbeats(a) => {

@@ -4,7 +4,7 @@ use crate::format::{ago, coarse, now_ms, table};
 use crate::target::Target;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     pub target: Target,
     /// How many builds, newest first.
@@ -15,7 +15,7 @@ pub struct Args {
     pub json: bool,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let builds = args.target.client()?.builds(args.limit).await?;
     if args.json {
         crate::format::emit_json(&builds)?;

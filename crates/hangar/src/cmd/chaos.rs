@@ -16,7 +16,7 @@ use hangar_bench::chaos::{self, ChaosConfig};
 use crate::duration;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// How long builds are submitted and faults injected (quiescing and
     /// checking come after).
     #[arg(long, default_value = "4m", value_parser = duration::parse)]
@@ -73,7 +73,7 @@ fn parse_fault(s: &str) -> Result<FaultKind, String> {
     })
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bin = std::env::current_exe().context("find the hangar binary")?;
     let mut cfg = ChaosConfig::new(bin, args.seed);
     cfg.duration = args.duration;

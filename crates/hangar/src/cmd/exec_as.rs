@@ -9,7 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     pub uid: u32,
     pub gid: u32,
     /// The program and its arguments (after `--`).
@@ -17,7 +17,7 @@ pub struct Args {
     pub command: Vec<OsString>,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.uid == 0 || args.gid == 0 {
         anyhow::bail!("exec-as runs programs as an unprivileged user, not uid or gid 0");
     }

@@ -19,7 +19,7 @@ use crate::cmd::watch;
 use crate::target::Target;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     pub target: Target,
     /// The task config (Concourse's task.yml).
@@ -53,7 +53,7 @@ fn parse_pair(s: &str) -> Result<(String, PathBuf), String> {
 /// The largest task config read.
 const MAX_CONFIG: u64 = 1024 * 1024;
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let meta = std::fs::metadata(&args.config)
         .with_context(|| format!("read {}", args.config.display()))?;
     if meta.len() > MAX_CONFIG {

@@ -11,7 +11,7 @@ use crate::cmd::web::{database_url, open_web, Lifecycle};
 use crate::secrets;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Where the database, the secrets and the workers' work dirs live.
     #[arg(long, env = "HANGAR_DATA_DIR", default_value = "hangar-data")]
     pub data_dir: PathBuf,
@@ -27,7 +27,7 @@ pub struct Args {
     pub health: crate::cmd::worker::HealthArgs,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::init_logging();
     let data_dir = std::path::absolute(&args.data_dir)
         .with_context(|| format!("resolve data dir {}", args.data_dir.display()))?;

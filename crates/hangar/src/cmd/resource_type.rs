@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// The resource type: git or mock.
     pub type_name: String,
     /// The protocol action: check, in or out.
@@ -19,7 +19,7 @@ pub struct Args {
 
 /// Runs the action with this process's stdin, stdout and stderr. The exit
 /// code is the protocol's: 0, or 1 with `error: …` on stderr.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut rest = Vec::new();
     if let Some(dir) = args.dir {
         let dir = dir

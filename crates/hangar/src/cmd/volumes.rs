@@ -4,7 +4,7 @@ use crate::format::{ago, now_ms, table};
 use crate::target::Target;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     pub target: Target,
     /// Only this worker's volumes.
@@ -15,7 +15,7 @@ pub struct Args {
     pub json: bool,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let volumes = args
         .target
         .client()?

@@ -6,7 +6,7 @@ use hangar_client::Client;
 use crate::target::Target;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     pub target: Target,
     /// The build's id.
@@ -14,14 +14,14 @@ pub struct Args {
     pub build: i64,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = args.target.client()?;
     follow(&client, args.build).await
 }
 
 /// Prints a build's log as it grows (its output on stdout, what hangar did
 /// on stderr) until the build ends; exits with the build's exit code.
-pub async fn follow(client: &Client, id: i64) -> anyhow::Result<ExitCode> {
+pub(crate) async fn follow(client: &Client, id: i64) -> anyhow::Result<ExitCode> {
     let mut after = 0;
     loop {
         let page = client.build_events(id, after, 25_000).await?;
@@ -47,7 +47,7 @@ pub async fn follow(client: &Client, id: i64) -> anyhow::Result<ExitCode> {
 
 /// The task's own exit code when it has one; otherwise 1 for a failed
 /// build and 2 for one that errored or was aborted.
-pub fn exit_code(status: &str, code: Option<i64>) -> ExitCode {
+pub(crate) fn exit_code(status: &str, code: Option<i64>) -> ExitCode {
     match (status, code) {
         ("succeeded", _) => ExitCode::SUCCESS,
         ("failed", Some(c)) if (1..=255).contains(&c) => ExitCode::from(c as u8),

@@ -12,7 +12,7 @@ use crate::duration::{self, millis};
 
 /// Lifecycle timing, shared by `web` and `quickstart`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct Lifecycle {
+pub(crate) struct Lifecycle {
     /// A worker silent for longer than this is stalled (ephemeral: removed).
     #[arg(long, env = "HANGAR_HEARTBEAT_TTL", default_value = "15s", value_parser = duration::parse)]
     pub heartbeat_ttl: Duration,
@@ -49,7 +49,11 @@ pub struct Lifecycle {
 }
 
 impl Lifecycle {
-    pub fn web_config(&self, admin_token: String, worker_key: String) -> anyhow::Result<WebConfig> {
+    pub(crate) fn web_config(
+        &self,
+        admin_token: String,
+        worker_key: String,
+    ) -> anyhow::Result<WebConfig> {
         if self.lifecycle_interval.is_zero() {
             anyhow::bail!("--lifecycle-interval must be more than 0");
         }
@@ -84,7 +88,7 @@ impl Lifecycle {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// Address to serve the API on.
     #[arg(long, env = "HANGAR_BIND", default_value = "127.0.0.1:8080")]
     pub bind: String,
@@ -127,7 +131,10 @@ pub struct Args {
 }
 
 /// The database URL: the one given, or a SQLite file in the data dir.
-pub fn database_url(given: Option<String>, data_dir: &std::path::Path) -> anyhow::Result<String> {
+pub(crate) fn database_url(
+    given: Option<String>,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<String> {
     match given {
         Some(url) => Ok(url),
         None => {
@@ -143,7 +150,7 @@ pub fn database_url(given: Option<String>, data_dir: &std::path::Path) -> anyhow
 /// Opens the store and builds the web node, with errors that say what to fix.
 /// Refuses a SQLite file that is not the database the marker beside it names
 /// (unless `accept_new_database`), and a database that takes no write.
-pub async fn open_web(
+pub(crate) async fn open_web(
     url: &str,
     config: WebConfig,
     accept_new_database: bool,
@@ -171,7 +178,7 @@ pub async fn open_web(
     Ok(web)
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::init_logging();
     let admin_token = crate::secrets::flag_or_file(
         args.admin_token,

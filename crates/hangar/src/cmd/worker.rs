@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::duration;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// The worker's name; a pod recreated under the same name is the same worker.
     #[arg(long, env = "HANGAR_NAME")]
     pub name: String,
@@ -85,11 +85,11 @@ pub struct Args {
 
 /// `auto` is `None`: the worker probes for overlay at start.
 #[derive(Debug, Clone, Copy)]
-pub struct DriverChoice(Option<DriverKind>);
+pub(crate) struct DriverChoice(Option<DriverKind>);
 
 /// What the worker watches of itself, shared by `worker` and `quickstart`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct HealthArgs {
+pub(crate) struct HealthArgs {
     /// The memory the worker may use (e.g. 4GiB); default its cgroup's
     /// limit, else the host's memory. On Kubernetes, its pod limit.
     #[arg(long, env = "HANGAR_MEMORY_LIMIT", value_parser = parse_size)]
@@ -118,7 +118,7 @@ pub struct HealthArgs {
 }
 
 impl HealthArgs {
-    pub fn config(
+    pub(crate) fn config(
         &self,
         heartbeat_interval: Duration,
     ) -> anyhow::Result<hangar_worker::health::HealthConfig> {
@@ -188,7 +188,7 @@ fn parse_driver(s: &str) -> Result<DriverChoice, String> {
     }
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::init_logging();
     if args.heartbeat_interval.is_zero() || args.report_interval.is_zero() {
         anyhow::bail!("--heartbeat-interval and --report-interval must be more than 0");
@@ -240,7 +240,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Installs the resource types shipped with hangar under the work dir, as
 /// small scripts that run this binary.
-pub fn builtin_resource_types(work_dir: &std::path::Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn builtin_resource_types(work_dir: &std::path::Path) -> anyhow::Result<PathBuf> {
     use anyhow::Context;
     let dir = work_dir.join("resource-types");
     let exe = std::env::current_exe().context("find the hangar binary")?;

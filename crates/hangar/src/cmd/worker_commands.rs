@@ -3,7 +3,7 @@ use std::process::ExitCode;
 use crate::target::Target;
 
 #[derive(clap::Args, Debug)]
-pub struct NameArgs {
+pub(crate) struct NameArgs {
     #[command(flatten)]
     pub target: Target,
     /// The worker's name.
@@ -13,7 +13,7 @@ pub struct NameArgs {
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("which").required(true).args(["worker", "all_stalled"])))]
-pub struct PruneArgs {
+pub(crate) struct PruneArgs {
     #[command(flatten)]
     pub target: Target,
     /// The worker's name.
@@ -24,19 +24,19 @@ pub struct PruneArgs {
     pub all_stalled: bool,
 }
 
-pub async fn land(args: NameArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn land(args: NameArgs) -> anyhow::Result<ExitCode> {
     let done = args.target.client()?.land(&args.worker).await?;
     report(&done.worker, &done.state, done.changed);
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn retire(args: NameArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn retire(args: NameArgs) -> anyhow::Result<ExitCode> {
     let done = args.target.client()?.retire(&args.worker).await?;
     report(&done.worker, &done.state, done.changed);
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn prune(args: PruneArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn prune(args: PruneArgs) -> anyhow::Result<ExitCode> {
     let client = args.target.client()?;
     match args.worker {
         Some(name) => {

@@ -6,7 +6,7 @@ use crate::format::{ago, coarse, now_ms, table};
 use crate::target::Target;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(flatten)]
     pub target: Target,
     /// Print JSON for scripts.
@@ -14,7 +14,7 @@ pub struct Args {
     pub json: bool,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let workers = args.target.client()?.workers().await?;
     if args.json {
         crate::format::emit_json(&workers)?;

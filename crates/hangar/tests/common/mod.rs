@@ -15,12 +15,12 @@ use hangar_api::Worker;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-pub const ADMIN: &str = "e2e-admin-token-0123456789";
-pub const KEY: &str = "e2e-worker-key-0123456789";
-pub const HEARTBEAT: &str = "300ms";
-pub const TTL: &str = "900ms";
+pub(crate) const ADMIN: &str = "e2e-admin-token-0123456789";
+pub(crate) const KEY: &str = "e2e-worker-key-0123456789";
+pub(crate) const HEARTBEAT: &str = "300ms";
+pub(crate) const TTL: &str = "900ms";
 
-pub fn hangar() -> Command {
+pub(crate) fn hangar() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_hangar"));
     // Nothing from the developer's shell may leak into the processes.
     for (k, _) in std::env::vars() {
@@ -33,22 +33,22 @@ pub fn hangar() -> Command {
 }
 
 /// A child process that is killed when the test ends, however it ends.
-pub struct Proc {
+pub(crate) struct Proc {
     pub child: Child,
     pub name: String,
 }
 
 impl Proc {
-    pub fn pid(&self) -> Pid {
+    pub(crate) fn pid(&self) -> Pid {
         Pid::from_raw(self.child.id() as i32)
     }
 
-    pub fn signal(&self, sig: Signal) {
+    pub(crate) fn signal(&self, sig: Signal) {
         kill(self.pid(), sig).unwrap_or_else(|e| panic!("send {sig} to {}: {e}", self.name));
     }
 
     /// Waits for the process to exit on its own and returns its exit code.
-    pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+    pub(crate) fn wait_exit(&mut self, within: Duration) -> Option<i32> {
         let deadline = Instant::now() + within;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -71,7 +71,7 @@ impl Drop for Proc {
     }
 }
 
-pub struct Cluster {
+pub(crate) struct Cluster {
     pub dir: tempfile::TempDir,
     pub url: String,
     pub web: Proc,
@@ -86,7 +86,7 @@ fn free_port() -> u16 {
 }
 
 impl Cluster {
-    pub fn start() -> Cluster {
+    pub(crate) fn start() -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let url = format!("http://127.0.0.1:{port}");
@@ -114,20 +114,20 @@ impl Cluster {
         cluster
     }
 
-    pub fn work_dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn work_dir(&self, name: &str) -> PathBuf {
         self.dir.path().join("workers").join(name)
     }
 
-    pub fn worker(&self, name: &str) -> Proc {
+    pub(crate) fn worker(&self, name: &str) -> Proc {
         self.worker_in(name, &self.work_dir(name))
     }
 
-    pub fn worker_in(&self, name: &str, work_dir: &Path) -> Proc {
+    pub(crate) fn worker_in(&self, name: &str, work_dir: &Path) -> Proc {
         self.worker_with(name, work_dir, &[])
     }
 
     /// A worker with extra flags (e.g. `--tag only-me`).
-    pub fn worker_with(&self, name: &str, work_dir: &Path, extra: &[&str]) -> Proc {
+    pub(crate) fn worker_with(&self, name: &str, work_dir: &Path, extra: &[&str]) -> Proc {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -167,7 +167,7 @@ impl Cluster {
     }
 
     /// Runs a user-side CLI command against the cluster.
-    pub fn cli(&self, args: &[&str]) -> Output {
+    pub(crate) fn cli(&self, args: &[&str]) -> Output {
         hangar()
             .args(args)
             .env("HANGAR_URL", &self.url)
@@ -177,7 +177,7 @@ impl Cluster {
     }
 
     /// Runs a CLI command in `dir` (for relative paths in its arguments).
-    pub fn cli_in(&self, dir: &Path, args: &[&str]) -> Output {
+    pub(crate) fn cli_in(&self, dir: &Path, args: &[&str]) -> Output {
         hangar()
             .args(args)
             .current_dir(dir)
@@ -187,14 +187,14 @@ impl Cluster {
             .unwrap()
     }
 
-    pub fn workers(&self) -> Option<Vec<Worker>> {
+    pub(crate) fn workers(&self) -> Option<Vec<Worker>> {
         let out = self.cli(&["workers", "--json"]);
         out.status
             .success()
             .then(|| serde_json::from_slice(&out.stdout).unwrap())
     }
 
-    pub fn state_of(&self, name: &str) -> Option<String> {
+    pub(crate) fn state_of(&self, name: &str) -> Option<String> {
         self.workers()?
             .into_iter()
             .find(|w| w.name == name)
@@ -203,7 +203,7 @@ impl Cluster {
 
     /// Polls the worker list until `cond` holds; panics with the logs if it
     /// never does.
-    pub fn wait_until(&self, what: &str, cond: impl Fn(&[Worker]) -> bool) -> Vec<Worker> {
+    pub(crate) fn wait_until(&self, what: &str, cond: impl Fn(&[Worker]) -> bool) -> Vec<Worker> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(workers) = self.workers() {
@@ -233,7 +233,7 @@ impl Cluster {
         }
     }
 
-    pub fn events_of(&self, name: &str) -> Vec<hangar_api::WorkerEvent> {
+    pub(crate) fn events_of(&self, name: &str) -> Vec<hangar_api::WorkerEvent> {
         let out = self.cli(&["events", "-w", name, "--json"]);
         assert!(
             out.status.success(),
@@ -244,6 +244,6 @@ impl Cluster {
     }
 }
 
-pub fn has(workers: &[Worker], name: &str, state: &str) -> bool {
+pub(crate) fn has(workers: &[Worker], name: &str, state: &str) -> bool {
     workers.iter().any(|w| w.name == name && w.state == state)
 }
