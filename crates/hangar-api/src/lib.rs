@@ -1,7 +1,9 @@
 //! The JSON wire types shared by web, the worker and the CLI.
 //!
-//! Requests refuse unknown fields, so a typo in a script or a client from a
-//! newer version fails loudly instead of being half-understood. Durations on
+//! Requests (what a server receives) refuse unknown fields, so a typo in a
+//! script or a client from a newer version fails loudly instead of being
+//! half-understood. Responses (what a client receives) tolerate them, so a
+//! newer web that adds a field does not break older workers and CLIs. Durations on
 //! the wire are integer milliseconds in fields ending `_ms`; times are
 //! milliseconds since the Unix epoch in fields ending `_at`.
 
@@ -77,7 +79,6 @@ pub struct BaseResourceType {
 
 /// Web's answer to a registration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Registered {
     /// The generation this process must present from now on.
     pub generation: i64,
@@ -136,7 +137,6 @@ impl WorkerCondition {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct HeartbeatAccepted {
     /// The worker's state after the heartbeat (`running`, `landing`, …).
     pub state: String,
@@ -260,7 +260,6 @@ pub struct VolumeReport {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct VolumeReportAnswer {
     /// Handles the worker must destroy, children before parents.
     pub destroy: Vec<String>,
@@ -406,3 +405,6 @@ mod tests {
         assert_eq!(json, r#"{"type":"git","path":"/rt/git","version":null}"#);
     }
 }
+
+#[cfg(test)]
+mod wire_tests;
