@@ -1,20 +1,21 @@
 //! Container rows: which containers web asked which worker to run, for
 //! which build step.
 
-use hangar_core::containers::{plan_container_report, ContainerReportPlan, ContainerRow};
+use hangar_core::containers::{
+    plan_container_report, ContainerReportPlan, ContainerRow, ContainerState,
+};
 use hangar_core::UnixMillis;
 use sqlx::Row;
 
 use crate::db::Store;
-use crate::error::StoreError;
+use crate::error::{decode, StoreError};
 use crate::volumes::{check_report_generation, placeholders};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerRecord {
     pub handle: String,
     pub worker: String,
-    /// `creating`, `created`, `destroying`.
-    pub state: String,
+    pub state: ContainerState,
     pub build_id: Option<i64>,
     pub step_id: Option<String>,
     pub created_at: UnixMillis,
@@ -92,7 +93,7 @@ impl Store {
                 Ok(ContainerRecord {
                     handle: r.try_get("handle")?,
                     worker: r.try_get("worker_name")?,
-                    state: r.try_get("state")?,
+                    state: decode(r, "containers", &["handle"], "state")?,
                     build_id: r.try_get("build_id")?,
                     step_id: r.try_get("step_id")?,
                     created_at: r.try_get("created_at")?,
@@ -157,10 +158,7 @@ impl Store {
         .map(|r| {
             Ok(ContainerRow {
                 handle: r.try_get("handle")?,
-                state: r
-                    .try_get::<String, _>("state")?
-                    .parse()
-                    .map_err(StoreError::Corrupt)?,
+                state: decode(r, "containers", &["handle"], "state")?,
                 missing_since: r.try_get("missing_since")?,
             })
         })

@@ -53,7 +53,11 @@ async fn volume(
                 parent: parent.map(str::to_string),
                 owner_kind: owner.0,
                 owner_id: owner.1.map(str::to_string),
-                strategy: if parent.is_some() { "cow" } else { "empty" }.into(),
+                strategy: if parent.is_some() {
+                    hangar_core::volumes::Strategy::Cow
+                } else {
+                    hangar_core::volumes::Strategy::Empty
+                },
             },
             at,
         )
@@ -87,7 +91,7 @@ async fn container_rows(store: &Store) -> BTreeMap<String, (String, bool)> {
         .await
         .unwrap()
         .into_iter()
-        .map(|c| (c.handle, (c.state, c.missing_since.is_some())))
+        .map(|c| (c.handle, (c.state.to_string(), c.missing_since.is_some())))
         .collect()
 }
 
@@ -242,7 +246,7 @@ async fn failed_rows_are_marked_destroying_and_finished_builds_lose_their_contai
                 parent: None,
                 owner_kind: OwnerKind::Container,
                 owner_id: None,
-                strategy: "empty".into(),
+                strategy: hangar_core::volumes::Strategy::Empty,
             },
             T0,
         )
@@ -341,7 +345,7 @@ async fn an_abandoned_creation_is_failed_destroyed_and_forgotten(store: Store) {
                     parent: None,
                     owner_kind: OwnerKind::Container,
                     owner_id: None,
-                    strategy: "empty".into(),
+                    strategy: hangar_core::volumes::Strategy::Empty,
                 },
                 at,
             )
@@ -428,7 +432,7 @@ async fn orphans_caches_and_artifacts_are_marked_destroying_by_their_rules(store
             build_id: running.id,
             step_id: "0".into(),
             name: "t".into(),
-            kind: "task".into(),
+            kind: hangar_core::build::StepKind::Task,
             state: StepState::Running,
             attempt: 1,
             worker: Some("w1".into()),

@@ -89,7 +89,7 @@ async fn a_gc_pass_collects_missing_volumes_and_shows_in_the_metrics(store: Stor
                 parent: parent.clone(),
                 owner_kind: OwnerKind::Container,
                 owner_id: None,
-                strategy: "empty".into(),
+                strategy: hangar_api::Strategy::Empty,
             },
             t.web.config().clock.now(),
         )

@@ -383,7 +383,7 @@ async fn agent_loop(
                     Ok(done) => {
                         tracing::info!(worker = %config.name, state = %done.state, "worker is leaving");
                         leaving = next;
-                        if done.state == "removed" {
+                        if done.state == hangar_api::CommandState::REMOVED {
                             return Ok(AgentExit::Retired);
                         }
                     }
@@ -432,7 +432,7 @@ async fn agent_loop(
                     stores.health.web_answered();
                 }
                 match answer {
-                    Ok(accepted) if accepted.state == "landed" && leaving != Leaving::SelfLanding => {
+                    Ok(accepted) if accepted.state == hangar_core::WorkerState::Landed && leaving != Leaving::SelfLanding => {
                         tracing::info!(worker = %config.name, "worker landed");
                         return Ok(AgentExit::Landed);
                     }
