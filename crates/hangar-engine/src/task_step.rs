@@ -468,7 +468,15 @@ async fn prepare_and_run(
         }
         return Ok(Err(failure));
     }
-    if let Err(e) = engine.store().set_container_state(&handle, "created").await {
+    if let Err(e) = engine
+        .store()
+        .set_container_state(
+            &handle,
+            hangar_core::containers::ContainerState::Creating,
+            hangar_core::containers::ContainerState::Created,
+        )
+        .await
+    {
         tracing::warn!(%handle, error = %e, "cannot record the container as created");
     }
     ctx.log(

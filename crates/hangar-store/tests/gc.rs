@@ -116,10 +116,21 @@ async fn a_container_report_is_diffed_both_ways_and_applied(store: Store) {
             .unwrap();
     }
     store
-        .set_container_state("running", "created")
+        .set_container_state(
+            "running",
+            hangar_core::containers::ContainerState::Creating,
+            hangar_core::containers::ContainerState::Created,
+        )
         .await
         .unwrap();
-    store.set_container_state("lost", "created").await.unwrap();
+    store
+        .set_container_state(
+            "lost",
+            hangar_core::containers::ContainerState::Creating,
+            hangar_core::containers::ContainerState::Created,
+        )
+        .await
+        .unwrap();
     // The worker has `running` and a stray; not `lost`; `made-now` is still
     // being created.
     let plan = store
@@ -139,7 +150,11 @@ async fn a_container_report_is_diffed_both_ways_and_applied(store: Store) {
     // Back again: no longer missing. A destroying row still on the worker is
     // destroyed there, then its row goes once the worker stops listing it.
     store
-        .set_container_state("running", "destroying")
+        .set_container_state(
+            "running",
+            hangar_core::containers::ContainerState::Created,
+            hangar_core::containers::ContainerState::Destroying,
+        )
         .await
         .unwrap();
     let plan = store
@@ -267,14 +282,25 @@ async fn failed_rows_are_marked_destroying_and_finished_builds_lose_their_contai
             .create_container_row(handle, "w1", Some(build), Some("0"), T0)
             .await
             .unwrap();
-        store.set_container_state(handle, "created").await.unwrap();
+        store
+            .set_container_state(
+                handle,
+                hangar_core::containers::ContainerState::Creating,
+                hangar_core::containers::ContainerState::Created,
+            )
+            .await
+            .unwrap();
     }
     store
         .create_container_row("c-failed", "w1", Some(running.id), Some("0"), T0)
         .await
         .unwrap();
     store
-        .set_container_state("c-failed", "failed")
+        .set_container_state(
+            "c-failed",
+            hangar_core::containers::ContainerState::Creating,
+            hangar_core::containers::ContainerState::Failed,
+        )
         .await
         .unwrap();
     store
