@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use hangar_core::build::{BuildEventKind, BuildStatus, StepKind, StepState};
+
 /// The largest build plan body web accepts.
 pub const MAX_PLAN_BODY: usize = 1024 * 1024;
 
@@ -28,7 +30,7 @@ pub struct Build {
     pub id: i64,
     pub name: String,
     /// `pending`, `started`, `succeeded`, `failed`, `errored`, `aborted`.
-    pub status: String,
+    pub status: BuildStatus,
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
@@ -43,8 +45,8 @@ pub struct Build {
 pub struct BuildStep {
     pub step_id: String,
     pub name: String,
-    pub kind: String,
-    pub state: String,
+    pub kind: StepKind,
+    pub state: StepState,
     pub attempt: i64,
     pub worker: Option<String>,
     pub exit_code: Option<i64>,
@@ -61,7 +63,7 @@ pub struct BuildEvent {
     pub step: Option<String>,
     /// `log` (the step's output), `step` (a step started or ended), `infra`
     /// (what the infrastructure did: a worker lost, a retry), `status`.
-    pub kind: String,
+    pub kind: BuildEventKind,
     pub payload: String,
     pub at: i64,
 }
@@ -70,7 +72,7 @@ pub struct BuildEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildEvents {
     pub events: Vec<BuildEvent>,
-    pub status: String,
+    pub status: BuildStatus,
     pub exit_code: Option<i64>,
 }
 

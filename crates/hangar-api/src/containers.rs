@@ -10,17 +10,71 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// `process`: run on the worker host, no isolation (works everywhere).
-pub const RUNTIME_PROCESS: &str = "process";
-/// `runc`: an OCI container from a rootfs volume, with a memory limit.
-pub const RUNTIME_RUNC: &str = "runc";
+/// How a container runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    /// `process`: run on the worker host, no isolation (works everywhere).
+    Process,
+    /// `runc`: an OCI container from a rootfs volume, with a memory limit.
+    Runc,
+}
+
+impl Runtime {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Runtime::Process => "process",
+            Runtime::Runc => "runc",
+        }
+    }
+}
+
+impl std::fmt::Display for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Runtime {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "process" => Ok(Runtime::Process),
+            "runc" => Ok(Runtime::Runc),
+            other => Err(format!("unknown runtime {other:?} (process or runc)")),
+        }
+    }
+}
+
+/// Whether a container's process still runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunState {
+    Running,
+    Exited,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Exited => "exited",
+        }
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContainerSpec {
     pub handle: String,
     /// `process` or `runc`.
-    pub runtime: String,
+    pub runtime: Runtime,
     /// runc only: the volume whose data directory is the root filesystem.
     #[serde(default)]
     pub rootfs_volume: Option<String>,
@@ -60,9 +114,9 @@ pub struct Mount {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Container {
     pub handle: String,
-    pub runtime: String,
+    pub runtime: Runtime,
     /// `running` or `exited`.
-    pub state: String,
+    pub state: RunState,
     pub started_at: i64,
     pub exit: Option<ContainerExit>,
     /// Bytes of log written so far.

@@ -1,11 +1,19 @@
 //! The JSON wire types shared by web, the worker and the CLI.
 //!
-//! Requests refuse unknown fields, so a typo in a script or a client from a
-//! newer version fails loudly instead of being half-understood. Durations on
+//! Requests (what a server receives) refuse unknown fields, so a typo in a
+//! script or a client from a newer version fails loudly instead of being
+//! half-understood. Responses (what a client receives) tolerate them, so a
+//! newer web that adds a field does not break older workers and CLIs. Durations on
 //! the wire are integer milliseconds in fields ending `_ms`; times are
 //! milliseconds since the Unix epoch in fields ending `_at`.
 
 use serde::{Deserialize, Serialize};
+
+pub use hangar_core::events::EventKind;
+pub use hangar_core::lifecycle::WorkerState;
+pub use hangar_core::pressure::Pressure;
+pub use hangar_core::registration::RegistrationKind;
+pub use hangar_core::volumes::{OwnerKind, Strategy, VolumeState};
 
 pub mod builds;
 pub mod containers;
@@ -77,12 +85,11 @@ pub struct BaseResourceType {
 
 /// Web's answer to a registration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Registered {
     /// The generation this process must present from now on.
     pub generation: i64,
     /// `new`, `state-kept` or `state-lost`.
-    pub kind: String,
+    pub kind: RegistrationKind,
     /// The heartbeat interval web asks for, if it dictates one.
     pub heartbeat_interval_ms: Option<i64>,
     pub heartbeat_ttl_ms: i64,
@@ -110,7 +117,7 @@ pub struct Heartbeat {
 #[serde(deny_unknown_fields)]
 pub struct WorkerCondition {
     /// `none`, `soft` (no new work) or `hard` (landing itself).
-    pub pressure: String,
+    pub pressure: Pressure,
     #[serde(default)]
     pub pressure_reason: Option<String>,
     pub healthy: bool,
@@ -127,7 +134,7 @@ pub struct WorkerCondition {
 
 impl WorkerCondition {
     pub fn accepting_work(&self) -> bool {
-        self.healthy && self.pressure == "none"
+        self.healthy && self.pressure == Pressure::None
     }
 
     pub fn memory_free(&self) -> u64 {
@@ -136,17 +143,16 @@ impl WorkerCondition {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct HeartbeatAccepted {
     /// The worker's state after the heartbeat (`running`, `landing`, …).
-    pub state: String,
+    pub state: WorkerState,
 }
 
 /// A worker as `hangar workers` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Worker {
     pub name: String,
-    pub state: String,
+    pub state: WorkerState,
     pub state_identity: String,
     pub generation: i64,
     pub platform: String,
@@ -181,7 +187,7 @@ pub struct Worker {
 pub struct WorkerEvent {
     pub id: i64,
     pub worker: String,
-    pub kind: String,
+    pub kind: EventKind,
     pub cause: String,
     pub generation: i64,
     pub at: i64,
@@ -191,9 +197,42 @@ pub struct WorkerEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandDone {
     pub worker: String,
-    pub state: String,
+    pub state: CommandState,
     /// False when the worker was already in the asked-for state.
     pub changed: bool,
+}
+
+/// A worker's state after an operator's command: one of [`WorkerState`]'s,
+/// or `removed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CommandState {
+    Worker(WorkerState),
+    Removed(Removed),
+}
+
+/// The word `removed` on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Removed {
+    Removed,
+}
+
+impl CommandState {
+    pub const REMOVED: CommandState = CommandState::Removed(Removed::Removed);
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandState::Worker(s) => s.as_str(),
+            CommandState::Removed(_) => "removed",
+        }
+    }
+}
+
+impl std::fmt::Display for CommandState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,13 +249,13 @@ pub struct Volume {
     pub handle: String,
     pub worker: String,
     /// `creating`, `created`, `destroying` or `failed`.
-    pub state: String,
+    pub state: VolumeState,
     pub parent: Option<String>,
     /// `base-resource-type`, `resource-cache`, `task-cache`, `container`, `artifact`.
-    pub owner_kind: String,
+    pub owner_kind: OwnerKind,
     pub owner_id: Option<String>,
     /// `empty`, `cow` or `import`.
-    pub strategy: String,
+    pub strategy: Strategy,
     pub size_bytes: Option<i64>,
     pub created_at: i64,
     /// Set while the worker does not report the volume: it is treated as
@@ -235,12 +274,12 @@ pub struct Volume {
 pub struct CreateVolume {
     pub worker: String,
     /// `empty`, `cow` (needs `parent`) or `import` (needs `import_path`).
-    pub strategy: String,
+    pub strategy: Strategy,
     #[serde(default)]
     pub parent: Option<String>,
     #[serde(default)]
     pub import_path: Option<String>,
-    pub owner_kind: String,
+    pub owner_kind: OwnerKind,
     #[serde(default)]
     pub owner_id: Option<String>,
 }
@@ -260,7 +299,6 @@ pub struct VolumeReport {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct VolumeReportAnswer {
     /// Handles the worker must destroy, children before parents.
     pub destroy: Vec<String>,
@@ -276,12 +314,14 @@ pub mod worker_api {
 
     use serde::{Deserialize, Serialize};
 
+    pub use super::Strategy;
+
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
     #[serde(deny_unknown_fields)]
     pub struct CreateVolume {
         pub handle: String,
         /// `empty`, `cow` or `import`.
-        pub strategy: String,
+        pub strategy: Strategy,
         #[serde(default)]
         pub parent: Option<String>,
         #[serde(default)]
@@ -406,3 +446,6 @@ mod tests {
         assert_eq!(json, r#"{"type":"git","path":"/rt/git","version":null}"#);
     }
 }
+
+#[cfg(test)]
+mod wire_tests;

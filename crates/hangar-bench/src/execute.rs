@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use hangar_api::builds::CreateBuild;
+use hangar_api::builds::{BuildEventKind, CreateBuild};
 use hangar_client::Client;
 use serde::Serialize;
 
@@ -128,15 +128,18 @@ async fn follow(
         let seen = t0.elapsed();
         for e in &page.events {
             after = after.max(e.id);
-            if running.is_none() && e.kind == "step" && e.payload.starts_with("running on worker") {
+            if running.is_none()
+                && e.kind == BuildEventKind::Step
+                && e.payload.starts_with("running on worker")
+            {
                 running = Some(seen);
             }
-            if first_log.is_none() && e.kind == "log" {
+            if first_log.is_none() && e.kind == BuildEventKind::Log {
                 first_log = Some(seen);
             }
         }
-        if !matches!(page.status.as_str(), "pending" | "started") && page.events.is_empty() {
-            return Ok((running, first_log, seen, page.status));
+        if page.status.is_final() && page.events.is_empty() {
+            return Ok((running, first_log, seen, page.status.to_string()));
         }
     }
 }

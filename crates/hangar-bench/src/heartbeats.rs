@@ -210,7 +210,11 @@ fn seeded_volume(i: usize, v: usize) -> NewVolume {
     NewVolume {
         handle: sim_handle(i, v),
         worker: sim_name(i),
-        strategy: if parent.is_some() { "cow" } else { "empty" }.into(),
+        strategy: if parent.is_some() {
+            hangar_api::Strategy::Cow
+        } else {
+            hangar_api::Strategy::Empty
+        },
         parent,
         owner_kind,
         owner_id: Some(owner_id),

@@ -284,7 +284,7 @@ pub async fn wait_for_state(
         if let Ok(workers) = client.workers().await {
             if let Some(w) = workers
                 .into_iter()
-                .find(|w| w.name == worker && w.state == state)
+                .find(|w| w.name == worker && w.state.as_str() == state)
             {
                 return Ok(w);
             }

@@ -7,7 +7,8 @@ use std::str::FromStr;
 macro_rules! string_enum {
     ($(#[$m:meta])* $name:ident { $($variant:ident => $text:literal),* $(,)? }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        #[serde(rename_all = "kebab-case")]
         pub enum $name { $($variant),* }
 
         impl $name {
@@ -63,6 +64,27 @@ string_enum!(
         Succeeded => "succeeded",
         Failed => "failed",
         Errored => "errored",
+    }
+);
+
+string_enum!(
+    /// What a build step runs.
+    StepKind {
+        Get => "get",
+        Task => "task",
+    }
+);
+
+string_enum!(
+    /// What an entry of a build's log is: `log` (the step's output), `step`
+    /// (a step started or ended), `infra` (what the infrastructure did: a
+    /// worker lost, a retry), `status` (the build's end), `error`.
+    BuildEventKind {
+        Log => "log",
+        Status => "status",
+        Step => "step",
+        Infra => "infra",
+        Error => "error",
     }
 );
 

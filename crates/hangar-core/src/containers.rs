@@ -11,7 +11,8 @@ use std::str::FromStr;
 
 use crate::UnixMillis;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ContainerState {
     /// The row exists; web is asking the worker to start the container.
     Creating,

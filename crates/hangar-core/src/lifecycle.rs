@@ -24,7 +24,8 @@ use std::str::FromStr;
 use crate::events::EventKind;
 use crate::UnixMillis;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum WorkerState {
     Running,
     Stalled,

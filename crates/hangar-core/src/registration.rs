@@ -12,7 +12,8 @@ pub struct KnownWorker {
 }
 
 /// The meaning of one registration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum RegistrationKind {
     /// No row for the name: a new worker.
     New,
@@ -39,6 +40,12 @@ impl RegistrationKind {
             RegistrationKind::StateKept => "state-kept",
             RegistrationKind::StateLost => "state-lost",
         }
+    }
+}
+
+impl std::fmt::Display for RegistrationKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

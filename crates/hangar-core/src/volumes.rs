@@ -15,7 +15,8 @@ use std::str::FromStr;
 
 use crate::UnixMillis;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum VolumeState {
     /// A row exists; the worker is making the volume (or was told to).
     Creating,
@@ -61,7 +62,8 @@ impl FromStr for VolumeState {
 }
 
 /// What a volume is for; decides who may use it and when it is collected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum OwnerKind {
     BaseResourceType,
     ResourceCache,
@@ -103,6 +105,42 @@ impl FromStr for OwnerKind {
             .into_iter()
             .find(|k| k.as_str() == s)
             .ok_or_else(|| format!("unknown volume owner kind {s:?}"))
+    }
+}
+
+/// How a volume is made: `empty`, `cow` (a copy-on-write child of
+/// `parent`) or `import` (a copy of a path on the worker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    Empty,
+    Cow,
+    Import,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Empty => "empty",
+            Strategy::Cow => "cow",
+            Strategy::Import => "import",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [Strategy::Empty, Strategy::Cow, Strategy::Import]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("unknown volume strategy {s:?}"))
     }
 }
 

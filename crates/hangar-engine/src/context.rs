@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Mutex;
 
-use hangar_core::build::{StepFailure, StepState, WorkerSeen};
+use hangar_core::build::{BuildEventKind, StepFailure, StepKind, StepState, WorkerSeen};
 use hangar_store::StepRecord;
 use tokio_util::sync::CancellationToken;
 
@@ -73,7 +73,7 @@ impl BuildContext {
 
     /// Appends a line to the build log (and wakes watchers). A failure to
     /// write the log is logged, not fatal: the build goes on.
-    pub(crate) async fn log(&self, step: Option<&str>, kind: &str, line: &str) {
+    pub(crate) async fn log(&self, step: Option<&str>, kind: BuildEventKind, line: &str) {
         if let Err(e) = self
             .engine
             .store()
@@ -102,7 +102,7 @@ impl BuildContext {
         self.engine.observer().step_retried(failure.kind());
         self.log(
             Some(step_id),
-            "infra",
+            BuildEventKind::Infra,
             &format!(
                 "{}; retrying {kind} {name} (attempt {next_attempt} of {max_attempts})",
                 failure.describe()
@@ -126,12 +126,17 @@ impl BuildContext {
     }
 }
 
-pub(crate) fn new_step_record(build_id: i64, step_id: &str, name: &str, kind: &str) -> StepRecord {
+pub(crate) fn new_step_record(
+    build_id: i64,
+    step_id: &str,
+    name: &str,
+    kind: StepKind,
+) -> StepRecord {
     StepRecord {
         build_id,
         step_id: step_id.to_string(),
         name: name.to_string(),
-        kind: kind.to_string(),
+        kind,
         state: StepState::Pending,
         attempt: 1,
         worker: None,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
-use hangar_api::containers::{Container, ContainerExit, ContainerSpec};
+use hangar_api::containers::{Container, ContainerExit, ContainerSpec, RunState, Runtime};
 use hangar_api::resources::{ResourceAction, ResourceActionResult};
 use hangar_api::worker_api::{CreateVolume, Volume};
 use tokio::sync::Notify;
@@ -273,13 +273,12 @@ fn exit_of(ending: &Ending) -> ContainerExit {
 fn container_view(handle: &str, ending: &Option<Ending>) -> Container {
     Container {
         handle: handle.to_string(),
-        runtime: "process".into(),
+        runtime: Runtime::Process,
         state: if ending.is_some() {
-            "exited"
+            RunState::Exited
         } else {
-            "running"
-        }
-        .into(),
+            RunState::Running
+        },
         started_at: 0,
         exit: ending.as_ref().map(exit_of),
         log_bytes: 0,

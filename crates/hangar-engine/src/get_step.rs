@@ -4,7 +4,9 @@
 use std::collections::BTreeSet;
 
 use hangar_api::resources::{ResourceAction, ResourceActionResult};
-use hangar_core::build::{decide_retry, RetryDecision, StepFailure, StepState, WorkerSeen};
+use hangar_core::build::{
+    decide_retry, BuildEventKind, RetryDecision, StepFailure, StepKind, StepState, WorkerSeen,
+};
 use hangar_core::caches::resource_cache_key;
 use hangar_core::engine::{call_failure, Observed};
 use hangar_core::placement::Requirement;
@@ -26,7 +28,7 @@ pub(crate) async fn run(
         .previous
         .get(step_id)
         .cloned()
-        .unwrap_or_else(|| new_step_record(ctx.build_id, step_id, &step.get, "get"));
+        .unwrap_or_else(|| new_step_record(ctx.build_id, step_id, &step.get, StepKind::Get));
     if let Some(end) = already_done_end(&record) {
         if end.state == StepState::Succeeded {
             match stored_outputs(&record) {
@@ -50,7 +52,7 @@ pub(crate) async fn run(
         ctx.save(&record).await;
         ctx.log(
             Some(step_id),
-            "step",
+            BuildEventKind::Step,
             &format!("fetching {} ({})", step.get, step.resource_type),
         )
         .await;
@@ -178,7 +180,8 @@ async fn attempt(
                 Err(f) => return Ok(Err(f)),
             };
             if !out.stderr.is_empty() {
-                ctx.log(Some(step_id), "log", &out.stderr).await;
+                ctx.log(Some(step_id), BuildEventKind::Log, &out.stderr)
+                    .await;
             }
             if out.exit_code != 0 {
                 return Ok(Err(StepFailure::Exited {
@@ -205,7 +208,7 @@ async fn attempt(
     if let Some(handle) = cached {
         ctx.log(
             Some(step_id),
-            "step",
+            BuildEventKind::Step,
             &format!("version {version} found in the cache on worker {worker}"),
         )
         .await;
@@ -246,7 +249,8 @@ async fn attempt(
         }
     };
     if !out.stderr.is_empty() {
-        ctx.log(Some(step_id), "log", &out.stderr).await;
+        ctx.log(Some(step_id), BuildEventKind::Log, &out.stderr)
+            .await;
     }
     if out.exit_code != 0 {
         engine.release_volume(&volume.handle).await;
@@ -262,7 +266,7 @@ async fn attempt(
         .unwrap_or(version);
     ctx.log(
         Some(step_id),
-        "step",
+        BuildEventKind::Step,
         &format!("fetched version {fetched} on worker {worker}"),
     )
     .await;

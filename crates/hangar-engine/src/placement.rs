@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use hangar_api::BaseResourceType;
+use hangar_core::build::BuildEventKind;
 use hangar_core::engine::volume_usable;
 use hangar_core::placement::{place, Candidate, NoWorker, Requirement};
 use hangar_store::{StoreError, WorkerRecord};
@@ -129,7 +130,7 @@ pub(crate) async fn place_waiting(
                 if said.as_ref() != Some(&why) {
                     ctx.log(
                         Some(step_id),
-                        "infra",
+                        BuildEventKind::Infra,
                         &format!("waiting for a worker: {why}"),
                     )
                     .await;

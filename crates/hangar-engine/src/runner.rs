@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use hangar_core::build::StepState;
+use hangar_core::build::{BuildEventKind, StepState};
 use hangar_core::engine::{build_status, deciding_step, final_status_line};
 use hangar_core::plan::{parse_plan, Step};
 use hangar_store::BuildRecord;
@@ -62,7 +62,7 @@ pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationTo
     let line = final_status_line(status, end.error.as_deref());
     if let Err(e) = engine
         .store()
-        .append_build_event(id, None, "status", &line, now)
+        .append_build_event(id, None, BuildEventKind::Status, &line, now)
         .await
     {
         tracing::warn!(build = id, error = %e, "cannot append the build's final status line");
@@ -127,10 +127,14 @@ async fn run_plan(
         stop,
     };
     if ctx.previous.is_empty() {
-        ctx.log(None, "status", "started").await;
+        ctx.log(None, BuildEventKind::Status, "started").await;
     } else {
-        ctx.log(None, "infra", "resuming the build where it was left")
-            .await;
+        ctx.log(
+            None,
+            BuildEventKind::Infra,
+            "resuming the build where it was left",
+        )
+        .await;
     }
     run_list(&ctx, &plan, "", false).await
 }

@@ -5,10 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use hangar_api::containers::{ContainerExit, ContainerSpec, Mount, RUNTIME_PROCESS, RUNTIME_RUNC};
+use hangar_api::containers::{ContainerExit, ContainerSpec, Mount, Runtime};
 use hangar_core::backoff::{Backoff, Change};
 use hangar_core::build::{
-    decide_retry, full_disk_failure, RetryDecision, StepFailure, StepState, WorkerSeen,
+    decide_retry, full_disk_failure, BuildEventKind, RetryDecision, StepFailure, StepKind,
+    StepState, WorkerSeen,
 };
 use hangar_core::caches::task_cache_key;
 use hangar_core::engine::{
@@ -39,7 +40,7 @@ pub(crate) async fn run(
         .previous
         .get(step_id)
         .cloned()
-        .unwrap_or_else(|| new_step_record(ctx.build_id, step_id, &step.task, "task"));
+        .unwrap_or_else(|| new_step_record(ctx.build_id, step_id, &step.task, StepKind::Task));
     if let Some(end) = already_done_end(&record) {
         if end.state == StepState::Succeeded {
             match stored_outputs(&record) {
@@ -74,7 +75,7 @@ pub(crate) async fn run(
     ) {
         ctx.log(
             Some(step_id),
-            "infra",
+            BuildEventKind::Infra,
             &format!("re-attaching to container {handle} on worker {worker}"),
         )
         .await;
@@ -95,7 +96,7 @@ pub(crate) async fn run(
                 } else {
                     format!("starting task {}", step.task)
                 };
-                ctx.log(Some(step_id), "step", &line).await;
+                ctx.log(Some(step_id), BuildEventKind::Step, &line).await;
                 attempt(ctx, step_id, step, &config, &mut record, &avoid).await?
             }
         };
@@ -111,7 +112,7 @@ pub(crate) async fn run(
                 ctx.save(&record).await;
                 ctx.log(
                     Some(step_id),
-                    "step",
+                    BuildEventKind::Step,
                     &format!("task {} succeeded", step.task),
                 )
                 .await;
@@ -180,7 +181,7 @@ pub(crate) async fn give_up(
     ctx.save(record).await;
     ctx.log(
         Some(&record.step_id),
-        "step",
+        BuildEventKind::Step,
         &format!("{} {}: {why}", record.kind, record.name),
     )
     .await;
@@ -295,7 +296,7 @@ async fn attempt(
                     };
                     ctx.log(
                         Some(step_id),
-                        "infra",
+                        BuildEventKind::Infra,
                         &format!("input {} was on worker {lost_on}, which is gone or stalled; fetching {artifact} again", input.name),
                     )
                     .await;
@@ -434,7 +435,7 @@ async fn prepare_and_run(
     ctx.save(record).await;
     let spec = ContainerSpec {
         handle: handle.clone(),
-        runtime: runtime.to_string(),
+        runtime,
         rootfs_volume: rootfs,
         path: config.run.path.clone(),
         args: config.run.args.clone(),
@@ -467,12 +468,20 @@ async fn prepare_and_run(
         }
         return Ok(Err(failure));
     }
-    if let Err(e) = engine.store().set_container_state(&handle, "created").await {
+    if let Err(e) = engine
+        .store()
+        .set_container_state(
+            &handle,
+            hangar_core::containers::ContainerState::Creating,
+            hangar_core::containers::ContainerState::Created,
+        )
+        .await
+    {
         tracing::warn!(%handle, error = %e, "cannot record the container as created");
     }
     ctx.log(
         Some(step_id),
-        "step",
+        BuildEventKind::Step,
         &format!("running on worker {worker} ({runtime})"),
     )
     .await;
@@ -490,7 +499,7 @@ async fn prepare_and_run(
 type Prepared = (
     Vec<Mount>,
     BTreeMap<String, String>,
-    &'static str,
+    Runtime,
     Option<String>,
 );
 
@@ -533,7 +542,7 @@ async fn prepare_volumes(
         } else {
             ctx.log(
                 Some(step_id),
-                "infra",
+                BuildEventKind::Infra,
                 &format!(
                     "copying input {} from worker {} to {worker}",
                     input.name, vol.worker
@@ -598,7 +607,7 @@ async fn prepare_volumes(
             Some(h) => {
                 ctx.log(
                     Some(step_id),
-                    "infra",
+                    BuildEventKind::Infra,
                     &format!("reusing cache {path} on worker {worker}"),
                 )
                 .await;
@@ -636,7 +645,7 @@ async fn prepare_volumes(
             {
                 Ok(v) => {
                     scratch.release.push(v.handle.clone());
-                    (RUNTIME_RUNC, Some(v.handle))
+                    (Runtime::Runc, Some(v.handle))
                 }
                 Err(e) => return Err(op_failure(worker, e)),
             }
@@ -654,7 +663,7 @@ async fn prepare_volumes(
             {
                 Ok(v) => {
                     scratch.release.push(v.handle.clone());
-                    (RUNTIME_RUNC, Some(v.handle))
+                    (Runtime::Runc, Some(v.handle))
                 }
                 Err(OpError::Worker { error, .. }) => {
                     return Err(import_failure(uri, worker, &error))
@@ -662,7 +671,7 @@ async fn prepare_volumes(
                 Err(e) => return Err(op_failure(worker, e)),
             }
         }
-        (None, None) => (RUNTIME_PROCESS, None),
+        (None, None) => (Runtime::Process, None),
     };
 
     Ok((mounts, outputs, runtime, rootfs))

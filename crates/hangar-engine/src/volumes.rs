@@ -4,7 +4,7 @@
 //! Shared by the build steps and web's volume and upload routes.
 
 use hangar_core::engine::CallError;
-use hangar_core::volumes::OwnerKind;
+use hangar_core::volumes::{OwnerKind, Strategy};
 use hangar_store::{NewVolume, StoreError, VolumeRecord};
 
 use crate::workers::CopyError;
@@ -37,11 +37,11 @@ pub enum Source {
 }
 
 impl Source {
-    fn strategy(&self) -> &'static str {
+    fn strategy(&self) -> Strategy {
         match self {
-            Source::Empty => "empty",
-            Source::CopyOnWrite { .. } => "cow",
-            Source::Import { .. } => "import",
+            Source::Empty => Strategy::Empty,
+            Source::CopyOnWrite { .. } => Strategy::Cow,
+            Source::Import { .. } => Strategy::Import,
         }
     }
 }
@@ -69,14 +69,14 @@ impl Engine {
                     parent: parent.clone(),
                     owner_kind,
                     owner_id,
-                    strategy: source.strategy().to_string(),
+                    strategy: source.strategy(),
                 },
                 self.now(),
             )
             .await?;
         let req = hangar_api::worker_api::CreateVolume {
             handle: handle.clone(),
-            strategy: source.strategy().to_string(),
+            strategy: source.strategy(),
             parent,
             import_path: match &source {
                 Source::Import { path } => Some(path.clone()),

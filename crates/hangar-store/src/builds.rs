@@ -1,12 +1,12 @@
 //! Builds, their steps and their event log.
 
-use hangar_core::build::{BuildStatus, StepState};
+use hangar_core::build::{BuildEventKind, BuildStatus, StepKind, StepState};
 use hangar_core::UnixMillis;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::db::Store;
-use crate::error::StoreError;
+use crate::error::{decode, StoreError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildRecord {
@@ -31,8 +31,7 @@ pub struct StepRecord {
     /// The step's place in the plan (`0`, `1`, `2.0`, …).
     pub step_id: String,
     pub name: String,
-    /// `get` or `task`.
-    pub kind: String,
+    pub kind: StepKind,
     pub state: StepState,
     pub attempt: i64,
     pub worker: Option<String>,
@@ -52,8 +51,7 @@ pub struct BuildEventRecord {
     pub id: i64,
     pub build_id: i64,
     pub step: Option<String>,
-    /// `log`, `status`, `step`, `infra`, `error`.
-    pub kind: String,
+    pub kind: BuildEventKind,
     pub payload: String,
     pub at: UnixMillis,
 }
@@ -71,10 +69,7 @@ fn build_from_row(r: &AnyRow) -> Result<BuildRecord, StoreError> {
         team: r.try_get("team")?,
         plan: r.try_get("plan")?,
         artifacts: r.try_get("artifacts")?,
-        status: r
-            .try_get::<String, _>("status")?
-            .parse()
-            .map_err(StoreError::Corrupt)?,
+        status: decode(r, "builds", &["id"], "status")?,
         created_at: r.try_get("created_at")?,
         started_at: r.try_get("started_at")?,
         finished_at: r.try_get("finished_at")?,
@@ -88,11 +83,8 @@ fn step_from_row(r: &AnyRow) -> Result<StepRecord, StoreError> {
         build_id: r.try_get("build_id")?,
         step_id: r.try_get("step_id")?,
         name: r.try_get("name")?,
-        kind: r.try_get("kind")?,
-        state: r
-            .try_get::<String, _>("state")?
-            .parse()
-            .map_err(StoreError::Corrupt)?,
+        kind: decode(r, "build_steps", &["build_id", "step_id"], "kind")?,
+        state: decode(r, "build_steps", &["build_id", "step_id"], "state")?,
         attempt: r.try_get("attempt")?,
         worker: r.try_get("worker_name")?,
         container: r.try_get("container_handle")?,
@@ -247,7 +239,7 @@ impl Store {
         .bind(s.build_id)
         .bind(&s.step_id)
         .bind(&s.name)
-        .bind(&s.kind)
+        .bind(s.kind.as_str())
         .bind(s.state.as_str())
         .bind(s.attempt)
         .bind(&s.worker)
@@ -278,7 +270,7 @@ impl Store {
         &self,
         build_id: i64,
         step: Option<&str>,
-        kind: &str,
+        kind: BuildEventKind,
         payload: &str,
         now: UnixMillis,
     ) -> Result<i64, StoreError> {
@@ -287,7 +279,7 @@ impl Store {
         )
         .bind(build_id)
         .bind(step)
-        .bind(kind)
+        .bind(kind.as_str())
         .bind(payload)
         .bind(now)
         .fetch_one(&self.pool)
@@ -317,7 +309,7 @@ impl Store {
                     id: r.try_get("id")?,
                     build_id: r.try_get("build_id")?,
                     step: r.try_get("step")?,
-                    kind: r.try_get("kind")?,
+                    kind: decode(r, "build_events", &["id"], "kind")?,
                     payload: r.try_get("payload")?,
                     at: r.try_get("at")?,
                 })

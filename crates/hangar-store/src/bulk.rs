@@ -53,7 +53,7 @@ impl Store {
                     .bind(&v.parent)
                     .bind(v.owner_kind.as_str())
                     .bind(&v.owner_id)
-                    .bind(&v.strategy)
+                    .bind(v.strategy.as_str())
                     .bind(Option::<i64>::None)
                     .bind(now);
             }

@@ -1,20 +1,21 @@
 //! Container rows: which containers web asked which worker to run, for
 //! which build step.
 
-use hangar_core::containers::{plan_container_report, ContainerReportPlan, ContainerRow};
+use hangar_core::containers::{
+    plan_container_report, ContainerReportPlan, ContainerRow, ContainerState,
+};
 use hangar_core::UnixMillis;
 use sqlx::Row;
 
 use crate::db::Store;
-use crate::error::StoreError;
+use crate::error::{decode, StoreError};
 use crate::volumes::{check_report_generation, placeholders};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerRecord {
     pub handle: String,
     pub worker: String,
-    /// `creating`, `created`, `destroying`.
-    pub state: String,
+    pub state: ContainerState,
     pub build_id: Option<i64>,
     pub step_id: Option<String>,
     pub created_at: UnixMillis,
@@ -50,13 +51,51 @@ impl Store {
         Ok(())
     }
 
-    pub async fn set_container_state(&self, handle: &str, state: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE containers SET state = $1 WHERE handle = $2")
-            .bind(state)
+    /// Moves a container row from `from` to `to`, only if it is still in
+    /// `from`. The moves rows make: `creating → created | failed |
+    /// destroying`, `created → destroying`, `failed → destroying`; any other
+    /// pair is refused without touching the database. A row found in another
+    /// state is a [`StoreError::Conflict`] naming it; a missing row is
+    /// [`StoreError::NotFound`].
+    pub async fn set_container_state(
+        &self,
+        handle: &str,
+        from: ContainerState,
+        to: ContainerState,
+    ) -> Result<(), StoreError> {
+        use ContainerState::{Created, Creating, Destroying, Failed};
+        if !matches!(
+            (from, to),
+            (Creating, Created | Failed | Destroying) | (Created | Failed, Destroying)
+        ) {
+            return Err(StoreError::Conflict(format!(
+                "container {handle}: no transition from {from} to {to}"
+            )));
+        }
+        let done = sqlx::query("UPDATE containers SET state = $1 WHERE handle = $2 AND state = $3")
+            .bind(to.as_str())
             .bind(handle)
+            .bind(from.as_str())
             .execute(&self.pool)
             .await?;
-        Ok(())
+        if done.rows_affected() == 1 {
+            return Ok(());
+        }
+        let found = sqlx::query("SELECT handle, state FROM containers WHERE handle = $1")
+            .bind(handle)
+            .fetch_optional(&self.pool)
+            .await?;
+        match found {
+            None => Err(StoreError::NotFound(format!(
+                "container {handle} not found"
+            ))),
+            Some(row) => {
+                let state: ContainerState = decode(&row, "containers", &["handle"], "state")?;
+                Err(StoreError::Conflict(format!(
+                    "container {handle} is {state}, not {from}: not moved to {to}"
+                )))
+            }
+        }
     }
 
     pub async fn delete_container_row(&self, handle: &str) -> Result<(), StoreError> {
@@ -92,7 +131,7 @@ impl Store {
                 Ok(ContainerRecord {
                     handle: r.try_get("handle")?,
                     worker: r.try_get("worker_name")?,
-                    state: r.try_get("state")?,
+                    state: decode(r, "containers", &["handle"], "state")?,
                     build_id: r.try_get("build_id")?,
                     step_id: r.try_get("step_id")?,
                     created_at: r.try_get("created_at")?,
@@ -157,10 +196,7 @@ impl Store {
         .map(|r| {
             Ok(ContainerRow {
                 handle: r.try_get("handle")?,
-                state: r
-                    .try_get::<String, _>("state")?
-                    .parse()
-                    .map_err(StoreError::Corrupt)?,
+                state: decode(r, "containers", &["handle"], "state")?,
                 missing_since: r.try_get("missing_since")?,
             })
         })

@@ -20,7 +20,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use crate::db::{Backend, Store};
-use crate::error::StoreError;
+use crate::error::{decode, StoreError};
 use crate::volumes::placeholders;
 
 /// Binds per statement stay well under both databases' limits.
@@ -50,14 +50,8 @@ fn gc_volume(r: &AnyRow) -> Result<GcVolume, StoreError> {
     Ok(GcVolume {
         handle: r.try_get("handle")?,
         worker: r.try_get("worker_name")?,
-        state: r
-            .try_get::<String, _>("state")?
-            .parse()
-            .map_err(StoreError::Corrupt)?,
-        owner_kind: r
-            .try_get::<String, _>("owner_kind")?
-            .parse()
-            .map_err(StoreError::Corrupt)?,
+        state: decode(r, "volumes", &["handle"], "state")?,
+        owner_kind: decode(r, "volumes", &["handle"], "owner_kind")?,
         owner_id: r.try_get("owner_id")?,
         created_at: r.try_get("created_at")?,
         last_used_at: r.try_get("last_used_at")?,
@@ -69,10 +63,7 @@ fn gc_volume(r: &AnyRow) -> Result<GcVolume, StoreError> {
 fn gc_container(r: &AnyRow) -> Result<GcContainer, StoreError> {
     Ok(GcContainer {
         handle: r.try_get("handle")?,
-        state: r
-            .try_get::<String, _>("state")?
-            .parse()
-            .map_err(StoreError::Corrupt)?,
+        state: decode(r, "containers", &["handle"], "state")?,
         build_id: r.try_get("build_id")?,
         missing_since: r.try_get("missing_since")?,
     })
@@ -80,10 +71,7 @@ fn gc_container(r: &AnyRow) -> Result<GcContainer, StoreError> {
 
 fn gc_build(r: &AnyRow) -> Result<GcBuild, StoreError> {
     Ok(GcBuild {
-        status: r
-            .try_get::<String, _>("status")?
-            .parse()
-            .map_err(StoreError::Corrupt)?,
+        status: decode(r, "builds", &["id"], "status")?,
         finished_at: r.try_get("finished_at")?,
     })
 }

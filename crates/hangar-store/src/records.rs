@@ -2,7 +2,7 @@ use hangar_core::{EventKind, UnixMillis, WorkerState};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use crate::error::StoreError;
+use crate::error::{corrupt, decode, StoreError};
 
 /// What a worker says of itself when it registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,23 +55,26 @@ pub(crate) const WORKER_COLUMNS: &str =
      w.tags, w.team, w.version, w.resource_types, w.ephemeral, w.containers, w.volumes, \
      w.first_registered_at, w.registered_at, w.last_heartbeat_at, w.state_changed_at, w.restarts, w.api_url, w.condition";
 
-pub(crate) fn parse_state(s: &str) -> Result<WorkerState, StoreError> {
-    s.parse().map_err(StoreError::Corrupt)
+/// A `workers` row's state.
+pub(crate) fn parse_state(row: &AnyRow) -> Result<WorkerState, StoreError> {
+    decode(row, "workers", &["name"], "state")
 }
 
 pub(crate) fn worker_from_row(row: &AnyRow) -> Result<WorkerRecord, StoreError> {
     let tags: String = row.try_get("tags")?;
-    let tags = serde_json::from_str(&tags)
-        .map_err(|e| StoreError::Corrupt(format!("tags of a worker: {e}")))?;
+    let tags =
+        serde_json::from_str(&tags).map_err(|e| corrupt(row, "workers", &["name"], "tags", e))?;
     let joined_event = |prefix: &str| -> Result<Option<EventRecord>, StoreError> {
         match row.try_get::<Option<i64>, _>(format!("{prefix}_id").as_str())? {
             Some(id) => Ok(Some(EventRecord {
                 id,
                 worker: row.try_get("name")?,
-                kind: row
-                    .try_get::<String, _>(format!("{prefix}_kind").as_str())?
-                    .parse()
-                    .map_err(StoreError::Corrupt)?,
+                kind: decode(
+                    row,
+                    "worker_events",
+                    &[&format!("{prefix}_id")],
+                    &format!("{prefix}_kind"),
+                )?,
                 cause: row.try_get(format!("{prefix}_cause").as_str())?,
                 generation: row.try_get(format!("{prefix}_generation").as_str())?,
                 at: row.try_get(format!("{prefix}_at").as_str())?,
@@ -95,7 +98,7 @@ pub(crate) fn worker_from_row(row: &AnyRow) -> Result<WorkerRecord, StoreError> 
             volumes: row.try_get("volumes")?,
             api_url: row.try_get("api_url")?,
         },
-        state: parse_state(&row.try_get::<String, _>("state")?)?,
+        state: parse_state(row)?,
         generation: row.try_get("generation")?,
         first_registered_at: row.try_get("first_registered_at")?,
         registered_at: row.try_get("registered_at")?,
@@ -112,10 +115,7 @@ pub(crate) fn event_from_row(row: &AnyRow) -> Result<EventRecord, StoreError> {
     Ok(EventRecord {
         id: row.try_get("id")?,
         worker: row.try_get("worker")?,
-        kind: row
-            .try_get::<String, _>("kind")?
-            .parse()
-            .map_err(StoreError::Corrupt)?,
+        kind: decode(row, "worker_events", &["id"], "kind")?,
         cause: row.try_get("cause")?,
         generation: row.try_get("generation")?,
         at: row.try_get("at")?,

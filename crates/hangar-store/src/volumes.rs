@@ -1,11 +1,11 @@
 use hangar_core::fencing::check_generation;
-use hangar_core::volumes::{plan_report, OwnerKind, ReportPlan, VolumeRow, VolumeState};
+use hangar_core::volumes::{plan_report, OwnerKind, ReportPlan, Strategy, VolumeRow, VolumeState};
 use hangar_core::UnixMillis;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use crate::db::Store;
-use crate::error::StoreError;
+use crate::error::{decode, StoreError};
 use crate::records::parse_state;
 
 /// Binds per statement stay well under both databases' limits.
@@ -18,8 +18,7 @@ pub struct NewVolume {
     pub parent: Option<String>,
     pub owner_kind: OwnerKind,
     pub owner_id: Option<String>,
-    /// `empty`, `cow` or `import`.
-    pub strategy: String,
+    pub strategy: Strategy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +29,7 @@ pub struct VolumeRecord {
     pub parent: Option<String>,
     pub owner_kind: OwnerKind,
     pub owner_id: Option<String>,
-    pub strategy: String,
+    pub strategy: Strategy,
     pub size_bytes: Option<i64>,
     pub created_at: UnixMillis,
     pub missing_since: Option<UnixMillis>,
@@ -52,17 +51,11 @@ fn volume_from_row(row: &AnyRow) -> Result<VolumeRecord, StoreError> {
     Ok(VolumeRecord {
         handle: row.try_get("handle")?,
         worker: row.try_get("worker_name")?,
-        state: row
-            .try_get::<String, _>("state")?
-            .parse()
-            .map_err(StoreError::Corrupt)?,
+        state: decode(row, "volumes", &["handle"], "state")?,
         parent: row.try_get("parent_handle")?,
-        owner_kind: row
-            .try_get::<String, _>("owner_kind")?
-            .parse()
-            .map_err(StoreError::Corrupt)?,
+        owner_kind: decode(row, "volumes", &["handle"], "owner_kind")?,
         owner_id: row.try_get("owner_id")?,
-        strategy: row.try_get("strategy")?,
+        strategy: decode(row, "volumes", &["handle"], "strategy")?,
         size_bytes: row.try_get("size_bytes")?,
         created_at: row.try_get("created_at")?,
         missing_since: row.try_get("missing_since")?,
@@ -93,7 +86,7 @@ impl Store {
             .fetch_optional(&mut *tx)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("worker {} not found", v.worker)))?;
-        let state = parse_state(&state.try_get::<String, _>("state")?)?;
+        let state = parse_state(&state)?;
         if state != hangar_core::WorkerState::Running {
             return Err(StoreError::Conflict(format!(
                 "worker {} is {state}; volumes are made only on running workers",
@@ -130,7 +123,7 @@ impl Store {
         .bind(&v.parent)
         .bind(v.owner_kind.as_str())
         .bind(&v.owner_id)
-        .bind(&v.strategy)
+        .bind(v.strategy.as_str())
         .bind(now)
         .execute(&mut *tx)
         .await
@@ -384,10 +377,7 @@ pub(crate) async fn check_report_generation(
         .fetch_optional(&mut **tx)
         .await?
         .map(|r| -> Result<_, StoreError> {
-            Ok((
-                parse_state(&r.try_get::<String, _>("state")?)?,
-                r.try_get::<i64, _>("generation")?,
-            ))
+            Ok((parse_state(&r)?, r.try_get::<i64, _>("generation")?))
         })
         .transpose()?;
     check_generation(row, generation).map_err(|refusal| StoreError::Refused {

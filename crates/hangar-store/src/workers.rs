@@ -187,7 +187,7 @@ impl Store {
                 .await?
                 .map(|row| -> Result<KnownWorker, StoreError> {
                     Ok(KnownWorker {
-                        state: parse_state(&row.try_get::<String, _>("state")?)?,
+                        state: parse_state(&row)?,
                         state_identity: row.try_get("state_identity")?,
                         generation: row.try_get("generation")?,
                     })
@@ -313,7 +313,7 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         if let Some(row) = accepted {
-            return parse_state(&row.try_get::<String, _>("state")?);
+            return parse_state(&row);
         }
         let row = self.state_and_generation(name).await?;
         match check_generation(row, generation) {
@@ -350,7 +350,7 @@ impl Store {
         .await?
         .map(|row| -> Result<_, StoreError> {
             Ok(IncumbentRecord {
-                state: parse_state(&row.try_get::<String, _>("state")?)?,
+                state: parse_state(&row)?,
                 generation: row.try_get("generation")?,
                 last_heartbeat_at: row.try_get("last_heartbeat_at")?,
                 api_url: row.try_get("api_url")?,
@@ -425,10 +425,7 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?
             .map(|row| -> Result<_, StoreError> {
-                Ok((
-                    parse_state(&row.try_get::<String, _>("state")?)?,
-                    row.try_get::<i64, _>("generation")?,
-                ))
+                Ok((parse_state(&row)?, row.try_get::<i64, _>("generation")?))
             })
             .transpose()
     }
@@ -447,7 +444,7 @@ impl Store {
             .fetch_optional(&mut *tx)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("worker {name} not found")))?;
-        let state = parse_state(&row.try_get::<String, _>("state")?)?;
+        let state = parse_state(&row)?;
         let generation: i64 = row.try_get("generation")?;
         let decision = apply_command(state, command).map_err(|why| {
             StoreError::Conflict(format!("cannot {} worker {name}: {why}", command.as_str()))
@@ -556,7 +553,7 @@ impl Store {
             .map(|row| {
                 Ok(WorkerSnapshot {
                     name: row.try_get("name")?,
-                    state: parse_state(&row.try_get::<String, _>("state")?)?,
+                    state: parse_state(row)?,
                     generation: row.try_get("generation")?,
                     ephemeral: row.try_get::<i64, _>("ephemeral")? != 0,
                     last_heartbeat_at: row.try_get("last_heartbeat_at")?,

@@ -24,7 +24,11 @@ fn info(name: &str) -> WorkerInfo {
 
 fn vol(handle: String, parent: Option<String>) -> NewVolume {
     NewVolume {
-        strategy: if parent.is_some() { "cow" } else { "empty" }.into(),
+        strategy: if parent.is_some() {
+            hangar_core::volumes::Strategy::Cow
+        } else {
+            hangar_core::volumes::Strategy::Empty
+        },
         handle,
         worker: "w".into(),
         parent,

@@ -53,7 +53,11 @@ async fn volume(
                 parent: parent.map(str::to_string),
                 owner_kind: owner.0,
                 owner_id: owner.1.map(str::to_string),
-                strategy: if parent.is_some() { "cow" } else { "empty" }.into(),
+                strategy: if parent.is_some() {
+                    hangar_core::volumes::Strategy::Cow
+                } else {
+                    hangar_core::volumes::Strategy::Empty
+                },
             },
             at,
         )
@@ -87,7 +91,7 @@ async fn container_rows(store: &Store) -> BTreeMap<String, (String, bool)> {
         .await
         .unwrap()
         .into_iter()
-        .map(|c| (c.handle, (c.state, c.missing_since.is_some())))
+        .map(|c| (c.handle, (c.state.to_string(), c.missing_since.is_some())))
         .collect()
 }
 
@@ -112,10 +116,21 @@ async fn a_container_report_is_diffed_both_ways_and_applied(store: Store) {
             .unwrap();
     }
     store
-        .set_container_state("running", "created")
+        .set_container_state(
+            "running",
+            hangar_core::containers::ContainerState::Creating,
+            hangar_core::containers::ContainerState::Created,
+        )
         .await
         .unwrap();
-    store.set_container_state("lost", "created").await.unwrap();
+    store
+        .set_container_state(
+            "lost",
+            hangar_core::containers::ContainerState::Creating,
+            hangar_core::containers::ContainerState::Created,
+        )
+        .await
+        .unwrap();
     // The worker has `running` and a stray; not `lost`; `made-now` is still
     // being created.
     let plan = store
@@ -135,7 +150,11 @@ async fn a_container_report_is_diffed_both_ways_and_applied(store: Store) {
     // Back again: no longer missing. A destroying row still on the worker is
     // destroyed there, then its row goes once the worker stops listing it.
     store
-        .set_container_state("running", "destroying")
+        .set_container_state(
+            "running",
+            hangar_core::containers::ContainerState::Created,
+            hangar_core::containers::ContainerState::Destroying,
+        )
         .await
         .unwrap();
     let plan = store
@@ -242,7 +261,7 @@ async fn failed_rows_are_marked_destroying_and_finished_builds_lose_their_contai
                 parent: None,
                 owner_kind: OwnerKind::Container,
                 owner_id: None,
-                strategy: "empty".into(),
+                strategy: hangar_core::volumes::Strategy::Empty,
             },
             T0,
         )
@@ -263,14 +282,25 @@ async fn failed_rows_are_marked_destroying_and_finished_builds_lose_their_contai
             .create_container_row(handle, "w1", Some(build), Some("0"), T0)
             .await
             .unwrap();
-        store.set_container_state(handle, "created").await.unwrap();
+        store
+            .set_container_state(
+                handle,
+                hangar_core::containers::ContainerState::Creating,
+                hangar_core::containers::ContainerState::Created,
+            )
+            .await
+            .unwrap();
     }
     store
         .create_container_row("c-failed", "w1", Some(running.id), Some("0"), T0)
         .await
         .unwrap();
     store
-        .set_container_state("c-failed", "failed")
+        .set_container_state(
+            "c-failed",
+            hangar_core::containers::ContainerState::Creating,
+            hangar_core::containers::ContainerState::Failed,
+        )
         .await
         .unwrap();
     store
@@ -341,7 +371,7 @@ async fn an_abandoned_creation_is_failed_destroyed_and_forgotten(store: Store) {
                     parent: None,
                     owner_kind: OwnerKind::Container,
                     owner_id: None,
-                    strategy: "empty".into(),
+                    strategy: hangar_core::volumes::Strategy::Empty,
                 },
                 at,
             )
@@ -428,7 +458,7 @@ async fn orphans_caches_and_artifacts_are_marked_destroying_by_their_rules(store
             build_id: running.id,
             step_id: "0".into(),
             name: "t".into(),
-            kind: "task".into(),
+            kind: hangar_core::build::StepKind::Task,
             state: StepState::Running,
             attempt: 1,
             worker: Some("w1".into()),

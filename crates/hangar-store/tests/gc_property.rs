@@ -157,7 +157,11 @@ impl Sim {
                             parent: parent.map(|p| p.handle.clone()),
                             owner_kind: kind,
                             owner_id,
-                            strategy: if parent.is_some() { "cow" } else { "empty" }.into(),
+                            strategy: if parent.is_some() {
+                                hangar_core::volumes::Strategy::Cow
+                            } else {
+                                hangar_core::volumes::Strategy::Empty
+                            },
                         },
                         self.now,
                     )
@@ -375,7 +379,7 @@ impl Sim {
                 parent: Some(missing.handle.clone()),
                 owner_kind: OwnerKind::Container,
                 owner_id: None,
-                strategy: "cow".into(),
+                strategy: hangar_core::volumes::Strategy::Cow,
             };
             prop_assert!(
                 self.store

@@ -30,7 +30,11 @@ fn vol(handle: &str, worker: &str, parent: Option<&str>) -> NewVolume {
         parent: parent.map(str::to_string),
         owner_kind: OwnerKind::TaskCache,
         owner_id: Some("job/step/path".into()),
-        strategy: if parent.is_some() { "cow" } else { "empty" }.into(),
+        strategy: if parent.is_some() {
+            hangar_core::volumes::Strategy::Cow
+        } else {
+            hangar_core::volumes::Strategy::Empty
+        },
     }
 }
 

@@ -49,14 +49,17 @@ async fn a_worker_registers_heartbeats_and_is_listed(store: Store) {
         condition: None,
     };
     let w1 = t.worker.with_token(&reg.token);
-    assert_eq!(w1.heartbeat("w1", &hb).await.unwrap().state, "running");
+    assert_eq!(
+        w1.heartbeat("w1", &hb).await.unwrap().state.to_string(),
+        "running"
+    );
     let w = t.admin.worker("w1").await.unwrap();
     assert_eq!(
         (w.state.as_str(), w.generation, w.containers, w.volumes),
         ("running", reg.generation, 2, 5)
     );
     assert_eq!(w.state_identity, "id-a");
-    assert_eq!(w.last_event.unwrap().kind, "registered");
+    assert_eq!(w.last_event.unwrap().kind.to_string(), "registered");
     t.stop().await;
 }
 
@@ -82,8 +85,11 @@ async fn the_lifecycle_runs_through_the_api_in_virtual_time(store: Store) {
         t.lifecycle().await;
     }
     let w1 = t.admin.worker("w1").await.unwrap();
-    assert_eq!(w1.state, "stalled");
-    assert_eq!(t.admin.worker("w2").await.unwrap().state, "running");
+    assert_eq!(w1.state.to_string(), "stalled");
+    assert_eq!(
+        t.admin.worker("w2").await.unwrap().state.to_string(),
+        "running"
+    );
     // The stalled worker's old generation must register again.
     let err = t
         .as_worker("w1")
@@ -100,8 +106,14 @@ async fn the_lifecycle_runs_through_the_api_in_virtual_time(store: Store) {
         .unwrap_err();
     assert_eq!(api_code(err), (StatusCode::CONFLICT, "reregister".into()));
     // Prune it, then retire w2: it goes once its work is done.
-    assert_eq!(t.admin.prune("w1").await.unwrap().state, "removed");
-    assert_eq!(t.admin.retire("w2").await.unwrap().state, "retiring");
+    assert_eq!(
+        t.admin.prune("w1").await.unwrap().state.to_string(),
+        "removed"
+    );
+    assert_eq!(
+        t.admin.retire("w2").await.unwrap().state.to_string(),
+        "retiring"
+    );
     t.lifecycle().await;
     let names: Vec<_> = t
         .admin
@@ -118,7 +130,7 @@ async fn the_lifecycle_runs_through_the_api_in_virtual_time(store: Store) {
         .await
         .unwrap()
         .into_iter()
-        .map(|e| (e.worker, e.kind))
+        .map(|e| (e.worker, e.kind.to_string()))
         .collect();
     assert_eq!(
         kinds,
@@ -281,7 +293,15 @@ async fn each_credential_works_only_where_it_belongs(store: Store) {
     assert_eq!(api_code(err), (StatusCode::FORBIDDEN, "forbidden".into()));
     assert_eq!(t.snapshot().await, before);
     // A worker may land itself (SIGUSR1) with its key.
-    assert_eq!(t.as_worker("w1").land("w1").await.unwrap().state, "landing");
+    assert_eq!(
+        t.as_worker("w1")
+            .land("w1")
+            .await
+            .unwrap()
+            .state
+            .to_string(),
+        "landing"
+    );
     t.stop().await;
 }
 

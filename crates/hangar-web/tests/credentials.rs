@@ -30,10 +30,10 @@ fn heartbeat(generation: i64) -> Heartbeat {
 fn create(worker: &str) -> CreateVolume {
     CreateVolume {
         worker: worker.into(),
-        strategy: "empty".into(),
+        strategy: hangar_api::Strategy::Empty,
         parent: None,
         import_path: None,
-        owner_kind: "task-cache".into(),
+        owner_kind: hangar_api::OwnerKind::TaskCache,
         owner_id: None,
     }
 }
@@ -186,11 +186,20 @@ async fn a_live_worker_cannot_be_taken_over(store: Store) {
     // The live worker, its generation, its volumes: untouched, and it goes on.
     assert_eq!(listed().await, before);
     assert_eq!(
-        t.admin.volume(&volume.handle).await.unwrap().state,
+        t.admin
+            .volume(&volume.handle)
+            .await
+            .unwrap()
+            .state
+            .to_string(),
         "created"
     );
     assert_eq!(
-        real.heartbeat("w1", &heartbeat(g)).await.unwrap().state,
+        real.heartbeat("w1", &heartbeat(g))
+            .await
+            .unwrap()
+            .state
+            .to_string(),
         "running"
     );
     // The refusal is an event that names the caller.
@@ -208,7 +217,7 @@ async fn a_live_worker_cannot_be_taken_over(store: Store) {
         .register(&api.registration("w1", "real-identity", API_TOKEN))
         .await
         .unwrap();
-    assert_eq!(again.kind, "state-kept");
+    assert_eq!(again.kind.to_string(), "state-kept");
     t.stop().await;
 }
 
@@ -233,7 +242,7 @@ async fn a_dead_workers_name_is_taken_at_once(store: Store) {
         ))
         .await
         .unwrap();
-    assert_eq!(reg.kind, "state-lost");
+    assert_eq!(reg.kind.to_string(), "state-lost");
     let err = t.admin.volume(&volume.handle).await.unwrap_err();
     assert_eq!(api_code(err).0, StatusCode::NOT_FOUND);
     t.stop().await;
@@ -266,7 +275,7 @@ async fn a_new_process_at_the_old_address_is_not_the_old_one(store: Store) {
     new.api_url = Some(url);
     new.api_token = Some(new_token.into());
     let reg = t.worker.register(&new).await.unwrap();
-    assert_eq!(reg.kind, "state-kept");
+    assert_eq!(reg.kind.to_string(), "state-kept");
     stop.cancel();
     t.stop().await;
 }
@@ -291,7 +300,7 @@ async fn a_silent_worker_without_an_api_is_taken_only_after_its_ttl(store: Store
         .register(&registration("w1", "id-b"))
         .await
         .unwrap();
-    assert_eq!(reg.kind, "state-lost");
+    assert_eq!(reg.kind.to_string(), "state-lost");
     t.stop().await;
 }
 

@@ -39,7 +39,13 @@ async fn a_worker_reports_its_containers_and_destroys_what_web_does_not_know(sto
         s.create_container_row(h, "w1", Some(1), Some("0"), 0)
             .await
             .unwrap();
-        s.set_container_state(h, "created").await.unwrap();
+        s.set_container_state(
+            h,
+            hangar_core::containers::ContainerState::Creating,
+            hangar_core::containers::ContainerState::Created,
+        )
+        .await
+        .unwrap();
     }
     let answer = t
         .as_worker("w1")
@@ -89,7 +95,7 @@ async fn a_gc_pass_collects_missing_volumes_and_shows_in_the_metrics(store: Stor
                 parent: parent.clone(),
                 owner_kind: OwnerKind::Container,
                 owner_id: None,
-                strategy: "empty".into(),
+                strategy: hangar_api::Strategy::Empty,
             },
             t.web.config().clock.now(),
         )

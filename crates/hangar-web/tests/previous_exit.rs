@@ -19,10 +19,10 @@ async fn the_previous_exit_is_in_the_registration_event(store: Store) {
     let mut again = registration("w1", "id-a");
     again.previous_exit = Some("OOMKilled (exit 137) at 2025-05-01T10:00:00Z".into());
     let reg = t.worker.register(&again).await.unwrap();
-    assert_eq!(reg.kind, "state-kept");
+    assert_eq!(reg.kind.to_string(), "state-kept");
     let w = t.admin.worker("w1").await.unwrap();
     let event = w.last_event.unwrap();
-    assert_eq!(event.kind, "restarted-state-kept");
+    assert_eq!(event.kind.to_string(), "restarted-state-kept");
     assert!(
         event
             .cause
@@ -37,7 +37,7 @@ async fn the_previous_exit_is_in_the_registration_event(store: Store) {
     t.advance(common::TTL);
     t.worker.register(&wiped).await.unwrap();
     let events = t.admin.events(Some("w1"), 1).await.unwrap();
-    assert_eq!(events[0].kind, "restarted-state-lost");
+    assert_eq!(events[0].kind.to_string(), "restarted-state-lost");
     assert!(
         events[0].cause.contains("work dir was wiped"),
         "{}",

@@ -82,10 +82,10 @@ impl FakeWorkerHost {
 fn create(worker: &str, strategy: &str, parent: Option<&str>) -> CreateVolume {
     CreateVolume {
         worker: worker.into(),
-        strategy: strategy.into(),
+        strategy: strategy.parse().unwrap(),
         parent: parent.map(str::to_string),
         import_path: None,
-        owner_kind: "task-cache".into(),
+        owner_kind: hangar_api::OwnerKind::TaskCache,
         owner_id: None,
     }
 }
@@ -122,11 +122,21 @@ async fn a_volume_is_made_through_web_on_the_worker_and_destroyed_by_its_report(
     let err = t.admin.destroy_volume(&parent.handle).await.unwrap_err();
     assert_eq!(api_code(err), (StatusCode::CONFLICT, "conflict".into()));
     assert_eq!(
-        t.admin.destroy_volume(&child.handle).await.unwrap().state,
+        t.admin
+            .destroy_volume(&child.handle)
+            .await
+            .unwrap()
+            .state
+            .to_string(),
         "destroying"
     );
     assert_eq!(
-        t.admin.destroy_volume(&parent.handle).await.unwrap().state,
+        t.admin
+            .destroy_volume(&parent.handle)
+            .await
+            .unwrap()
+            .state
+            .to_string(),
         "destroying"
     );
     host.report(&t, "w1").await; // the worker destroys both, child first
@@ -177,7 +187,7 @@ async fn a_worker_failing_to_make_a_volume_leaves_a_failed_row(store: Store) {
     assert_eq!(api_code(err).0, StatusCode::BAD_GATEWAY);
     let rows = t.admin.volumes(Some("w1")).await.unwrap();
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].state, "failed");
+    assert_eq!(rows[0].state.to_string(), "failed");
     t.stop().await;
 }
 
@@ -211,14 +221,6 @@ async fn bad_volume_requests_get_a_clear_400_and_change_nothing(store: Store) {
             create("bad name", "empty", None),
             StatusCode::BAD_REQUEST,
             "worker name",
-        ),
-        (
-            CreateVolume {
-                owner_kind: "pet".into(),
-                ..create("w1", "empty", None)
-            },
-            StatusCode::BAD_REQUEST,
-            "owner kind",
         ),
         (
             CreateVolume {

@@ -491,7 +491,7 @@ where
                     Ok(done) => {
                         tracing::info!(worker = %config.name, state = %done.state, "worker is leaving");
                         leaving = next;
-                        if done.state == "removed" {
+                        if done.state == hangar_api::CommandState::REMOVED {
                             return Ok(AgentExit::Retired);
                         }
                     }
@@ -536,7 +536,7 @@ where
                     stores.health.web_answered();
                 }
                 match answer {
-                    Ok(accepted) if accepted.state == "landed" && leaving != Leaving::SelfLanding => {
+                    Ok(accepted) if accepted.state == hangar_core::WorkerState::Landed && leaving != Leaving::SelfLanding => {
                         tracing::info!(worker = %config.name, "worker landed");
                         return Ok(AgentExit::Landed);
                     }

@@ -431,7 +431,7 @@ async fn healthz(State(api): State<VolumeApi>) -> Response {
         return Json(serde_json::json!({"ok": true})).into_response();
     };
     let c = health.condition();
-    let ok = c.healthy && c.pressure != "hard";
+    let ok = c.healthy && c.pressure != hangar_core::pressure::Pressure::Hard;
     let status = if ok {
         StatusCode::OK
     } else {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hangar_api::containers::{ContainerSpec, RUNTIME_PROCESS};
+use hangar_api::containers::{ContainerSpec, Runtime};
 use hangar_api::WorkerCondition;
 use hangar_core::pressure::{assess, with_full_disk, Levels, Pressure, Readings, Thresholds};
 
@@ -44,7 +44,7 @@ impl Default for Health {
     fn default() -> Self {
         Health {
             state: Mutex::new(WorkerCondition {
-                pressure: Pressure::None.as_str().into(),
+                pressure: Pressure::None,
                 pressure_reason: None,
                 healthy: true,
                 unhealthy_reason: None,
@@ -73,11 +73,7 @@ impl Health {
     }
 
     pub fn pressure(&self) -> Pressure {
-        match self.condition().pressure.as_str() {
-            "hard" => Pressure::Hard,
-            "soft" => Pressure::Soft,
-            _ => Pressure::None,
-        }
+        self.condition().pressure
     }
 
     pub fn web_answered(&self) {
@@ -150,7 +146,7 @@ pub async fn check_once(
     let before = health.condition();
     let healthy = problems.is_empty();
     let unhealthy_reason = (!healthy).then(|| problems.join("; "));
-    if before.healthy != healthy || before.pressure != pressure.as_str() {
+    if before.healthy != healthy || before.pressure != pressure {
         tracing::warn!(
             healthy,
             reason = unhealthy_reason.as_deref().unwrap_or(""),
@@ -160,7 +156,7 @@ pub async fn check_once(
         );
     }
     health.set(WorkerCondition {
-        pressure: pressure.as_str().into(),
+        pressure,
         pressure_reason,
         healthy,
         unhealthy_reason,
@@ -196,7 +192,7 @@ async fn probe_container(containers: &Arc<ContainerManager>) -> Result<(), Strin
         let handle = format!("health-{}", uuid::Uuid::new_v4().simple());
         let spec = ContainerSpec {
             handle: handle.clone(),
-            runtime: RUNTIME_PROCESS.into(),
+            runtime: Runtime::Process,
             rootfs_volume: None,
             path: "/bin/sh".into(),
             args: vec!["-c".into(), "exit 0".into()],

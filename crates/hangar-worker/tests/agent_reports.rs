@@ -53,7 +53,7 @@ async fn register_with(State(web): State<FakeWeb>) -> Json<Registered> {
     };
     Json(Registered {
         generation,
-        kind: "new".into(),
+        kind: hangar_api::RegistrationKind::New,
         heartbeat_interval_ms: Some(20),
         heartbeat_ttl_ms: 60_000,
         token: format!("token-{generation}"),
@@ -68,7 +68,7 @@ async fn heartbeat(State(web): State<FakeWeb>, Json(hb): Json<Heartbeat>) -> Res
         return (StatusCode::CONFLICT, Json(body)).into_response();
     }
     Json(HeartbeatAccepted {
-        state: "running".into(),
+        state: hangar_api::WorkerState::Running,
     })
     .into_response()
 }

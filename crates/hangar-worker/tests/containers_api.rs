@@ -99,7 +99,7 @@ async fn a_container_is_created_waited_on_and_its_log_read_from_an_offset() {
     );
 
     let done = w.api.wait_container("hello", WAIT).await.unwrap();
-    assert_eq!(done.state, "exited");
+    assert_eq!(done.state.to_string(), "exited");
     assert_eq!(done.exit.as_ref().unwrap().code, Some(0));
     assert_eq!(done.log_bytes, 12);
 
@@ -134,7 +134,10 @@ async fn a_followed_log_streams_new_output_until_the_container_exits() {
         got.extend_from_slice(&chunk);
     }
     // The container is blocked on the gate: the stream stays open.
-    assert_eq!(w.api.container("chatty").await.unwrap().state, "running");
+    assert_eq!(
+        w.api.container("chatty").await.unwrap().state.to_string(),
+        "running"
+    );
 
     let writer = write_fifo(&gate.join("go"), "go\n");
     let rest = tokio::time::timeout(WAIT, resp.bytes())
@@ -144,7 +147,10 @@ async fn a_followed_log_streams_new_output_until_the_container_exits() {
     got.extend_from_slice(&rest);
     writer.join().unwrap();
     assert_eq!(String::from_utf8(got).unwrap(), "one\ntwo\n");
-    assert_eq!(w.api.container("chatty").await.unwrap().state, "exited");
+    assert_eq!(
+        w.api.container("chatty").await.unwrap().state.to_string(),
+        "exited"
+    );
 }
 
 #[tokio::test]
@@ -206,12 +212,6 @@ async fn bad_specs_are_400_naming_the_field_unknown_things_404_and_taken_handles
         (StatusCode::BAD_REQUEST, "bad_request")
     );
     assert!(message.contains("mounts[0].path"), "{message}");
-
-    let mut spec = process_spec("bad", "true");
-    spec.runtime = "docker".into();
-    let (status, _, message) = api_error(w.api.create_container(&spec).await.unwrap_err());
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(message.contains("runtime"), "{message}");
 
     let unknown_field = reqwest::Client::new()
         .post(format!("{}/containers", w.url))

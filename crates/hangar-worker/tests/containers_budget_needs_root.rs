@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use hangar_api::containers::{ContainerSpec, RUNTIME_PROCESS};
+use hangar_api::containers::{ContainerSpec, Runtime};
 use hangar_volumes::{DriverKind, VolumeManager};
 use hangar_worker::containers::{ContainerError, ContainerManager};
 
 fn sleeper(handle: &str, limit: Option<u64>) -> ContainerSpec {
     ContainerSpec {
         handle: handle.into(),
-        runtime: RUNTIME_PROCESS.into(),
+        runtime: Runtime::Process,
         rootfs_volume: None,
         path: "sleep".into(),
         args: vec!["30".into()],
@@ -34,7 +34,7 @@ fn containers_past_the_memory_budget_are_refused_and_the_default_limit_applies()
     m.set_memory_policy(Some(100 * MIB), Some(40 * MIB));
 
     let a = m.create_within(sleeper("a", None)).unwrap();
-    assert_eq!(a.state, "running");
+    assert_eq!(a.state.to_string(), "running");
     assert_eq!(
         m.reserved_memory().unwrap(),
         40 * MIB,

@@ -88,7 +88,7 @@ impl Layout {
         let handle = spec.handle.clone();
         self.containers.create(spec).unwrap();
         let c = self.containers.wait(&handle, WAIT).unwrap();
-        assert_eq!(c.state, "exited", "{handle} still running");
+        assert_eq!(c.state.to_string(), "exited", "{handle} still running");
         let log = fs::read_to_string(self.containers.log_path(&handle).unwrap()).unwrap();
         (c.exit.unwrap().code, log)
     }

@@ -119,17 +119,17 @@ fn a_restarted_worker_lists_waits_on_and_reads_the_log_of_its_predecessors_conta
     let restarted = host.reopen();
     assert!(restarted.open_report().lost.is_empty());
     let seen = restarted.get("long").unwrap().unwrap();
-    assert_eq!(seen.state, "running");
+    assert_eq!(seen.state.to_string(), "running");
     assert_eq!(restarted.active_count().unwrap(), 1);
     assert_eq!(restarted.list().unwrap().len(), 1);
     // Still running: a short wait returns it as it is.
     let waited = restarted.wait("long", Duration::from_millis(100)).unwrap();
-    assert_eq!(waited.state, "running");
+    assert_eq!(waited.state.to_string(), "running");
 
     let writer = write_fifo(&gate.join("go"), "go\n");
     let done = restarted.wait("long", WAIT).unwrap();
     writer.join().unwrap();
-    assert_eq!(done.state, "exited");
+    assert_eq!(done.state.to_string(), "exited");
     assert_eq!(done.exit.unwrap().code, Some(0));
     let log = fs::read_to_string(restarted.log_path("long").unwrap()).unwrap();
     assert_eq!(log, "first\nsecond go\n");
@@ -147,7 +147,10 @@ fn a_restarted_worker_finds_a_wrapper_whose_pid_file_was_never_written() {
 
     let restarted = host.reopen();
     assert!(restarted.open_report().lost.is_empty());
-    assert_eq!(restarted.get("orphan").unwrap().unwrap().state, "running");
+    assert_eq!(
+        restarted.get("orphan").unwrap().unwrap().state.to_string(),
+        "running"
+    );
     assert!(host.container_dir("orphan").join("pid").exists());
     restarted.destroy("orphan").unwrap();
     assert_eq!(restarted.get("orphan").unwrap(), None);

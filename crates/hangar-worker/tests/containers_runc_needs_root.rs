@@ -28,7 +28,7 @@ fn runc_runs_a_task_in_its_rootfs_volume_that_sees_its_mounted_volumes() {
     spec.mounts[0].read_only = true;
 
     let created = host.containers.create(spec).unwrap();
-    assert_eq!(created.runtime, "runc");
+    assert_eq!(created.runtime.to_string(), "runc");
     let exit = host.wait_exited("runc-task").exit.unwrap();
 
     let log = host.log("runc-task");

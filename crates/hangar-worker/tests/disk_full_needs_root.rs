@@ -17,7 +17,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hangar_api::containers::{ContainerSpec, Mount, RUNTIME_PROCESS};
+use hangar_api::containers::{ContainerSpec, Mount, Runtime};
 use hangar_api::worker_api::CreateVolume;
 use hangar_client::{ClientError, WorkerApi};
 use hangar_core::build::full_disk_failure;
@@ -68,7 +68,7 @@ impl Drop for Tmpfs {
 fn filler(handle: &str, volume: &str) -> ContainerSpec {
     ContainerSpec {
         handle: handle.into(),
-        runtime: RUNTIME_PROCESS.into(),
+        runtime: Runtime::Process,
         rootfs_volume: None,
         path: "/bin/sh".into(),
         args: vec![
@@ -160,7 +160,7 @@ async fn a_stream_in_that_does_not_fit_is_507_insufficient_storage_and_changes_n
     let api = WorkerApi::new(&url, KEY, Duration::from_secs(30)).unwrap();
     api.create_volume(&CreateVolume {
         handle: "v1".into(),
-        strategy: "empty".into(),
+        strategy: hangar_api::Strategy::Empty,
         parent: None,
         import_path: None,
         properties: Default::default(),
@@ -226,7 +226,7 @@ async fn the_condition_says_disk_full_until_space_is_freed() {
     let health = Health::default();
     check_once(&health, &config, fs.path(), &containers).await;
     assert_eq!(
-        health.condition().pressure,
+        health.condition().pressure.to_string(),
         "none",
         "{:?}",
         health.condition()
@@ -238,7 +238,7 @@ async fn the_condition_says_disk_full_until_space_is_freed() {
     assert!(hangar_worker::disk::is_storage_full(&e), "{e}");
     check_once(&health, &config, fs.path(), &containers).await;
     let c = health.condition();
-    assert_eq!(c.pressure, "hard", "{c:?}");
+    assert_eq!(c.pressure.to_string(), "hard", "{c:?}");
     assert!(
         c.pressure_reason
             .as_deref()

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use hangar_api::containers::{ContainerSpec, Mount, RUNTIME_PROCESS};
+use hangar_api::containers::{ContainerSpec, Mount, Runtime};
 use hangar_volumes::{DriverKind, Strategy, VolumeManager};
 use hangar_worker::containers::ContainerManager;
 use hangar_worker::sweeper::{sweep, SweepOptions, SweepOutcome};
@@ -53,7 +53,7 @@ impl Host {
         self.containers
             .create(ContainerSpec {
                 handle: handle.into(),
-                runtime: RUNTIME_PROCESS.into(),
+                runtime: Runtime::Process,
                 rootfs_volume: None,
                 path: "/bin/sh".into(),
                 args: vec!["-c".into(), script.into()],

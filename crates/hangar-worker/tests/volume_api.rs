@@ -44,7 +44,7 @@ async fn start(limits: Limits) -> Host {
 fn empty(handle: &str) -> CreateVolume {
     CreateVolume {
         handle: handle.into(),
-        strategy: "empty".into(),
+        strategy: hangar_api::Strategy::Empty,
         parent: None,
         import_path: None,
         properties: Default::default(),
@@ -213,7 +213,7 @@ async fn the_api_wants_the_worker_key_and_names_what_is_wrong() {
         StatusCode::CONFLICT
     );
     let child = CreateVolume {
-        strategy: "cow".into(),
+        strategy: hangar_api::Strategy::Cow,
         parent: Some("p".into()),
         ..empty("c")
     };
@@ -223,7 +223,7 @@ async fn the_api_wants_the_worker_key_and_names_what_is_wrong() {
         StatusCode::CONFLICT
     );
     let orphan = CreateVolume {
-        strategy: "cow".into(),
+        strategy: hangar_api::Strategy::Cow,
         parent: Some("nobody".into()),
         ..empty("o")
     };

@@ -56,7 +56,7 @@ async fn start(enable: bool) -> Host {
 fn import(handle: &str, path: &Path) -> CreateVolume {
     CreateVolume {
         handle: handle.into(),
-        strategy: "import".into(),
+        strategy: hangar_api::Strategy::Import,
         parent: None,
         import_path: Some(path.display().to_string()),
         properties: Default::default(),

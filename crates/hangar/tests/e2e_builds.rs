@@ -106,7 +106,7 @@ fn execute_runs_a_task_with_an_input_an_output_and_a_cache_reused_next_time() {
         serde_json::from_slice(&c.cli(&["volumes", "--json"]).stdout).unwrap();
     let cache = volumes
         .iter()
-        .find(|v| v.owner_kind == "task-cache")
+        .find(|v| v.owner_kind.to_string() == "task-cache")
         .expect("a task cache row");
     assert!(
         cache.last_used_at.is_some_and(|t| t > cache.created_at),
@@ -362,7 +362,7 @@ fn a_step_whose_worker_is_killed_is_retried_on_another_worker_and_the_build_succ
     );
     assert!(err.contains("retrying task slow (attempt 2 of 3)"), "{err}");
     let done = block(client.build(build.id)).unwrap();
-    assert_eq!(done.status, "succeeded");
+    assert_eq!(done.status.to_string(), "succeeded");
     assert_eq!(
         done.steps[0].worker.as_deref(),
         Some(survivor.name.as_str())

@@ -118,7 +118,7 @@ fn a_step_that_fills_its_worker_s_disk_fails_over_as_disk_full_and_succeeds_else
     );
     assert!(out.contains("wrote it"), "{out}");
     let done = block(client.build(build.id)).unwrap();
-    assert_eq!(done.status, "succeeded");
+    assert_eq!(done.status.to_string(), "succeeded");
     assert_eq!(done.steps[0].worker.as_deref(), Some("worker-roomy"));
 
     // An upload that does not fit on the small worker is refused as such:

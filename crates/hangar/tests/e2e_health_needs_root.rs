@@ -139,7 +139,7 @@ fn a_worker_over_its_soft_memory_threshold_gets_no_work_until_it_clears() {
     let mut big = quick();
     big["container_limits"] = serde_json::json!({"memory": "1GiB"});
     let b = finished(&c, submit(&c, big, &["shared"]).id);
-    assert_eq!(b.status, "succeeded");
+    assert_eq!(b.status.to_string(), "succeeded");
     assert_eq!(b.steps[0].worker.as_deref(), Some("roomy"));
 
     // Push the tight worker's cgroup over 80%: no work for it.
@@ -154,7 +154,10 @@ fn a_worker_over_its_soft_memory_threshold_gets_no_work_until_it_clears() {
     let hog = Hog(hog);
     c.wait_until("tight is under soft pressure", |ws| {
         ws.iter().any(|w| {
-            w.name == "tight" && w.condition.as_ref().is_some_and(|c| c.pressure == "soft")
+            w.name == "tight"
+                && w.condition
+                    .as_ref()
+                    .is_some_and(|c| c.pressure.to_string() == "soft")
         })
     });
     let held = submit(&c, quick(), &["tight"]);
@@ -175,10 +178,14 @@ fn a_worker_over_its_soft_memory_threshold_gets_no_work_until_it_clears() {
 
     drop(hog);
     let b = finished(&c, held.id);
-    assert_eq!(b.status, "succeeded");
+    assert_eq!(b.status.to_string(), "succeeded");
     assert_eq!(b.steps[0].worker.as_deref(), Some("tight"));
     let row = worker_row(&c, "tight").unwrap();
-    assert_eq!(row.state, "running", "the worker was not killed");
+    assert_eq!(
+        row.state.to_string(),
+        "running",
+        "the worker was not killed"
+    );
     drop(tight);
 }
 
@@ -260,7 +267,7 @@ fn a_worker_whose_work_dir_turns_read_only_is_unhealthy_gets_no_work_and_recover
     );
     for _ in 0..3 {
         let b = finished(&c, submit(&c, quick(), &["shared"]).id);
-        assert_eq!(b.status, "succeeded");
+        assert_eq!(b.status.to_string(), "succeeded");
         assert_eq!(b.steps[0].worker.as_deref(), Some("sturdy"));
     }
     drop(ro);

@@ -33,7 +33,7 @@ fn a_killed_worker_stalls_is_pruned_and_a_retired_worker_leaves() {
     );
     assert_eq!(c.state_of("worker-b").as_deref(), Some("running"));
     let stalled = c.events_of("worker-a").remove(0);
-    assert_eq!(stalled.kind, "stalled");
+    assert_eq!(stalled.kind.to_string(), "stalled");
     assert!(stalled.cause.ends_with("(ttl 900ms)"), "{}", stalled.cause);
 
     // A running worker cannot be pruned; a stalled one can.
@@ -59,7 +59,7 @@ fn a_killed_worker_stalls_is_pruned_and_a_retired_worker_leaves() {
     let kinds: Vec<_> = c
         .events_of("worker-b")
         .into_iter()
-        .map(|e| e.kind)
+        .map(|e| e.kind.to_string())
         .collect();
     assert_eq!(kinds, ["retired", "retiring", "registered"]);
     drop(c.web);
@@ -79,13 +79,15 @@ fn a_landed_worker_comes_back_running_and_a_wiped_work_dir_is_noticed() {
     let _w = c.worker("worker-l");
     let again = c.wait_until("worker-l runs again", |ws| {
         ws.iter().any(|x| {
-            x.name == "worker-l" && x.state == "running" && x.generation > first.generation
+            x.name == "worker-l"
+                && x.state.to_string() == "running"
+                && x.generation > first.generation
         })
     });
     assert_eq!(again[0].state_identity, first.state_identity);
     assert_eq!(again[0].restarts, 1);
     assert_eq!(
-        again[0].last_event.as_ref().unwrap().kind,
+        again[0].last_event.as_ref().unwrap().kind.to_string(),
         "restarted-state-kept"
     );
     drop(_w);
@@ -99,7 +101,7 @@ fn a_landed_worker_comes_back_running_and_a_wiped_work_dir_is_noticed() {
             .any(|x| x.name == "worker-l" && x.state_identity != first.state_identity)
     });
     assert_eq!(
-        wiped[0].last_event.as_ref().unwrap().kind,
+        wiped[0].last_event.as_ref().unwrap().kind.to_string(),
         "restarted-state-lost"
     );
     assert_eq!(wiped[0].restarts, 2);
@@ -118,7 +120,9 @@ fn a_paused_worker_replaced_under_its_name_is_fenced_when_it_wakes() {
     let _successor = c.worker_in("worker-z", &successor_dir);
     c.wait_until("the successor runs", |ws| {
         ws.iter().any(|x| {
-            x.name == "worker-z" && x.state == "running" && x.generation > first.generation
+            x.name == "worker-z"
+                && x.state.to_string() == "running"
+                && x.generation > first.generation
         })
     });
 

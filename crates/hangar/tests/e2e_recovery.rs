@@ -74,9 +74,11 @@ fn all_succeed(c: &Cluster, builds: &[Build]) {
             .map(|e| format!("{}\n", e.payload))
             .collect();
         assert_eq!(
-            done.status, "succeeded",
+            done.status.to_string(),
+            "succeeded",
             "build {}: {:?}\n{text}",
-            b.id, done.error
+            b.id,
+            done.error
         );
         assert!(!text.contains("disappeared"), "{text}");
     }
@@ -87,7 +89,7 @@ fn db_matches_disk(c: &Cluster, worker: &str, dir: &std::path::Path) {
     let mut rows: Vec<String> = block(client(c).volumes(Some(worker)))
         .unwrap()
         .into_iter()
-        .filter(|v| v.state == "created")
+        .filter(|v| v.state.to_string() == "created")
         .map(|v| v.handle)
         .collect();
     let mut disk: Vec<String> = std::fs::read_dir(dir.join("volumes"))
@@ -111,7 +113,9 @@ fn restart_event(c: &Cluster, name: &str, kind: &str, after_generation: i64) -> 
         ws.iter().any(|w| {
             w.name == name
                 && w.generation > after_generation
-                && w.last_restart.as_ref().is_some_and(|r| r.kind == kind)
+                && w.last_restart
+                    .as_ref()
+                    .is_some_and(|r| r.kind.as_str() == kind)
         })
     })
     .into_iter()
@@ -162,7 +166,7 @@ fn a_worker_killed_and_recreated_with_its_work_dir_wiped_breaks_no_build() {
         let b = block(cl.build(fresh.id)).unwrap();
         if b.steps
             .iter()
-            .any(|s| s.kind == "task" && s.worker.as_deref() == Some("victim"))
+            .any(|s| s.kind.to_string() == "task" && s.worker.as_deref() == Some("victim"))
         {
             break registered.elapsed();
         }
@@ -199,7 +203,7 @@ fn a_worker_killed_and_restarted_with_its_work_dir_kept_breaks_no_build() {
     let rows = block(client(&c).volumes(Some("keeper"))).unwrap();
     assert!(
         rows.iter()
-            .all(|v| v.missing_since.is_none() || v.state != "created"),
+            .all(|v| v.missing_since.is_none() || v.state.to_string() != "created"),
         "{rows:?}"
     );
 }

@@ -29,10 +29,14 @@ fn admin(c: &Cluster) -> Client {
 fn make(c: &Cluster, worker: &str, parent: Option<&str>) -> Volume {
     let req = CreateVolume {
         worker: worker.into(),
-        strategy: if parent.is_some() { "cow" } else { "empty" }.into(),
+        strategy: if parent.is_some() {
+            hangar_api::Strategy::Cow
+        } else {
+            hangar_api::Strategy::Empty
+        },
         parent: parent.map(str::to_string),
         import_path: None,
-        owner_kind: "task-cache".into(),
+        owner_kind: hangar_api::OwnerKind::TaskCache,
         owner_id: Some("e2e/step/cache".into()),
     };
     block(admin(c).create_volume(&req)).unwrap()
@@ -90,7 +94,7 @@ fn volumes_made_through_web_live_on_the_worker_and_leave_both_sides_when_destroy
     assert_eq!(listed.len(), 2);
     assert!(listed
         .iter()
-        .all(|v| v.state == "created" && v.missing_since.is_none()));
+        .all(|v| v.state.to_string() == "created" && v.missing_since.is_none()));
     let text = c.cli(&["volumes"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("task-cache"));
 
@@ -153,7 +157,7 @@ fn a_restart_keeps_volumes_with_the_work_dir_and_drops_their_rows_with_it() {
             x.name == "worker-r"
                 && x.last_event
                     .as_ref()
-                    .is_some_and(|e| e.kind == "restarted-state-kept")
+                    .is_some_and(|e| e.kind.to_string() == "restarted-state-kept")
         })
     });
     std::thread::sleep(Duration::from_millis(600)); // a few report intervals
@@ -172,7 +176,7 @@ fn a_restart_keeps_volumes_with_the_work_dir_and_drops_their_rows_with_it() {
             x.name == "worker-r"
                 && x.last_event
                     .as_ref()
-                    .is_some_and(|e| e.kind == "restarted-state-lost")
+                    .is_some_and(|e| e.kind.to_string() == "restarted-state-lost")
         })
     });
     assert!(volumes(&c).is_empty());

@@ -13,14 +13,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hangar_api::containers::{ContainerSpec, RUNTIME_PROCESS};
+use hangar_api::containers::{ContainerSpec, Runtime};
 use hangar_volumes::{DriverKind, VolumeManager};
 use hangar_worker::containers::{ContainerManager, ContainerOptions, Isolation};
 
 fn spec(handle: &str, script: &str) -> ContainerSpec {
     ContainerSpec {
         handle: handle.into(),
-        runtime: RUNTIME_PROCESS.into(),
+        runtime: Runtime::Process,
         rootfs_volume: None,
         path: "sh".into(),
         args: vec!["-c".into(), script.into()],

@@ -369,7 +369,7 @@ impl Fleet {
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
             if let Some(w) = self.worker_row(name).await {
-                if w.generation > after && w.state == "running" {
+                if w.generation > after && w.state == hangar_api::WorkerState::Running {
                     return Ok(Some(w));
                 }
             }
@@ -383,7 +383,9 @@ impl Fleet {
         let events = self.client.events(Some(name), 100).await.ok()?;
         events
             .iter()
-            .filter(|e| e.kind == "stalled" && e.at >= from_ms && e.at <= to_ms)
+            .filter(|e| {
+                e.kind == hangar_api::EventKind::Stalled && e.at >= from_ms && e.at <= to_ms
+            })
             .map(|e| e.at)
             .min()
     }
@@ -399,7 +401,7 @@ impl Fleet {
                 .await
                 .ok()?
                 .into_iter()
-                .map(|v| (v.handle, v.state, v.missing_since.is_some()))
+                .map(|v| (v.handle, v.state.to_string(), v.missing_since.is_some()))
                 .collect(),
         )
     }
@@ -461,7 +463,7 @@ impl Fleet {
             .as_ref()
             .filter(|e| e.generation == w.generation)
             .or(w.last_event.as_ref())
-            .map(|e| e.kind.clone());
+            .map(|e| e.kind.to_string());
         rec.death_to_stalled_ms = self
             .stalled_between(&name, death_ms, w.registered_at)
             .await
@@ -638,7 +640,7 @@ impl Fleet {
             Ok(b) => self.builds.lock().expect("builds lock").push(TrackedBuild {
                 id: b.id,
                 kind: BuildKind::Hog,
-                status: b.status,
+                status: b.status.to_string(),
                 error: None,
                 retries: 0,
             }),
@@ -810,7 +812,7 @@ async fn submit_builds(
                     } else {
                         BuildKind::Normal
                     },
-                    status: b.status,
+                    status: b.status.to_string(),
                     error: None,
                     retries: 0,
                 })
@@ -850,7 +852,7 @@ async fn refresh(client: &Client, builds: &Arc<Mutex<Vec<TrackedBuild>>>) -> usi
                 }
                 let mut all = builds.lock().expect("builds lock");
                 if let Some(b) = all.iter_mut().find(|b| b.id == id) {
-                    b.status = now.status;
+                    b.status = now.status.to_string();
                     b.error = now.error;
                 }
             }
@@ -1151,7 +1153,10 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
         let events = all_events(&fleet.client, b.id).await.unwrap_or_default();
         b.retries = events
             .iter()
-            .filter(|e| e.kind == "infra" && e.payload.contains("retrying"))
+            .filter(|e| {
+                e.kind == hangar_api::builds::BuildEventKind::Infra
+                    && e.payload.contains("retrying")
+            })
             .count();
         let expected = match b.kind {
             BuildKind::OwnFailure => "failed",
@@ -1350,7 +1355,7 @@ async fn compare_store_with_disks(
         let crows: Vec<(String, String)> = containers
             .iter()
             .filter(|c| &c.worker == name)
-            .map(|c| (c.handle.clone(), c.state.clone()))
+            .map(|c| (c.handle.clone(), c.state.to_string()))
             .collect();
         let vdirs = check::handles_on_disk(&s.spec.work_dir.join("volumes"));
         let cdirs = check::handles_on_disk(&s.spec.work_dir.join("containers"));

@@ -57,7 +57,7 @@ async fn chain(store: &Store, handles: &[&str]) {
                     parent: parent.map(str::to_string),
                     owner_kind: OwnerKind::Container,
                     owner_id: None,
-                    strategy: "empty".into(),
+                    strategy: hangar_core::volumes::Strategy::Empty,
                 },
                 T0,
             )

@@ -25,7 +25,7 @@ pub(super) fn build_to_api(b: BuildRecord, steps: Vec<StepRecord>) -> Build {
     Build {
         id: b.id,
         name: b.name,
-        status: b.status.as_str().to_string(),
+        status: b.status,
         created_at: b.created_at,
         started_at: b.started_at,
         finished_at: b.finished_at,
@@ -37,7 +37,7 @@ pub(super) fn build_to_api(b: BuildRecord, steps: Vec<StepRecord>) -> Build {
                 step_id: s.step_id,
                 name: s.name,
                 kind: s.kind,
-                state: s.state.as_str().to_string(),
+                state: s.state,
                 attempt: s.attempt,
                 worker: s.worker,
                 exit_code: s.exit_code,
@@ -185,7 +185,7 @@ pub(super) async fn events(
                         at: e.at,
                     })
                     .collect(),
-                status: build.status.as_str().to_string(),
+                status: build.status,
                 exit_code: build.exit_code,
             }));
         }

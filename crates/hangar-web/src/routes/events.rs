@@ -19,7 +19,7 @@ pub(super) fn event_to_api(e: EventRecord) -> WorkerEvent {
     WorkerEvent {
         id: e.id,
         worker: e.worker,
-        kind: e.kind.as_str().to_string(),
+        kind: e.kind,
         cause: e.cause,
         generation: e.generation,
         at: e.at,

@@ -2,7 +2,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use hangar_api::{CreateVolume, Volume, VolumeReport, VolumeReportAnswer};
 use hangar_core::names::validate_worker_name;
-use hangar_core::volumes::OwnerKind;
+use hangar_core::volumes::{OwnerKind, Strategy};
 use hangar_store::VolumeRecord;
 use serde::Deserialize;
 
@@ -21,9 +21,9 @@ pub(super) fn volume_to_api(v: VolumeRecord) -> Volume {
     Volume {
         handle: v.handle,
         worker: v.worker,
-        state: v.state.as_str().to_string(),
+        state: v.state,
         parent: v.parent,
-        owner_kind: v.owner_kind.as_str().to_string(),
+        owner_kind: v.owner_kind,
         owner_id: v.owner_id,
         strategy: v.strategy,
         size_bytes: v.size_bytes,
@@ -55,7 +55,7 @@ pub(super) fn validate_handle(handle: &str) -> Result<(), ApiError> {
 fn validate_create(req: &CreateVolume) -> Result<OwnerKind, ApiError> {
     validate_worker_name(&req.worker)
         .map_err(|e| ApiError::bad_request(format!("worker name: {e}")))?;
-    let owner: OwnerKind = req.owner_kind.parse().map_err(ApiError::bad_request)?;
+    let owner = req.owner_kind;
     if let Some(id) = &req.owner_id {
         if id.is_empty() || id.len() > 256 || id.chars().any(char::is_control) {
             return Err(ApiError::bad_request(
@@ -63,23 +63,18 @@ fn validate_create(req: &CreateVolume) -> Result<OwnerKind, ApiError> {
             ));
         }
     }
-    match (req.strategy.as_str(), &req.parent, &req.import_path) {
-        ("empty", None, None) => {}
-        ("cow", Some(parent), None) => validate_handle(parent)?,
-        ("import", None, Some(path)) => {
+    match (req.strategy, &req.parent, &req.import_path) {
+        (Strategy::Empty, None, None) => {}
+        (Strategy::Cow, Some(parent), None) => validate_handle(parent)?,
+        (Strategy::Import, None, Some(path)) => {
             if !path.starts_with('/') || path.len() > 4096 || path.chars().any(char::is_control) {
                 return Err(ApiError::bad_request("import_path must be an absolute path on the worker"));
             }
         }
-        ("empty" | "cow" | "import", _, _) => {
+        _ => {
             return Err(ApiError::bad_request(
                 "strategy empty takes neither parent nor import_path; cow takes parent; import takes import_path",
             ))
-        }
-        (other, _, _) => {
-            return Err(ApiError::bad_request(format!(
-                "unknown strategy {other:?}: use empty, cow or import"
-            )))
         }
     }
     Ok(owner)

@@ -2,6 +2,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use hangar_api::codes;
 use hangar_api::credentials::{digest, incarnation_token, new_secret, valid_api_token};
+use hangar_api::CommandState;
 use hangar_api::{
     BaseResourceType, CommandDone, Heartbeat, HeartbeatAccepted, Pruned, RegisterWorker,
     Registered, Worker,
@@ -180,7 +181,7 @@ pub(super) async fn register(
         StatusCode::CREATED,
         axum::Json(Registered {
             generation: out.generation,
-            kind: out.kind.as_str().to_string(),
+            kind: out.kind,
             heartbeat_interval_ms: cfg.heartbeat_interval_ms,
             heartbeat_ttl_ms: cfg.lifecycle.heartbeat_ttl_ms,
             token: incarnation_token(out.generation, &secret),
@@ -205,11 +206,6 @@ pub(super) async fn heartbeat(
             for reason in c.pressure_reason.iter().chain(c.unhealthy_reason.iter()) {
                 printable("condition reason", reason, 1024).map_err(ApiError::bad_request)?;
             }
-            if !matches!(c.pressure.as_str(), "none" | "soft" | "hard") {
-                return Err(ApiError::bad_request(
-                    "condition.pressure must be none, soft or hard",
-                ));
-            }
             Some(serde_json::to_string(c).map_err(|e| ApiError::bad_request(e.to_string()))?)
         }
         None => None,
@@ -227,9 +223,7 @@ pub(super) async fn heartbeat(
         .await;
     web.metrics().heartbeat(result.is_ok());
     let state = result?;
-    Ok(axum::Json(HeartbeatAccepted {
-        state: state.as_str().to_string(),
-    }))
+    Ok(axum::Json(HeartbeatAccepted { state }))
 }
 
 pub(super) fn worker_to_api(w: WorkerRecord) -> Worker {
@@ -238,7 +232,7 @@ pub(super) fn worker_to_api(w: WorkerRecord) -> Worker {
         serde_json::from_str(&w.info.resource_types_json).unwrap_or_default();
     Worker {
         name: w.info.name,
-        state: w.state.as_str().to_string(),
+        state: w.state,
         state_identity: w.info.state_identity,
         generation: w.generation,
         platform: w.info.platform,
@@ -303,7 +297,9 @@ async fn command(
     }
     Ok(axum::Json(CommandDone {
         worker: name.to_string(),
-        state: out.state.map_or("removed", |s| s.as_str()).to_string(),
+        state: out
+            .state
+            .map_or(CommandState::REMOVED, CommandState::Worker),
         changed: out.changed,
     }))
 }

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use hangar_api::containers::{Container, ContainerExit, ContainerSpec, RUNTIME_RUNC};
+use hangar_api::containers::{Container, ContainerExit, ContainerSpec, RunState, Runtime};
 use hangar_volumes::{VolumeError, VolumeManager};
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
@@ -54,9 +54,9 @@ use spec::validate_spec;
 use store::{Meta, CREATING_PREFIX, DESTROYING_PREFIX};
 
 /// `running` in [`Container::state`].
-pub const STATE_RUNNING: &str = "running";
+pub const STATE_RUNNING: RunState = RunState::Running;
 /// `exited` in [`Container::state`].
-pub const STATE_EXITED: &str = "exited";
+pub const STATE_EXITED: RunState = RunState::Exited;
 
 /// How long destroy waits for killed processes to be gone.
 const KILL_WAIT: Duration = Duration::from_secs(5);
@@ -598,13 +598,12 @@ impl Inner {
             .unwrap_or(0);
         Container {
             handle: rec.handle.clone(),
-            runtime: rec.spec.runtime.clone(),
+            runtime: rec.spec.runtime,
             state: if exit.is_some() {
                 STATE_EXITED
             } else {
                 STATE_RUNNING
-            }
-            .to_string(),
+            },
             started_at: rec.meta.started_at,
             exit,
             log_bytes,
@@ -774,7 +773,7 @@ impl Inner {
 
     fn create(self: &Arc<Self>, spec: ContainerSpec) -> Result<Container, ContainerError> {
         let checked = validate_spec(&spec)?;
-        let is_runc = spec.runtime == RUNTIME_RUNC;
+        let is_runc = spec.runtime == Runtime::Runc;
         let runc_bin = if is_runc {
             Some(self.runc.clone().ok_or_else(|| ContainerError::Unsupported {
                 reason: "runtime runc: no runc binary on PATH or in /usr/sbin (install the runc package)".into(),
@@ -945,7 +944,7 @@ impl Inner {
             .map(parse_user)
             .transpose()
             .map_err(bad)?;
-        if spec.runtime == RUNTIME_RUNC {
+        if spec.runtime == Runtime::Runc {
             let Some(named) = named else {
                 return Ok(None);
             };

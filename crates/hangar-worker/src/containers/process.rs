@@ -39,7 +39,7 @@ pub(crate) fn prepare_work_dir(
 mod tests {
     use std::collections::BTreeMap;
 
-    use hangar_api::containers::{ContainerSpec, Mount, RUNTIME_PROCESS};
+    use hangar_api::containers::{ContainerSpec, Mount, Runtime};
 
     use super::*;
     use crate::containers::spec::validate_spec;
@@ -52,7 +52,7 @@ mod tests {
         fs::write(vol.join("f"), "x").unwrap();
         let spec = ContainerSpec {
             handle: "t".into(),
-            runtime: RUNTIME_PROCESS.into(),
+            runtime: Runtime::Process,
             rootfs_volume: None,
             path: "true".into(),
             args: vec![],

@@ -222,7 +222,7 @@ pub(crate) fn delete(runc: &Path, state: &Path, id: &str) -> Result<(), String> 
 mod tests {
     use std::collections::BTreeMap;
 
-    use hangar_api::containers::RUNTIME_RUNC;
+    use hangar_api::containers::Runtime;
 
     use super::*;
     use crate::containers::spec::validate_spec;
@@ -231,7 +231,7 @@ mod tests {
     fn spec() -> ContainerSpec {
         ContainerSpec {
             handle: "build-42".into(),
-            runtime: RUNTIME_RUNC.into(),
+            runtime: Runtime::Runc,
             rootfs_volume: Some("rootfs".into()),
             path: "sh".into(),
             args: vec!["-c".into(), "make test".into()],

@@ -2,7 +2,7 @@
 //! Whether the volumes exist and the runtime is installed is the manager's
 //! business.
 
-use hangar_api::containers::{ContainerSpec, RUNTIME_PROCESS, RUNTIME_RUNC};
+use hangar_api::containers::{ContainerSpec, Runtime};
 
 use super::ContainerError;
 
@@ -36,8 +36,8 @@ fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ContainerErro
 /// Checks every field and names the first bad one.
 pub(crate) fn validate_spec(spec: &ContainerSpec) -> Result<CheckedSpec, ContainerError> {
     hangar_volumes::validate_handle(&spec.handle).map_err(|e| invalid("handle", e.to_string()))?;
-    match spec.runtime.as_str() {
-        RUNTIME_PROCESS => {
+    match spec.runtime {
+        Runtime::Process => {
             if spec.rootfs_volume.is_some() {
                 return Err(invalid(
                     "rootfs_volume",
@@ -45,7 +45,7 @@ pub(crate) fn validate_spec(spec: &ContainerSpec) -> Result<CheckedSpec, Contain
                 ));
             }
         }
-        RUNTIME_RUNC => match &spec.rootfs_volume {
+        Runtime::Runc => match &spec.rootfs_volume {
             None => {
                 return Err(invalid(
                     "rootfs_volume",
@@ -55,12 +55,6 @@ pub(crate) fn validate_spec(spec: &ContainerSpec) -> Result<CheckedSpec, Contain
             Some(v) => hangar_volumes::validate_handle(v)
                 .map_err(|e| invalid("rootfs_volume", e.to_string()))?,
         },
-        other => {
-            return Err(invalid(
-                "runtime",
-                format!("unknown runtime {other:?}: use {RUNTIME_PROCESS:?} or {RUNTIME_RUNC:?}"),
-            ))
-        }
     }
     if spec.path.is_empty() {
         return Err(invalid("path", "the program is empty"));
@@ -104,7 +98,7 @@ pub(crate) fn validate_spec(spec: &ContainerSpec) -> Result<CheckedSpec, Contain
             }
             // The process runtime mounts by symlink: a mount inside another
             // would be created inside the other volume.
-            if spec.runtime == RUNTIME_PROCESS
+            if spec.runtime == Runtime::Process
                 && (is_within(&path, &earlier.path) || is_within(&earlier.path, &path))
             {
                 return Err(invalid(
@@ -179,7 +173,7 @@ mod tests {
     fn process(handle: &str) -> ContainerSpec {
         ContainerSpec {
             handle: handle.into(),
-            runtime: RUNTIME_PROCESS.into(),
+            runtime: Runtime::Process,
             rootfs_volume: None,
             path: "sh".into(),
             args: vec!["-c".into(), "true".into()],
@@ -223,22 +217,24 @@ mod tests {
 
     #[test]
     fn unknown_runtimes_are_refused_naming_both_known_ones() {
-        let mut spec = process("t");
-        spec.runtime = "docker".into();
-        let err = validate_spec(&spec).unwrap_err().to_string();
-        assert!(err.contains("runtime") && err.contains("process") && err.contains("runc"));
+        let mut spec = serde_json::to_value(process("t")).unwrap();
+        spec["runtime"] = "docker".into();
+        let err = serde_json::from_value::<ContainerSpec>(spec)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("docker") && err.contains("process") && err.contains("runc"));
     }
 
     #[test]
     fn runc_needs_a_rootfs_volume_and_process_refuses_one() {
         let mut spec = process("t");
-        spec.runtime = RUNTIME_RUNC.into();
+        spec.runtime = Runtime::Runc;
         assert_eq!(field_of(&spec), "rootfs_volume");
         spec.rootfs_volume = Some("../etc".into());
         assert_eq!(field_of(&spec), "rootfs_volume");
         spec.rootfs_volume = Some("busybox".into());
         assert!(validate_spec(&spec).is_ok());
-        spec.runtime = RUNTIME_PROCESS.into();
+        spec.runtime = Runtime::Process;
         assert_eq!(field_of(&spec), "rootfs_volume");
     }
 
@@ -276,7 +272,7 @@ mod tests {
         spec.mounts = vec![mount("a", "cache"), mount("b", "cache-go")];
         assert!(validate_spec(&spec).is_ok());
         spec.mounts = vec![mount("a", "cache"), mount("b", "cache/go")];
-        spec.runtime = RUNTIME_RUNC.into();
+        spec.runtime = Runtime::Runc;
         spec.rootfs_volume = Some("root".into());
         assert!(validate_spec(&spec).is_ok());
     }

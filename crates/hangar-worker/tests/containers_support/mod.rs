@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hangar_api::containers::{Container, ContainerSpec, Mount, RUNTIME_PROCESS, RUNTIME_RUNC};
+use hangar_api::containers::{Container, ContainerSpec, Mount, Runtime};
 use hangar_volumes::{DriverKind, Strategy, VolumeManager};
 use hangar_worker::containers::ContainerManager;
 
@@ -65,7 +65,8 @@ impl Host {
     pub(crate) fn wait_exited(&self, handle: &str) -> Container {
         let c = self.containers.wait(handle, WAIT).unwrap();
         assert_eq!(
-            c.state, "exited",
+            c.state.to_string(),
+            "exited",
             "{handle} still running after {WAIT:?}: {c:?}"
         );
         c
@@ -100,7 +101,7 @@ pub(crate) fn is_dead(pid: u32) -> bool {
 pub(crate) fn process_spec(handle: &str, script: &str) -> ContainerSpec {
     ContainerSpec {
         handle: handle.into(),
-        runtime: RUNTIME_PROCESS.into(),
+        runtime: Runtime::Process,
         rootfs_volume: None,
         path: "sh".into(),
         args: vec!["-c".into(), script.into()],
@@ -115,7 +116,7 @@ pub(crate) fn process_spec(handle: &str, script: &str) -> ContainerSpec {
 /// `sh -c <script>` in a runc container on `rootfs`.
 pub(crate) fn runc_spec(handle: &str, rootfs: &str, script: &str) -> ContainerSpec {
     ContainerSpec {
-        runtime: RUNTIME_RUNC.into(),
+        runtime: Runtime::Runc,
         rootfs_volume: Some(rootfs.into()),
         ..process_spec(handle, script)
     }

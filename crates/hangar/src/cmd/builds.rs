@@ -33,7 +33,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             vec![
                 b.id.to_string(),
                 b.name.clone(),
-                b.status.clone(),
+                b.status.to_string(),
                 ago(now, b.created_at),
                 duration,
                 b.error.clone().unwrap_or_default(),

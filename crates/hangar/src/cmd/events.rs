@@ -34,7 +34,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             vec![
                 utc(e.at),
                 e.worker.clone(),
-                e.kind.clone(),
+                e.kind.to_string(),
                 e.generation.to_string(),
                 e.cause.clone(),
             ]

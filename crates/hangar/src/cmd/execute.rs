@@ -138,7 +138,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     eprintln!("hangar: executing build {}", build.id);
     let code = watch::follow(&client, build.id).await?;
     let finished = client.build(build.id).await?;
-    if finished.status == "succeeded" {
+    if finished.status == hangar_api::builds::BuildStatus::Succeeded {
         for (name, dir) in &args.outputs {
             download(&client, build.id, name, dir).await?;
         }

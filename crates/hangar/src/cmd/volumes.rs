@@ -32,8 +32,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             vec![
                 v.handle.clone(),
                 v.worker.clone(),
-                v.owner_kind.clone(),
-                v.state.clone(),
+                v.owner_kind.to_string(),
+                v.state.to_string(),
                 v.parent.clone().unwrap_or_else(|| "none".into()),
                 v.size_bytes
                     .map(human_bytes)

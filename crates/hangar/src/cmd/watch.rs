@@ -1,3 +1,4 @@
+use hangar_api::builds::{BuildEventKind, BuildStatus};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -27,31 +28,31 @@ pub(crate) async fn follow(client: &Client, id: i64) -> anyhow::Result<ExitCode>
         let page = client.build_events(id, after, 25_000).await?;
         for e in &page.events {
             after = e.id;
-            match e.kind.as_str() {
-                "log" => {
+            match e.kind {
+                BuildEventKind::Log => {
                     let mut out = std::io::stdout().lock();
                     out.write_all(e.payload.as_bytes())?;
                     out.flush()?;
                 }
-                "infra" => eprintln!("hangar: {}", e.payload),
-                "status" if e.payload == "started" => {}
+                BuildEventKind::Infra => eprintln!("hangar: {}", e.payload),
+                BuildEventKind::Status if e.payload == "started" => {}
                 _ => eprintln!("hangar: {}", e.payload),
             }
         }
-        let done = !matches!(page.status.as_str(), "pending" | "started");
+        let done = page.status.is_final();
         if done && page.events.is_empty() {
-            return Ok(exit_code(&page.status, page.exit_code));
+            return Ok(exit_code(page.status, page.exit_code));
         }
     }
 }
 
 /// The task's own exit code when it has one; otherwise 1 for a failed
 /// build and 2 for one that errored or was aborted.
-pub(crate) fn exit_code(status: &str, code: Option<i64>) -> ExitCode {
+pub(crate) fn exit_code(status: BuildStatus, code: Option<i64>) -> ExitCode {
     match (status, code) {
-        ("succeeded", _) => ExitCode::SUCCESS,
-        ("failed", Some(c)) if (1..=255).contains(&c) => ExitCode::from(c as u8),
-        ("failed", _) => ExitCode::from(1),
+        (BuildStatus::Succeeded, _) => ExitCode::SUCCESS,
+        (BuildStatus::Failed, Some(c)) if (1..=255).contains(&c) => ExitCode::from(c as u8),
+        (BuildStatus::Failed, _) => ExitCode::from(1),
         _ => ExitCode::from(2),
     }
 }

@@ -56,7 +56,7 @@ pub(crate) async fn prune(args: PruneArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn report(worker: &str, state: &str, changed: bool) {
+fn report(worker: &str, state: &hangar_api::CommandState, changed: bool) {
     if changed {
         println!("worker {worker} is {state}");
     } else {

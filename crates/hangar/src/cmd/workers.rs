@@ -26,7 +26,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map(|w| {
             vec![
                 w.name.clone(),
-                w.state.clone(),
+                w.state.to_string(),
                 short_id(&w.state_identity).to_string(),
                 w.generation.to_string(),
                 coarse(now - w.first_registered_at),
@@ -83,7 +83,7 @@ fn condition(c: Option<&hangar_api::WorkerCondition>) -> String {
             "unhealthy ({})",
             c.unhealthy_reason.as_deref().unwrap_or("?")
         )
-    } else if c.pressure != "none" {
+    } else if c.pressure != hangar_api::Pressure::None {
         format!(
             "pressure {} ({})",
             c.pressure,

@@ -198,7 +198,7 @@ impl Cluster {
         self.workers()?
             .into_iter()
             .find(|w| w.name == name)
-            .map(|w| w.state)
+            .map(|w| w.state.to_string())
     }
 
     /// Polls the worker list until `cond` holds; panics with the logs if it
@@ -245,5 +245,7 @@ impl Cluster {
 }
 
 pub(crate) fn has(workers: &[Worker], name: &str, state: &str) -> bool {
-    workers.iter().any(|w| w.name == name && w.state == state)
+    workers
+        .iter()
+        .any(|w| w.name == name && w.state.as_str() == state)
 }

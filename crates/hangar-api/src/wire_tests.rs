@@ -1,0 +1,164 @@
+//! What each side does with a field it does not know: a server refuses it
+//! in a request, a client ignores it in a response.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::builds::{Artifact, Build, BuildEvent, BuildEvents, BuildStep, CreateBuild};
+use crate::containers::{Container, ContainerExit, ContainerSpec, Mount};
+use crate::resources::{ResourceAction, ResourceActionResult};
+use crate::{worker_api, *};
+
+const EXTRA: &str = "field_from_a_newer_version";
+
+/// `json` with one more field at the top.
+fn with_extra(json: &str) -> String {
+    let mut v: Value = serde_json::from_str(json).expect("sample is JSON");
+    v.as_object_mut()
+        .expect("sample is an object")
+        .insert(EXTRA.into(), Value::from(1));
+    v.to_string()
+}
+
+fn tolerated<T: DeserializeOwned>(name: &str, json: &str) {
+    serde_json::from_str::<T>(json).unwrap_or_else(|e| panic!("{name} sample: {e}"));
+    serde_json::from_str::<T>(&with_extra(json))
+        .unwrap_or_else(|e| panic!("response {name} refused an unknown field: {e}"));
+}
+
+fn refused<T: DeserializeOwned + std::fmt::Debug>(name: &str, json: &str) {
+    serde_json::from_str::<T>(json).unwrap_or_else(|e| panic!("{name} sample: {e}"));
+    let err = serde_json::from_str::<T>(&with_extra(json))
+        .expect_err(&format!("request {name} took an unknown field"));
+    assert!(
+        err.to_string()
+            .contains(&format!("unknown field `{EXTRA}`")),
+        "{name}: {err}"
+    );
+}
+
+const CONDITION: &str = r#"{"pressure":"soft","pressure_reason":"memory 85%","healthy":true,
+    "unhealthy_reason":null,"memory_used":1,"memory_limit":2,"memory_reserved":0,
+    "disk_used":1,"disk_total":2}"#;
+const EVENT: &str = r#"{"id":1,"worker":"w","kind":"restarted-state-lost","cause":"c",
+    "generation":2,"at":3}"#;
+
+#[test]
+fn responses_tolerate_unknown_fields() {
+    tolerated::<Registered>(
+        "Registered",
+        r#"{"generation":1,"kind":"state-kept","heartbeat_interval_ms":null,
+            "heartbeat_ttl_ms":30000,"token":"t"}"#,
+    );
+    tolerated::<HeartbeatAccepted>("HeartbeatAccepted", r#"{"state":"landing"}"#);
+    let worker = format!(
+        r#"{{"name":"w","state":"running","state_identity":"s","generation":1,
+            "platform":"linux","tags":[],"team":null,"version":"1","resource_types":[],
+            "ephemeral":false,"containers":0,"volumes":0,"first_registered_at":0,
+            "registered_at":0,"last_heartbeat_at":0,"state_changed_at":0,"restarts":0,
+            "api_url":null,"last_event":{EVENT},"last_restart":null,"condition":{CONDITION}}}"#
+    );
+    tolerated::<Worker>("Worker", &worker);
+    tolerated::<WorkerEvent>("WorkerEvent", EVENT);
+    tolerated::<CommandDone>(
+        "CommandDone",
+        r#"{"worker":"w","state":"removed","changed":true}"#,
+    );
+    tolerated::<Pruned>("Pruned", r#"{"pruned":["w"]}"#);
+    tolerated::<Volume>(
+        "Volume",
+        r#"{"handle":"h","worker":"w","state":"created","parent":"p",
+            "owner_kind":"base-resource-type","owner_id":null,"strategy":"cow",
+            "size_bytes":null,"created_at":0,"missing_since":null,"last_used_at":null}"#,
+    );
+    tolerated::<VolumeReportAnswer>(
+        "VolumeReportAnswer",
+        r#"{"destroy":["a"],"destroy_containers":[]}"#,
+    );
+    tolerated::<worker_api::Volume>(
+        "worker_api::Volume",
+        r#"{"handle":"h","parent":null,"path":"/v","properties":{},"size_bytes":1,
+            "created_at":0}"#,
+    );
+    tolerated::<Info>(
+        "Info",
+        r#"{"version":"1","database":{"backend":"sqlite","reachable":true,"lost":false}}"#,
+    );
+    tolerated::<DatabaseStatus>(
+        "DatabaseStatus",
+        r#"{"backend":"postgres","reachable":false}"#,
+    );
+    tolerated::<ErrorBody>(
+        "ErrorBody",
+        r#"{"error":{"code":"not_found","message":"m"}}"#,
+    );
+    tolerated::<ErrorDetail>("ErrorDetail", r#"{"code":"conflict","message":"m"}"#);
+    let step = r#"{"step_id":"0","name":"n","kind":"task","state":"errored","attempt":1,
+        "worker":null,"exit_code":null,"error":null,"started_at":null,"finished_at":null}"#;
+    tolerated::<BuildStep>("BuildStep", step);
+    tolerated::<Build>(
+        "Build",
+        &format!(
+            r#"{{"id":1,"name":"b","status":"aborted","created_at":0,"started_at":null,
+                "finished_at":null,"exit_code":null,"error":null,"steps":[{step}]}}"#
+        ),
+    );
+    let event = r#"{"id":1,"step":"0","kind":"infra","payload":"p","at":0}"#;
+    tolerated::<BuildEvent>("BuildEvent", event);
+    tolerated::<BuildEvents>(
+        "BuildEvents",
+        &format!(r#"{{"events":[{event}],"status":"started","exit_code":null}}"#),
+    );
+    tolerated::<Artifact>("Artifact", r#"{"handle":"h","worker":"w"}"#);
+    let exit = r#"{"code":0,"signal":null,"oom_killed":false,"memory_limit_bytes":null,
+        "finished_at":0}"#;
+    tolerated::<ContainerExit>("ContainerExit", exit);
+    tolerated::<Container>(
+        "Container",
+        &format!(
+            r#"{{"handle":"c","runtime":"runc","state":"exited","started_at":0,
+                "exit":{exit},"log_bytes":0}}"#
+        ),
+    );
+    tolerated::<ResourceActionResult>(
+        "ResourceActionResult",
+        r#"{"exit_code":0,"response":null,"stderr":""}"#,
+    );
+}
+
+#[test]
+fn requests_refuse_unknown_fields_and_name_them() {
+    refused::<RegisterWorker>(
+        "RegisterWorker",
+        r#"{"name":"w","state_identity":"s","platform":"linux","version":"1"}"#,
+    );
+    refused::<BaseResourceType>("BaseResourceType", r#"{"type":"git","path":"/rt/git"}"#);
+    refused::<Heartbeat>(
+        "Heartbeat",
+        &format!(r#"{{"generation":1,"containers":0,"volumes":0,"condition":{CONDITION}}}"#),
+    );
+    refused::<WorkerCondition>("WorkerCondition", CONDITION);
+    refused::<CreateVolume>(
+        "CreateVolume",
+        r#"{"worker":"w","strategy":"import","import_path":"/x","owner_kind":"task-cache"}"#,
+    );
+    refused::<VolumeReport>(
+        "VolumeReport",
+        r#"{"generation":1,"handles":["a"],"containers":[]}"#,
+    );
+    refused::<worker_api::CreateVolume>(
+        "worker_api::CreateVolume",
+        r#"{"handle":"h","strategy":"empty"}"#,
+    );
+    refused::<worker_api::SetProperty>("SetProperty", r#"{"value":"v"}"#);
+    refused::<CreateBuild>("CreateBuild", r#"{"plan":[]}"#);
+    refused::<ResourceAction>(
+        "ResourceAction",
+        r#"{"resource_type":"git","action":"check","request":{}}"#,
+    );
+    refused::<ContainerSpec>(
+        "ContainerSpec",
+        r#"{"handle":"c","runtime":"process","path":"sh"}"#,
+    );
+    refused::<Mount>("Mount", r#"{"volume":"v","path":"in"}"#);
+}
