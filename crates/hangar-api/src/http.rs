@@ -35,9 +35,6 @@ pub struct ApiError {
     pub message: String,
 }
 
-/// The former name of [`ApiError`].
-pub type ErrorResponse = ApiError;
-
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {

@@ -25,16 +25,26 @@ pub struct Wants {
     pub caches: Vec<(&'static str, String)>,
 }
 
-/// A worker as placement sees it. A worker whose condition cannot be read
-/// is taken at its word of none (accepting, memory unknown); one that
-/// serves no API cannot be given work and is left out by the caller.
+/// A worker as placement sees it. A worker that has not sent its
+/// condition yet is taken as accepting (memory unknown); one whose stored
+/// condition is unreadable is corrupt and gets no work until its next
+/// heartbeat writes a good one. One that serves no API is left out by the
+/// caller.
 fn candidate(w: WorkerRecord, has: BTreeSet<String>) -> Candidate {
-    let condition: Option<hangar_api::WorkerCondition> = w
-        .condition
-        .as_deref()
-        .and_then(|c| serde_json::from_str(c).ok());
+    let mut unreadable = false;
+    let condition: Option<hangar_api::WorkerCondition> =
+        w.condition
+            .as_deref()
+            .and_then(|c| match serde_json::from_str(c) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::warn!(worker = %w.info.name, error = %e, "the worker's stored condition is unreadable; it gets no work");
+                    unreadable = true;
+                    None
+                }
+            });
     Candidate {
-        accepting_work: condition.as_ref().is_none_or(|c| c.accepting_work()),
+        accepting_work: !unreadable && condition.as_ref().is_none_or(|c| c.accepting_work()),
         memory_free: condition.as_ref().map(|c| c.memory_free()),
         has,
         name: w.info.name,
@@ -47,9 +57,15 @@ fn candidate(w: WorkerRecord, has: BTreeSet<String>) -> Candidate {
 }
 
 fn has_resource_type(w: &WorkerRecord, wanted: &str) -> bool {
-    serde_json::from_str::<Vec<BaseResourceType>>(&w.info.resource_types_json)
-        .map(|types| types.iter().any(|rt| rt.type_name == wanted))
-        .unwrap_or(false)
+    match serde_json::from_str::<Vec<BaseResourceType>>(&w.info.resource_types_json) {
+        Ok(types) => types.iter().any(|rt| rt.type_name == wanted),
+        // Corrupt: the worker runs no resource action until it registers
+        // again with a good list.
+        Err(e) => {
+            tracing::warn!(worker = %w.info.name, error = %e, "the worker's stored resource types are unreadable");
+            false
+        }
+    }
 }
 
 /// The workers that could take `wants`, with what each already holds.

@@ -1,8 +1,11 @@
-//! The one place where errors become HTTP status codes.
+//! The one place where web's errors become HTTP status codes. The body is
+//! rendered by [`hangar_api::http::ApiError`], the worker's error type, so
+//! both servers answer in one shape. (Web keeps a type of its own because
+//! it converts the store's errors, which `hangar-api` does not know.)
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use hangar_api::{codes, ErrorBody, ErrorDetail};
+use hangar_api::codes;
 use hangar_core::fencing::Refusal;
 use hangar_store::StoreError;
 
@@ -39,8 +42,8 @@ impl ApiError {
     }
 }
 
-impl From<hangar_api::http::ErrorResponse> for ApiError {
-    fn from(e: hangar_api::http::ErrorResponse) -> ApiError {
+impl From<hangar_api::http::ApiError> for ApiError {
+    fn from(e: hangar_api::http::ApiError) -> ApiError {
         ApiError::new(e.status, e.code, e.message)
     }
 }
@@ -133,13 +136,7 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code.to_string(),
-                message: self.message,
-            },
-        };
-        (self.status, axum::Json(body)).into_response()
+        hangar_api::http::ApiError::new(self.status, self.code, self.message).into_response()
     }
 }
 

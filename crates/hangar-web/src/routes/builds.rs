@@ -191,11 +191,13 @@ pub(super) async fn events(
         }
         // Another web node may be running the build: look again soon even
         // without a local wake-up.
-        let _ = tokio::time::timeout_at(
+        // Woken or timed out, the loop reads the log again: either is fine.
+        let _woken = tokio::time::timeout_at(
             deadline.min(tokio::time::Instant::now() + Duration::from_millis(250)),
             notified,
         )
-        .await;
+        .await
+        .is_ok();
     }
 }
 
@@ -208,12 +210,20 @@ pub(super) async fn artifact(
 ) -> Result<Response, ApiError> {
     validate_label(&name).map_err(|e| ApiError::bad_request(format!("artifact name: {e}")))?;
     let build = load(&web, id).await?;
-    let mut artifacts: BTreeMap<String, String> =
-        serde_json::from_str(&build.artifacts).unwrap_or_default();
+    let corrupt = |what: String, e: serde_json::Error| {
+        ApiError::from(hangar_store::StoreError::Corrupt(format!("{what}: {e}")))
+    };
+    let mut artifacts: BTreeMap<String, String> = serde_json::from_str(&build.artifacts)
+        .map_err(|e| corrupt(format!("builds row {id}, column artifacts"), e))?;
     for step in web.store().build_steps(id).await? {
         if step.state == hangar_core::build::StepState::Succeeded {
             let outputs: BTreeMap<String, String> =
-                serde_json::from_str(&step.outputs).unwrap_or_default();
+                serde_json::from_str(&step.outputs).map_err(|e| {
+                    corrupt(
+                        format!("build_steps row {id}/{}, column outputs", step.step_id),
+                        e,
+                    )
+                })?;
             artifacts.extend(outputs);
         }
     }

@@ -226,11 +226,23 @@ pub(super) async fn heartbeat(
     Ok(axum::Json(HeartbeatAccepted { state }))
 }
 
-pub(super) fn worker_to_api(w: WorkerRecord) -> Worker {
-    // The store keeps the JSON the worker sent; it was validated on the way in.
-    let resource_types: Vec<BaseResourceType> =
-        serde_json::from_str(&w.info.resource_types_json).unwrap_or_default();
-    Worker {
+/// A worker row as the API shows it. The JSON columns were validated on
+/// the way in; one that no longer parses is corrupt, and says so rather
+/// than pass for an empty list or no condition.
+pub(super) fn worker_to_api(w: WorkerRecord) -> Result<Worker, ApiError> {
+    let corrupt = |column: &str, e: serde_json::Error| {
+        ApiError::from(hangar_store::StoreError::Corrupt(format!(
+            "workers row {}, column {column}: {e}",
+            w.info.name
+        )))
+    };
+    let resource_types: Vec<BaseResourceType> = serde_json::from_str(&w.info.resource_types_json)
+        .map_err(|e| corrupt("resource_types", e))?;
+    let condition = match w.condition.as_deref() {
+        Some(c) => Some(serde_json::from_str(c).map_err(|e| corrupt("condition", e))?),
+        None => None,
+    };
+    Ok(Worker {
         name: w.info.name,
         state: w.state,
         state_identity: w.info.state_identity,
@@ -251,11 +263,8 @@ pub(super) fn worker_to_api(w: WorkerRecord) -> Worker {
         api_url: w.info.api_url,
         last_event: w.last_event.map(event_to_api),
         last_restart: w.last_restart.map(event_to_api),
-        condition: w
-            .condition
-            .as_deref()
-            .and_then(|c| serde_json::from_str(c).ok()),
-    }
+        condition,
+    })
 }
 
 pub(super) async fn list(
@@ -263,7 +272,11 @@ pub(super) async fn list(
     _: Admin,
 ) -> Result<axum::Json<Vec<Worker>>, ApiError> {
     let workers = web.store().list_workers().await?;
-    Ok(axum::Json(workers.into_iter().map(worker_to_api).collect()))
+    let workers = workers
+        .into_iter()
+        .map(worker_to_api)
+        .collect::<Result<Vec<Worker>, ApiError>>()?;
+    Ok(axum::Json(workers))
 }
 
 pub(super) async fn show(
@@ -277,7 +290,7 @@ pub(super) async fn show(
         .get_worker(&name)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("worker {name} not found")))?;
-    Ok(axum::Json(worker_to_api(worker)))
+    Ok(axum::Json(worker_to_api(worker)?))
 }
 
 async fn command(
