@@ -56,6 +56,24 @@ impl Engine {
         owner_kind: OwnerKind,
         owner_id: Option<String>,
     ) -> Result<VolumeRecord, OpError> {
+        // A worker that is not there or serves no API is refused before a
+        // row is made: a request that cannot succeed changes nothing.
+        match self.store().worker_api_endpoint(worker).await? {
+            None => {
+                return Err(StoreError::NotFound(format!("worker {worker} not found")).into());
+            }
+            Some((Some(_), Some(_))) => {}
+            Some(_) => {
+                return Err(OpError::Worker {
+                    worker: worker.to_string(),
+                    error: CallError::refused(
+                        409,
+                        "conflict",
+                        format!("worker {worker} serves no volume API"),
+                    ),
+                })
+            }
+        }
         let handle = uuid::Uuid::new_v4().to_string();
         let parent = match &source {
             Source::CopyOnWrite { parent } => Some(parent.clone()),

@@ -60,11 +60,15 @@ pub(crate) fn from_worker(worker: &str, e: &hangar_engine::CallError) -> ApiErro
             codes::INSUFFICIENT_STORAGE,
             format!("worker {worker} has no room: {}", e.message),
         ),
-        Some(status) if status.is_client_error() => ApiError::new(
-            status,
-            hangar_api::http::code_for_status(status),
-            format!("worker {worker} refused: {}", e.message),
-        ),
+        // The worker refusing web's own token is web's trouble with that
+        // worker, not the caller's credentials: a 502 like any failure.
+        Some(status) if status.is_client_error() && status != StatusCode::UNAUTHORIZED => {
+            ApiError::new(
+                status,
+                hangar_api::http::code_for_status(status),
+                format!("worker {worker} refused: {}", e.message),
+            )
+        }
         _ => ApiError::new(
             StatusCode::BAD_GATEWAY,
             codes::UNAVAILABLE,
@@ -172,6 +176,8 @@ mod tests {
             (413, "payload_too_large", 413, codes::TOO_LARGE),
             (400, "bad_request", 400, codes::BAD_REQUEST),
             (404, "not_found", 404, codes::NOT_FOUND),
+            (403, "forbidden", 403, codes::FORBIDDEN),
+            (401, "unauthorized", 502, codes::UNAVAILABLE),
             (500, "internal", 502, codes::UNAVAILABLE),
             (503, "unavailable", 502, codes::UNAVAILABLE),
         ];
