@@ -62,7 +62,7 @@ impl Engine {
             None => {
                 return Err(StoreError::NotFound(format!("worker {worker} not found")).into());
             }
-            Some((Some(_), Some(_))) => {}
+            Some((Some(_url), _token)) => {}
             Some(_) => {
                 return Err(OpError::Worker {
                     worker: worker.to_string(),
