@@ -40,6 +40,7 @@ fn refused<T: DeserializeOwned + std::fmt::Debug>(name: &str, json: &str) {
 const CONDITION: &str = r#"{"pressure":"soft","pressure_reason":"memory 85%","healthy":true,
     "unhealthy_reason":null,"memory_used":1,"memory_limit":2,"memory_reserved":0,
     "disk_used":1,"disk_total":2}"#;
+const RESOURCE_TYPE: &str = r#"{"type":"git","path":"/rt/git","version":null}"#;
 const EVENT: &str = r#"{"id":1,"worker":"w","kind":"restarted-state-lost","cause":"c",
     "generation":2,"at":3}"#;
 
@@ -132,12 +133,10 @@ fn requests_refuse_unknown_fields_and_name_them() {
         "RegisterWorker",
         r#"{"name":"w","state_identity":"s","platform":"linux","version":"1"}"#,
     );
-    refused::<BaseResourceType>("BaseResourceType", r#"{"type":"git","path":"/rt/git"}"#);
     refused::<Heartbeat>(
         "Heartbeat",
         &format!(r#"{{"generation":1,"containers":0,"volumes":0,"condition":{CONDITION}}}"#),
     );
-    refused::<WorkerCondition>("WorkerCondition", CONDITION);
     refused::<CreateVolume>(
         "CreateVolume",
         r#"{"worker":"w","strategy":"import","import_path":"/x","owner_kind":"task-cache"}"#,
@@ -161,4 +160,47 @@ fn requests_refuse_unknown_fields_and_name_them() {
         r#"{"handle":"c","runtime":"process","path":"sh"}"#,
     );
     refused::<Mount>("Mount", r#"{"volume":"v","path":"in"}"#);
+}
+
+/// `BaseResourceType` and `WorkerCondition` travel both ways: refused with
+/// an unknown field inside a registration or heartbeat, tolerated inside a
+/// listed `Worker`.
+#[test]
+fn nested_types_are_strict_in_requests_and_tolerant_in_responses() {
+    let rt = with_extra(RESOURCE_TYPE);
+    let condition = with_extra(CONDITION);
+    let worker = format!(
+        r#"{{"name":"w","state":"running","state_identity":"s","generation":1,
+            "platform":"linux","tags":[],"team":null,"version":"1","resource_types":[{rt}],
+            "ephemeral":false,"containers":0,"volumes":0,"first_registered_at":0,
+            "registered_at":0,"last_heartbeat_at":0,"state_changed_at":0,"restarts":0,
+            "api_url":null,"last_event":null,"last_restart":null,"condition":{condition}}}"#
+    );
+    let parsed: Worker = serde_json::from_str(&worker).expect("a newer web's worker parses");
+    assert_eq!(parsed.resource_types[0].type_name, "git");
+    assert_eq!(
+        parsed.condition.expect("condition").pressure,
+        Pressure::Soft
+    );
+
+    let registration = |rt: &str| {
+        format!(
+            r#"{{"name":"w","state_identity":"s","platform":"linux","version":"1",
+                "resource_types":[{rt}]}}"#
+        )
+    };
+    let heartbeat =
+        |c: &str| format!(r#"{{"generation":1,"containers":0,"volumes":0,"condition":{c}}}"#);
+    let ok: RegisterWorker = serde_json::from_str(&registration(RESOURCE_TYPE)).unwrap();
+    assert_eq!(ok.resource_types.len(), 1);
+    let ok: Heartbeat = serde_json::from_str(&heartbeat(CONDITION)).unwrap();
+    assert!(ok.condition.is_some());
+    let ok: Heartbeat = serde_json::from_str(&heartbeat("null")).unwrap();
+    assert!(ok.condition.is_none());
+
+    let unknown = format!("unknown field `{EXTRA}`");
+    let err = serde_json::from_str::<RegisterWorker>(&registration(&rt)).unwrap_err();
+    assert!(err.to_string().contains(&unknown), "registration: {err}");
+    let err = serde_json::from_str::<Heartbeat>(&heartbeat(&condition)).unwrap_err();
+    assert!(err.to_string().contains(&unknown), "heartbeat: {err}");
 }
