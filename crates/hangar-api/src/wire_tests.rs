@@ -2,10 +2,14 @@
 //! in a request, a client ignores it in a response.
 
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
 
-use crate::builds::{Artifact, Build, BuildEvent, BuildEvents, BuildStep, CreateBuild};
-use crate::containers::{Container, ContainerExit, ContainerSpec, Mount};
+use crate::builds::{
+    Artifact, Build, BuildEvent, BuildEventKind, BuildEvents, BuildStatus, BuildStep, CreateBuild,
+    StepKind, StepState,
+};
+use crate::containers::{Container, ContainerExit, ContainerSpec, Mount, RunState, Runtime};
 use crate::resources::{ResourceAction, ResourceActionResult};
 use crate::{worker_api, *};
 
@@ -203,4 +207,42 @@ fn nested_types_are_strict_in_requests_and_tolerant_in_responses() {
     assert!(err.to_string().contains(&unknown), "registration: {err}");
     let err = serde_json::from_str::<Heartbeat>(&heartbeat(&condition)).unwrap_err();
     assert!(err.to_string().contains(&unknown), "heartbeat: {err}");
+}
+
+/// Every value of `T` is spelled on the wire as its `as_str()` (and
+/// `Display`), and that spelling reads back as the same value.
+fn spelled_as_displayed<T>(name: &str, all: &[T])
+where
+    T: Serialize + DeserializeOwned + std::fmt::Display + std::fmt::Debug + PartialEq,
+{
+    assert!(!all.is_empty(), "{name}: no values");
+    for value in all {
+        let json = serde_json::to_value(value).unwrap();
+        assert_eq!(json, Value::from(value.to_string()), "{name}::{value:?}");
+        let back: T = serde_json::from_value(json).unwrap();
+        assert_eq!(&back, value, "{name}: {value} does not read back");
+    }
+}
+
+#[test]
+fn every_wire_enum_is_spelled_as_it_displays() {
+    spelled_as_displayed("WorkerState", &WorkerState::ALL);
+    spelled_as_displayed("EventKind", &EventKind::ALL);
+    spelled_as_displayed("Pressure", &Pressure::ALL);
+    spelled_as_displayed("RegistrationKind", &RegistrationKind::ALL);
+    spelled_as_displayed("VolumeState", &VolumeState::ALL);
+    spelled_as_displayed("OwnerKind", &OwnerKind::ALL);
+    spelled_as_displayed("Strategy", &Strategy::ALL);
+    spelled_as_displayed("BuildStatus", BuildStatus::ALL);
+    spelled_as_displayed("StepState", StepState::ALL);
+    spelled_as_displayed("StepKind", StepKind::ALL);
+    spelled_as_displayed("BuildEventKind", BuildEventKind::ALL);
+    spelled_as_displayed("Runtime", &Runtime::ALL);
+    spelled_as_displayed("RunState", &RunState::ALL);
+    let commands: Vec<CommandState> = WorkerState::ALL
+        .into_iter()
+        .map(CommandState::Worker)
+        .chain([CommandState::REMOVED])
+        .collect();
+    spelled_as_displayed("CommandState", &commands);
 }
