@@ -3,7 +3,9 @@
 //! Requests (what a server receives) refuse unknown fields, so a typo in a
 //! script or a client from a newer version fails loudly instead of being
 //! half-understood. Responses (what a client receives) tolerate them, so a
-//! newer web that adds a field does not break older workers and CLIs. Durations on
+//! newer web that adds a field does not break older workers and CLIs (types
+//! in both, like [`WorkerCondition`], are strict only inside requests). An
+//! enum value a client does not know is still refused. Durations on
 //! the wire are integer milliseconds in fields ending `_ms`; times are
 //! milliseconds since the Unix epoch in fields ending `_at`.
 
