@@ -21,6 +21,8 @@ pub enum Runtime {
 }
 
 impl Runtime {
+    pub const ALL: [Runtime; 2] = [Runtime::Process, Runtime::Runc];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Runtime::Process => "process",
@@ -55,6 +57,8 @@ pub enum RunState {
 }
 
 impl RunState {
+    pub const ALL: [RunState; 2] = [RunState::Running, RunState::Exited];
+
     pub fn as_str(self) -> &'static str {
         match self {
             RunState::Running => "running",

@@ -3,7 +3,9 @@
 //! Requests (what a server receives) refuse unknown fields, so a typo in a
 //! script or a client from a newer version fails loudly instead of being
 //! half-understood. Responses (what a client receives) tolerate them, so a
-//! newer web that adds a field does not break older workers and CLIs. Durations on
+//! newer web that adds a field does not break older workers and CLIs (types
+//! in both, like [`WorkerCondition`], are strict only inside requests). An
+//! enum value a client does not know is still refused. Durations on
 //! the wire are integer milliseconds in fields ending `_ms`; times are
 //! milliseconds since the Unix epoch in fields ending `_at`.
 
@@ -41,7 +43,7 @@ pub struct RegisterWorker {
     #[serde(default)]
     pub team: Option<String>,
     pub version: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "strict_vec")]
     pub resource_types: Vec<BaseResourceType>,
     #[serde(default)]
     pub ephemeral: bool,
@@ -71,16 +73,65 @@ pub struct RegisterWorker {
     pub last_generation: Option<i64>,
 }
 
-/// A resource type the worker has on disk (a directory with `check`, `in`, `out`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BaseResourceType {
-    #[serde(rename = "type")]
-    pub type_name: String,
-    /// Where the type lives on the worker's disk.
-    pub path: String,
-    #[serde(default)]
-    pub version: Option<String>,
+/// Defines a wire struct that travels both ways: the struct itself tolerates
+/// unknown fields (it is what responses hold), and a private twin with the
+/// same fields refuses them, for the request fields that carry it (through
+/// [`strict_vec`] or [`strict_option`]). One field list serves both.
+macro_rules! both_ways {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident / $strict:ident {
+            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct $name { $( $(#[$fmeta])* pub $field: $ty, )* }
+
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $strict { $( $(#[$fmeta])* $field: $ty, )* }
+
+        impl Strict for $name {
+            type Twin = $strict;
+        }
+
+        impl From<$strict> for $name {
+            fn from(s: $strict) -> Self {
+                $name { $( $field: s.$field, )* }
+            }
+        }
+    };
+}
+
+/// A type whose requests refuse unknown fields through a strict twin.
+trait Strict: From<Self::Twin> {
+    type Twin: serde::de::DeserializeOwned;
+}
+
+/// Deserializes a request's list through the items' strict twin.
+fn strict_vec<'de, D: serde::Deserializer<'de>, T: Strict>(d: D) -> Result<Vec<T>, D::Error> {
+    let twins = Vec::<T::Twin>::deserialize(d)?;
+    Ok(twins.into_iter().map(T::from).collect())
+}
+
+/// Deserializes a request's optional value through its strict twin.
+fn strict_option<'de, D: serde::Deserializer<'de>, T: Strict>(d: D) -> Result<Option<T>, D::Error> {
+    Ok(Option::<T::Twin>::deserialize(d)?.map(T::from))
+}
+
+both_ways! {
+    /// A resource type the worker has on disk (a directory with `check`,
+    /// `in`, `out`). Strict inside a registration, tolerant inside a
+    /// [`Worker`].
+    pub struct BaseResourceType / StrictBaseResourceType {
+        #[serde(rename = "type")]
+        pub type_name: String,
+        /// Where the type lives on the worker's disk.
+        pub path: String,
+        #[serde(default)]
+        pub version: Option<String>,
+    }
 }
 
 /// Web's answer to a registration.
@@ -106,30 +157,31 @@ pub struct Heartbeat {
     pub containers: i64,
     pub volumes: i64,
     /// How the worker judges itself: pressure, health, memory and disk.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "strict_option")]
     pub condition: Option<WorkerCondition>,
 }
 
-/// A worker's own view of its condition, sent with every heartbeat. Web
-/// places no work on a worker under pressure or unhealthy, and none that
-/// needs more memory than the worker has free.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkerCondition {
-    /// `none`, `soft` (no new work) or `hard` (landing itself).
-    pub pressure: Pressure,
-    #[serde(default)]
-    pub pressure_reason: Option<String>,
-    pub healthy: bool,
-    /// What failed in the last self-check.
-    #[serde(default)]
-    pub unhealthy_reason: Option<String>,
-    pub memory_used: u64,
-    pub memory_limit: u64,
-    /// Memory promised to running containers (the sum of their limits).
-    pub memory_reserved: u64,
-    pub disk_used: u64,
-    pub disk_total: u64,
+both_ways! {
+    /// A worker's own view of its condition, sent with every heartbeat. Web
+    /// places no work on a worker under pressure or unhealthy, and none that
+    /// needs more memory than the worker has free. Strict inside a
+    /// heartbeat, tolerant inside a [`Worker`].
+    pub struct WorkerCondition / StrictWorkerCondition {
+        /// `none`, `soft` (no new work) or `hard` (landing itself).
+        pub pressure: Pressure,
+        #[serde(default)]
+        pub pressure_reason: Option<String>,
+        pub healthy: bool,
+        /// What failed in the last self-check.
+        #[serde(default)]
+        pub unhealthy_reason: Option<String>,
+        pub memory_used: u64,
+        pub memory_limit: u64,
+        /// Memory promised to running containers (the sum of their limits).
+        pub memory_reserved: u64,
+        pub disk_used: u64,
+        pub disk_total: u64,
+    }
 }
 
 impl WorkerCondition {

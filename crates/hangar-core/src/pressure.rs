@@ -59,6 +59,8 @@ pub enum Pressure {
 }
 
 impl Pressure {
+    pub const ALL: [Pressure; 3] = [Pressure::None, Pressure::Soft, Pressure::Hard];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Pressure::None => "none",

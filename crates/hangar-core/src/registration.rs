@@ -26,6 +26,12 @@ pub enum RegistrationKind {
 }
 
 impl RegistrationKind {
+    pub const ALL: [RegistrationKind; 3] = [
+        RegistrationKind::New,
+        RegistrationKind::StateKept,
+        RegistrationKind::StateLost,
+    ];
+
     pub fn event(self) -> EventKind {
         match self {
             RegistrationKind::New => EventKind::Registered,

@@ -119,6 +119,8 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    pub const ALL: [Strategy; 3] = [Strategy::Empty, Strategy::Cow, Strategy::Import];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Strategy::Empty => "empty",
@@ -137,7 +139,7 @@ impl fmt::Display for Strategy {
 impl FromStr for Strategy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Strategy::Empty, Strategy::Cow, Strategy::Import]
+        Strategy::ALL
             .into_iter()
             .find(|k| k.as_str() == s)
             .ok_or_else(|| format!("unknown volume strategy {s:?}"))

@@ -19,6 +19,11 @@ mod records;
 mod volumes;
 mod workers;
 
+#[cfg(test)]
+mod corrupt_tests;
+#[cfg(test)]
+mod test_db;
+
 pub use builds::{BuildEventRecord, BuildRecord, StepRecord};
 pub use containers::ContainerRecord;
 pub use db::{Backend, Store};

@@ -1,34 +1,13 @@
 //! An error on one subtree never blocks the rest: a trigger refuses to
 //! delete "poison" rows, on both databases.
 
+use crate::test_db::postgres_store;
+use crate::{NewVolume, Store, WorkerInfo};
 use hangar_core::gc::{Collector, CollectorStats, GcConfig};
 use hangar_core::volumes::OwnerKind;
-use sqlx::Connection;
-
-use crate::{NewVolume, Store, WorkerInfo};
 
 const T0: i64 = 1_700_000_000_000;
 const MIN: i64 = 60_000;
-
-async fn postgres_store() -> Store {
-    let admin = std::env::var("HANGAR_TEST_POSTGRES_URL").expect(
-        "HANGAR_TEST_POSTGRES_URL is not set: run the suite with scripts/test, which starts a throwaway cluster",
-    );
-    let name = format!(
-        "hangar_gc_unit_{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
-    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
-    Store::open(&format!("{base}/{name}")).await.unwrap()
-}
 
 async fn poison(store: &Store) {
     let statements: &[&str] = match store.backend() {
@@ -126,7 +105,7 @@ async fn one_bad_subtree_is_counted_and_skipped(store: Store) {
 
 #[tokio::test]
 async fn sqlite_one_bad_subtree_is_counted_and_skipped() {
-    one_bad_subtree_is_counted_and_skipped(Store::open("sqlite::memory:").await.unwrap()).await
+    one_bad_subtree_is_counted_and_skipped(crate::test_db::sqlite_store().await).await
 }
 
 #[tokio::test]
