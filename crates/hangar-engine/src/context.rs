@@ -117,6 +117,40 @@ impl BuildContext {
         Ok(())
     }
 
+    /// The step's record as a previous run of this build left it (or a new
+    /// one), and its end if that run finished it: a step that succeeded
+    /// then makes its outputs artifacts again; one whose stored outputs no
+    /// longer parse errors, saying so.
+    pub(crate) async fn resume_step(
+        &self,
+        step_id: &str,
+        name: &str,
+        kind: StepKind,
+    ) -> (StepRecord, Option<StepEnd>) {
+        let mut record = self
+            .previous
+            .get(step_id)
+            .cloned()
+            .unwrap_or_else(|| new_step_record(self.build_id, step_id, name, kind));
+        let Some(end) = already_done_end(&record) else {
+            return (record, None);
+        };
+        if end.state == StepState::Succeeded {
+            match stored_outputs(&record) {
+                Ok(outputs) => {
+                    for (name, handle) in outputs {
+                        self.add_artifact(&name, &handle);
+                    }
+                }
+                Err(why) => {
+                    let end = give_up(self, &mut record, StepState::Errored, None, why).await;
+                    return (record, Some(end));
+                }
+            }
+        }
+        (record, Some(end))
+    }
+
     /// Saves the step's progress. A failed write is logged: the step goes
     /// on, and a resumed build redoes what the database did not record.
     pub(crate) async fn save(&self, record: &StepRecord) {
@@ -160,4 +194,41 @@ pub(crate) fn stored_outputs(record: &StepRecord) -> Result<BTreeMap<String, Str
             record.step_id
         )
     })
+}
+
+/// The end of a step a previous run already finished.
+pub(crate) fn already_done_end(record: &StepRecord) -> Option<StepEnd> {
+    match record.state {
+        StepState::Succeeded | StepState::Failed | StepState::Errored => Some(StepEnd {
+            state: record.state,
+            exit_code: record.exit_code,
+            error: record.error.clone(),
+        }),
+        _ => None,
+    }
+}
+
+pub(crate) async fn give_up(
+    ctx: &BuildContext,
+    record: &mut StepRecord,
+    state: StepState,
+    exit_code: Option<i64>,
+    why: String,
+) -> StepEnd {
+    record.state = state;
+    record.exit_code = exit_code;
+    record.error = Some(why.clone());
+    record.finished_at = Some(ctx.engine.now());
+    ctx.save(record).await;
+    ctx.log(
+        Some(&record.step_id),
+        BuildEventKind::Step,
+        &format!("{} {}: {why}", record.kind, record.name),
+    )
+    .await;
+    StepEnd {
+        state,
+        exit_code,
+        error: Some(why),
+    }
 }

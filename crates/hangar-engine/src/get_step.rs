@@ -14,9 +14,9 @@ use hangar_core::plan::GetStep;
 use hangar_core::volumes::OwnerKind;
 use serde_json::{json, Value};
 
-use crate::context::{new_step_record, stored_outputs, BuildContext, Interrupted, StepEnd};
+use crate::context::{give_up, BuildContext, Interrupted, StepEnd};
 use crate::placement::{place_waiting, Wants};
-use crate::task_step::{already_done_end, give_up, op_failure};
+use crate::task_step::op_failure;
 use crate::Source;
 
 pub(crate) async fn run(
@@ -24,24 +24,8 @@ pub(crate) async fn run(
     step_id: &str,
     step: &GetStep,
 ) -> Result<StepEnd, Interrupted> {
-    let mut record = ctx
-        .previous
-        .get(step_id)
-        .cloned()
-        .unwrap_or_else(|| new_step_record(ctx.build_id, step_id, &step.get, StepKind::Get));
-    if let Some(end) = already_done_end(&record) {
-        if end.state == StepState::Succeeded {
-            match stored_outputs(&record) {
-                Ok(outputs) => {
-                    for (name, handle) in outputs {
-                        ctx.add_artifact(&name, &handle);
-                    }
-                }
-                Err(why) => {
-                    return Ok(give_up(ctx, &mut record, StepState::Errored, None, why).await)
-                }
-            }
-        }
+    let (mut record, done) = ctx.resume_step(step_id, &step.get, StepKind::Get).await;
+    if let Some(end) = done {
         return Ok(end);
     }
     let max_attempts = step.attempts();

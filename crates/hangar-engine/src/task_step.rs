@@ -21,7 +21,7 @@ use hangar_core::task::{parse_task_config, TaskConfig};
 use hangar_core::volumes::OwnerKind;
 use hangar_store::StepRecord;
 
-use crate::context::{new_step_record, stored_outputs, BuildContext, Interrupted, StepEnd};
+use crate::context::{give_up, stored_outputs, BuildContext, Interrupted, StepEnd};
 use crate::placement::{place_waiting, Wants};
 use crate::{logs, watch, OpError, Source};
 
@@ -36,24 +36,8 @@ pub(crate) async fn run(
     step_id: &str,
     step: &TaskStep,
 ) -> Result<StepEnd, Interrupted> {
-    let mut record = ctx
-        .previous
-        .get(step_id)
-        .cloned()
-        .unwrap_or_else(|| new_step_record(ctx.build_id, step_id, &step.task, StepKind::Task));
-    if let Some(end) = already_done_end(&record) {
-        if end.state == StepState::Succeeded {
-            match stored_outputs(&record) {
-                Ok(outputs) => {
-                    for (name, handle) in outputs {
-                        ctx.add_artifact(&name, &handle);
-                    }
-                }
-                Err(why) => {
-                    return Ok(give_up(ctx, &mut record, StepState::Errored, None, why).await)
-                }
-            }
-        }
+    let (mut record, done) = ctx.resume_step(step_id, &step.task, StepKind::Task).await;
+    if let Some(end) = done {
         return Ok(end);
     }
     let config = match parse_task_config(&step.config.to_string()) {
@@ -152,43 +136,6 @@ pub(crate) async fn run(
                 }
             }
         }
-    }
-}
-
-/// The end of a step a previous run already finished.
-pub(crate) fn already_done_end(record: &StepRecord) -> Option<StepEnd> {
-    match record.state {
-        StepState::Succeeded | StepState::Failed | StepState::Errored => Some(StepEnd {
-            state: record.state,
-            exit_code: record.exit_code,
-            error: record.error.clone(),
-        }),
-        _ => None,
-    }
-}
-
-pub(crate) async fn give_up(
-    ctx: &BuildContext,
-    record: &mut StepRecord,
-    state: StepState,
-    exit_code: Option<i64>,
-    why: String,
-) -> StepEnd {
-    record.state = state;
-    record.exit_code = exit_code;
-    record.error = Some(why.clone());
-    record.finished_at = Some(ctx.engine.now());
-    ctx.save(record).await;
-    ctx.log(
-        Some(&record.step_id),
-        BuildEventKind::Step,
-        &format!("{} {}: {why}", record.kind, record.name),
-    )
-    .await;
-    StepEnd {
-        state,
-        exit_code,
-        error: Some(why),
     }
 }
 
