@@ -16,6 +16,7 @@ mod metrics;
 mod routes;
 mod takeover;
 
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -197,6 +198,9 @@ impl Web {
     }
 }
 
+/// How long in-flight requests may run on once web is stopping.
+pub const DRAIN_WITHIN: Duration = Duration::from_secs(10);
+
 /// Serves the API on `listener` and runs the lifecycle loop until `shutdown`
 /// is cancelled, then waits for in-flight requests and the loop to finish.
 pub async fn serve(
@@ -224,9 +228,23 @@ pub async fn serve(
     // The peer's address goes with each request: a refused takeover's
     // event names who tried.
     let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let result = axum::serve(listener, app)
+    let server = axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await;
+        .into_future();
+    tokio::pin!(server);
+    // In-flight requests get DRAIN_WITHIN to finish once shutdown begins (a
+    // long-polling watcher or a slow upload would otherwise hold web past
+    // its grace period); then their connections are dropped.
+    let result = tokio::select! {
+        result = &mut server => result,
+        _ = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(DRAIN_WITHIN).await;
+        } => {
+            tracing::warn!(after = ?DRAIN_WITHIN, "requests still in flight at shutdown; closing them");
+            Ok(())
+        }
+    };
     shutdown.cancel();
     while tasks.join_next().await.is_some() {}
     result.map_err(Into::into)
