@@ -308,50 +308,54 @@ async fn attempt(
         return Ok(Err(StepFailure::WorkerGone { worker }));
     };
 
-    let mut scratch = Scratch::default();
-    let result = prepare_and_run(
-        ctx,
+    let placed = Placed {
         step_id,
         step,
         config,
-        record,
-        &worker,
-        &at_start,
-        &inputs,
+        worker: &worker,
+        at_start: &at_start,
+        inputs,
         image,
-        &cache_keys,
-        &mut scratch,
-    )
-    .await;
+        cache_keys,
+    };
+    let mut scratch = Scratch::default();
+    let result = prepare_and_run(ctx, &placed, record, &mut scratch).await;
     for handle in scratch.release {
         engine.release_volume(&handle).await;
     }
     result
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One attempt of a task step once placed: what it runs, on which worker
+/// (as web saw it then), and what it reads there.
+struct Placed<'a> {
+    step_id: &'a str,
+    step: &'a TaskStep,
+    config: &'a TaskConfig,
+    worker: &'a str,
+    at_start: &'a WorkerSeen,
+    inputs: Vec<(&'a hangar_core::task::TaskInput, String)>,
+    image: Option<String>,
+    /// (path, task-cache key) of each cache.
+    cache_keys: Vec<(String, String)>,
+}
+
 async fn prepare_and_run(
     ctx: &BuildContext,
-    step_id: &str,
-    step: &TaskStep,
-    config: &TaskConfig,
+    placed: &Placed<'_>,
     record: &mut StepRecord,
-    worker: &str,
-    at_start: &WorkerSeen,
-    inputs: &[(&hangar_core::task::TaskInput, String)],
-    image: Option<String>,
-    cache_keys: &[(String, String)],
     scratch: &mut Scratch,
 ) -> Result<Attempt, Interrupted> {
+    let (step_id, config, worker, at_start) = (
+        placed.step_id,
+        placed.config,
+        placed.worker,
+        placed.at_start,
+    );
     let engine = &ctx.engine;
     let watched = [(worker, at_start)];
     let prepared = ctx
-        .call(
-            &watched,
-            prepare_volumes(
-                ctx, step_id, step, config, worker, at_start, inputs, image, cache_keys, scratch,
-            ),
-        )
+        .call(&watched, prepare_volumes(ctx, placed, scratch))
         .await?;
     let (mounts, outputs, runtime, rootfs) = match prepared {
         Ok(Ok(p)) => p,
@@ -392,20 +396,18 @@ async fn prepare_and_run(
         memory_limit_bytes: config.memory_limit_bytes(),
         user: config.run.user.clone(),
     };
+    // Stopped while the worker starts it (`?`): the row and the step record
+    // name the container, so the resumed build re-attaches to it (or finds
+    // it lost and retries).
     let created = ctx
         .call(&watched, engine.workers().create_container(worker, &spec))
-        .await;
-    let failed = match created {
-        Ok(Ok(Ok(_))) => None,
-        Ok(Ok(Err(e))) => Some(Ok(call_failure(worker, &e))),
-        Ok(Err(f)) => Some(Ok(f)),
-        // Stopped while the worker starts it: the row and the step record
-        // name the container, so the resumed build re-attaches to it (or
-        // finds it lost and retries).
-        Err(Interrupted) => Some(Err(Interrupted)),
+        .await?;
+    let failure = match created {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) => Some(call_failure(worker, &e)),
+        Err(f) => Some(f),
     };
-    if let Some(failure) = failed {
-        let failure = failure?;
+    if let Some(failure) = failure {
         // A row left behind is collected as an abandoned creation.
         if let Err(e) = engine.store().delete_container_row(&handle).await {
             tracing::warn!(%handle, error = %e, "cannot delete the row of a container never created");
@@ -451,24 +453,24 @@ type Prepared = (
 );
 
 /// Makes the step's volumes on its worker: inputs, outputs, caches, image.
-#[allow(clippy::too_many_arguments)]
 async fn prepare_volumes(
     ctx: &BuildContext,
-    step_id: &str,
-    step: &TaskStep,
-    config: &TaskConfig,
-    worker: &str,
-    at_start: &WorkerSeen,
-    inputs: &[(&hangar_core::task::TaskInput, String)],
-    image: Option<String>,
-    cache_keys: &[(String, String)],
+    placed: &Placed<'_>,
     scratch: &mut Scratch,
 ) -> Result<Prepared, StepFailure> {
+    let Placed {
+        step_id,
+        step,
+        config,
+        worker,
+        at_start,
+        ..
+    } = *placed;
     let engine = &ctx.engine;
     let mut mounts = Vec::new();
     // Inputs: a copy-on-write child of the artifact where it lives, else a
     // copy streamed from the worker that has it.
-    for (input, handle) in inputs {
+    for (input, handle) in &placed.inputs {
         let Ok(Some(vol)) = engine.store().get_volume(handle).await else {
             return Err(StepFailure::VolumeLost {
                 worker: worker.to_string(),
@@ -548,7 +550,7 @@ async fn prepare_volumes(
             Err(e) => return Err(op_failure(worker, e)),
         }
     }
-    for (path, key) in cache_keys {
+    for (path, key) in &placed.cache_keys {
         let present = crate::caches::reuse_cache(engine, OwnerKind::TaskCache, key, worker).await;
         let handle = match present {
             Some(h) => {
@@ -579,7 +581,7 @@ async fn prepare_volumes(
             read_only: false,
         });
     }
-    let (runtime, rootfs) = match (image, &config.rootfs_uri) {
+    let (runtime, rootfs) = match (placed.image.clone(), &config.rootfs_uri) {
         (Some(image), _) => {
             match engine
                 .make_volume(
