@@ -25,6 +25,7 @@ pub mod rng;
 pub mod task;
 pub mod users;
 pub mod volumes;
+pub mod yaml;
 
 pub use events::EventKind;
 pub use lifecycle::{
