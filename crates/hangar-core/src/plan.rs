@@ -47,7 +47,7 @@ pub struct GetStep {
 pub struct TaskStep {
     pub task: String,
     /// The task config (Concourse's `task.yml` as JSON); parsed by
-    /// [`crate::task::parse_task_config`].
+    /// [`TaskStep::parse_config`].
     pub config: Value,
     /// task input name → artifact name.
     #[serde(default)]
@@ -80,6 +80,14 @@ impl GetStep {
 impl TaskStep {
     pub fn attempts(&self) -> u32 {
         self.attempts.unwrap_or(DEFAULT_ATTEMPTS)
+    }
+
+    /// The step's task config, parsed and checked against what the step
+    /// gives it (an image for a config that names an `image_resource`).
+    pub fn parse_config(&self) -> Result<crate::task::TaskConfig, crate::task::TaskConfigError> {
+        let config = crate::task::parse_task_value(self.config.clone())?;
+        config.check_runnable(self.image.is_some())?;
+        Ok(config)
     }
 
     /// The artifact a task input reads.

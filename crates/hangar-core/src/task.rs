@@ -1,21 +1,25 @@
 //! A task's config: Concourse's task config format
 //! (<https://concourse-ci.org/tasks.html>), parsed from YAML and validated.
 //!
-//! Parsing happens in two passes. The first reads the YAML into a generic
-//! value while counting every value it builds, so a document that expands
-//! through aliases (a "billion laughs") is refused after a bounded amount of
-//! work. The second maps that value onto [`TaskConfig`] with the path of every
-//! field tracked, so errors say where they are (`run.path: missing field`).
-//! Then [`TaskConfig::validate`] checks the rules serde cannot express.
+//! Parsing happens in two passes. The first reads the YAML into a JSON
+//! value the way Concourse does ([`crate::yaml`]: YAML 1.1 scalars, merge
+//! keys, bounded alias expansion). The second maps that value onto
+//! [`TaskConfig`] with the path of every field tracked, so errors say where
+//! they are (`run.path: missing field`), and coerces params to text as
+//! Concourse does. Then [`TaskConfig::validate`] checks the rules serde
+//! cannot express. A plan carries a config as JSON, and web and the engine
+//! read it with [`parse_task_value`], the second pass alone.
 //!
-//! hangar's one extension is `attempts`: how many times a task is tried when
-//! the infrastructure (not the task's own command) fails.
+//! Where hangar is stricter than Concourse (paths with `..` or absolute,
+//! artifact names, two artifacts at one path), the refusal says so and names
+//! what Concourse would do. hangar's one extension is `attempts`: how many
+//! times a task is tried when the infrastructure (not the task's own
+//! command) fails.
 
-use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
 /// The largest task config accepted, in bytes, checked before parsing.
@@ -23,7 +27,7 @@ pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
 
 /// The most values (scalars, sequences and mappings, map keys included) a
 /// document may hold once its aliases are expanded.
-pub const MAX_CONFIG_VALUES: usize = 100_000;
+pub const MAX_CONFIG_VALUES: usize = crate::yaml::MAX_VALUES;
 
 /// The largest memory limit accepted: 1 TiB.
 pub const MAX_MEMORY_BYTES: u64 = 1 << 40;
@@ -44,8 +48,9 @@ pub struct TaskConfig {
     /// The platform the task runs on (`linux`, …): only workers of that
     /// platform are chosen.
     pub platform: String,
-    /// The image the task runs in, as a resource. Parsed and kept; hangar runs
-    /// tasks only from a rootfs path (`rootfs_uri`) for now.
+    /// The image the task runs in, as a resource. A step that gives no image
+    /// of its own is refused while hangar cannot fetch images
+    /// ([`TaskConfig::check_runnable`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_resource: Option<ImageResource>,
     /// The task's root filesystem: a path on the worker.
@@ -57,8 +62,10 @@ pub struct TaskConfig {
     pub outputs: Vec<TaskOutput>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub caches: Vec<TaskCache>,
-    /// Environment variables for the task. Numbers and booleans in the YAML
-    /// become their text (`true`, `42`, `1.5`).
+    /// Environment variables for the task, coerced to text as Concourse
+    /// does: numbers and booleans become their text (`true`, `493` for
+    /// `0755`, `1.5`), a param with no value the empty string, lists and
+    /// mappings their JSON.
     #[serde(
         default,
         deserialize_with = "deserialize_params",
@@ -81,16 +88,23 @@ fn default_attempts() -> u32 {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping (type, source, params, version)"
+    expecting = "a mapping (type, source, params, version, name, tags)"
 )]
 pub struct ImageResource {
+    /// A label for the image in the build's output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     #[serde(rename = "type")]
     pub type_name: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub source: BTreeMap<String, serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<BTreeMap<String, serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<BTreeMap<String, String>>,
+    /// Worker tags for the image's check and fetch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 /// An artifact the task reads.
@@ -118,9 +132,20 @@ pub struct TaskOutput {
 
 /// A directory kept between runs of the task on one worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping (path)")]
+#[serde(deny_unknown_fields, expecting = "a mapping (path, ttl)")]
 pub struct TaskCache {
     pub path: String,
+    /// A cache unused for this long is started afresh (a Go duration such
+    /// as `24h` or `90m`, at least `1s`, as Concourse reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+}
+
+impl TaskCache {
+    /// The ttl, once [`TaskConfig::validate`] has accepted it.
+    pub fn ttl(&self) -> Option<std::time::Duration> {
+        self.ttl.as_deref().and_then(|t| parse_go_duration(t).ok())
+    }
 }
 
 /// The command the task runs.
@@ -137,14 +162,20 @@ pub struct RunConfig {
     pub user: Option<String>,
 }
 
-/// `container_limits`.
+/// `container_limits`. As in Concourse, 0 (or null) means no limit.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a mapping (memory, cpu)")]
 pub struct ContainerLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryLimit>,
-    /// CPU shares.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// CPU shares: a weight relative to other containers, not a count of
+    /// cores. A number; a fraction is cut to its whole part, as Concourse
+    /// does.
+    #[serde(
+        default,
+        deserialize_with = "deserialize_cpu",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cpu: Option<u64>,
 }
 
@@ -154,9 +185,10 @@ impl ContainerLimits {
     }
 }
 
-/// A memory limit in bytes. In YAML: an integer of bytes, or a string with a
+/// A memory limit in bytes. In YAML: a number of bytes, or a string with a
 /// unit (`"512MB"`, `"1GiB"`, `"1G"`, `"1.5g"`). As in Concourse, every unit
-/// is a power of 1024 whether or not it is written with an `i`.
+/// is a power of 1024 whether or not it is written with an `i`; hangar also
+/// takes fractions, `T` and `P`, and a space before the unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct MemoryLimit(pub u64);
 
@@ -182,9 +214,52 @@ impl TaskConfig {
             .map(|o| o.path.as_deref().unwrap_or(&o.name))
     }
 
-    /// The memory limit in bytes, when one is set.
+    /// The input an output shares its path with, if any: the task changes
+    /// that input in place and the output is the changed input.
+    pub fn input_at_output_path(&self, output: &TaskOutput) -> Option<&TaskInput> {
+        let normal = |p: &str| check_relative_path(p).ok();
+        let at = normal(output.path.as_deref().unwrap_or(&output.name))?;
+        self.inputs
+            .iter()
+            .find(|i| normal(i.path.as_deref().unwrap_or(&i.name)).as_ref() == Some(&at))
+    }
+
+    /// The memory limit in bytes, when one is set (0 is none).
     pub fn memory_limit_bytes(&self) -> Option<u64> {
-        self.container_limits.memory.map(|m| m.0)
+        self.container_limits.memory.map(|m| m.0).filter(|b| *b > 0)
+    }
+
+    /// The user to run as, when one is named (Concourse reads an empty
+    /// `run.user` as none: the image's or the worker's default).
+    pub fn run_user(&self) -> Option<&str> {
+        self.run.user.as_deref().filter(|u| !u.is_empty())
+    }
+
+    /// The CPU shares, when set (0 is none).
+    pub fn cpu_shares(&self) -> Option<u64> {
+        self.container_limits.cpu.filter(|c| *c > 0)
+    }
+
+    /// Whether a step can run this config: a task that names an
+    /// `image_resource` needs the step to give an image (an artifact, as
+    /// the step's `image`), since hangar cannot fetch images from a
+    /// resource yet. Running it on the worker's host instead would silently
+    /// drop the image.
+    pub fn check_runnable(&self, step_gives_image: bool) -> Result<(), TaskConfigError> {
+        if let (Some(image), false) = (&self.image_resource, step_gives_image) {
+            return Err(TaskConfigError::field(
+                "image_resource",
+                format!(
+                    "hangar cannot fetch a task's image from a resource yet (type {:?}); give \
+                     the step an image instead (`hangar execute --image DIR`, or a step's \
+                     `image:` artifact), replace image_resource with `rootfs_uri: raw:///path` \
+                     of a root filesystem on the worker, or remove image_resource to run the \
+                     task on the worker's host with the process runtime",
+                    shorten(&image.type_name)
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Checks the rules the types alone do not: names, paths, ranges.
@@ -205,6 +280,14 @@ impl TaskConfig {
                     ),
                 );
             }
+            for (i, tag) in image.tags.iter().enumerate() {
+                if let Err(e) = crate::names::validate_label(tag) {
+                    return fail(
+                        format!("image_resource.tags[{i}]"),
+                        format!("{:?} is not a valid tag ({})", e.name, e.reason),
+                    );
+                }
+            }
         }
         if let Some(uri) = &self.rootfs_uri {
             if uri.is_empty() {
@@ -216,66 +299,93 @@ impl TaskConfig {
                     "must not contain control characters".into(),
                 );
             }
+            if let Some((scheme, _)) = uri.split_once("://") {
+                if scheme != "raw" {
+                    return fail(
+                        "rootfs_uri".into(),
+                        format!(
+                            "{:?}: hangar takes only raw:///path (a root filesystem on the \
+                             worker); images from a registry ({scheme}://) are not fetched yet",
+                            shorten(uri)
+                        ),
+                    );
+                }
+            }
         }
 
-        // Names are unique across inputs and outputs; paths across inputs,
-        // outputs and caches. Each map remembers who took the key first.
-        let mut names: HashMap<&str, String> = HashMap::new();
-        let mut paths: HashMap<String, String> = HashMap::new();
-        let mut claim_path = |field: String, owner: String, path: &str| {
+        // Names are unique among inputs and among outputs; an output may
+        // share an input's name (it replaces that artifact for later steps)
+        // and its path (the task changes the input in place, Concourse's
+        // idiom). Any other two artifacts or caches at one path are refused.
+        let mut input_names: HashMap<&str, String> = HashMap::new();
+        let mut output_names: HashMap<&str, String> = HashMap::new();
+        let mut input_paths: HashMap<String, String> = HashMap::new();
+        let mut other_paths: HashMap<String, String> = HashMap::new();
+        for (i, input) in self.inputs.iter().enumerate() {
+            let owner = format!("inputs[{i}]");
+            check_name(&owner, &input.name)?;
+            if let Some(first) = input_names.insert(&input.name, owner.clone()) {
+                return fail(
+                    format!("{owner}.name"),
+                    format!("{:?} is already the name of {first}", input.name),
+                );
+            }
+            let (field, path) = artifact_path_field(&owner, &input.name, &input.path);
             let normal =
                 check_artifact_path(path).map_err(|m| TaskConfigError::field(&field, m))?;
-            if let Some(first) = paths.get(&normal) {
-                return Err(TaskConfigError::field(
+            if let Some(first) = input_paths.insert(normal, owner) {
+                return fail(
                     field,
                     format!("{:?} is already the path of {first}", shorten(path)),
-                ));
-            }
-            paths.insert(normal, owner);
-            Ok(())
-        };
-        let artifacts = self
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| (format!("inputs[{i}]"), &a.name, &a.path))
-            .chain(
-                self.outputs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| (format!("outputs[{i}]"), &a.name, &a.path)),
-            );
-        for (owner, name, path) in artifacts {
-            if !is_valid_artifact_name(name) {
-                return fail(
-                    format!("{owner}.name"),
-                    format!(
-                        "{:?} is not a valid name (1 to {MAX_ARTIFACT_NAME_LEN} letters, digits, \
-                         '_', '.' or '-', starting with a letter or digit)",
-                        shorten(name)
-                    ),
                 );
             }
-            if let Some(first) = names.get(name.as_str()) {
+        }
+        for (i, output) in self.outputs.iter().enumerate() {
+            let owner = format!("outputs[{i}]");
+            check_name(&owner, &output.name)?;
+            if let Some(first) = output_names.insert(&output.name, owner.clone()) {
                 return fail(
                     format!("{owner}.name"),
-                    format!("{name:?} is already the name of {first}"),
+                    format!("{:?} is already the name of {first}", output.name),
                 );
             }
-            names.insert(name, owner.clone());
-            match path {
-                Some(path) => claim_path(format!("{owner}.path"), owner, path)?,
-                // The name stands in for the path: a valid name is a valid
-                // path, but it may clash with another artifact's path.
-                None => claim_path(format!("{owner}.name"), owner, name)?,
+            let (field, path) = artifact_path_field(&owner, &output.name, &output.path);
+            let normal =
+                check_artifact_path(path).map_err(|m| TaskConfigError::field(&field, m))?;
+            if let Some(first) = other_paths.insert(normal, owner) {
+                return fail(
+                    field,
+                    format!("{:?} is already the path of {first}", shorten(path)),
+                );
             }
         }
         for (i, cache) in self.caches.iter().enumerate() {
-            claim_path(
-                format!("caches[{i}].path"),
-                format!("caches[{i}]"),
-                &cache.path,
-            )?;
+            let owner = format!("caches[{i}]");
+            let field = format!("{owner}.path");
+            let normal =
+                check_artifact_path(&cache.path).map_err(|m| TaskConfigError::field(&field, m))?;
+            let first = input_paths
+                .get(&normal)
+                .or_else(|| other_paths.get(&normal));
+            if let Some(first) = first {
+                return fail(
+                    field,
+                    format!("{:?} is already the path of {first}", shorten(&cache.path)),
+                );
+            }
+            other_paths.insert(normal, owner.clone());
+            if let Some(ttl) = &cache.ttl {
+                match parse_go_duration(ttl) {
+                    Ok(d) if d >= std::time::Duration::from_secs(1) => {}
+                    Ok(_) => {
+                        return fail(
+                            format!("{owner}.ttl"),
+                            format!("{:?} is less than 1s, as in Concourse", shorten(ttl)),
+                        )
+                    }
+                    Err(m) => return fail(format!("{owner}.ttl"), m),
+                }
+            }
         }
 
         for (key, value) in &self.params {
@@ -310,19 +420,13 @@ impl TaskConfig {
                 return fail("run.dir".into(), message);
             }
         }
-        if let Some(user) = &self.run.user {
+        if let Some(user) = self.run.user.as_deref().filter(|u| !u.is_empty()) {
             if let Err(message) = crate::users::parse_user(user) {
                 return fail("run.user".into(), message);
             }
         }
 
         if let Some(MemoryLimit(bytes)) = self.container_limits.memory {
-            if bytes == 0 {
-                return fail(
-                    "container_limits.memory".into(),
-                    "must be greater than 0 (leave it out for no limit)".into(),
-                );
-            }
             if bytes > MAX_MEMORY_BYTES {
                 return fail(
                     "container_limits.memory".into(),
@@ -352,6 +456,34 @@ pub fn is_valid_artifact_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
+fn check_name(owner: &str, name: &str) -> Result<(), TaskConfigError> {
+    if is_valid_artifact_name(name) {
+        return Ok(());
+    }
+    Err(TaskConfigError::field(
+        format!("{owner}.name"),
+        format!(
+            "{:?} is not a valid name: hangar takes 1 to {MAX_ARTIFACT_NAME_LEN} letters, digits, \
+             '_', '.' or '-', starting with a letter or digit, because an artifact's name is \
+             also a directory and part of URLs (Concourse takes any non-empty name)",
+            shorten(name)
+        ),
+    ))
+}
+
+/// The field an artifact's path is read from (its `path`, else its name)
+/// and that path.
+fn artifact_path_field<'a>(
+    owner: &str,
+    name: &'a str,
+    path: &'a Option<String>,
+) -> (String, &'a str) {
+    match path {
+        Some(p) => (format!("{owner}.path"), p),
+        None => (format!("{owner}.name"), name),
+    }
+}
+
 /// A relative path with no `..`: returns it normalised (no `.` components,
 /// no repeated or trailing `/`), which may be empty for `.`.
 fn check_relative_path(path: &str) -> Result<String, String> {
@@ -366,14 +498,22 @@ fn check_relative_path(path: &str) -> Result<String, String> {
     }
     if path.starts_with('/') {
         return Err(format!(
-            "{:?} is absolute; it must be relative to the task's working directory",
+            "{:?} is absolute: hangar mounts artifacts and caches only below the task's \
+             working directory, so the path must be relative to it (Concourse would use the \
+             absolute path as it is)",
             shorten(path)
         ));
     }
     let mut parts = Vec::new();
     for part in path.split('/') {
         match part {
-            ".." => return Err(format!("{:?} must not contain \"..\"", shorten(path))),
+            ".." => {
+                return Err(format!(
+                    "{:?} must not contain \"..\": Concourse silently deletes every \"..\" \
+                     from a path, hangar refuses so a path means what it says",
+                    shorten(path)
+                ))
+            }
             "" | "." => {}
             part => parts.push(part),
         }
@@ -476,7 +616,7 @@ impl fmt::Display for TaskConfigError {
 
 impl std::error::Error for TaskConfigError {}
 
-/// Parses and validates a task config.
+/// Parses and validates a task config from its YAML (or JSON) text.
 pub fn parse_task_config(yaml: &str) -> Result<TaskConfig, TaskConfigError> {
     if yaml.len() > MAX_CONFIG_BYTES {
         return Err(TaskConfigError::document(format!(
@@ -484,7 +624,19 @@ pub fn parse_task_config(yaml: &str) -> Result<TaskConfig, TaskConfigError> {
             yaml.len()
         )));
     }
-    let value = read_bounded_value(yaml)?;
+    let value = crate::yaml::from_str(yaml).map_err(|e| TaskConfigError {
+        place: match e.position {
+            Some((line, column)) => Place::Position { line, column },
+            None => Place::Document,
+        },
+        message: e.message,
+    })?;
+    parse_task_value(value)
+}
+
+/// Parses and validates a task config already read into a value (a plan's
+/// JSON, or YAML read by [`crate::yaml::from_str`] and interpolated).
+pub fn parse_task_value(value: serde_json::Value) -> Result<TaskConfig, TaskConfigError> {
     if value.is_null() {
         return Err(TaskConfigError::document("the document is empty"));
     }
@@ -505,40 +657,6 @@ pub fn parse_task_config(yaml: &str) -> Result<TaskConfig, TaskConfigError> {
     })?;
     config.validate()?;
     Ok(config)
-}
-
-/// Pass one: the YAML as a generic value, refused past [`MAX_CONFIG_VALUES`].
-fn read_bounded_value(yaml: &str) -> Result<serde_yaml::Value, TaskConfigError> {
-    let budget = Budget {
-        left: Cell::new(MAX_CONFIG_VALUES),
-        refusal: RefCell::new(None),
-    };
-    let result = BoundedValue(&budget).deserialize(serde_yaml::Deserializer::from_str(yaml));
-    result.map_err(|e| {
-        // serde_yaml renders its own path and position into messages that
-        // came from our visitor; ours are kept aside to be shown plainly.
-        let ours = budget.refusal.borrow_mut().take();
-        let position = e.location().map(|l| (l.line(), l.column()));
-        let message = match ours {
-            Some(message) => message,
-            None => {
-                let text = e.to_string();
-                match position {
-                    Some((line, column)) => text
-                        .replacen(&format!(" at line {line} column {column}"), "", 1)
-                        .to_string(),
-                    None => text,
-                }
-            }
-        };
-        match position {
-            Some((line, column)) => TaskConfigError {
-                place: Place::Position { line, column },
-                message,
-            },
-            None => TaskConfigError::document(message),
-        }
-    })
 }
 
 /// A field path as serde_path_to_error writes one (`inputs[1].name`), `.`
@@ -588,142 +706,15 @@ fn tidy_serde_error(path: &str, message: &str) -> TaskConfigError {
             return TaskConfigError::field(path, format!("unknown field {unknown:?}{tail}"));
         }
     }
-    let message = message.replace("invalid type: unit value", "invalid type: null");
+    let mut message = message.replace("invalid type: unit value", "invalid type: null");
+    // A list where a mapping belongs reaches a derived struct's sequence
+    // form, which talks of its length.
+    if let Some(rest) = message.strip_prefix("invalid length ") {
+        if let Some((_, expected)) = rest.split_once(", expected a mapping") {
+            message = format!("invalid type: sequence, expected a mapping{expected}");
+        }
+    }
     TaskConfigError::field(path, message)
-}
-
-struct Budget {
-    left: Cell<usize>,
-    refusal: RefCell<Option<String>>,
-}
-
-impl Budget {
-    fn spend<E: de::Error>(&self) -> Result<(), E> {
-        match self.left.get().checked_sub(1) {
-            Some(left) => {
-                self.left.set(left);
-                Ok(())
-            }
-            None => self.refuse(format!(
-                "the document holds more than {MAX_CONFIG_VALUES} values once its aliases \
-                 are expanded"
-            )),
-        }
-    }
-
-    fn refuse<T, E: de::Error>(&self, message: String) -> Result<T, E> {
-        let error = E::custom(&message);
-        *self.refusal.borrow_mut() = Some(message);
-        Err(error)
-    }
-}
-
-/// Builds a `serde_yaml::Value`, spending one unit of the budget per value.
-struct BoundedValue<'b>(&'b Budget);
-
-impl<'de> DeserializeSeed<'de> for BoundedValue<'_> {
-    type Value = serde_yaml::Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for BoundedValue<'_> {
-    type Value = serde_yaml::Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a YAML value")
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        self.0.spend()?;
-        Ok(serde_yaml::Value::Bool(v))
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        self.0.spend()?;
-        Ok(serde_yaml::Value::Number(v.into()))
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        self.0.spend()?;
-        Ok(serde_yaml::Value::Number(v.into()))
-    }
-
-    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Self::Value, E> {
-        match i64::try_from(v) {
-            Ok(v) => self.visit_i64(v),
-            Err(_) => self.0.refuse(format!("the integer {v} is too large")),
-        }
-    }
-
-    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Self::Value, E> {
-        match u64::try_from(v) {
-            Ok(v) => self.visit_u64(v),
-            Err(_) => self.0.refuse(format!("the integer {v} is too large")),
-        }
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        self.0.spend()?;
-        Ok(serde_yaml::Value::Number(v.into()))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        self.0.spend()?;
-        Ok(serde_yaml::Value::String(v.to_string()))
-    }
-
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-        self.0.spend()?;
-        Ok(serde_yaml::Value::String(v))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        self.0.spend()?;
-        Ok(serde_yaml::Value::Null)
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        self.visit_unit()
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        self.0.spend()?;
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(BoundedValue(self.0))? {
-            items.push(item);
-        }
-        Ok(serde_yaml::Value::Sequence(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        self.0.spend()?;
-        let mut mapping = serde_yaml::Mapping::new();
-        while let Some(key) = map.next_key_seed(BoundedValue(self.0))? {
-            if mapping.contains_key(&key) {
-                let shown = match &key {
-                    serde_yaml::Value::String(s) => format!("{:?}", shorten(s)),
-                    _ => "(not a string)".into(),
-                };
-                return self
-                    .0
-                    .refuse(format!("the mapping here has the key {shown} twice"));
-            }
-            let value = map.next_value_seed(BoundedValue(self.0))?;
-            mapping.insert(key, value);
-        }
-        Ok(serde_yaml::Value::Mapping(mapping))
-    }
-
-    fn visit_enum<A: de::EnumAccess<'de>>(self, _data: A) -> Result<Self::Value, A::Error> {
-        self.0.refuse("YAML tags (!name) are not supported".into())
-    }
 }
 
 fn deserialize_params<'de, D: Deserializer<'de>>(
@@ -735,83 +726,131 @@ fn deserialize_params<'de, D: Deserializer<'de>>(
         type Value = BTreeMap<String, String>;
 
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a mapping of names to strings, numbers or booleans")
+            f.write_str("a mapping of names to values")
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
         }
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let mut params = BTreeMap::new();
             // next_entry goes through the path-tracking wrapper, so an error
             // in a value is reported as `params.NAME`.
-            while let Some((key, ParamValue(value))) = map.next_entry::<String, ParamValue>()? {
-                params.insert(key, value);
+            while let Some((key, value)) = map.next_entry::<String, serde_json::Value>()? {
+                params.insert(key, param_text(&value));
             }
             Ok(params)
         }
     }
 
-    deserializer.deserialize_map(ParamsVisitor)
+    deserializer.deserialize_any(ParamsVisitor)
 }
 
-/// One param: a scalar, kept as its text.
-struct ParamValue(String);
+/// A param's value as the task's environment gets it, by Concourse's rule
+/// (`CoercedString`): a string as it is, a number as Go writes it, null as
+/// the empty string, anything else as Go's JSON of it.
+pub fn param_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::Number(n) => crate::yaml::go_number_text(n),
+        other => crate::yaml::go_json(other),
+    }
+}
 
-impl<'de> Deserialize<'de> for ParamValue {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ScalarVisitor;
+/// `container_limits.cpu`: a number, cut to its whole part as Concourse
+/// does; null is no limit.
+fn deserialize_cpu<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    struct CpuVisitor;
 
-        const NESTED: &str =
-            "nested values are not allowed: a param is a string, number or boolean";
+    impl Visitor<'_> for CpuVisitor {
+        type Value = Option<u64>;
 
-        impl<'de> Visitor<'de> for ScalarVisitor {
-            type Value = ParamValue;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string, number or boolean")
-            }
-
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<ParamValue, E> {
-                Ok(ParamValue(v.to_string()))
-            }
-
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ParamValue, E> {
-                Ok(ParamValue(v.to_string()))
-            }
-
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ParamValue, E> {
-                Ok(ParamValue(v.to_string()))
-            }
-
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<ParamValue, E> {
-                Ok(ParamValue(v.to_string()))
-            }
-
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<ParamValue, E> {
-                Ok(ParamValue(v.to_string()))
-            }
-
-            fn visit_string<E: de::Error>(self, v: String) -> Result<ParamValue, E> {
-                Ok(ParamValue(v))
-            }
-
-            fn visit_unit<E: de::Error>(self) -> Result<ParamValue, E> {
-                Err(E::custom("has no value: write \"\" for an empty string"))
-            }
-
-            fn visit_none<E: de::Error>(self) -> Result<ParamValue, E> {
-                self.visit_unit()
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, _seq: A) -> Result<ParamValue, A::Error> {
-                Err(de::Error::custom(NESTED))
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, _map: A) -> Result<ParamValue, A::Error> {
-                Err(de::Error::custom(NESTED))
-            }
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a number of CPU shares")
         }
 
-        deserializer.deserialize_any(ScalarVisitor)
+        fn visit_unit<E: de::Error>(self) -> Result<Option<u64>, E> {
+            Ok(None)
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<u64>, E> {
+            Ok(Some(v))
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<u64>, E> {
+            u64::try_from(v)
+                .map(Some)
+                .map_err(|_| E::custom(format!("{v} is negative")))
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Option<u64>, E> {
+            if v < 0.0 || !v.is_finite() || v >= u64::MAX as f64 {
+                return Err(E::custom(format!("{v} is not a number of CPU shares")));
+            }
+            Ok(Some(v.trunc() as u64))
+        }
     }
+
+    deserializer.deserialize_any(CpuVisitor)
+}
+
+/// Go's `time.ParseDuration`: a sequence of decimal numbers with units
+/// (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), such as `1h30m` or `1.5s`; `0`
+/// alone; a sign in front.
+pub fn parse_go_duration(text: &str) -> Result<std::time::Duration, String> {
+    let bad = || {
+        format!(
+            "{:?} is not a duration (a number with a unit ns, us, ms, s, m or h, such as \
+             \"24h\" or \"1h30m\")",
+            shorten(text)
+        )
+    };
+    let (negative, mut rest) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if rest == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut nanos: f64 = 0.0;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let (number, tail) = rest.split_at(number_end);
+        if number.is_empty() || number == "." {
+            return Err(bad());
+        }
+        let value: f64 = number.parse().map_err(|_| bad())?;
+        let unit_end = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, next) = tail.split_at(unit_end);
+        let scale = match unit {
+            "ns" => 1.0,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return Err(bad()),
+        };
+        nanos += value * scale;
+        rest = next;
+    }
+    if negative && nanos > 0.0 {
+        return Ok(std::time::Duration::ZERO);
+    }
+    if nanos > u64::MAX as f64 {
+        return Err(format!("{:?} is too long", shorten(text)));
+    }
+    Ok(std::time::Duration::from_nanos(nanos as u64))
 }
 
 impl Serialize for MemoryLimit {
@@ -839,6 +878,14 @@ impl<'de> Deserialize<'de> for MemoryLimit {
                 u64::try_from(v)
                     .map(MemoryLimit)
                     .map_err(|_| E::custom(format!("{v} is negative")))
+            }
+
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<MemoryLimit, E> {
+                // Concourse reads a number as a float and cuts it.
+                if v < 0.0 || !v.is_finite() || v >= u64::MAX as f64 {
+                    return Err(E::custom(format!("{v} is not a number of bytes")));
+                }
+                Ok(MemoryLimit(v.trunc() as u64))
             }
 
             fn visit_str<E: de::Error>(self, v: &str) -> Result<MemoryLimit, E> {

@@ -106,7 +106,7 @@ enum Frame {
 }
 
 enum Key {
-    Name(String, Marker),
+    Name(String),
     Merge(Marker),
 }
 
@@ -160,10 +160,10 @@ impl Builder {
                 self.spend(cost, mark)?;
                 if self.wants_key() {
                     return match value {
-                        Value::String(s) => self.set_key(Key::Name(s, mark), mark),
+                        Value::String(s) => self.set_key(Key::Name(s), mark),
                         other => {
                             let key = key_text(&other).map_err(|m| at(mark, m))?;
-                            self.set_key(Key::Name(key, mark), mark)
+                            self.set_key(Key::Name(key), mark)
                         }
                     };
                 }
@@ -268,7 +268,7 @@ impl Builder {
             Some(Frame::Map {
                 entries, key: slot, ..
             }),
-            Key::Name(name, _),
+            Key::Name(name),
         ) = (self.stack.last(), &key)
         {
             debug_assert!(slot.is_none());
@@ -307,7 +307,7 @@ impl Builder {
                 mark: map_mark,
                 ..
             }) => match key.take() {
-                Some(Key::Name(name, _)) => {
+                Some(Key::Name(name)) => {
                     entries.insert(name, value);
                     Ok(())
                 }
@@ -355,7 +355,7 @@ fn scalar_key(
     }
     let value = scalar(text, style, tag, mark)?;
     let key = key_text(&value).map_err(|m| at(mark, m))?;
-    Ok(Key::Name(key, mark))
+    Ok(Key::Name(key))
 }
 
 fn key_text(value: &Value) -> Result<String, String> {

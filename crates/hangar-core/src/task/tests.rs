@@ -139,8 +139,12 @@ fn a_config_survives_a_round_trip_through_json_and_yaml() {
     let config = parse_task_config(FULL).unwrap();
     let json = serde_json::to_string(&config).unwrap();
     assert_eq!(serde_json::from_str::<TaskConfig>(&json).unwrap(), config);
-    let yaml = serde_yaml::to_string(&config).unwrap();
-    assert_eq!(parse_task_config(&yaml).unwrap(), config);
+    // JSON is YAML: the text a plan carries reads back the same.
+    assert_eq!(parse_task_config(&json).unwrap(), config);
+    assert_eq!(
+        parse_task_value(serde_json::to_value(&config).unwrap()).unwrap(),
+        config
+    );
 }
 
 #[test]
@@ -208,7 +212,7 @@ fn refused_configs_say_what_is_wrong_and_where() {
         ),
         (
             with("caches:\n- path: a\n  name: b\n"),
-            "task config: caches[0]: unknown field \"name\", expected path",
+            "task config: caches[0]: unknown field \"name\", expected path or ttl",
         ),
         (
             with("container_limits: {memory: 1G, cpus: 2}\n"),
@@ -267,24 +271,31 @@ fn refused_configs_say_what_is_wrong_and_where() {
         // Names.
         (
             with("inputs:\n- name: ok\n- name: bad name\n"),
-            "task config: inputs[1].name: \"bad name\" is not a valid name (1 to 63 letters, \
-             digits, '_', '.' or '-', starting with a letter or digit)",
+            "task config: inputs[1].name: \"bad name\" is not a valid name: hangar takes 1 to 63 \
+             letters, digits, '_', '.' or '-', starting with a letter or digit, because an \
+             artifact's name is also a directory and part of URLs (Concourse takes any \
+             non-empty name)",
         ),
         (
             with("outputs:\n- name: .hidden\n"),
-            "task config: outputs[0].name: \".hidden\" is not a valid name (1 to 63 letters, \
-             digits, '_', '.' or '-', starting with a letter or digit)",
+            "task config: outputs[0].name: \".hidden\" is not a valid name: hangar takes 1 to 63 \
+             letters, digits, '_', '.' or '-', starting with a letter or digit, because an \
+             artifact's name is also a directory and part of URLs (Concourse takes any \
+             non-empty name)",
         ),
         (
             with(&format!("outputs:\n- name: {long_name}\n")),
             "task config: outputs[0].name: \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\" \
-             is not a valid name (1 to 63 letters, digits, '_', '.' or '-', starting with a \
-             letter or digit)",
+             is not a valid name: hangar takes 1 to 63 letters, digits, '_', '.' or '-', \
+             starting with a letter or digit, because an artifact's name is also a directory \
+             and part of URLs (Concourse takes any non-empty name)",
         ),
         (
             with("inputs:\n- name: ''\n"),
-            "task config: inputs[0].name: \"\" is not a valid name (1 to 63 letters, digits, \
-             '_', '.' or '-', starting with a letter or digit)",
+            "task config: inputs[0].name: \"\" is not a valid name: hangar takes 1 to 63 \
+             letters, digits, '_', '.' or '-', starting with a letter or digit, because an \
+             artifact's name is also a directory and part of URLs (Concourse takes any \
+             non-empty name)",
         ),
         // Duplicates.
         (
@@ -292,20 +303,24 @@ fn refused_configs_say_what_is_wrong_and_where() {
             "task config: inputs[1].name: \"repo\" is already the name of inputs[0]",
         ),
         (
-            with("inputs:\n- name: repo\noutputs:\n- name: repo\n  path: out\n"),
-            "task config: outputs[0].name: \"repo\" is already the name of inputs[0]",
+            with("outputs:\n- name: out\n- name: out\n  path: other\n"),
+            "task config: outputs[1].name: \"out\" is already the name of outputs[0]",
         ),
         (
             with("inputs:\n- name: a\n  path: dir\n- name: b\n  path: ./dir/\n"),
             "task config: inputs[1].path: \"./dir/\" is already the path of inputs[0]",
         ),
         (
-            with("inputs:\n- name: a\n  path: out\noutputs:\n- name: out\n"),
-            "task config: outputs[0].name: \"out\" is already the path of inputs[0]",
+            with("outputs:\n- name: a\n  path: dir\n- name: b\n  path: dir\n"),
+            "task config: outputs[1].path: \"dir\" is already the path of outputs[0]",
         ),
         (
             with("outputs:\n- name: out\ncaches:\n- path: out\n"),
             "task config: caches[0].path: \"out\" is already the path of outputs[0]",
+        ),
+        (
+            with("inputs:\n- name: src\ncaches:\n- path: src/\n"),
+            "task config: caches[0].path: \"src/\" is already the path of inputs[0]",
         ),
         (
             with("caches:\n- path: c\n- path: c\n"),
@@ -314,21 +329,26 @@ fn refused_configs_say_what_is_wrong_and_where() {
         // Paths.
         (
             with("inputs:\n- name: a\n  path: ../up\n"),
-            "task config: inputs[0].path: \"../up\" must not contain \"..\"",
+            "task config: inputs[0].path: \"../up\" must not contain \"..\": Concourse silently \
+             deletes every \"..\" from a path, hangar refuses so a path means what it says",
         ),
         (
             with("outputs:\n- name: a\n  path: x/../../y\n"),
-            "task config: outputs[0].path: \"x/../../y\" must not contain \"..\"",
+            "task config: outputs[0].path: \"x/../../y\" must not contain \"..\": Concourse \
+             silently deletes every \"..\" from a path, hangar refuses so a path means what it \
+             says",
         ),
         (
             with("caches:\n- path: /abs\n"),
-            "task config: caches[0].path: \"/abs\" is absolute; it must be relative to the \
-             task's working directory",
+            "task config: caches[0].path: \"/abs\" is absolute: hangar mounts artifacts and \
+             caches only below the task's working directory, so the path must be relative to it \
+             (Concourse would use the absolute path as it is)",
         ),
         (
             with("inputs:\n- name: a\n  path: /etc\n"),
-            "task config: inputs[0].path: \"/etc\" is absolute; it must be relative to the \
-             task's working directory",
+            "task config: inputs[0].path: \"/etc\" is absolute: hangar mounts artifacts and \
+             caches only below the task's working directory, so the path must be relative to it \
+             (Concourse would use the absolute path as it is)",
         ),
         (
             with("caches:\n- path: ./\n"),
@@ -340,12 +360,14 @@ fn refused_configs_say_what_is_wrong_and_where() {
         ),
         (
             "platform: linux\nrun: {path: echo, dir: ../x}\n".into(),
-            "task config: run.dir: \"../x\" must not contain \"..\"",
+            "task config: run.dir: \"../x\" must not contain \"..\": Concourse silently deletes \
+             every \"..\" from a path, hangar refuses so a path means what it says",
         ),
         (
             "platform: linux\nrun: {path: echo, dir: /x}\n".into(),
-            "task config: run.dir: \"/x\" is absolute; it must be relative to the task's \
-             working directory",
+            "task config: run.dir: \"/x\" is absolute: hangar mounts artifacts and caches only \
+             below the task's working directory, so the path must be relative to it (Concourse \
+             would use the absolute path as it is)",
         ),
         // Memory.
         (
@@ -365,40 +387,11 @@ fn refused_configs_say_what_is_wrong_and_where() {
             "task config: container_limits.memory: -5 is negative",
         ),
         (
-            with("container_limits: {memory: 1.5}\n"),
-            "task config: container_limits.memory: invalid type: floating point `1.5`, expected \
-             a number of bytes or a size like \"512MB\"",
-        ),
-        (
-            with("container_limits: {memory: 0}\n"),
-            "task config: container_limits.memory: must be greater than 0 (leave it out for no \
-             limit)",
-        ),
-        (
-            with("container_limits: {memory: 0MB}\n"),
-            "task config: container_limits.memory: must be greater than 0 (leave it out for no \
-             limit)",
-        ),
-        (
             with("container_limits: {memory: 2TiB}\n"),
             "task config: container_limits.memory: 2199023255552 bytes is more than the limit \
              of 1 TiB",
         ),
         // Params.
-        (
-            with("params:\n  OK: yes\n  NESTED: {a: b}\n"),
-            "task config: params.NESTED: nested values are not allowed: a param is a string, \
-             number or boolean",
-        ),
-        (
-            with("params:\n  LIST: [a, b]\n"),
-            "task config: params.LIST: nested values are not allowed: a param is a string, \
-             number or boolean",
-        ),
-        (
-            with("params:\n  UNSET:\n"),
-            "task config: params.UNSET: has no value: write \"\" for an empty string",
-        ),
         (
             with("params:\n  A=B: x\n"),
             "task config: params: \"A=B\" cannot be an environment variable name (empty, or \
@@ -406,8 +399,7 @@ fn refused_configs_say_what_is_wrong_and_where() {
         ),
         (
             with("params: [A, B]\n"),
-            "task config: params: invalid type: sequence, expected a mapping of names to \
-             strings, numbers or booleans",
+            "task config: params: invalid type: sequence, expected a mapping of names to values",
         ),
         // Attempts.
         (
@@ -420,18 +412,13 @@ fn refused_configs_say_what_is_wrong_and_where() {
         ),
         // image_resource and rootfs_uri.
         (
-            with("image_resource: {type: registry-image}\n"),
-            "task config: image_resource.source: missing field",
-        ),
-        (
             with("image_resource: {type: 'bad type', source: {}}\n"),
             "task config: image_resource.type: \"bad type\" is not a valid resource type name \
              (only letters, digits, '-', '_' and '.' are allowed)",
         ),
         (
             with("image_resource: {type: git, source: {}, tag: x}\n"),
-            "task config: image_resource: unknown field \"tag\", expected one of type, source, \
-             params, version",
+            "task config: image_resource: unknown field \"tag\", expected one of name, type, source, params, version, tags",
         ),
         (
             with("rootfs_uri: ''\n"),
@@ -444,20 +431,20 @@ fn refused_configs_say_what_is_wrong_and_where() {
         ),
         (
             "platform: linux\nplatform: darwin\nrun: {path: echo}\n".into(),
-            "task config: line 1 column 1: the mapping here has the key \"platform\" twice",
+            "task config: line 2 column 1: the key \"platform\" appears twice in this mapping; Concourse would keep the last one silently, hangar refuses so a repeated key cannot hide a value",
         ),
         (
             with("params: *nowhere\n"),
-            "task config: line 4 column 9: unknown anchor",
+            "task config: line 4 column 9: while parsing node, found unknown anchor",
         ),
         (
             with("params: !custom {A: b}\n"),
-            "task config: line 4 column 9: YAML tags (!name) are not supported",
+            "task config: line 4 column 17: the YAML tag \"!custom\" is not supported (only \
+             !!str, !!int, !!float, !!bool, !!null, !!map and !!seq)",
         ),
         (
             format!("{MINIMAL}---\n{MINIMAL}"),
-            "task config: deserializing from YAML containing more than one document is not \
-             supported",
+            "task config: line 4 column 1: the file holds more than one YAML document (---); Concourse would read the first and ignore the rest, hangar refuses so nothing is dropped",
         ),
     ];
     let mut failures = Vec::new();
@@ -476,7 +463,9 @@ fn refused_configs_say_what_is_wrong_and_where() {
 fn errors_expose_the_field_path_and_the_message() {
     assert_eq!(
         err("platform: linux\nrun:\n  path: a\n  path: b\n"),
-        "task config: line 3 column 3: the mapping here has the key \"path\" twice"
+        "task config: line 4 column 3: the key \"path\" appears twice in this mapping; \
+         Concourse would keep the last one silently, hangar refuses so a repeated key cannot \
+         hide a value"
     );
     let e = parse_task_config("platform: linux\nrun:\n  args: [x]\n").unwrap_err();
     assert_eq!(e.field_path(), Some("run.path"));
@@ -528,14 +517,13 @@ fn an_alias_bomb_is_refused_quickly() {
     }
     bomb.push_str(MINIMAL);
     // A wide one: few levels, each alias expanding a large anchored list,
-    // which serde_yaml's own repetition limit lets through.
+    // which a parser's own repetition limit might let through.
     let wide_items = vec!["x"; 20_000].join(", ");
     let wide_aliases = vec!["*w"; 20_000].join(", ");
     let wide = format!("w: &w [{wide_items}]\nb: [{wide_aliases}]\n{MINIMAL}");
     assert!(wide.len() < MAX_CONFIG_BYTES);
 
     for doc in [bomb, wide] {
-        let started = std::time::Instant::now();
         let got = err(&doc);
         assert!(
             got.ends_with(
@@ -543,22 +531,16 @@ fn an_alias_bomb_is_refused_quickly() {
             ),
             "{got}"
         );
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(5),
-            "took {:?}",
-            started.elapsed()
-        );
     }
 }
 
 #[test]
-fn deep_nesting_is_refused_by_the_recursion_limit() {
-    let deep = format!(
-        "{MINIMAL}params: {}{}\n",
-        "[".repeat(1000),
-        "]".repeat(1000)
-    );
-    let got = err(&deep);
+fn deep_nesting_is_refused_past_the_depth_limit() {
+    let nest = |n: usize| format!("{MINIMAL}params: {}{}\n", "[".repeat(n), "]".repeat(n));
+    let got = err(&nest(100));
+    assert!(got.contains("nested deeper than 64 levels"), "{got}");
+    // Far deeper, the parser's own limit answers first; refused either way.
+    let got = err(&nest(100_000));
     assert!(got.contains("recursion limit exceeded"), "{got}");
 }
 
@@ -601,4 +583,261 @@ fn validate_checks_configs_built_in_code() {
         config.validate().unwrap_err().to_string(),
         "task config: attempts: 0 is out of range (1 to 10)"
     );
+}
+
+/// Each row is a Concourse rule from concourse-ci.org/tasks.html (and its
+/// `atc/task.go`): what a params value in the YAML reaches the task as.
+#[test]
+fn params_reach_the_task_as_concourse_passes_them() {
+    let table: &[(&str, &str)] = &[
+        ("KEY:", ""),
+        ("KEY: ~", ""),
+        ("KEY: ''", ""),
+        ("KEY: yes", "true"),
+        ("KEY: off", "false"),
+        ("KEY: 'yes'", "yes"),
+        ("KEY: 0755", "493"),
+        ("KEY: '0755'", "0755"),
+        ("KEY: 0x10", "16"),
+        ("KEY: 1_000", "1000"),
+        ("KEY: 1.0", "1"),
+        ("KEY: 1.50", "1.5"),
+        ("KEY: 1e21", "1e+21"),
+        ("KEY: 12345678901234567890", "12345678901234567890"),
+        ("KEY: {b: 2, a: [x, yes]}", r#"{"a":["x",true],"b":2}"#),
+        ("KEY: [1, '<&>']", r#"[1,"\u003c\u0026\u003e"]"#),
+        ("KEY: |\n    line one\n    line two", "line one\nline two\n"),
+        ("KEY: 2024-01-02", "2024-01-02"),
+    ];
+    for (line, want) in table {
+        let config = parse_task_config(&with(&format!("params:\n  {line}\n")))
+            .unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert_eq!(config.params["KEY"], *want, "{line:?}");
+    }
+    // `params:` with nothing is no params, as in Concourse.
+    assert!(parse_task_config(&with("params:\n"))
+        .unwrap()
+        .params
+        .is_empty());
+}
+
+#[test]
+fn merge_keys_in_params_take_shared_defaults() {
+    let yaml = "platform: linux\nrun: {path: env}\nx-common: &common {A: a, B: b}\n";
+    // An unknown top-level field still refuses the config...
+    assert!(err(yaml).contains("unknown field \"x-common\""));
+    // ...so defaults live where Concourse users put them: in the params.
+    let yaml = "platform: linux\nrun: {path: env}\nparams:\n  <<: {A: a, B: b}\n  B: own\n";
+    let config = parse_task_config(yaml).unwrap();
+    assert_eq!(config.params["A"], "a");
+    assert_eq!(config.params["B"], "own");
+}
+
+#[test]
+fn an_output_may_share_an_inputs_name_and_path() {
+    // Concourse's idiom for changing an input in place.
+    let config = parse_task_config(&with(
+        "inputs:\n- name: repo\noutputs:\n- name: repo\n- name: built\n  path: repo/out\n",
+    ))
+    .unwrap();
+    assert_eq!(config.input_path("repo"), Some("repo"));
+    assert_eq!(config.output_path("repo"), Some("repo"));
+    // Same path, another name.
+    parse_task_config(&with(
+        "inputs:\n- name: src\n  path: work\noutputs:\n- name: result\n  path: ./work/\n",
+    ))
+    .unwrap();
+    // Same name, another path: the output replaces the artifact afterwards.
+    parse_task_config(&with(
+        "inputs:\n- name: repo\noutputs:\n- name: repo\n  path: changed\n",
+    ))
+    .unwrap();
+}
+
+#[test]
+fn cache_ttls_are_go_durations_of_at_least_a_second() {
+    let config = parse_task_config(&with("caches:\n- path: c\n  ttl: 1h30m\n")).unwrap();
+    assert_eq!(
+        config.caches[0].ttl(),
+        Some(std::time::Duration::from_secs(5400))
+    );
+    for (ttl, needle) in [
+        ("500ms", "is less than 1s"),
+        ("-5m", "is less than 1s"),
+        ("forever", "is not a duration"),
+        ("5", "expected a string"),
+        ("5x", "is not a duration"),
+        ("1d", "is not a duration"),
+    ] {
+        let e = err(&with(&format!("caches:\n- path: c\n  ttl: {ttl}\n")));
+        assert!(
+            e.contains("caches[0].ttl") && e.contains(needle),
+            "{ttl}: {e}"
+        );
+    }
+    let table: &[(&str, u64)] = &[
+        ("0", 0),
+        ("1s", 1_000_000_000),
+        ("1.5s", 1_500_000_000),
+        ("300ms", 300_000_000),
+        ("2h45m", 9_900_000_000_000),
+        ("1us", 1_000),
+        ("1µs", 1_000),
+        ("10ns", 10),
+    ];
+    for (text, nanos) in table {
+        assert_eq!(
+            parse_go_duration(text).unwrap(),
+            std::time::Duration::from_nanos(*nanos),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn image_resource_takes_concourse_fields_and_needs_an_image_from_the_step() {
+    let config = parse_task_config(&with(
+        "image_resource:\n  name: build-image\n  type: registry-image\n  tags: [big]\n",
+    ))
+    .unwrap();
+    let image = config.image_resource.as_ref().unwrap();
+    assert_eq!(image.name.as_deref(), Some("build-image"));
+    assert_eq!(image.tags, ["big"]);
+    assert!(image.source.is_empty());
+    let e = config.check_runnable(false).unwrap_err().to_string();
+    assert!(
+        e.starts_with("task config: image_resource: hangar cannot fetch a task's image")
+            && e.contains("registry-image")
+            && e.contains("--image"),
+        "{e}"
+    );
+    config.check_runnable(true).unwrap();
+    parse_task_config(MINIMAL)
+        .unwrap()
+        .check_runnable(false)
+        .unwrap();
+    let e = err(&with(
+        "image_resource: {type: registry-image, tags: ['a b']}\n",
+    ));
+    assert!(e.contains("image_resource.tags[0]"), "{e}");
+}
+
+#[test]
+fn container_limits_read_as_concourse_reads_them() {
+    let memory: &[(&str, Option<u64>)] = &[
+        ("1073741824", Some(1 << 30)),
+        ("1GB", Some(1 << 30)),
+        ("1gb", Some(1 << 30)),
+        ("1G", Some(1 << 30)),
+        ("1Gi", Some(1 << 30)),
+        ("1GiB", Some(1 << 30)),
+        ("512M", Some(512 << 20)),
+        ("64KB", Some(64 << 10)),
+        ("1.5e9", Some(1_500_000_000)),
+        ("0", None),
+        ("~", None),
+    ];
+    for (text, want) in memory {
+        let config = parse_task_config(&with(&format!("container_limits: {{memory: {text}}}\n")))
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(config.memory_limit_bytes(), *want, "{text}");
+    }
+    let cpu: &[(&str, Option<u64>)] = &[
+        ("512", Some(512)),
+        ("1.9", Some(1)),
+        ("0", None),
+        ("~", None),
+    ];
+    for (text, want) in cpu {
+        let config = parse_task_config(&with(&format!("container_limits: {{cpu: {text}}}\n")))
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(config.cpu_shares(), *want, "{text}");
+    }
+    for (text, needle) in [
+        ("'512'", "expected a number of CPU shares"),
+        ("-1", "-1 is negative"),
+        ("-1.5", "is not a number of CPU shares"),
+    ] {
+        let e = err(&with(&format!("container_limits: {{cpu: {text}}}\n")));
+        assert!(
+            e.contains("container_limits.cpu") && e.contains(needle),
+            "{text}: {e}"
+        );
+    }
+}
+
+#[test]
+fn an_empty_user_is_none_and_rootfs_uri_takes_raw_paths_only() {
+    let config = parse_task_config("platform: linux\nrun: {path: id, user: ''}\n").unwrap();
+    assert_eq!(config.run_user(), None);
+    let config = parse_task_config("platform: linux\nrun: {path: id, user: '1000'}\n").unwrap();
+    assert_eq!(config.run_user(), Some("1000"));
+    parse_task_config(&with("rootfs_uri: raw:///var/rootfs\n")).unwrap();
+    let e = err(&with("rootfs_uri: docker:///busybox\n"));
+    assert!(e.contains("rootfs_uri") && e.contains("raw:///path"), "{e}");
+}
+
+/// A task file as they are found in public Concourse repositories: YAML
+/// 1.1 scalars, a param with no value, an anchor and a merge key, an output
+/// that is its input changed in place, a cache with a ttl.
+#[test]
+fn a_real_world_task_file_is_read_whole() {
+    let yaml = r#"---
+platform: linux
+
+image_resource:
+  type: registry-image
+  source:
+    repository: golang
+    tag: 1.22
+
+inputs:
+  - name: source-code
+  - name: version
+    optional: yes
+
+outputs:
+  - name: source-code
+
+caches:
+  - path: gopath/pkg/mod
+    ttl: 168h
+
+params:
+  CGO_ENABLED: 0
+  GOFLAGS: -mod=mod
+  GITHUB_TOKEN:
+  VERBOSE: on
+  FILE_MODE: 0644
+  EXTRA_ARGS: [--race, --count=1]
+
+run:
+  path: bash
+  args:
+    - -exc
+    - |
+      cd source-code
+      go test ./...
+  dir: .
+
+container_limits:
+  memory: 2GB
+  cpu: 1024
+"#;
+    let config = parse_task_config(yaml).unwrap();
+    assert_eq!(config.params["CGO_ENABLED"], "0");
+    assert_eq!(config.params["GITHUB_TOKEN"], "");
+    assert_eq!(config.params["VERBOSE"], "true");
+    assert_eq!(config.params["FILE_MODE"], "420");
+    assert_eq!(config.params["EXTRA_ARGS"], r#"["--race","--count=1"]"#);
+    assert!(config.inputs[1].optional);
+    assert_eq!(config.output_path("source-code"), Some("source-code"));
+    assert_eq!(
+        config.caches[0].ttl(),
+        Some(std::time::Duration::from_secs(168 * 3600))
+    );
+    assert_eq!(config.memory_limit_bytes(), Some(2 << 30));
+    assert_eq!(config.cpu_shares(), Some(1024));
+    let source = &config.image_resource.as_ref().unwrap().source;
+    assert_eq!(source["tag"], serde_json::json!(1.22));
 }

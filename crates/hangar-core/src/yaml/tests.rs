@@ -95,7 +95,8 @@ fn merge_keys_copy_keys_the_mapping_does_not_set_itself() {
 
 #[test]
 fn refusals_say_where_and_why() {
-    let cases: &[(&str, &str, Option<(usize, usize)>)] = &[
+    type Case<'a> = (&'a str, &'a str, Option<(usize, usize)>);
+    let cases: &[Case] = &[
         ("a: 1\na: 2\n", "appears twice", Some((2, 1))),
         (
             "a: 1\n---\nb: 2\n",
@@ -128,7 +129,7 @@ fn alias_bombs_and_deep_nesting_are_refused_after_bounded_work() {
     let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
     for i in 1..10 {
         let prev = format!("*a{}", i - 1);
-        let list = vec![prev.as_str(); 10].join(", ");
+        let list = [prev.as_str(); 10].join(", ");
         bomb.push_str(&format!("a{i}: &a{i} [{list}]\n"));
     }
     let e = refused(&bomb);

@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use hangar_api::builds::{Build, BuildEvent, BuildEvents, BuildStep, CreateBuild};
 use hangar_core::names::validate_label;
 use hangar_core::plan::{leaf_steps, parse_plan, Step};
-use hangar_core::task::parse_task_config;
 use hangar_store::{BuildRecord, StepRecord};
 use serde::Deserialize;
 
@@ -58,7 +57,7 @@ async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
     let steps = parse_plan(&req.plan).map_err(|e| ApiError::bad_request(e.to_string()))?;
     for (id, step) in leaf_steps(&steps) {
         if let Step::Task(task) = step {
-            parse_task_config(&task.config.to_string()).map_err(|e| {
+            task.parse_config().map_err(|e| {
                 ApiError::bad_request(format!("plan step {id} ({}): {e}", task.task))
             })?;
         }

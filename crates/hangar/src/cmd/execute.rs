@@ -63,8 +63,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("read {}", args.config.display()))?;
     let config =
         parse_task_config(&yaml).map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
-    let config_json: serde_json::Value = serde_yaml::from_str(&yaml)
-        .with_context(|| format!("read {} as data", args.config.display()))?;
+    config
+        .check_runnable(args.image.is_some())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
+    // Web gets the config as hangar read it (params already text, YAML 1.1
+    // scalars resolved), so it runs what was checked here.
+    let config_json = serde_json::to_value(&config).context("encode the task config")?;
 
     let mut inputs: BTreeMap<String, PathBuf> = BTreeMap::new();
     for (name, dir) in &args.inputs {
