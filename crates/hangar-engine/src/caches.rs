@@ -40,3 +40,47 @@ pub(crate) async fn reuse_cache(
     }
     Some(handle)
 }
+
+/// A task cache to reuse, unless it has gone unused for longer than its
+/// `ttl`: then it is released and the step starts with an empty cache, as
+/// Concourse's cache ttl promises.
+pub(crate) async fn reuse_task_cache(
+    engine: &Engine,
+    key: &str,
+    worker: &str,
+    ttl: Option<std::time::Duration>,
+) -> Reuse {
+    if let Some(ttl) = ttl {
+        let present = engine
+            .store()
+            .present_volumes_by_owner(OwnerKind::TaskCache.as_str(), &[key.to_string()])
+            .await
+            .unwrap_or_default();
+        if let Some((_, _, handle)) = present.into_iter().find(|(w, _, _)| w == worker) {
+            if let Ok(Some(volume)) = engine.store().get_volume(&handle).await {
+                let last = volume.last_used_at.unwrap_or(volume.created_at);
+                let idle_ms = engine.now().saturating_sub(last);
+                if idle_ms > ttl.as_millis() as i64 {
+                    engine.release_volume(&handle).await;
+                    return Reuse::Expired {
+                        idle: std::time::Duration::from_millis(idle_ms as u64),
+                    };
+                }
+            }
+        }
+    }
+    match reuse_cache(engine, OwnerKind::TaskCache, key, worker).await {
+        Some(handle) => Reuse::Present(handle),
+        None => Reuse::Missing,
+    }
+}
+
+/// What [`reuse_task_cache`] found.
+pub(crate) enum Reuse {
+    Present(String),
+    Missing,
+    /// Unused for `idle`, longer than its ttl: released.
+    Expired {
+        idle: std::time::Duration,
+    },
+}

@@ -17,10 +17,11 @@ use hangar_core::engine::{
 };
 use hangar_core::placement::Requirement;
 use hangar_core::plan::TaskStep;
-use hangar_core::task::{parse_task_config, TaskConfig};
+use hangar_core::task::TaskConfig;
 use hangar_core::volumes::OwnerKind;
 use hangar_store::StepRecord;
 
+use crate::caches::Reuse;
 use crate::context::{give_up, stored_outputs, BuildContext, Interrupted, StepEnd};
 use crate::placement::{place_waiting, Wants};
 use crate::{logs, watch, OpError, Source};
@@ -40,7 +41,7 @@ pub(crate) async fn run(
     if let Some(end) = done {
         return Ok(end);
     }
-    let config = match parse_task_config(&step.config.to_string()) {
+    let config = match step.parse_config() {
         Ok(c) => c,
         Err(e) => {
             return Ok(give_up(ctx, &mut record, StepState::Failed, None, e.to_string()).await)
@@ -394,7 +395,7 @@ async fn prepare_and_run(
         dir: config.run.dir.clone(),
         mounts,
         memory_limit_bytes: config.memory_limit_bytes(),
-        user: config.run.user.clone(),
+        user: config.run_user().map(str::to_string),
     };
     // Stopped while the worker starts it (`?`): the row and the step record
     // name the container, so the resumed build re-attaches to it (or finds
@@ -452,6 +453,24 @@ type Prepared = (
     Option<String>,
 );
 
+/// An empty task cache volume on `worker`.
+async fn make_cache(
+    engine: &crate::Engine,
+    worker: &str,
+    key: &str,
+) -> Result<String, StepFailure> {
+    engine
+        .make_volume(
+            worker,
+            Source::Empty,
+            OwnerKind::TaskCache,
+            Some(key.to_string()),
+        )
+        .await
+        .map(|v| v.handle)
+        .map_err(|e| op_failure(worker, e))
+}
+
 /// Makes the step's volumes on its worker: inputs, outputs, caches, image.
 async fn prepare_volumes(
     ctx: &BuildContext,
@@ -468,6 +487,7 @@ async fn prepare_volumes(
     } = *placed;
     let engine = &ctx.engine;
     let mut mounts = Vec::new();
+    let mut input_volumes: BTreeMap<String, String> = BTreeMap::new();
     // Inputs: a copy-on-write child of the artifact where it lives, else a
     // copy streamed from the worker that has it.
     for (input, handle) in &placed.inputs {
@@ -521,6 +541,7 @@ async fn prepare_volumes(
         match child {
             Ok(c) => {
                 scratch.release.push(c.handle.clone());
+                input_volumes.insert(input.name.clone(), c.handle.clone());
                 mounts.push(Mount {
                     volume: c.handle,
                     path: input.path.clone().unwrap_or_else(|| input.name.clone()),
@@ -532,6 +553,19 @@ async fn prepare_volumes(
     }
     let mut outputs = BTreeMap::new();
     for output in &config.outputs {
+        // An output at an input's path is that input, changed in place: its
+        // copy becomes the output instead of being released.
+        let shared = config
+            .input_at_output_path(output)
+            .and_then(|input| input_volumes.get(&input.name));
+        if let Some(handle) = shared {
+            scratch.release.retain(|h| h != handle);
+            outputs.insert(
+                step.output_artifact(&output.name).to_string(),
+                handle.clone(),
+            );
+            continue;
+        }
         match engine
             .make_volume(worker, Source::Empty, OwnerKind::Container, None)
             .await
@@ -551,9 +585,14 @@ async fn prepare_volumes(
         }
     }
     for (path, key) in &placed.cache_keys {
-        let present = crate::caches::reuse_cache(engine, OwnerKind::TaskCache, key, worker).await;
+        let ttl = config
+            .caches
+            .iter()
+            .find(|c| &c.path == path)
+            .and_then(|c| c.ttl());
+        let present = crate::caches::reuse_task_cache(engine, key, worker, ttl).await;
         let handle = match present {
-            Some(h) => {
+            Reuse::Present(h) => {
                 ctx.log(
                     Some(step_id),
                     BuildEventKind::Infra,
@@ -562,18 +601,19 @@ async fn prepare_volumes(
                 .await;
                 h
             }
-            None => match engine
-                .make_volume(
-                    worker,
-                    Source::Empty,
-                    OwnerKind::TaskCache,
-                    Some(key.clone()),
+            Reuse::Expired { idle } => {
+                ctx.log(
+                    Some(step_id),
+                    BuildEventKind::Infra,
+                    &format!(
+                        "cache {path} on worker {worker} was unused for {}, longer than its ttl: starting it empty",
+                        hangar_core::lifecycle::human_ms(idle.as_millis() as i64)
+                    ),
                 )
-                .await
-            {
-                Ok(v) => v.handle,
-                Err(e) => return Err(op_failure(worker, e)),
-            },
+                .await;
+                make_cache(engine, worker, key).await?
+            }
+            Reuse::Missing => make_cache(engine, worker, key).await?,
         };
         mounts.push(Mount {
             volume: handle,
