@@ -394,6 +394,7 @@ async fn prepare_and_run(
         dir: config.run.dir.clone(),
         mounts,
         memory_limit_bytes: config.memory_limit_bytes(),
+        cpu_shares: config.container_limits.cpu,
         user: config.run.user.clone(),
     };
     // Stopped while the worker starts it (`?`): the row and the step record
