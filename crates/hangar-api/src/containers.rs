@@ -97,6 +97,13 @@ pub struct ContainerSpec {
     /// one if it cannot enforce it, or apply its own default.
     #[serde(default)]
     pub memory_limit_bytes: Option<u64>,
+    /// The task's `container_limits.cpu`: CPU shares as in Concourse and
+    /// cgroup v1 (relative weight, 1024 the default, 2 to 262144). A worker
+    /// that cannot apply them refuses the container rather than run it
+    /// without. Left out when unset, so a worker that predates the field
+    /// still takes every spec that asks for no CPU limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_shares: Option<u64>,
     /// The task's `run.user`: `uid`, `uid:gid` or a name from the passwd
     /// file (the host's for `process`, the image's for `runc`). `None`: the
     /// worker's default task user (`process`), root in the container (`runc`).

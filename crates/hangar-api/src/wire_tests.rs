@@ -166,6 +166,38 @@ fn requests_refuse_unknown_fields_and_name_them() {
     refused::<Mount>("Mount", r#"{"volume":"v","path":"in"}"#);
 }
 
+/// A container's CPU shares travel as `cpu_shares`, next to its memory
+/// limit, and are left out when unset: a worker that predates the field
+/// (and refuses unknown ones) still takes every spec without a CPU limit.
+#[test]
+fn a_container_spec_carries_cpu_shares_only_when_set() {
+    let with: ContainerSpec = serde_json::from_str(
+        r#"{"handle":"c","runtime":"runc","rootfs_volume":"r","path":"sh",
+            "memory_limit_bytes":67108864,"cpu_shares":512}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        (with.memory_limit_bytes, with.cpu_shares),
+        (Some(64 << 20), Some(512))
+    );
+    let json = serde_json::to_value(&with).unwrap();
+    assert_eq!(json["cpu_shares"], 512);
+    let back: ContainerSpec = serde_json::from_value(json).unwrap();
+    assert_eq!(back, with);
+
+    let without: ContainerSpec =
+        serde_json::from_str(r#"{"handle":"c","runtime":"process","path":"sh"}"#).unwrap();
+    assert_eq!(without.cpu_shares, None);
+    let json = serde_json::to_value(&without).unwrap();
+    assert!(json.get("cpu_shares").is_none(), "{json}");
+
+    let err = serde_json::from_str::<ContainerSpec>(
+        r#"{"handle":"c","runtime":"process","path":"sh","cpu_shares":"512"}"#,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("invalid type"), "{err}");
+}
+
 /// `BaseResourceType` and `WorkerCondition` travel both ways: refused with
 /// an unknown field inside a registration or heartbeat, tolerated inside a
 /// listed `Worker`.

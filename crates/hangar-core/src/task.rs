@@ -32,6 +32,11 @@ pub const MAX_CONFIG_VALUES: usize = crate::yaml::MAX_VALUES;
 /// The largest memory limit accepted: 1 TiB.
 pub const MAX_MEMORY_BYTES: u64 = 1 << 40;
 
+/// The CPU shares a `container_limits.cpu` may ask for: the kernel's range
+/// of `cpu.shares`.
+pub const MIN_CPU_SHARES: u64 = 2;
+pub const MAX_CPU_SHARES: u64 = 262_144;
+
 /// How many times a task is tried when `attempts` is not given.
 pub const DEFAULT_ATTEMPTS: u32 = 3;
 
@@ -431,6 +436,19 @@ impl TaskConfig {
                 return fail(
                     "container_limits.memory".into(),
                     format!("{bytes} bytes is more than the limit of 1 TiB"),
+                );
+            }
+        }
+
+        if let Some(shares) = self.cpu_shares() {
+            if !(MIN_CPU_SHARES..=MAX_CPU_SHARES).contains(&shares) {
+                return fail(
+                    "container_limits.cpu".into(),
+                    format!(
+                        "{shares} is out of range: CPU shares go from {MIN_CPU_SHARES} to \
+                         {MAX_CPU_SHARES} (Concourse passes other values on for the kernel to \
+                         clamp; hangar refuses them), or 0 for no limit"
+                    ),
                 );
             }
         }

@@ -47,6 +47,8 @@ struct State {
     volumes: BTreeMap<String, BTreeSet<String>>,
     /// Containers by (worker, handle), with their ending once ended.
     containers: BTreeMap<(String, String), Option<Ending>>,
+    /// The spec of every container created, by worker, in order.
+    specs: Vec<(String, ContainerSpec)>,
     /// One-shot failures, taken in order per (worker, call).
     faults: BTreeMap<(String, CallKind), VecDeque<CallError>>,
     /// Workers that answer nothing.
@@ -190,6 +192,12 @@ impl FakeWorkers {
                 .map(|(k, _)| k.clone())
                 .collect()
         })
+    }
+
+    /// The spec of every container created so far, with its worker, in
+    /// order: what the engine asked the worker to run.
+    pub fn container_specs(&self) -> Vec<(String, ContainerSpec)> {
+        self.peek(|s| s.specs.clone())
     }
 
     /// Waits until a call starting with `prefix` was made.
@@ -421,6 +429,7 @@ impl Workers for FakeWorkers {
                 };
                 s.containers
                     .insert((worker.to_string(), spec.handle.clone()), ending.clone());
+                s.specs.push((worker.to_string(), spec.clone()));
                 Ok(ending)
             })?;
             Ok(container_view(&spec.handle, &ending))

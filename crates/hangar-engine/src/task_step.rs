@@ -395,6 +395,7 @@ async fn prepare_and_run(
         dir: config.run.dir.clone(),
         mounts,
         memory_limit_bytes: config.memory_limit_bytes(),
+        cpu_shares: config.cpu_shares(),
         user: config.run_user().map(str::to_string),
     };
     // Stopped while the worker starts it (`?`): the row and the step record

@@ -135,6 +135,21 @@ async fn a_step_s_own_failure_is_not_retried() {
             BuildStatus::Failed,
             "mount path escapes the container",
         ),
+        // A limit the worker cannot apply is refused as the memory limit
+        // is: the task's own failure, neither retried for ever nor run
+        // without the limit.
+        (
+            Fault::Call(
+                CallKind::CreateContainer,
+                CallError::refused(
+                    400,
+                    "bad_request",
+                    "unsupported on this worker: container_limits.cpu (512 shares) cannot be applied on this worker: no memory cgroup at /sys/fs/cgroup",
+                ),
+            ),
+            BuildStatus::Failed,
+            "container_limits.cpu (512 shares) cannot be applied",
+        ),
     ];
     for (fault, want, says) in cases {
         let h = Harness::new(&["w1", "w2"]).await;
@@ -154,6 +169,35 @@ async fn a_step_s_own_failure_is_not_retried() {
         let created = h.fake.calls_of("create_container");
         assert_eq!(created, ["create_container w1 sh"], "{fault:?}");
     }
+}
+
+#[tokio::test]
+async fn a_task_s_container_limits_reach_the_worker_s_container_spec() {
+    let h = Harness::new(&["w1"]).await;
+    let plan = serde_json::json!([{
+        "task": "t",
+        "config": {
+            "platform": "linux",
+            "run": {"path": "sh"},
+            "container_limits": {"cpu": 512, "memory": 67108864}
+        }
+    }]);
+    let id = h.submit(plan).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    let specs = h.fake.container_specs();
+    assert_eq!(specs.len(), 1, "{specs:?}");
+    let (worker, spec) = &specs[0];
+    assert_eq!(worker, "w1");
+    assert_eq!(
+        (spec.cpu_shares, spec.memory_limit_bytes),
+        (Some(512), Some(64 << 20))
+    );
+
+    // No limit asked, none sent.
+    let id = h.submit(task_plan("sh")).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    let specs = h.fake.container_specs();
+    assert_eq!(specs[1].1.cpu_shares, None);
 }
 
 #[tokio::test]

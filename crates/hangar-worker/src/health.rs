@@ -200,6 +200,7 @@ async fn probe_container(containers: &Arc<ContainerManager>) -> Result<(), Strin
             dir: None,
             mounts: vec![],
             memory_limit_bytes: None,
+            cpu_shares: None,
             user: None,
         };
         let result = m

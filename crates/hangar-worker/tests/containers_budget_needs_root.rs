@@ -19,6 +19,7 @@ fn sleeper(handle: &str, limit: Option<u64>) -> ContainerSpec {
         dir: None,
         mounts: vec![],
         memory_limit_bytes: limit,
+        cpu_shares: None,
         user: None,
     }
 }

@@ -279,6 +279,117 @@ fn a_memory_hog_under_a_32_mib_limit_is_reported_oom_killed_needs_root() {
 }
 
 #[test]
+fn a_task_with_cpu_shares_runs_in_a_cgroup_of_that_weight_needs_root() {
+    let host = Host::new();
+    let gate = host.volume("gate");
+    mkfifo(&gate.join("ready"));
+    let mut spec = process_spec(
+        "cpu",
+        "cat /proc/self/cgroup > gate/cgroups; echo up > gate/ready; exec sleep 1000",
+    );
+    spec.mounts = vec![mount("gate", "gate")];
+    spec.cpu_shares = Some(512);
+    host.containers.create(spec).unwrap_or_else(|e| {
+        panic!("this test needs root and a cpu cgroup (run the tests as root): {e}")
+    });
+    assert_eq!(read_fifo(&gate.join("ready")), "up\n");
+
+    let (file, weight, path) = cpu_cgroup(&host, "cpu");
+    assert_eq!(fs::read_to_string(&file).unwrap().trim(), weight);
+    let cgroups = fs::read_to_string(gate.join("cgroups")).unwrap();
+    assert!(
+        in_cpu_cgroup(&cgroups, &path),
+        "the task is not in {path}:\n{cgroups}"
+    );
+
+    host.containers.destroy("cpu").unwrap();
+    assert!(!file.exists(), "{} outlived its container", file.display());
+}
+
+#[test]
+fn a_task_without_cpu_shares_keeps_the_default_weight_needs_root() {
+    let host = Host::new();
+    let mut spec = process_spec("no-cpu", "cat /proc/self/cgroup");
+    spec.memory_limit_bytes = Some(32 * MIB);
+    host.containers.create(spec).unwrap_or_else(|e| {
+        panic!("this test needs root and a memory cgroup (run the tests as root): {e}")
+    });
+    assert_eq!(host.wait_exited("no-cpu").exit.unwrap().code, Some(0));
+    // Its cgroup is the memory one only: the cpu line is the worker's own.
+    let log = host.log("no-cpu");
+    assert!(!log.contains(":cpu:/hangar/"), "{log}");
+}
+
+/// A worker without cgroups (none mounted where it looks) refuses a limit
+/// it cannot apply, naming it, and leaves nothing behind; a container
+/// asking for no limit still runs.
+#[test]
+fn limits_are_refused_where_there_is_no_cgroup_and_nothing_is_left() {
+    let nothing = tempfile::tempdir().unwrap();
+    let host = Host::with_cgroup_root(nothing.path());
+    assert!(host.containers.cpu_limits_enforceable().is_err());
+    let mut spec = process_spec("cpu", "true");
+    spec.cpu_shares = Some(512);
+    let err = host.containers.create(spec).unwrap_err();
+    let ContainerError::Unsupported { reason } = &err else {
+        panic!("expected unsupported, got {err:?}");
+    };
+    assert!(
+        reason.contains("container_limits.cpu (512 shares) cannot be applied")
+            && reason.contains("no memory cgroup"),
+        "{reason}"
+    );
+    let mut spec = process_spec("memory", "true");
+    spec.memory_limit_bytes = Some(32 * MIB);
+    let err = host.containers.create(spec).unwrap_err().to_string();
+    assert!(
+        err.contains("memory_limit_bytes cannot be enforced"),
+        "{err}"
+    );
+    assert_eq!(host.containers.handles().unwrap(), Vec::<String>::new());
+
+    host.containers
+        .create(process_spec("plain", "true"))
+        .unwrap();
+    assert_eq!(host.wait_exited("plain").exit.unwrap().code, Some(0));
+}
+
+/// A worker whose cgroups have no cpu controller refuses CPU shares (and
+/// only them) saying so.
+#[test]
+fn cpu_shares_are_refused_where_the_cgroups_have_no_cpu_controller() {
+    let root = tempfile::tempdir().unwrap();
+    fs::write(root.path().join("cgroup.controllers"), "memory pids\n").unwrap();
+    let host = Host::with_cgroup_root(root.path());
+    let why = host.containers.cpu_limits_enforceable().unwrap_err();
+    assert!(why.contains("does not offer the cpu controller"), "{why}");
+    let mut spec = process_spec("cpu", "true");
+    spec.cpu_shares = Some(2048);
+    let err = host.containers.create(spec).unwrap_err().to_string();
+    assert!(
+        err.contains("unsupported on this worker: container_limits.cpu (2048 shares)")
+            && err.contains("does not offer the cpu controller"),
+        "{err}"
+    );
+    assert_eq!(host.containers.handles().unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn cpu_shares_out_of_the_kernel_s_range_are_an_invalid_spec() {
+    let host = Host::new();
+    for shares in [0, 1, 262_145] {
+        let mut spec = process_spec("cpu", "true");
+        spec.cpu_shares = Some(shares);
+        let err = host.containers.create(spec).unwrap_err();
+        assert!(
+            matches!(&err, ContainerError::InvalidSpec { field, reason }
+                if field == "cpu_shares" && reason.contains("container_limits.cpu")),
+            "{shares}: {err:?}"
+        );
+    }
+}
+
+#[test]
 fn a_task_within_its_memory_limit_is_not_oom_killed_needs_root() {
     let host = Host::new();
     let mut spec = process_spec(

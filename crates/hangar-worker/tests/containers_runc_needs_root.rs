@@ -116,6 +116,59 @@ fn destroying_a_running_runc_container_kills_it_and_removes_its_state_and_cgroup
     host.containers.destroy("runc-sleeper").unwrap();
 }
 
+#[test]
+fn runc_gives_a_container_its_cpu_shares_in_the_bundle_and_its_cgroup() {
+    let host = Host::new();
+    busybox_rootfs(&host, "rootfs");
+    let gate = host.volume("gate");
+    mkfifo(&gate.join("ready"));
+    let mut spec = runc_spec(
+        "runc-cpu",
+        "rootfs",
+        "cat /proc/self/cgroup > gate/cgroups; echo up > gate/ready; exec sleep 1000",
+    );
+    spec.mounts = vec![mount("gate", "gate")];
+    spec.cpu_shares = Some(512);
+    host.containers.create(spec).unwrap();
+    assert_eq!(read_fifo(&gate.join("ready")), "up\n");
+
+    let config = fs::read(host.container_dir("runc-cpu").join("bundle/config.json")).unwrap();
+    let config: serde_json::Value = serde_json::from_slice(&config).unwrap();
+    assert_eq!(
+        config["linux"]["resources"]["cpu"],
+        serde_json::json!({"shares": 512})
+    );
+    // The weight that counts against the other containers is on our
+    // cgroup; runc put the shares on its child of it as well.
+    let (file, weight, path) = cpu_cgroup(&host, "runc-cpu");
+    assert_eq!(fs::read_to_string(&file).unwrap().trim(), weight);
+    let child = file
+        .parent()
+        .unwrap()
+        .join("ctr")
+        .join(file.file_name().unwrap());
+    let child = fs::read_to_string(&child).unwrap();
+    // On v2 a runc older than 1.3.2 converts shares with its linear
+    // formula (512 -> 20); ours is the weight that counts.
+    let runc_may_write = if weight == "512" {
+        &["512"][..]
+    } else {
+        &["59", "20"]
+    };
+    assert!(
+        runc_may_write.contains(&child.trim()),
+        "runc's child: {child}"
+    );
+    let cgroups = fs::read_to_string(gate.join("cgroups")).unwrap();
+    assert!(
+        in_cpu_cgroup(&cgroups, &format!("{path}/ctr")),
+        "the task is not in {path}/ctr:\n{cgroups}"
+    );
+
+    host.containers.destroy("runc-cpu").unwrap();
+    assert_eq!(cgroups_named("runc-cpu-"), Vec::<String>::new());
+}
+
 /// Every cgroup dir under any hierarchy's `hangar/` whose name starts so.
 fn cgroups_named(prefix: &str) -> Vec<String> {
     let mut found = Vec::new();

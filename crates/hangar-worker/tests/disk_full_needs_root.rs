@@ -83,6 +83,7 @@ fn filler(handle: &str, volume: &str) -> ContainerSpec {
             read_only: false,
         }],
         memory_limit_bytes: None,
+        cpu_shares: None,
         user: None,
     }
 }

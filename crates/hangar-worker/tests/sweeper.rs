@@ -68,6 +68,7 @@ impl Host {
                     })
                     .collect(),
                 memory_limit_bytes: None,
+                cpu_shares: None,
                 user: None,
             })
             .unwrap();

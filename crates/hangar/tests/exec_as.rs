@@ -28,6 +28,7 @@ fn spec(handle: &str, script: &str) -> ContainerSpec {
         dir: None,
         mounts: vec![],
         memory_limit_bytes: None,
+        cpu_shares: None,
         user: None,
     }
 }

@@ -744,7 +744,7 @@ fn container_limits_read_as_concourse_reads_them() {
     }
     let cpu: &[(&str, Option<u64>)] = &[
         ("512", Some(512)),
-        ("1.9", Some(1)),
+        ("512.9", Some(512)),
         ("0", None),
         ("~", None),
     ];
@@ -757,6 +757,8 @@ fn container_limits_read_as_concourse_reads_them() {
         ("'512'", "expected a number of CPU shares"),
         ("-1", "-1 is negative"),
         ("-1.5", "is not a number of CPU shares"),
+        ("1", "1 is out of range: CPU shares go from 2 to 262144"),
+        ("262145", "262145 is out of range"),
     ] {
         let e = err(&with(&format!("container_limits: {{cpu: {text}}}\n")));
         assert!(

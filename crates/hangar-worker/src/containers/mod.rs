@@ -43,7 +43,7 @@ use nix::unistd::Pid;
 
 pub use cgroup::DEFAULT_CGROUP_ROOT;
 pub use isolation::{hand_to_task_user, private_env_keys, Isolation, DEFAULT_TASK_IDS};
-pub use spec::MIN_MEMORY_LIMIT_BYTES;
+pub use spec::{CPU_SHARES_RANGE, MIN_MEMORY_LIMIT_BYTES};
 
 use crate::disk::{is_storage_full, DiskReserve};
 use hangar_core::users::Ids;
@@ -79,7 +79,8 @@ pub enum ContainerError {
     #[error("volume {volume:?} of {field} not found")]
     VolumeNotFound { volume: String, field: String },
     /// The worker cannot do what the spec asks (runc missing, no cgroup for
-    /// a memory limit); the reason says what is missing.
+    /// a memory limit, no cpu controller for CPU shares); the reason says
+    /// what is missing.
     #[error("unsupported on this worker: {reason}")]
     Unsupported { reason: String },
     /// The worker has promised its memory away: the container would take
@@ -178,6 +179,8 @@ struct Inner {
     runc: Option<PathBuf>,
     cgroups: Cgroups,
     cgroup_version: Result<CgroupVersion, String>,
+    /// Whether CPU shares can be set in those cgroups, or why not.
+    cpu_controller: Result<(), String>,
     /// How process tasks are kept from the worker (found once, at open).
     isolation: Isolation,
     task_base: Ids,
@@ -259,6 +262,10 @@ impl ContainerManager {
         );
         let cgroups = Cgroups::new(&options.cgroup_root);
         let cgroup_version = cgroups.detect();
+        let cpu_controller = match &cgroup_version {
+            Ok(version) => cgroups.detect_cpu(*version),
+            Err(why) => Err(why.clone()),
+        };
         let runc = options.runc.or_else(runc::find_runc);
         let disk = DiskReserve::open(&root, options.disk_reserve_bytes);
         let inner = Arc::new(Inner {
@@ -268,6 +275,7 @@ impl ContainerManager {
             runc,
             cgroups,
             cgroup_version,
+            cpu_controller,
             isolation,
             task_base: options.task_user,
             ops: Mutex::new(()),
@@ -279,6 +287,7 @@ impl ContainerManager {
             root = %inner.root.display(),
             runc = ?inner.runc,
             cgroups = ?inner.cgroup_version,
+            cpu_shares = ?inner.cpu_controller,
             isolation = ?inner.isolation,
             removed = report.removed.len(),
             lost = report.lost.len(),
@@ -421,6 +430,12 @@ impl ContainerManager {
             .as_ref()
             .map(|_| ())
             .map_err(Clone::clone)
+    }
+
+    /// Whether this worker can give a container CPU shares (a writable
+    /// cgroup with the cpu controller); why not, when it cannot.
+    pub fn cpu_limits_enforceable(&self) -> Result<(), String> {
+        self.inner.cpu_controller.clone()
     }
 
     /// Waits until the container has exited or `timeout` passes; returns it
@@ -808,16 +823,26 @@ impl Inner {
             .collect::<Result<Vec<_>, _>>()?;
         let user = self.task_user(&spec, rootfs.as_deref())?;
 
-        // The cgroup: required for a memory limit and for runc; otherwise
-        // made when possible (it lets destroy find every process).
-        let required = spec.memory_limit_bytes.is_some() || is_runc;
+        // The cgroup: required for a memory limit, for CPU shares and for
+        // runc; otherwise made when possible (it lets destroy find every
+        // process).
+        let required = spec.memory_limit_bytes.is_some() || spec.cpu_shares.is_some() || is_runc;
         let unsupported = |why: &str| ContainerError::Unsupported {
             reason: if is_runc {
                 format!("runtime runc needs a memory cgroup: {why}")
-            } else {
+            } else if spec.memory_limit_bytes.is_some() {
                 format!("memory_limit_bytes cannot be enforced on this worker: {why}")
+            } else {
+                cpu_unsupported(spec.cpu_shares, why)
             },
         };
+        if let (Some(_), Ok(_), Err(why)) =
+            (spec.cpu_shares, &self.cgroup_version, &self.cpu_controller)
+        {
+            return Err(ContainerError::Unsupported {
+                reason: cpu_unsupported(spec.cpu_shares, why),
+            });
+        }
         let mut cgroup = match &self.cgroup_version {
             Ok(version) => Some(Cgroups::reference(
                 *version,
@@ -845,7 +870,10 @@ impl Inner {
             // remove it if the worker dies right here.
             self.write_meta(&staging, &meta)?;
             if let Some(cg) = &cgroup {
-                if let Err(why) = self.cgroups.create(cg, spec.memory_limit_bytes) {
+                if let Err(why) = self
+                    .cgroups
+                    .create(cg, spec.memory_limit_bytes, spec.cpu_shares)
+                {
                     if required {
                         return Err(unsupported(&why));
                     }
@@ -1116,13 +1144,14 @@ impl Inner {
             .meta
             .cgroup
             .as_ref()
-            .map(|cg| self.cgroups.procs_file(cg));
+            .map(|cg| self.cgroups.procs_files(cg, rec.spec.cpu_shares.is_some()))
+            .unwrap_or_default();
         let launch = match runc_bin {
             // runc puts the container into runc's child of the cgroup.
             Some(runc_bin) => wrapper::Launch {
                 dir: &rec.dir,
                 cwd: &rec.dir,
-                cgroup_procs: None,
+                cgroup_procs: &[],
                 argv: runc::run_command(
                     runc_bin,
                     &self.runc_state,
@@ -1150,7 +1179,7 @@ impl Inner {
                 wrapper::Launch {
                     dir: &rec.dir,
                     cwd: &cwd,
-                    cgroup_procs: procs.as_deref(),
+                    cgroup_procs: &procs,
                     argv,
                     env,
                     log,
@@ -1314,6 +1343,14 @@ impl Inner {
         }
         Ok(report)
     }
+}
+
+/// Why a container's CPU shares cannot be applied here.
+fn cpu_unsupported(shares: Option<u64>, why: &str) -> String {
+    let shares = shares.map(|s| format!(" ({s} shares)")).unwrap_or_default();
+    format!(
+        "container_limits.cpu{shares} cannot be applied on this worker: {why} (remove the limit, or run the task on a worker with a writable cpu cgroup)"
+    )
 }
 
 /// Writes a file only root may read (the worker's records of a task).

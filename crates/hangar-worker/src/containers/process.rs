@@ -64,6 +64,7 @@ mod tests {
                 read_only: false,
             }],
             memory_limit_bytes: None,
+            cpu_shares: None,
             user: None,
         };
         let checked = validate_spec(&spec).unwrap();

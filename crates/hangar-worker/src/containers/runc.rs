@@ -105,6 +105,13 @@ pub(crate) fn config_json(
         }));
     }
 
+    // The memory limit is on the parent cgroup, which is ours (see
+    // `cgroup`); so is the CPU weight, but the shares go to runc as well,
+    // the way Garden passes them, and runc applies them to its child.
+    let mut resources = json!({"devices": [{"allow": false, "access": "rwm"}]});
+    if let Some(shares) = spec.cpu_shares {
+        resources["cpu"] = json!({"shares": shares});
+    }
     let hostname: String = spec.handle.chars().take(63).collect();
     json!({
         "ociVersion": "1.0.2",
@@ -126,7 +133,7 @@ pub(crate) fn config_json(
         "mounts": mounts,
         "linux": {
             "cgroupsPath": cgroups_path,
-            "resources": {"devices": [{"allow": false, "access": "rwm"}]},
+            "resources": resources,
             "namespaces": [
                 {"type": "pid"},
                 {"type": "ipc"},
@@ -250,6 +257,7 @@ mod tests {
                 },
             ],
             memory_limit_bytes: Some(1 << 30),
+            cpu_shares: None,
             user: None,
         }
     }
@@ -369,6 +377,21 @@ mod tests {
         assert_eq!(kinds, ["pid", "ipc", "uts", "mount"]);
         // The limit is on our parent cgroup, not runc's.
         assert!(c["linux"]["resources"].get("memory").is_none());
+        assert!(c["linux"]["resources"].get("cpu").is_none());
+    }
+
+    #[test]
+    fn cpu_shares_reach_runc_as_oci_cpu_shares() {
+        let mut s = spec();
+        s.cpu_shares = Some(512);
+        let checked = validate_spec(&s).unwrap();
+        let c = config_json(&s, &checked, Path::new("/r"), &[], "/x", None);
+        assert_eq!(c["linux"]["resources"]["cpu"], json!({"shares": 512}));
+        // The device rule stays.
+        assert_eq!(
+            c["linux"]["resources"]["devices"],
+            json!([{"allow": false, "access": "rwm"}])
+        );
     }
 
     #[test]

@@ -10,6 +10,11 @@ use super::ContainerError;
 /// own init) cannot start, and the failure would look like an OOM of the task.
 pub const MIN_MEMORY_LIMIT_BYTES: u64 = 4 * 1024 * 1024;
 
+/// The CPU shares a container may ask for: the kernel's range for cgroup v1
+/// `cpu.shares` (`MIN_SHARES` and `MAX_SHARES`), which cgroup v2's
+/// `cpu.weight` (1 to 10000) is converted from.
+pub const CPU_SHARES_RANGE: std::ops::RangeInclusive<u64> = 2..=262_144;
+
 /// A mount after validation: the path normalized (`a//b/` becomes `a/b`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CheckedMount {
@@ -124,7 +129,32 @@ pub(crate) fn validate_spec(spec: &ContainerSpec) -> Result<CheckedSpec, Contain
             ));
         }
     }
+    if let Some(shares) = spec.cpu_shares {
+        check_cpu_shares(shares).map_err(|reason| invalid("cpu_shares", reason))?;
+    }
     Ok(CheckedSpec { dir, mounts })
+}
+
+/// CPU shares outside the kernel's range are refused, not clamped: the
+/// kernel would silently clamp a v1 `cpu.shares` (runc then fails reading
+/// back a value it did not write), and a weight the task did not ask for is
+/// a limit accepted and not applied. `0` is refused too: in Concourse it
+/// leaves the default in place, which is what leaving the field out does.
+fn check_cpu_shares(shares: u64) -> Result<(), String> {
+    let (min, max) = (*CPU_SHARES_RANGE.start(), *CPU_SHARES_RANGE.end());
+    match shares {
+        0 => Err(format!(
+            "container_limits.cpu is 0; CPU shares go from {min} to {max} (1024 is the default weight): \
+             leave the field out for no CPU limit"
+        )),
+        s if s < min => Err(format!(
+            "container_limits.cpu {s} is below the kernel's minimum of {min} CPU shares"
+        )),
+        s if s > max => Err(format!(
+            "container_limits.cpu {s} is above the kernel's maximum of {max} CPU shares"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `inner` is `outer` or below it (both normalized).
@@ -181,6 +211,7 @@ mod tests {
             dir: None,
             mounts: vec![],
             memory_limit_bytes: None,
+            cpu_shares: None,
             user: None,
         }
     }
@@ -311,6 +342,26 @@ mod tests {
         let mut spec = process("t");
         spec.env.insert("OK".into(), "x\0".into());
         assert_eq!(field_of(&spec), "env.OK");
+    }
+
+    #[test]
+    fn cpu_shares_outside_the_kernel_s_range_are_refused_naming_container_limits_cpu() {
+        let mut spec = process("t");
+        for shares in [0, 1, 262_145, u64::MAX] {
+            spec.cpu_shares = Some(shares);
+            let err = validate_spec(&spec).unwrap_err().to_string();
+            assert!(
+                err.contains("invalid cpu_shares") && err.contains("container_limits.cpu"),
+                "{shares}: {err}"
+            );
+        }
+        spec.cpu_shares = Some(0);
+        let err = validate_spec(&spec).unwrap_err().to_string();
+        assert!(err.contains("leave the field out"), "{err}");
+        for shares in [2, 512, 1024, 262_144] {
+            spec.cpu_shares = Some(shares);
+            assert!(validate_spec(&spec).is_ok(), "{shares}");
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The `sh` wrapper every container process runs under.
 //!
 //! It enters the working directory, runs the program (first moving an inner
-//! shell into the memory cgroup and `exec`ing the program from there, so the
+//! shell into the container's cgroups and `exec`ing the program from there, so the
 //! wrapper itself stays out of the cgroup and out of the OOM killer's way),
 //! and when the program ends writes its status to `<dir>/exit` with a
 //! rename. It does not depend on the worker process: a worker that dies or
@@ -31,8 +31,9 @@ pub(crate) struct Launch<'a> {
     pub dir: &'a Path,
     /// The working directory of the program.
     pub cwd: &'a Path,
-    /// `cgroup.procs` of the cgroup to move the program into.
-    pub cgroup_procs: Option<&'a Path>,
+    /// `cgroup.procs` of each cgroup to move the program into (the memory
+    /// cgroup, and on cgroup v1 the cpu one).
+    pub cgroup_procs: &'a [std::path::PathBuf],
     /// The program and its arguments.
     pub argv: Vec<OsString>,
     /// The program's whole environment: nothing of the worker's own
@@ -63,22 +64,26 @@ fn marker(dir: &Path) -> OsString {
 }
 
 /// The script for `sh -c`.
-pub(crate) fn script(dir: &Path, cwd: &Path, cgroup_procs: Option<&Path>) -> OsString {
+pub(crate) fn script(dir: &Path, cwd: &Path, cgroup_procs: &[std::path::PathBuf]) -> OsString {
     let q = |p: &Path| sh_quote(p.as_os_str());
     let worker_path = OsStr::new(super::isolation::TASK_PATH);
     let mut s: Vec<u8> = Vec::new();
     s.extend_from_slice(b"if cd ");
     s.extend(q(cwd));
     s.extend_from_slice(b"; then\n");
-    match cgroup_procs {
-        Some(procs) => {
+    if cgroup_procs.is_empty() {
+        s.extend_from_slice(b"  ( exec \"$@\" )\n");
+    } else {
+        // One inner shell per cgroup, each joining it and `exec`ing the
+        // next (the same process, so the same `$$`), the last the program.
+        s.extend_from_slice(b" ");
+        for procs in cgroup_procs {
             s.extend_from_slice(
-                b"  /bin/sh -c 'echo $$ > \"$0\" || { echo \"hangar: cannot join the memory cgroup $0\" >&2; exit 125; }; exec \"$@\"' ",
+                b" /bin/sh -c 'echo $$ > \"$0\" || { echo \"hangar: cannot join the cgroup $0\" >&2; exit 125; }; exec \"$@\"' ",
             );
             s.extend(q(procs));
-            s.extend_from_slice(b" \"$@\"\n");
         }
-        None => s.extend_from_slice(b"  ( exec \"$@\" )\n"),
+        s.extend_from_slice(b" \"$@\"\n");
     }
     s.extend_from_slice(b"  st=$?\nelse\n  st=126\nfi\nPATH=");
     s.extend(sh_quote(worker_path));
@@ -209,7 +214,7 @@ mod tests {
         let mut child = spawn(Launch {
             dir: &d,
             cwd: &d,
-            cgroup_procs: None,
+            cgroup_procs: &[],
             argv: vec![
                 "sh".into(),
                 "-c".into(),
@@ -234,7 +239,7 @@ mod tests {
         let mut child = spawn(Launch {
             dir: d,
             cwd: d,
-            cgroup_procs: None,
+            cgroup_procs: &[],
             argv: vec!["sleep".into(), "1000".into()],
             env: vec![],
             log: File::create(d.join("log")).unwrap(),
@@ -271,7 +276,7 @@ mod tests {
             let mut child = spawn(Launch {
                 dir: d,
                 cwd,
-                cgroup_procs: None,
+                cgroup_procs: &[],
                 argv: vec!["no-such-program-hangar".into()],
                 env: vec![],
                 log,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use hangar_api::containers::{Container, ContainerSpec, Mount, Runtime};
 use hangar_volumes::{DriverKind, Strategy, VolumeManager};
-use hangar_worker::containers::ContainerManager;
+use hangar_worker::containers::{ContainerManager, ContainerOptions};
 
 /// Long enough for any test task on a loaded CI machine.
 pub(crate) const WAIT: Duration = Duration::from_secs(60);
@@ -33,6 +33,26 @@ impl Host {
         let volumes = Arc::new(VolumeManager::open(dir.path(), DriverKind::Naive).unwrap());
         let containers =
             ContainerManager::open(&dir.path().join("containers"), volumes.clone()).unwrap();
+        Host {
+            dir,
+            volumes,
+            containers,
+        }
+    }
+
+    /// A worker that looks for cgroups under `cgroup_root`.
+    pub(crate) fn with_cgroup_root(cgroup_root: &Path) -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        let volumes = Arc::new(VolumeManager::open(dir.path(), DriverKind::Naive).unwrap());
+        let containers = ContainerManager::open_with(
+            &dir.path().join("containers"),
+            volumes.clone(),
+            ContainerOptions {
+                cgroup_root: cgroup_root.to_path_buf(),
+                ..ContainerOptions::default()
+            },
+        )
+        .unwrap();
         Host {
             dir,
             volumes,
@@ -109,6 +129,7 @@ pub(crate) fn process_spec(handle: &str, script: &str) -> ContainerSpec {
         dir: None,
         mounts: vec![],
         memory_limit_bytes: None,
+        cpu_shares: None,
         user: None,
     }
 }
@@ -120,6 +141,36 @@ pub(crate) fn runc_spec(handle: &str, rootfs: &str, script: &str) -> ContainerSp
         rootfs_volume: Some(rootfs.into()),
         ..process_spec(handle, script)
     }
+}
+
+/// The container's cgroup as its metadata names it: the file holding its
+/// CPU weight on this host (`cpu.shares` in the v1 cpu hierarchy,
+/// `cpu.weight` on v2), what 512 shares read as there, and the cgroup's
+/// path (`/hangar/<name>`, as `/proc/<pid>/cgroup` shows it).
+pub(crate) fn cpu_cgroup(host: &Host, handle: &str) -> (PathBuf, &'static str, String) {
+    let meta = std::fs::read(host.container_dir(handle).join("meta.json")).unwrap();
+    let meta: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+    let path = meta["cgroup"]["path"]
+        .as_str()
+        .expect("a cgroup")
+        .to_string();
+    let root = Path::new("/sys/fs/cgroup");
+    let (file, weight) = match meta["cgroup"]["version"].as_str() {
+        Some("v1") => (root.join("cpu").join(&path).join("cpu.shares"), "512"),
+        _ => (root.join(&path).join("cpu.weight"), "59"),
+    };
+    (file, weight, format!("/{path}"))
+}
+
+/// Whether `/proc/<pid>/cgroup` text puts the process in `path` for the
+/// cpu controller (v1: a line naming `cpu`; v2: the one `0::` line).
+pub(crate) fn in_cpu_cgroup(proc_cgroup: &str, path: &str) -> bool {
+    proc_cgroup.lines().any(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, at) = (fields.next(), fields.next(), fields.next());
+        let cpu = controllers.is_some_and(|c| c.is_empty() || c.split(',').any(|c| c == "cpu"));
+        cpu && at == Some(path)
+    })
 }
 
 pub(crate) fn mount(volume: &str, path: &str) -> Mount {
