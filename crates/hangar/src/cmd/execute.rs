@@ -204,8 +204,33 @@ async fn upload(
             hangar_core::build::human_bytes(total)
         );
     }
-    packed.with_context(|| format!("pack input {name} from {}", dir.display()))?;
-    result.with_context(|| format!("upload input {name}"))
+    settle_upload(result, packed, name, dir)
+}
+
+/// Which error an upload reports. The request's own error comes first: when
+/// web refuses the upload (a wrong token) or the connection fails, the
+/// packer's writes fail with a broken pipe only because nobody reads them
+/// any more. A packer that failed on its own (a file it cannot read) is the
+/// cause, whatever web answered to the shortened stream.
+fn settle_upload<T>(
+    result: Result<T, hangar_client::ClientError>,
+    packed: std::io::Result<()>,
+    name: &str,
+    dir: &Path,
+) -> anyhow::Result<T> {
+    let pack_context = || format!("pack input {name} from {}", dir.display());
+    match (result, packed) {
+        (Ok(artifact), Ok(())) => Ok(artifact),
+        (Err(e), Ok(())) => Err(e).with_context(|| format!("upload input {name}")),
+        (Err(e), Err(p)) if p.kind() == std::io::ErrorKind::BrokenPipe => {
+            Err(e).with_context(|| format!("upload input {name}"))
+        }
+        (Err(e), Err(p)) => {
+            Err(anyhow::Error::new(p)
+                .context(format!("{} (web then answered: {e})", pack_context())))
+        }
+        (Ok(_), Err(p)) => Err(anyhow::Error::new(p).context(pack_context())),
+    }
 }
 
 /// Downloads an output into `dir`, refusing anything that would land
