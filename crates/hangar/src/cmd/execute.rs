@@ -13,6 +13,7 @@ use futures_util::StreamExt;
 use hangar_api::builds::CreateBuild;
 use hangar_client::Client;
 use hangar_core::task::parse_task_config;
+use hangar_core::vars::{find_unresolved, interpolate, VarRef, Vars};
 use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
 
 use crate::cmd::watch;
@@ -38,6 +39,19 @@ pub(crate) struct Args {
     /// A directory holding a root filesystem to run the task in (runc).
     #[arg(long)]
     pub image: Option<PathBuf>,
+    /// A value for a `((var))` in the task config, as a string: NAME=VALUE
+    /// (repeat for each; `-v creds.user=me` sets a field of `creds`).
+    #[arg(short = 'v', long = "var", value_name = "NAME=STRING", value_parser = parse_string_var)]
+    pub vars: Vec<(VarRef, serde_json::Value)>,
+    /// A value for a `((var))` read as YAML, keeping its type: NAME=YAML
+    /// (`-y 'ports=[80, 443]'`, `-y debug=true`). Wins over `-v` on the
+    /// same name.
+    #[arg(short = 'y', long = "yaml-var", value_name = "NAME=YAML", value_parser = parse_yaml_var)]
+    pub yaml_vars: Vec<(VarRef, serde_json::Value)>,
+    /// A YAML file of vars (repeatable): a var given with -v or -y wins over
+    /// the files, and a later file over an earlier one.
+    #[arg(short = 'l', long = "load-vars-from", value_name = "FILE")]
+    pub var_files: Vec<PathBuf>,
 }
 
 fn parse_pair(s: &str) -> Result<(String, PathBuf), String> {
@@ -50,21 +64,120 @@ fn parse_pair(s: &str) -> Result<(String, PathBuf), String> {
     Ok((name.to_string(), PathBuf::from(dir)))
 }
 
-/// The largest task config read.
+/// Reads YAML into a generic value: the one place the CLI parses YAML.
+fn read_yaml(text: &str) -> anyhow::Result<serde_json::Value> {
+    Ok(serde_yaml::from_str(text)?)
+}
+
+fn split_var(s: &str) -> Result<(VarRef, &str), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("invalid variable pair {s:?} (must be name=value)"))?;
+    let var = VarRef::parse(name)?;
+    if let Some(source) = &var.source {
+        return Err(format!(
+            "{name:?}: a var given here has no source; drop {source:?}: and use the var's name"
+        ));
+    }
+    Ok((var, value))
+}
+
+fn parse_string_var(s: &str) -> Result<(VarRef, serde_json::Value), String> {
+    let (var, value) = split_var(s)?;
+    Ok((var, serde_json::Value::String(value.to_string())))
+}
+
+fn parse_yaml_var(s: &str) -> Result<(VarRef, serde_json::Value), String> {
+    let (var, value) = split_var(s)?;
+    let value = read_yaml(value).map_err(|e| format!("{var}: not YAML: {e:#}"))?;
+    Ok((var, value))
+}
+
+/// The largest task config or vars file read.
 const MAX_CONFIG: u64 = 1024 * 1024;
 
-pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let meta = std::fs::metadata(&args.config)
-        .with_context(|| format!("read {}", args.config.display()))?;
+/// Reads a file of at most [`MAX_CONFIG`] bytes.
+fn read_small(path: &Path) -> anyhow::Result<String> {
+    let meta = std::fs::metadata(path).with_context(|| format!("read {}", path.display()))?;
     if meta.len() > MAX_CONFIG {
-        bail!("{} is larger than 1 MiB", args.config.display());
+        bail!("{} is larger than 1 MiB", path.display());
     }
-    let yaml = std::fs::read_to_string(&args.config)
-        .with_context(|| format!("read {}", args.config.display()))?;
+    std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))
+}
+
+/// The vars the flags give, in fly's order of precedence: `-v` and `-y`
+/// pairs (a `-y` after every `-v`, a later pair over an earlier one), then
+/// the `-l` files, the last one first.
+fn load_vars(args: &Args) -> anyhow::Result<Vars> {
+    let pairs: Vec<(VarRef, serde_json::Value)> =
+        args.vars.iter().chain(&args.yaml_vars).cloned().collect();
+    let mut sources = vec![Vars::expand(&pairs)];
+    for path in args.var_files.iter().rev() {
+        let text = read_small(path)?;
+        let value =
+            read_yaml(&text).with_context(|| format!("read vars from {}", path.display()))?;
+        sources.push(match value {
+            serde_json::Value::Object(map) => map,
+            serde_json::Value::Null => serde_json::Map::new(),
+            _ => bail!(
+                "{}: a vars file must be a mapping of names to values",
+                path.display()
+            ),
+        });
+    }
+    Ok(Vars::new(sources))
+}
+
+/// A vars error with what the user can do about each undefined var.
+fn explain(e: &hangar_core::vars::VarsError) -> String {
+    let mut parts = Vec::new();
+    let (sourced, plain): (Vec<&String>, Vec<&String>) = e
+        .undefined
+        .iter()
+        .partition(|name| VarRef::parse(name).is_ok_and(|r| r.source.is_some()));
+    if !plain.is_empty() {
+        let names: Vec<&str> = plain.iter().map(|s| s.as_str()).collect();
+        parts.push(format!(
+            "undefined vars: {} (give each with -v NAME=VALUE, -y NAME=YAML or -l FILE)",
+            names.join(", ")
+        ));
+    }
+    if !sourced.is_empty() {
+        let names: Vec<&str> = sourced.iter().map(|s| s.as_str()).collect();
+        parts.push(format!(
+            "undefined vars: {} (a var with a source needs a credential manager or var_source, which hangar does not have yet)",
+            names.join(", ")
+        ));
+    }
+    parts.extend(e.problems.iter().cloned());
+    parts.join("; ")
+}
+
+/// The task config with its `((vars))` interpolated: every var the flags do
+/// not give is named in one error, before anything is uploaded.
+fn task_config(args: &Args) -> anyhow::Result<serde_json::Value> {
+    let shown = args.config.display();
+    let yaml = read_small(&args.config)?;
+    let template = read_yaml(&yaml).with_context(|| format!("read {shown} as data"))?;
+    let vars = load_vars(args)?;
     let config =
-        parse_task_config(&yaml).map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
-    let config_json: serde_json::Value = serde_yaml::from_str(&yaml)
-        .with_context(|| format!("read {} as data", args.config.display()))?;
+        interpolate(&template, &vars).map_err(|e| anyhow::anyhow!("{shown}: {}", explain(&e)))?;
+    // A var's value is never interpolated again, so what is left came in a
+    // value; web refuses any ((var)) and hangar has no way to escape one.
+    let left = find_unresolved(&config);
+    if !left.is_empty() {
+        bail!(
+            "{shown}: a var's value holds (({})), which web would take for a var it cannot resolve; hangar cannot escape it yet",
+            left.join(")), ((")
+        );
+    }
+    Ok(config)
+}
+
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let config_json = task_config(&args)?;
+    let config = parse_task_config(&config_json.to_string())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
 
     let mut inputs: BTreeMap<String, PathBuf> = BTreeMap::new();
     for (name, dir) in &args.inputs {
