@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 use futures_util::StreamExt;
@@ -14,8 +13,10 @@ use hangar_api::builds::CreateBuild;
 use hangar_client::Client;
 use hangar_core::task::parse_task_config;
 use hangar_core::vars::{find_unresolved, interpolate, VarRef, Vars};
+use indicatif::ProgressBar;
 use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
 
+use crate::cmd::progress::{self, Transfer};
 use crate::cmd::watch;
 use crate::target::Target;
 
@@ -259,7 +260,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// Streams `dir` as a gzip tar to web; shows progress for large inputs.
+/// Streams `dir` as a gzip tar to web, with its progress shown (see
+/// [`progress`]).
 async fn upload(
     client: &Client,
     name: &str,
@@ -268,56 +270,103 @@ async fn upload(
     platform: &str,
     tags: &[String],
 ) -> anyhow::Result<hangar_api::builds::Artifact> {
+    // The bar's length: what the tar stream will hold, measured only when
+    // the bar is drawn.
+    let total = if progress::on_terminal() {
+        let root = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || tar_size(&root))
+            .await
+            .ok()
+            .flatten()
+    } else {
+        None
+    };
+    let transfer = Transfer::start(
+        &format!("uploading {name}"),
+        &format!("uploaded {name}"),
+        total,
+    );
     let (writer, reader) = tokio::io::duplex(256 * 1024);
     let writer = SyncIoBridge::new(writer);
     let root = dir.to_path_buf();
+    let counter = transfer.counter();
     let packing = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
         let gz = flate2::write::GzEncoder::new(writer, flate2::Compression::fast());
-        let mut tar = tar::Builder::new(gz);
+        let mut tar = tar::Builder::new(Counting { inner: gz, counter });
         tar.follow_symlinks(false);
         tar.append_dir_all(".", &root)?;
-        let gz = tar.into_inner()?;
-        let mut writer = gz.finish()?;
+        let counting = tar.into_inner()?;
+        let mut writer = counting.inner.finish()?;
         std::io::Write::flush(&mut writer)
     });
     let sent = Arc::new(AtomicU64::new(0));
-    let counter = sent.clone();
-    let stream = ReaderStream::new(reader).map(move |chunk| {
-        if let Ok(c) = &chunk {
-            counter.fetch_add(c.len() as u64, Ordering::Relaxed);
-        }
-        chunk
-    });
-    let progress = tokio::spawn({
-        let (sent, name) = (sent.clone(), name.to_string());
-        async move {
-            let mut shown = false;
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let n = sent.load(Ordering::Relaxed);
-                if n >= 8 << 20 || shown {
-                    eprint!(
-                        "\rhangar: uploading {name}: {} ",
-                        hangar_core::build::human_bytes(n)
-                    );
-                    shown = true;
-                }
+    let stream = ReaderStream::new(reader).map({
+        let sent = sent.clone();
+        move |chunk| {
+            if let Ok(c) = &chunk {
+                sent.fetch_add(c.len() as u64, Ordering::Relaxed);
             }
+            chunk
         }
     });
     let result = client
         .upload_artifact(worker, platform, tags, reqwest::Body::wrap_stream(stream))
         .await;
-    progress.abort();
     let packed = packing.await?;
-    let total = sent.load(Ordering::Relaxed);
-    if total >= 8 << 20 {
-        eprintln!(
-            "\rhangar: uploaded {name}: {}   ",
-            hangar_core::build::human_bytes(total)
-        );
+    let artifact = settle_upload(result, packed, name, dir)?;
+    transfer.finish(&format!(
+        " ({} compressed)",
+        hangar_core::build::human_bytes(sent.load(Ordering::Relaxed))
+    ));
+    Ok(artifact)
+}
+
+/// A writer that advances a progress counter by what it passes on: the
+/// tar stream before compression, so the bar moves against [`tar_size`].
+struct Counting<W> {
+    inner: W,
+    counter: ProgressBar,
+}
+
+impl<W: std::io::Write> std::io::Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.counter.inc(n as u64);
+        Ok(n)
     }
-    settle_upload(result, packed, name, dir)
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// About how many bytes `root` makes as a tar stream (headers, padding and
+/// the long-name entries of paths over 100 bytes included); None when the
+/// directory cannot be walked (packing will then say why).
+fn tar_size(root: &Path) -> Option<u64> {
+    let block = |n: u64| n.div_ceil(512) * 512;
+    // The root's own entry and the two blocks that end an archive.
+    let mut total = 512 + 1024;
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).ok()? {
+            let entry = entry.ok()?;
+            // Not followed: links are packed as links.
+            let meta = entry.metadata().ok()?;
+            let path = entry.path();
+            let name_len = path.strip_prefix(root).map_or(0, |p| p.as_os_str().len()) as u64 + 2;
+            total += 512;
+            if name_len > 100 {
+                total += 512 + block(name_len + 1);
+            }
+            if meta.is_dir() {
+                dirs.push(path);
+            } else if meta.is_file() {
+                total += block(meta.len());
+            }
+        }
+    }
+    Some(total)
 }
 
 /// Which error an upload reports. The request's own error comes first: when
@@ -347,15 +396,24 @@ fn settle_upload<T>(
 }
 
 /// Downloads an output into `dir`, refusing anything that would land
-/// outside it.
+/// outside it, with its progress shown (see [`progress`]).
 async fn download(client: &Client, id: i64, name: &str, dir: &Path) -> anyhow::Result<()> {
     let resp = client
         .download_artifact(id, name)
         .await
         .with_context(|| format!("download output {name}"))?;
-    let stream = resp
-        .bytes_stream()
-        .map(|c| c.map_err(std::io::Error::other));
+    let transfer = Transfer::start(
+        &format!("downloading {name}"),
+        &format!("downloaded {name}"),
+        resp.content_length(),
+    );
+    let counter = transfer.counter();
+    let stream = resp.bytes_stream().map(move |c| {
+        if let Ok(bytes) = &c {
+            counter.inc(bytes.len() as u64);
+        }
+        c.map_err(std::io::Error::other)
+    });
     let reader = SyncIoBridge::new(StreamReader::new(stream));
     let dir = dir.to_path_buf();
     let shown = dir.display().to_string();
@@ -369,6 +427,7 @@ async fn download(client: &Client, id: i64, name: &str, dir: &Path) -> anyhow::R
     })
     .await?
     .with_context(|| format!("extract output {name} into {shown}"))?;
+    transfer.finish(" (compressed)");
     eprintln!("hangar: output {name}: {} files into {shown}", report.files);
     Ok(())
 }
