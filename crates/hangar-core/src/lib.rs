@@ -24,6 +24,7 @@ pub mod registration;
 pub mod rng;
 pub mod task;
 pub mod users;
+pub mod vars;
 pub mod volumes;
 pub mod yaml;
 

@@ -81,32 +81,74 @@ pub(crate) fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// This process's standard output has no reader any more (`hangar builds |
+/// head -1`). The one error that ends the CLI without a word: every other
+/// broken pipe (to web, to a child) is a failure to report.
+#[derive(Debug)]
+pub(crate) struct StdoutClosed(pub std::io::Error);
+
+impl std::fmt::Display for StdoutClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "write to standard output: {}", self.0)
+    }
+}
+
+impl std::error::Error for StdoutClosed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// An error writing to stdout, as the CLI reports it: a broken pipe becomes
+/// [`StdoutClosed`].
+pub(crate) fn stdout_error(e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        anyhow::Error::new(StdoutClosed(e))
+    } else {
+        anyhow::Error::new(e).context("write to standard output")
+    }
+}
+
 /// Writes `text` to stdout and flushes it, returning an error (never
 /// panicking, as `print!` does) when stdout is closed.
-pub(crate) fn emit(text: &str) -> std::io::Result<()> {
+pub(crate) fn emit(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(stdout_error)
 }
 
 /// Writes `value` to stdout as pretty JSON and a newline (`--json`).
 pub(crate) fn emit_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    emit(&format!("{}\n", serde_json::to_string_pretty(value)?))?;
-    Ok(())
+    emit(&format!("{}\n", serde_json::to_string_pretty(value)?))
 }
 
-/// Whether an error comes from writing to a pipe whose reader is gone.
-pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+/// Whether the error is this process's standard output losing its reader,
+/// anywhere in its chain. A broken pipe to anything else is not.
+pub(crate) fn is_stdout_closed(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.is::<StdoutClosed>())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_closed_stdout_is_silent() {
+        let pipe = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert!(is_stdout_closed(&stdout_error(pipe())));
+        assert!(is_stdout_closed(
+            &stdout_error(pipe()).context("print the build log")
+        ));
+        // A broken pipe anywhere else (web closing an upload) is reported.
+        assert!(!is_stdout_closed(
+            &anyhow::Error::new(pipe()).context("upload input src")
+        ));
+        assert!(!is_stdout_closed(&stdout_error(std::io::Error::from(
+            std::io::ErrorKind::PermissionDenied
+        ))));
+    }
 
     #[test]
     fn tables_align_columns() {

@@ -99,9 +99,11 @@ fn main() -> std::process::ExitCode {
     });
     match result {
         Ok(code) => code,
-        // `hangar builds | head`: the reader left. End quietly, with the
-        // status a shell shows for a command that SIGPIPE ended.
-        Err(e) if format::is_broken_pipe(&e) => std::process::ExitCode::from(141),
+        // `hangar builds | head`: the reader of our standard output left.
+        // End quietly, with the status a shell shows for a command that
+        // SIGPIPE ended. Any other broken pipe (web closing an upload) is an
+        // error like any other.
+        Err(e) if format::is_stdout_closed(&e) => std::process::ExitCode::from(141),
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE

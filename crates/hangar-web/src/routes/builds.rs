@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use hangar_api::builds::{Build, BuildEvent, BuildEvents, BuildStep, CreateBuild};
 use hangar_core::names::validate_label;
 use hangar_core::plan::{leaf_steps, parse_plan, Step};
+use hangar_core::vars::find_unresolved;
 use hangar_store::{BuildRecord, StepRecord};
 use serde::Deserialize;
 
@@ -48,6 +49,39 @@ pub(super) fn build_to_api(b: BuildRecord, steps: Vec<StepRecord>) -> Build {
     }
 }
 
+/// Refuses a step that still holds a `((var))`: web has nothing to resolve
+/// it from, and running it would hand the task the literal text.
+fn refuse_unresolved_vars(id: &str, step: &Step) -> Result<(), ApiError> {
+    let (name, left) = match step {
+        Step::Task(task) => (&task.task, find_unresolved(&task.config)),
+        Step::Get(get) => {
+            let mut parts = vec![serde_json::Value::Object(get.source.clone())];
+            parts.extend(get.params.clone().map(serde_json::Value::Object));
+            parts.extend(get.version.clone().map(serde_json::Value::Object));
+            (&get.get, find_unresolved(&serde_json::Value::Array(parts)))
+        }
+        Step::Do(_) | Step::InParallel(_) => return Ok(()),
+    };
+    if left.is_empty() {
+        return Ok(());
+    }
+    // A hostile plan may hold thousands: the answer names the first few.
+    const SHOWN: usize = 20;
+    let mut names = left
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if left.len() > SHOWN {
+        names.push_str(&format!(" and {} more", left.len() - SHOWN));
+    }
+    Err(ApiError::bad_request(format!(
+        "plan step {id} ({name}): unresolved vars: {names}; hangar has no credential manager \
+         yet, so vars must be given to `hangar execute` with -v, -l or -y"
+    )))
+}
+
 /// Checks a plan whole before anything is stored: its shape, every task
 /// config, and the artifacts it starts with.
 async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
@@ -56,6 +90,7 @@ async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
     }
     let steps = parse_plan(&req.plan).map_err(|e| ApiError::bad_request(e.to_string()))?;
     for (id, step) in leaf_steps(&steps) {
+        refuse_unresolved_vars(&id, step)?;
         if let Step::Task(task) = step {
             task.parse_config().map_err(|e| {
                 ApiError::bad_request(format!("plan step {id} ({}): {e}", task.task))

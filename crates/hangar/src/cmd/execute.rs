@@ -6,15 +6,17 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 use futures_util::StreamExt;
 use hangar_api::builds::CreateBuild;
 use hangar_client::Client;
-use hangar_core::task::parse_task_config;
+use hangar_core::task::parse_task_value;
+use hangar_core::vars::{find_unresolved, interpolate, VarRef, Vars};
+use indicatif::ProgressBar;
 use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
 
+use crate::cmd::progress::{self, Transfer};
 use crate::cmd::watch;
 use crate::target::Target;
 
@@ -38,6 +40,19 @@ pub(crate) struct Args {
     /// A directory holding a root filesystem to run the task in (runc).
     #[arg(long)]
     pub image: Option<PathBuf>,
+    /// A value for a `((var))` in the task config, as a string: NAME=VALUE
+    /// (repeat for each; `-v creds.user=me` sets a field of `creds`).
+    #[arg(short = 'v', long = "var", value_name = "NAME=STRING", value_parser = parse_string_var)]
+    pub vars: Vec<(VarRef, serde_json::Value)>,
+    /// A value for a `((var))` read as YAML, keeping its type: NAME=YAML
+    /// (`-y 'ports=[80, 443]'`, `-y debug=true`). Wins over `-v` on the
+    /// same name.
+    #[arg(short = 'y', long = "yaml-var", value_name = "NAME=YAML", value_parser = parse_yaml_var)]
+    pub yaml_vars: Vec<(VarRef, serde_json::Value)>,
+    /// A YAML file of vars (repeatable): a var given with -v or -y wins over
+    /// the files, and a later file over an earlier one.
+    #[arg(short = 'l', long = "load-vars-from", value_name = "FILE")]
+    pub var_files: Vec<PathBuf>,
 }
 
 fn parse_pair(s: &str) -> Result<(String, PathBuf), String> {
@@ -50,19 +65,120 @@ fn parse_pair(s: &str) -> Result<(String, PathBuf), String> {
     Ok((name.to_string(), PathBuf::from(dir)))
 }
 
-/// The largest task config read.
+/// Reads YAML into a generic value: the one place the CLI parses YAML.
+fn read_yaml(text: &str) -> anyhow::Result<serde_json::Value> {
+    Ok(hangar_core::yaml::from_str(text)?)
+}
+
+fn split_var(s: &str) -> Result<(VarRef, &str), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("invalid variable pair {s:?} (must be name=value)"))?;
+    let var = VarRef::parse(name)?;
+    if let Some(source) = &var.source {
+        return Err(format!(
+            "{name:?}: a var given here has no source; drop {source:?}: and use the var's name"
+        ));
+    }
+    Ok((var, value))
+}
+
+fn parse_string_var(s: &str) -> Result<(VarRef, serde_json::Value), String> {
+    let (var, value) = split_var(s)?;
+    Ok((var, serde_json::Value::String(value.to_string())))
+}
+
+fn parse_yaml_var(s: &str) -> Result<(VarRef, serde_json::Value), String> {
+    let (var, value) = split_var(s)?;
+    let value = read_yaml(value).map_err(|e| format!("{var}: not YAML: {e:#}"))?;
+    Ok((var, value))
+}
+
+/// The largest task config or vars file read.
 const MAX_CONFIG: u64 = 1024 * 1024;
 
-pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let meta = std::fs::metadata(&args.config)
-        .with_context(|| format!("read {}", args.config.display()))?;
+/// Reads a file of at most [`MAX_CONFIG`] bytes.
+fn read_small(path: &Path) -> anyhow::Result<String> {
+    let meta = std::fs::metadata(path).with_context(|| format!("read {}", path.display()))?;
     if meta.len() > MAX_CONFIG {
-        bail!("{} is larger than 1 MiB", args.config.display());
+        bail!("{} is larger than 1 MiB", path.display());
     }
-    let yaml = std::fs::read_to_string(&args.config)
-        .with_context(|| format!("read {}", args.config.display()))?;
+    std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))
+}
+
+/// The vars the flags give, in fly's order of precedence: `-v` and `-y`
+/// pairs (a `-y` after every `-v`, a later pair over an earlier one), then
+/// the `-l` files, the last one first.
+fn load_vars(args: &Args) -> anyhow::Result<Vars> {
+    let pairs: Vec<(VarRef, serde_json::Value)> =
+        args.vars.iter().chain(&args.yaml_vars).cloned().collect();
+    let mut sources = vec![Vars::expand(&pairs)];
+    for path in args.var_files.iter().rev() {
+        let text = read_small(path)?;
+        let value =
+            read_yaml(&text).with_context(|| format!("read vars from {}", path.display()))?;
+        sources.push(match value {
+            serde_json::Value::Object(map) => map,
+            serde_json::Value::Null => serde_json::Map::new(),
+            _ => bail!(
+                "{}: a vars file must be a mapping of names to values",
+                path.display()
+            ),
+        });
+    }
+    Ok(Vars::new(sources))
+}
+
+/// A vars error with what the user can do about each undefined var.
+fn explain(e: &hangar_core::vars::VarsError) -> String {
+    let mut parts = Vec::new();
+    let (sourced, plain): (Vec<&String>, Vec<&String>) = e
+        .undefined
+        .iter()
+        .partition(|name| VarRef::parse(name).is_ok_and(|r| r.source.is_some()));
+    if !plain.is_empty() {
+        let names: Vec<&str> = plain.iter().map(|s| s.as_str()).collect();
+        parts.push(format!(
+            "undefined vars: {} (give each with -v NAME=VALUE, -y NAME=YAML or -l FILE)",
+            names.join(", ")
+        ));
+    }
+    if !sourced.is_empty() {
+        let names: Vec<&str> = sourced.iter().map(|s| s.as_str()).collect();
+        parts.push(format!(
+            "undefined vars: {} (a var with a source needs a credential manager or var_source, which hangar does not have yet)",
+            names.join(", ")
+        ));
+    }
+    parts.extend(e.problems.iter().cloned());
+    parts.join("; ")
+}
+
+/// The task config with its `((vars))` interpolated: every var the flags do
+/// not give is named in one error, before anything is uploaded.
+fn task_config(args: &Args) -> anyhow::Result<serde_json::Value> {
+    let shown = args.config.display();
+    let yaml = read_small(&args.config)?;
+    let template = read_yaml(&yaml).with_context(|| format!("read {shown} as data"))?;
+    let vars = load_vars(args)?;
     let config =
-        parse_task_config(&yaml).map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
+        interpolate(&template, &vars).map_err(|e| anyhow::anyhow!("{shown}: {}", explain(&e)))?;
+    // A var's value is never interpolated again, so what is left came in a
+    // value; web refuses any ((var)) and hangar has no way to escape one.
+    let left = find_unresolved(&config);
+    if !left.is_empty() {
+        bail!(
+            "{shown}: a var's value holds (({})), which web would take for a var it cannot resolve; hangar cannot escape it yet",
+            left.join(")), ((")
+        );
+    }
+    Ok(config)
+}
+
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let template = task_config(&args)?;
+    let config = parse_task_value(template)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
     config
         .check_runnable(args.image.is_some())
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
@@ -150,7 +266,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// Streams `dir` as a gzip tar to web; shows progress for large inputs.
+/// Streams `dir` as a gzip tar to web, with its progress shown (see
+/// [`progress`]).
 async fn upload(
     client: &Client,
     name: &str,
@@ -159,69 +276,150 @@ async fn upload(
     platform: &str,
     tags: &[String],
 ) -> anyhow::Result<hangar_api::builds::Artifact> {
+    // The bar's length: what the tar stream will hold, measured only when
+    // the bar is drawn.
+    let total = if progress::on_terminal() {
+        let root = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || tar_size(&root))
+            .await
+            .ok()
+            .flatten()
+    } else {
+        None
+    };
+    let transfer = Transfer::start(
+        &format!("uploading {name}"),
+        &format!("uploaded {name}"),
+        total,
+    );
     let (writer, reader) = tokio::io::duplex(256 * 1024);
     let writer = SyncIoBridge::new(writer);
     let root = dir.to_path_buf();
+    let counter = transfer.counter();
     let packing = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
         let gz = flate2::write::GzEncoder::new(writer, flate2::Compression::fast());
-        let mut tar = tar::Builder::new(gz);
+        let mut tar = tar::Builder::new(Counting { inner: gz, counter });
         tar.follow_symlinks(false);
         tar.append_dir_all(".", &root)?;
-        let gz = tar.into_inner()?;
-        let mut writer = gz.finish()?;
+        let counting = tar.into_inner()?;
+        let mut writer = counting.inner.finish()?;
         std::io::Write::flush(&mut writer)
     });
     let sent = Arc::new(AtomicU64::new(0));
-    let counter = sent.clone();
-    let stream = ReaderStream::new(reader).map(move |chunk| {
-        if let Ok(c) = &chunk {
-            counter.fetch_add(c.len() as u64, Ordering::Relaxed);
-        }
-        chunk
-    });
-    let progress = tokio::spawn({
-        let (sent, name) = (sent.clone(), name.to_string());
-        async move {
-            let mut shown = false;
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let n = sent.load(Ordering::Relaxed);
-                if n >= 8 << 20 || shown {
-                    eprint!(
-                        "\rhangar: uploading {name}: {} ",
-                        hangar_core::build::human_bytes(n)
-                    );
-                    shown = true;
-                }
+    let stream = ReaderStream::new(reader).map({
+        let sent = sent.clone();
+        move |chunk| {
+            if let Ok(c) = &chunk {
+                sent.fetch_add(c.len() as u64, Ordering::Relaxed);
             }
+            chunk
         }
     });
     let result = client
         .upload_artifact(worker, platform, tags, reqwest::Body::wrap_stream(stream))
         .await;
-    progress.abort();
     let packed = packing.await?;
-    let total = sent.load(Ordering::Relaxed);
-    if total >= 8 << 20 {
-        eprintln!(
-            "\rhangar: uploaded {name}: {}   ",
-            hangar_core::build::human_bytes(total)
-        );
+    let artifact = settle_upload(result, packed, name, dir)?;
+    transfer.finish(&format!(
+        " ({} compressed)",
+        hangar_core::build::human_bytes(sent.load(Ordering::Relaxed))
+    ));
+    Ok(artifact)
+}
+
+/// A writer that advances a progress counter by what it passes on: the
+/// tar stream before compression, so the bar moves against [`tar_size`].
+struct Counting<W> {
+    inner: W,
+    counter: ProgressBar,
+}
+
+impl<W: std::io::Write> std::io::Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.counter.inc(n as u64);
+        Ok(n)
     }
-    packed.with_context(|| format!("pack input {name} from {}", dir.display()))?;
-    result.with_context(|| format!("upload input {name}"))
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// About how many bytes `root` makes as a tar stream (headers, padding and
+/// the long-name entries of paths over 100 bytes included); None when the
+/// directory cannot be walked (packing will then say why).
+fn tar_size(root: &Path) -> Option<u64> {
+    let block = |n: u64| n.div_ceil(512) * 512;
+    // The root's own entry and the two blocks that end an archive.
+    let mut total = 512 + 1024;
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).ok()? {
+            let entry = entry.ok()?;
+            // Not followed: links are packed as links.
+            let meta = entry.metadata().ok()?;
+            let path = entry.path();
+            let name_len = path.strip_prefix(root).map_or(0, |p| p.as_os_str().len()) as u64 + 2;
+            total += 512;
+            if name_len > 100 {
+                total += 512 + block(name_len + 1);
+            }
+            if meta.is_dir() {
+                dirs.push(path);
+            } else if meta.is_file() {
+                total += block(meta.len());
+            }
+        }
+    }
+    Some(total)
+}
+
+/// Which error an upload reports. The request's own error comes first: when
+/// web refuses the upload (a wrong token) or the connection fails, the
+/// packer's writes fail with a broken pipe only because nobody reads them
+/// any more. A packer that failed on its own (a file it cannot read) is the
+/// cause, whatever web answered to the shortened stream.
+fn settle_upload<T>(
+    result: Result<T, hangar_client::ClientError>,
+    packed: std::io::Result<()>,
+    name: &str,
+    dir: &Path,
+) -> anyhow::Result<T> {
+    let pack_context = || format!("pack input {name} from {}", dir.display());
+    match (result, packed) {
+        (Ok(artifact), Ok(())) => Ok(artifact),
+        (Err(e), Ok(())) => Err(e).with_context(|| format!("upload input {name}")),
+        (Err(e), Err(p)) if p.kind() == std::io::ErrorKind::BrokenPipe => {
+            Err(e).with_context(|| format!("upload input {name}"))
+        }
+        (Err(e), Err(p)) => {
+            Err(anyhow::Error::new(p)
+                .context(format!("{} (web then answered: {e})", pack_context())))
+        }
+        (Ok(_), Err(p)) => Err(anyhow::Error::new(p).context(pack_context())),
+    }
 }
 
 /// Downloads an output into `dir`, refusing anything that would land
-/// outside it.
+/// outside it, with its progress shown (see [`progress`]).
 async fn download(client: &Client, id: i64, name: &str, dir: &Path) -> anyhow::Result<()> {
     let resp = client
         .download_artifact(id, name)
         .await
         .with_context(|| format!("download output {name}"))?;
-    let stream = resp
-        .bytes_stream()
-        .map(|c| c.map_err(std::io::Error::other));
+    let transfer = Transfer::start(
+        &format!("downloading {name}"),
+        &format!("downloaded {name}"),
+        resp.content_length(),
+    );
+    let counter = transfer.counter();
+    let stream = resp.bytes_stream().map(move |c| {
+        if let Ok(bytes) = &c {
+            counter.inc(bytes.len() as u64);
+        }
+        c.map_err(std::io::Error::other)
+    });
     let reader = SyncIoBridge::new(StreamReader::new(stream));
     let dir = dir.to_path_buf();
     let shown = dir.display().to_string();
@@ -235,6 +433,7 @@ async fn download(client: &Client, id: i64, name: &str, dir: &Path) -> anyhow::R
     })
     .await?
     .with_context(|| format!("extract output {name} into {shown}"))?;
+    transfer.finish(" (compressed)");
     eprintln!("hangar: output {name}: {} files into {shown}", report.files);
     Ok(())
 }

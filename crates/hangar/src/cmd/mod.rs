@@ -4,6 +4,7 @@ pub(crate) mod chaos;
 pub(crate) mod events;
 pub(crate) mod exec_as;
 pub(crate) mod execute;
+pub(crate) mod progress;
 pub(crate) mod quickstart;
 pub(crate) mod resource_type;
 pub(crate) mod volumes;

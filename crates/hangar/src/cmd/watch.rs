@@ -1,5 +1,4 @@
 use hangar_api::builds::{BuildEventKind, BuildStatus};
-use std::io::Write;
 use std::process::ExitCode;
 
 use hangar_client::Client;
@@ -29,11 +28,7 @@ pub(crate) async fn follow(client: &Client, id: i64) -> anyhow::Result<ExitCode>
         for e in &page.events {
             after = e.id;
             match e.kind {
-                BuildEventKind::Log => {
-                    let mut out = std::io::stdout().lock();
-                    out.write_all(e.payload.as_bytes())?;
-                    out.flush()?;
-                }
+                BuildEventKind::Log => crate::format::emit(&e.payload)?,
                 BuildEventKind::Infra => eprintln!("hangar: {}", e.payload),
                 BuildEventKind::Status if e.payload == "started" => {}
                 _ => eprintln!("hangar: {}", e.payload),
