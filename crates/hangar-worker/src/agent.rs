@@ -132,6 +132,11 @@ pub async fn run(
             }
         }
     });
+    let actions_dir = config.work_dir.join(crate::action_dir::ACTIONS_DIR);
+    let actions =
+        tokio::task::spawn_blocking(move || crate::action_dir::ActionDirs::open(&actions_dir))
+            .await?
+            .context("prepare the dir of resource actions")?;
     let volume_api = VolumeApi::new(volumes.clone(), &api_token, Limits::default())
         .with_import_dirs(&config.allow_import_dirs)
         .context("--allow-import-dir")?
@@ -145,6 +150,7 @@ pub async fn run(
                 crate::resources_api::ResourceRunner::new(
                     config.resource_types_dir.clone(),
                     volumes.clone(),
+                    actions,
                     &api_token,
                     Duration::from_secs(3600),
                 )
