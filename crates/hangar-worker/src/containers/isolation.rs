@@ -252,8 +252,9 @@ pub(crate) fn relative_to(from: &Path, target: &Path) -> PathBuf {
 }
 
 /// The worker's own settings in its environment (`HANGAR_WORKER_KEY`, ...):
-/// what a program it starts with the rest of its environment (a resource
-/// type, runc) must not get.
+/// what a program it starts with the rest of its environment (runc) must
+/// not get. Resource types get an environment made from nothing instead
+/// (`action_dir`).
 pub fn private_env_keys() -> Vec<OsString> {
     use std::os::unix::ffi::OsStrExt;
     std::env::vars_os()
