@@ -198,6 +198,12 @@ fn remove_logged(path: &Path) {
 /// the way (Go's module cache and some tools leave read-only dirs, which a
 /// worker not running as root cannot empty).
 pub(crate) fn remove_tree(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        // A stray file or link, not an action's dir.
+        Ok(m) if !m.is_dir() => return fs::remove_file(path),
+        _ => {}
+    }
     match fs::remove_dir_all(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(_) => {
