@@ -154,7 +154,8 @@ pub async fn run(
                     &api_token,
                     Duration::from_secs(3600),
                 )
-                .with_task_user(config.task_user),
+                .with_task_user(config.task_user)
+                .with_isolation(containers.isolation()),
             ),
         api_stop,
     ));

@@ -40,6 +40,11 @@ pub struct ResourceRunner {
     /// `containers::isolation`) and an overlay copy need not copy every
     /// file up to change its owner.
     task_user: Option<hangar_core::users::Ids>,
+    /// util-linux `unshare`, when a root worker can give each action a PID
+    /// namespace of its own (as process tasks get): the action sees only
+    /// its own processes (not the worker's environment in `/proc`), and
+    /// everything it started, `setsid` helpers too, dies with it.
+    unshare: Option<PathBuf>,
 }
 
 impl ResourceRunner {
@@ -57,7 +62,21 @@ impl ResourceRunner {
             key: key.into(),
             timeout,
             task_user: None,
+            unshare: None,
         }
+    }
+
+    /// Runs actions in a PID namespace of their own where process tasks
+    /// get one. They keep the worker's user: see `docs/security.md`.
+    pub fn with_isolation(mut self, isolation: &crate::containers::Isolation) -> ResourceRunner {
+        if let crate::containers::Isolation::Drop {
+            unshare,
+            pid_namespace: true,
+        } = isolation
+        {
+            self.unshare = Some(unshare.clone());
+        }
+        self
     }
 
     pub fn with_task_user(mut self, ids: hangar_core::users::Ids) -> ResourceRunner {
@@ -148,7 +167,15 @@ async fn execute(
         .ok_or_else(|| ActionError::NoResourceType(req.resource_type.clone()))?;
     let program = PathBuf::from(&rt.path).join(&req.action);
     let mut fetched_into = None;
-    let mut command = tokio::process::Command::new(&program);
+    let mut command = match &runner.unshare {
+        Some(unshare) => {
+            let argv = crate::containers::pid_namespace_prefix(unshare, &[], "hangar-action-init");
+            let mut c = tokio::process::Command::new(&argv[0]);
+            c.args(&argv[1..]).arg(&program);
+            c
+        }
+        None => tokio::process::Command::new(&program),
+    };
     if req.action == "in" {
         let handle = req.volume.clone().ok_or(ActionError::NoVolume)?;
         let volumes = runner.volumes.clone();

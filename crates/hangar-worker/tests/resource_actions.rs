@@ -15,6 +15,7 @@ use hangar_api::ErrorBody;
 use hangar_volumes::{DriverKind, Limits, Strategy, VolumeManager};
 use hangar_worker::action_dir::{ActionDirs, ACTIONS_DIR};
 use hangar_worker::api::{serve, VolumeApi};
+use hangar_worker::containers::{ContainerManager, Isolation};
 use hangar_worker::resources_api::ResourceRunner;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -73,6 +74,23 @@ exec sleep 1000
         ),
     );
     script(&types, "slow", "in", "exit 1\n");
+    script(
+        &types,
+        "ns",
+        "check",
+        r#"{ echo "init=$(tr '\0' ' ' < /proc/1/cmdline)"; echo "pids=$(ls /proc | grep -c '^[0-9][0-9]*$')"; } >&2
+echo '[]'
+"#,
+    );
+    script(
+        &types,
+        "ns",
+        "in",
+        r#"setsid sh -c 'sleep 1; echo late > "$0/late"' "$1" </dev/null >/dev/null 2>&1 &
+echo now > "$1/now"
+echo '{"version":{"ref":"1"}}'
+"#,
+    );
     script(&types, "helper", "check", "echo '[]'\n");
     script(
         &types,
@@ -97,6 +115,12 @@ struct Worker {
 
 impl Worker {
     async fn start(timeout: Duration) -> Worker {
+        Worker::start_with(timeout, false).await
+    }
+
+    /// With `isolated`, actions get what a root worker's process tasks get
+    /// (found out as the worker finds it out).
+    async fn start_with(timeout: Duration, isolated: bool) -> Worker {
         let dir = tempfile::tempdir().unwrap();
         let volumes = Arc::new(VolumeManager::open(dir.path(), DriverKind::Naive).unwrap());
         let actions = ActionDirs::open(&dir.path().join(ACTIONS_DIR)).unwrap();
@@ -110,6 +134,18 @@ impl Worker {
             KEY,
             timeout,
         );
+        let runner = if isolated {
+            let containers =
+                ContainerManager::open(&dir.path().join("containers"), volumes.clone()).unwrap();
+            let isolation = containers.isolation().clone();
+            assert!(
+                matches!(isolation, Isolation::Drop { pid_namespace: true, .. }),
+                "this test needs root and util-linux unshare with PID namespaces (run scripts/install-deps as root): {isolation:?}"
+            );
+            runner.with_isolation(&isolation)
+        } else {
+            runner
+        };
         let api = VolumeApi::new(volumes.clone(), KEY, Limits::default()).with_resources(runner);
         tokio::spawn(serve(listener, api, stop.clone()));
         Worker {
@@ -313,6 +349,38 @@ async fn an_action_whose_dir_cannot_be_made_fails_clearly_and_runs_nothing() {
         body.error.message
     );
     assert!(!w.actions_dir().exists(), "nothing was made in its place");
+}
+
+#[tokio::test]
+async fn on_a_root_worker_an_action_has_a_pid_namespace_that_ends_with_it_needs_root() {
+    let w = Worker::start_with(Duration::from_secs(30), true).await;
+    let out = w.run("ns", "check", None, json!({"source": {}})).await;
+    assert_eq!(out.exit_code, 0, "{}", out.stderr);
+    let seen = report(&out.stderr);
+    // The worker and its environment are not even in the action's /proc.
+    assert!(seen["init"].starts_with("/bin/sh -c"), "{seen:#?}");
+    assert!(seen["init"].contains("hangar-action-init"), "{seen:#?}");
+    let pids: u32 = seen["pids"].parse().unwrap();
+    assert!(pids <= 6, "{seen:#?}");
+    // A helper that left the process group dies with the namespace.
+    let dest = w.volume("fetched");
+    let out = w
+        .run("ns", "in", Some("fetched"), json!({"source": {}}))
+        .await;
+    assert_eq!(out.exit_code, 0, "{}", out.stderr);
+    assert!(dest.join("now").exists());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !dest.join("late").exists(),
+        "a setsid helper outlived its action"
+    );
+    // The program's exit code comes through the namespace's init.
+    w.volume("other");
+    let out = w
+        .run("slow", "in", Some("other"), json!({"source": {}}))
+        .await;
+    assert_eq!(out.exit_code, 1);
+    assert_eq!(w.action_dirs(), Vec::<PathBuf>::new());
 }
 
 /// Whether `pid` is gone or a zombie within a few seconds.

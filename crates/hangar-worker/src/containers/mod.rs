@@ -42,8 +42,8 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 pub use cgroup::DEFAULT_CGROUP_ROOT;
-pub(crate) use isolation::TASK_PATH;
 pub use isolation::{hand_to_task_user, private_env_keys, Isolation, DEFAULT_TASK_IDS};
+pub(crate) use isolation::{pid_namespace_prefix, TASK_PATH};
 pub use spec::MIN_MEMORY_LIMIT_BYTES;
 
 use crate::disk::{is_storage_full, DiskReserve};
