@@ -1,7 +1,8 @@
 //! Runs a base resource type's programs (`check`, `in`) for web's get steps:
 //! the request JSON on stdin, the response JSON from stdout, the log from
 //! stderr. Each run has a dir, HOME, TMPDIR and environment of its own and
-//! leads a process group of its own (see `action_dir`).
+//! leads a process group of its own (see `action_dir`), in a PID namespace
+//! of its own where process tasks get one.
 
 use std::path::PathBuf;
 use std::process::Stdio;
