@@ -4,6 +4,7 @@
 //! leads a process group of its own (see `action_dir`), in a PID namespace
 //! of its own where process tasks get one.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -237,10 +238,26 @@ async fn run_program(
     input: &[u8],
     what: &str,
 ) -> Result<(std::process::ExitStatus, Vec<u8>, Vec<u8>), ActionError> {
-    let mut child = command.spawn().map_err(|source| ActionError::Start {
+    let start_error = |source| ActionError::Start {
         program: program.display().to_string(),
         source,
-    })?;
+    };
+    // Under `unshare` a program that cannot be run would be the shell's
+    // exit 126 or 127, a failure of the step's own; it is the worker's
+    // (retried elsewhere), as when the program is spawned directly.
+    let executable = tokio::fs::metadata(program)
+        .await
+        .map_err(start_error)?
+        .permissions()
+        .mode()
+        & 0o111
+        != 0;
+    if !executable {
+        return Err(start_error(std::io::Error::from(
+            std::io::ErrorKind::PermissionDenied,
+        )));
+    }
+    let mut child = command.spawn().map_err(start_error)?;
     if let Some(pid) = child.id() {
         dir.watch_group(pid);
     }

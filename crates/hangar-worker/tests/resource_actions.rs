@@ -383,6 +383,37 @@ async fn on_a_root_worker_an_action_has_a_pid_namespace_that_ends_with_it_needs_
     assert_eq!(w.action_dirs(), Vec::<PathBuf>::new());
 }
 
+#[tokio::test]
+async fn a_program_that_cannot_be_run_is_the_worker_s_failure_with_or_without_a_namespace_needs_root(
+) {
+    use std::os::unix::fs::PermissionsExt;
+    for isolated in [false, true] {
+        let w = Worker::start_with(Duration::from_secs(30), isolated).await;
+        let check = w.dir.path().join("resource-types/env/check");
+        std::fs::set_permissions(&check, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let resp = w
+            .post(ResourceAction {
+                resource_type: "env".into(),
+                action: "check".into(),
+                volume: None,
+                request: json!({"source": {"uri": "x"}}),
+            })
+            .await;
+        assert_eq!(
+            resp.status(),
+            reqwest::StatusCode::INTERNAL_SERVER_ERROR,
+            "isolated {isolated}"
+        );
+        let body: ErrorBody = resp.json().await.unwrap();
+        assert_eq!(
+            body.error.message,
+            format!("start {}: permission denied", check.display()),
+            "isolated {isolated}"
+        );
+        assert_eq!(w.action_dirs(), Vec::<PathBuf>::new());
+    }
+}
+
 /// Whether `pid` is gone or a zombie within a few seconds.
 async fn gone(pid: i32) -> bool {
     for _ in 0..100 {
