@@ -124,10 +124,17 @@ async fn attempt(
 ) -> Result<Result<(String, String), StepFailure>, Interrupted> {
     let engine = &ctx.engine;
     let source = Value::Object(step.source.clone());
-    let known_key = step
-        .version
-        .as_ref()
-        .map(|v| resource_cache_key(&step.resource_type, &source, &Value::Object(v.clone())));
+    // What `in` is given: part of the cache's key, since other params
+    // fetch other bytes.
+    let params = step.params.clone().map_or(Value::Null, Value::Object);
+    let known_key = step.version.as_ref().map(|v| {
+        resource_cache_key(
+            &step.resource_type,
+            &source,
+            &params,
+            &Value::Object(v.clone()),
+        )
+    });
     let wants = Wants {
         requirement: Requirement {
             // Base resource types run on their worker's own platform.
@@ -187,7 +194,7 @@ async fn attempt(
             }
         }
     };
-    let key = resource_cache_key(&step.resource_type, &source, &version);
+    let key = resource_cache_key(&step.resource_type, &source, &params, &version);
     let cached = crate::caches::reuse_cache(engine, OwnerKind::ResourceCache, &key, &worker).await;
     if let Some(handle) = cached {
         ctx.log(
@@ -210,8 +217,8 @@ async fn attempt(
         Err(f) => return Ok(Err(f)),
     };
     let mut request = json!({ "source": source, "version": version });
-    if let Some(p) = &step.params {
-        request["params"] = Value::Object(p.clone());
+    if !params.is_null() {
+        request["params"] = params;
     }
     let req = ResourceAction {
         resource_type: step.resource_type.clone(),

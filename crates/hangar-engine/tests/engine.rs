@@ -371,3 +371,102 @@ async fn a_build_whose_stored_artifacts_are_corrupt_errors_and_says_so() {
     );
     assert!(h.fake.calls().is_empty());
 }
+
+#[tokio::test]
+async fn a_get_with_other_params_fetches_again_and_the_same_params_reuse_the_cache() {
+    let h = Harness::new(&["w1", "w2"]).await;
+    let get = |params: serde_json::Value, version: Option<&str>| {
+        let mut step = serde_json::json!({"get": "repo", "type": "mock", "source": {"uri": "x"}});
+        if !params.is_null() {
+            step["params"] = params;
+        }
+        if let Some(v) = version {
+            step["version"] = serde_json::json!({"ref": v});
+        }
+        serde_json::json!([step])
+    };
+    // (plan, whether the cache of an earlier build serves it)
+    let cases = [
+        (
+            get(serde_json::json!({"depth": 1, "submodules": "none"}), None),
+            false,
+        ),
+        // Other params: another fetch, not the shallow clone of the first.
+        (
+            get(serde_json::json!({"depth": 2, "submodules": "none"}), None),
+            false,
+        ),
+        (get(serde_json::Value::Null, None), false),
+        // The first params in another key order: its cache.
+        (
+            get(serde_json::json!({"submodules": "none", "depth": 1}), None),
+            true,
+        ),
+        // Empty params are no params.
+        (get(serde_json::json!({}), None), true),
+        // A pinned version places the step by the same key: found too.
+        (
+            get(
+                serde_json::json!({"depth": 2, "submodules": "none"}),
+                Some("v1"),
+            ),
+            true,
+        ),
+        (get(serde_json::json!({"depth": 3}), Some("v1")), false),
+    ];
+    let mut fetches = 0;
+    for (i, (plan, reused)) in cases.into_iter().enumerate() {
+        let id = h.submit(plan.clone()).await;
+        assert_eq!(h.finished(id).await, BuildStatus::Succeeded, "case {i}");
+        let log = h.log(id, &["step"]).await;
+        let found = log.iter().any(|l| l.contains("found in the cache"));
+        assert_eq!(found, reused, "case {i} {plan}: {log:#?}");
+        if !reused {
+            fetches += 1;
+        }
+        let ins = h
+            .fake
+            .calls_of("resource_action")
+            .iter()
+            .filter(|c| c.ends_with(" mock in"))
+            .count();
+        assert_eq!(ins, fetches, "case {i} {plan}");
+    }
+}
+
+#[tokio::test]
+async fn a_pinned_get_is_placed_on_the_worker_with_the_cache_of_its_params() {
+    let h = Harness::new(&["w1", "w2"]).await;
+    let get = |depth: u32| {
+        serde_json::json!([{"get": "repo", "type": "mock", "source": {"uri": "x"},
+            "version": {"ref": "v1"}, "params": {"depth": depth}}])
+    };
+    // The first fetch lands on w2: w1 is down, then back.
+    h.fake.set_down("w1", true);
+    let id = h.submit(get(1)).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    h.fake.set_down("w1", false);
+    // (depth, the step's line about the cache)
+    let cases = [
+        (1, Some("found in the cache on worker w2")),
+        // Other params: no cache anywhere, so the idle first worker.
+        (2, None),
+        (1, Some("found in the cache on worker w2")),
+        (2, Some("found in the cache on worker w1")),
+    ];
+    for (depth, want) in cases {
+        let id = h.submit(get(depth)).await;
+        assert_eq!(
+            h.finished(id).await,
+            BuildStatus::Succeeded,
+            "depth {depth}"
+        );
+        let log = h.log(id, &["step"]).await;
+        let found = log.iter().find(|l| l.contains("found in the cache"));
+        assert_eq!(
+            found.map(|l| &l[l.find("found").unwrap()..]),
+            want,
+            "depth {depth}: {log:#?}"
+        );
+    }
+}

@@ -132,6 +132,11 @@ pub async fn run(
             }
         }
     });
+    let actions_dir = config.work_dir.join(crate::action_dir::ACTIONS_DIR);
+    let actions =
+        tokio::task::spawn_blocking(move || crate::action_dir::ActionDirs::open(&actions_dir))
+            .await?
+            .context("prepare the dir of resource actions")?;
     let volume_api = VolumeApi::new(volumes.clone(), &api_token, Limits::default())
         .with_import_dirs(&config.allow_import_dirs)
         .context("--allow-import-dir")?
@@ -145,10 +150,12 @@ pub async fn run(
                 crate::resources_api::ResourceRunner::new(
                     config.resource_types_dir.clone(),
                     volumes.clone(),
+                    actions,
                     &api_token,
                     Duration::from_secs(3600),
                 )
-                .with_task_user(config.task_user),
+                .with_task_user(config.task_user)
+                .with_isolation(containers.isolation()),
             ),
         api_stop,
     ));

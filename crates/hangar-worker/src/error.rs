@@ -140,6 +140,7 @@ impl From<ActionError> for ApiError {
             }
             ActionError::Start { ref source, .. }
             | ActionError::Wait(ref source)
+            | ActionError::PrivateDir(ref source)
             | ActionError::HandOver(ref source) => io(source, message),
             ActionError::Panicked(e) => panicked("a resource action", e),
         }
@@ -264,6 +265,16 @@ mod tests {
                     program: "/rt/git/in".into(),
                     source: io::Error::from_raw_os_error(2),
                 },
+                StatusCode::INTERNAL_SERVER_ERROR,
+                codes::INTERNAL,
+            ),
+            (
+                ActionError::PrivateDir(enospc()),
+                StatusCode::INSUFFICIENT_STORAGE,
+                codes::INSUFFICIENT_STORAGE,
+            ),
+            (
+                ActionError::PrivateDir(io::Error::from_raw_os_error(13)),
                 StatusCode::INTERNAL_SERVER_ERROR,
                 codes::INTERNAL,
             ),

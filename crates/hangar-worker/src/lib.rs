@@ -4,6 +4,7 @@
 //! The agent is driven by [`AgentCommand`]s so that the binary can map Unix
 //! signals onto them and `quickstart` and tests can send them directly.
 
+pub mod action_dir;
 mod agent;
 pub mod api;
 pub mod containers;

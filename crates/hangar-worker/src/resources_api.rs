@@ -1,7 +1,10 @@
 //! Runs a base resource type's programs (`check`, `in`) for web's get steps:
 //! the request JSON on stdin, the response JSON from stdout, the log from
-//! stderr.
+//! stderr. Each run has a dir, HOME, TMPDIR and environment of its own and
+//! leads a process group of its own (see `action_dir`), in a PID namespace
+//! of its own where process tasks get one.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -16,6 +19,7 @@ use hangar_api::resources::{ResourceAction, ResourceActionResult};
 use hangar_volumes::VolumeManager;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::action_dir::{ActionDir, ActionDirs};
 use crate::error::{self, ApiError};
 use crate::resource_types::discover_resource_types;
 
@@ -29,6 +33,8 @@ pub const MAX_ACTION_BODY: usize = 2 * 1024 * 1024;
 pub struct ResourceRunner {
     types_dir: Option<PathBuf>,
     volumes: Arc<VolumeManager>,
+    /// Where each action gets its own dir.
+    actions: ActionDirs,
     key: Arc<str>,
     timeout: Duration,
     /// A root worker gives what `in` fetched to the first task user, so the
@@ -36,22 +42,43 @@ pub struct ResourceRunner {
     /// `containers::isolation`) and an overlay copy need not copy every
     /// file up to change its owner.
     task_user: Option<hangar_core::users::Ids>,
+    /// util-linux `unshare`, when a root worker can give each action a PID
+    /// namespace of its own (as process tasks get): the action sees only
+    /// its own processes (not the worker's environment in `/proc`), and
+    /// everything it started, `setsid` helpers too, dies with it.
+    unshare: Option<PathBuf>,
 }
 
 impl ResourceRunner {
     pub fn new(
         types_dir: Option<PathBuf>,
         volumes: Arc<VolumeManager>,
+        actions: ActionDirs,
         key: &str,
         timeout: Duration,
     ) -> ResourceRunner {
         ResourceRunner {
             types_dir,
             volumes,
+            actions,
             key: key.into(),
             timeout,
             task_user: None,
+            unshare: None,
         }
+    }
+
+    /// Runs actions in a PID namespace of their own where process tasks
+    /// get one. They keep the worker's user: see `docs/security.md`.
+    pub fn with_isolation(mut self, isolation: &crate::containers::Isolation) -> ResourceRunner {
+        if let crate::containers::Isolation::Drop {
+            unshare,
+            pid_namespace: true,
+        } = isolation
+        {
+            self.unshare = Some(unshare.clone());
+        }
+        self
     }
 
     pub fn with_task_user(mut self, ids: hangar_core::users::Ids) -> ResourceRunner {
@@ -103,6 +130,8 @@ pub enum ActionError {
     },
     #[error("{0}")]
     Wait(std::io::Error),
+    #[error("make the action's own dir: {0}")]
+    PrivateDir(std::io::Error),
     #[error("give the fetched files to the task user: {0}")]
     HandOver(std::io::Error),
     #[error("{0}")]
@@ -140,11 +169,15 @@ async fn execute(
         .ok_or_else(|| ActionError::NoResourceType(req.resource_type.clone()))?;
     let program = PathBuf::from(&rt.path).join(&req.action);
     let mut fetched_into = None;
-    let mut command = tokio::process::Command::new(&program);
-    // The worker's key and settings are not the resource type's business.
-    for key in crate::containers::private_env_keys() {
-        command.env_remove(key);
-    }
+    let mut command = match &runner.unshare {
+        Some(unshare) => {
+            let argv = crate::containers::pid_namespace_prefix(unshare, &[], "hangar-action-init");
+            let mut c = tokio::process::Command::new(&argv[0]);
+            c.args(&argv[1..]).arg(&program);
+            c
+        }
+        None => tokio::process::Command::new(&program),
+    };
     if req.action == "in" {
         let handle = req.volume.clone().ok_or(ActionError::NoVolume)?;
         let volumes = runner.volumes.clone();
@@ -158,25 +191,85 @@ async fn execute(
         fetched_into = Some(info.path);
     }
     let input = serde_json::to_vec(&req.request).map_err(ActionError::Input)?;
+    let actions = runner.actions.clone();
+    let mut dir = tokio::task::spawn_blocking(move || actions.make())
+        .await
+        .map_err(ActionError::Panicked)?
+        .map_err(ActionError::PrivateDir)?;
+    // Made from nothing: the worker's key, settings, HOME and TMPDIR are
+    // not the resource type's business, and what one action leaves in its
+    // HOME or TMPDIR no other action sees.
     command
+        .env_clear()
+        .envs(dir.env())
+        .current_dir(dir.path())
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = command.spawn().map_err(|source| ActionError::Start {
+    let what = format!("{} {}", req.resource_type, req.action);
+    let ran = run_program(runner, &req, &program, command, &mut dir, &input, &what).await;
+    // Whatever way it ended, nothing of the action runs on (writing into
+    // the fetched volume) and its dir goes, before the volume is handed on.
+    dir.finish().await;
+    let (status, out, err) = ran?;
+    if let (Some(path), Some(ids), true) = (fetched_into, runner.task_user, status.success()) {
+        tokio::task::spawn_blocking(move || crate::containers::hand_to_task_user(&path, ids))
+            .await
+            .map_err(ActionError::Panicked)?
+            .map_err(ActionError::HandOver)?;
+    }
+    Ok(ResourceActionResult {
+        exit_code: status.code().unwrap_or(128 + 9),
+        response: serde_json::from_slice(&out).ok(),
+        stderr: String::from_utf8_lossy(&err).into_owned(),
+    })
+}
+
+/// Starts the program, feeds it the request and collects its output and
+/// status within the runner's timeout.
+async fn run_program(
+    runner: &ResourceRunner,
+    req: &ResourceAction,
+    program: &std::path::Path,
+    mut command: tokio::process::Command,
+    dir: &mut ActionDir,
+    input: &[u8],
+    what: &str,
+) -> Result<(std::process::ExitStatus, Vec<u8>, Vec<u8>), ActionError> {
+    let start_error = |source| ActionError::Start {
         program: program.display().to_string(),
         source,
-    })?;
+    };
+    // Under `unshare` a program that cannot be run would be the shell's
+    // exit 126 or 127, a failure of the step's own; it is the worker's
+    // (retried elsewhere), as when the program is spawned directly.
+    let executable = tokio::fs::metadata(program)
+        .await
+        .map_err(start_error)?
+        .permissions()
+        .mode()
+        & 0o111
+        != 0;
+    if !executable {
+        return Err(start_error(std::io::Error::from(
+            std::io::ErrorKind::PermissionDenied,
+        )));
+    }
+    let mut child = command.spawn().map_err(start_error)?;
+    if let Some(pid) = child.id() {
+        dir.watch_group(pid);
+    }
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take().map(|s| s.take(MAX_OUTPUT));
     let mut stderr = child.stderr.take().map(|s| s.take(MAX_OUTPUT));
-    let what = format!("{} {}", req.resource_type, req.action);
     let work = async {
         let feed = async {
             if let Some(mut s) = stdin.take() {
                 // A program that does not read its input is its own
                 // business: its answer (or exit code) says what went wrong.
-                if let Err(e) = s.write_all(&input).await {
+                if let Err(e) = s.write_all(input).await {
                     tracing::debug!(action = %what, error = %e, "the program did not take its whole input");
                 }
             }
@@ -184,14 +277,14 @@ async fn execute(
         let read_out = async {
             let mut buf = Vec::new();
             if let Some(s) = stdout.as_mut() {
-                read_noted(&what, "stdout", s.read_to_end(&mut buf).await);
+                read_noted(what, "stdout", s.read_to_end(&mut buf).await);
             }
             buf
         };
         let read_err = async {
             let mut buf = Vec::new();
             if let Some(s) = stderr.as_mut() {
-                read_noted(&what, "stderr", s.read_to_end(&mut buf).await);
+                read_noted(what, "stderr", s.read_to_end(&mut buf).await);
             }
             buf
         };
@@ -206,18 +299,7 @@ async fn execute(
             action: req.action.clone(),
             timeout: runner.timeout,
         })?;
-    let status = status.map_err(ActionError::Wait)?;
-    if let (Some(path), Some(ids), true) = (fetched_into, runner.task_user, status.success()) {
-        tokio::task::spawn_blocking(move || crate::containers::hand_to_task_user(&path, ids))
-            .await
-            .map_err(ActionError::Panicked)?
-            .map_err(ActionError::HandOver)?;
-    }
-    Ok(ResourceActionResult {
-        exit_code: status.code().unwrap_or(128 + 9),
-        response: serde_json::from_slice(&out).ok(),
-        stderr: String::from_utf8_lossy(&err).into_owned(),
-    })
+    Ok((status.map_err(ActionError::Wait)?, out, err))
 }
 
 /// A pipe that broke is logged; the answer carries what was read of it.

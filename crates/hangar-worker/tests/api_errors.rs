@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use hangar_api::ErrorBody;
 use hangar_volumes::{DriverKind, Limits, VolumeManager};
+use hangar_worker::action_dir::{ActionDirs, ACTIONS_DIR};
 use hangar_worker::api::{serve, VolumeApi};
 use hangar_worker::containers::ContainerManager;
 use hangar_worker::resources_api::{ResourceRunner, MAX_ACTION_BODY};
@@ -37,6 +38,7 @@ async fn start() -> Worker {
         .with_resources(ResourceRunner::new(
             None,
             volumes.clone(),
+            ActionDirs::open(&dir.path().join(ACTIONS_DIR)).unwrap(),
             KEY,
             Duration::from_secs(10),
         ));

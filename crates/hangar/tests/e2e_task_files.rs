@@ -71,9 +71,7 @@ fn a_concourse_task_file_runs_as_concourse_would_run_it() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains(
-            "mode=493 verbose=true empty=[] ratio=1 shared=from-merge quoted=0755"
-        ),
+        stdout.contains("mode=493 verbose=true empty=[] ratio=1 shared=from-merge quoted=0755"),
         "{stdout}"
     );
     assert!(stdout.contains(r#"list=["a",1,true]"#), "{stdout}");

@@ -83,25 +83,41 @@ pub(crate) fn is_root() -> bool {
 
 /// The `unshare` arguments that run a program as `ids`.
 pub(crate) fn unshare_prefix(unshare: &Path, pid_namespace: bool, ids: Ids) -> Vec<OsString> {
-    let mut argv: Vec<OsString> = vec![unshare.into()];
+    let drop: [OsString; 4] = [
+        "--setgid".into(),
+        ids.gid.to_string().into(),
+        "--setuid".into(),
+        ids.uid.to_string().into(),
+    ];
     if pid_namespace {
-        // --kill-child: the task goes with unshare when the group is killed.
-        for a in ["--pid", "--fork", "--kill-child", "--mount-proc"] {
-            argv.push(a.into());
-        }
+        return pid_namespace_prefix(unshare, &drop, "hangar-task-init");
     }
-    argv.push("--setgid".into());
-    argv.push(ids.gid.to_string().into());
-    argv.push("--setuid".into());
-    argv.push(ids.uid.to_string().into());
+    let mut argv: Vec<OsString> = vec![unshare.into()];
+    argv.extend(drop);
     argv.push("--".into());
-    if pid_namespace {
-        // A shell is PID 1 of the namespace, not the program: the kernel
-        // drops signals a PID 1 sends itself without a handler, and a
-        // task's `kill $$` must work as it does on the host.
-        for a in ["/bin/sh", "-c", "\"$@\"; exit $?", "hangar-task-init"] {
-            argv.push(a.into());
-        }
+    argv
+}
+
+/// The `unshare` arguments that run a program in a PID namespace of its
+/// own (with `extra` options, the drop to a user), its init named `init`.
+pub(crate) fn pid_namespace_prefix(
+    unshare: &Path,
+    extra: &[OsString],
+    init: &str,
+) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = vec![unshare.into()];
+    // --kill-child: the program goes with unshare when the group is killed,
+    // and everything in the namespace goes with its PID 1.
+    for a in ["--pid", "--fork", "--kill-child", "--mount-proc"] {
+        argv.push(a.into());
+    }
+    argv.extend(extra.iter().cloned());
+    argv.push("--".into());
+    // A shell is PID 1 of the namespace, not the program: the kernel
+    // drops signals a PID 1 sends itself without a handler, and a
+    // program's `kill $$` must work as it does on the host.
+    for a in ["/bin/sh", "-c", "\"$@\"; exit $?", init] {
+        argv.push(a.into());
     }
     argv
 }
@@ -252,8 +268,9 @@ pub(crate) fn relative_to(from: &Path, target: &Path) -> PathBuf {
 }
 
 /// The worker's own settings in its environment (`HANGAR_WORKER_KEY`, ...):
-/// what a program it starts with the rest of its environment (a resource
-/// type, runc) must not get.
+/// what a program it starts with the rest of its environment (runc) must
+/// not get. Resource types get an environment made from nothing instead
+/// (`action_dir`).
 pub fn private_env_keys() -> Vec<OsString> {
     use std::os::unix::ffi::OsStrExt;
     std::env::vars_os()

@@ -43,6 +43,7 @@ use nix::unistd::Pid;
 
 pub use cgroup::DEFAULT_CGROUP_ROOT;
 pub use isolation::{hand_to_task_user, private_env_keys, Isolation, DEFAULT_TASK_IDS};
+pub(crate) use isolation::{pid_namespace_prefix, TASK_PATH};
 pub use spec::{CPU_SHARES_RANGE, MIN_MEMORY_LIMIT_BYTES};
 
 use crate::disk::{is_storage_full, DiskReserve};

@@ -128,6 +128,17 @@ impl Cluster {
 
     /// A worker with extra flags (e.g. `--tag only-me`).
     pub(crate) fn worker_with(&self, name: &str, work_dir: &Path, extra: &[&str]) -> Proc {
+        self.worker_with_env(name, work_dir, extra, &[])
+    }
+
+    /// A worker with extra flags and environment variables (its own HOME).
+    pub(crate) fn worker_with_env(
+        &self,
+        name: &str,
+        work_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &Path)],
+    ) -> Proc {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -156,6 +167,7 @@ impl Cluster {
             .env("HANGAR_WEB", &self.url)
             .env("HANGAR_WORKER_KEY", KEY)
             .env("HANGAR_TAGS", "e2e,fast")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
