@@ -92,7 +92,13 @@ fn a_wrong_token_with_a_large_input_prints_webs_refusal_and_exits_1() {
 #[test]
 fn a_closed_standard_output_ends_the_cli_silently_with_141() {
     let c = Cluster::start();
-    for args in [&["builds"][..], &["builds", "--json"], &["workers"]] {
+    let commands = [
+        &["builds"][..],
+        &["builds", "--json"],
+        &["workers"],
+        &["prune-worker", "--all-stalled"],
+    ];
+    for args in commands {
         let (reader, writer) = std::io::pipe().unwrap();
         // `hangar builds | head -1` where head has already gone.
         drop(reader);

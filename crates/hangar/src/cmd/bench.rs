@@ -11,6 +11,7 @@ use anyhow::Context;
 use hangar_bench::{execute, heartbeats, memory};
 
 use crate::duration;
+use crate::format::emit;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
@@ -123,8 +124,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             cfg.dir = a.dir;
             cfg.web_args = a.web_args;
             let report = heartbeats::run(cfg).await?;
-            println!("{}", report.line());
             write(&a.json_out, &report)?;
+            emit(&format!("{}\n", report.line()))?;
         }
         What::Execute(a) => {
             let mut cfg = execute::ExecuteConfig::new(bin);
@@ -134,8 +135,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             cfg.database_url = a.database_url;
             cfg.dir = a.dir;
             let report = execute::run(cfg).await?;
-            println!("{}", report.line());
             write(&a.json_out, &report)?;
+            emit(&format!("{}\n", report.line()))?;
         }
         What::AgentMemory(a) => {
             let mut cfg = memory::MemoryConfig::new(bin.clone());
@@ -143,17 +144,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             cfg.idle_for = a.idle;
             cfg.dir = a.dir.clone();
             let agent = memory::run(cfg).await?;
-            println!("{}", agent.line());
+            emit(&format!("{}\n", agent.line()))?;
             let fleet = if a.fleet_workers > 0 {
                 let mut cfg = heartbeats::HeartbeatsConfig::new(bin);
                 cfg.workers = a.fleet_workers;
                 cfg.duration = a.fleet_duration;
                 cfg.dir = a.dir.map(|d| d.join("fleet"));
                 let fleet = heartbeats::run(cfg).await?;
-                println!(
-                    "web memory with {} simulated workers: {:.1} MiB (high-water mark {:.1} MiB)",
+                emit(&format!(
+                    "web memory with {} simulated workers: {:.1} MiB (high-water mark {:.1} MiB)\n",
                     fleet.workers, fleet.web_rss_mib, fleet.web_rss_peak_mib
-                );
+                ))?;
                 Some(fleet)
             } else {
                 None

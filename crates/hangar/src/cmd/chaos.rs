@@ -14,6 +14,7 @@ use hangar_bench::chaos::schedule::FaultKind;
 use hangar_bench::chaos::{self, ChaosConfig};
 
 use crate::duration;
+use crate::format::emit;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
@@ -120,7 +121,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.json_out {
         hangar_bench::write_json(path, &report)?;
     }
-    println!("{}", report.line());
+    emit(&format!("{}\n", report.line()))?;
     Ok(if report.passed {
         ExitCode::SUCCESS
     } else {

@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::cmd::web::{database_url, open_web, Lifecycle};
+use crate::format::emit;
 use crate::secrets;
 
 #[derive(clap::Args, Debug)]
@@ -99,21 +100,16 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         names.push(name);
     }
 
-    println!("hangar is running");
-    println!("  api:      {url}");
-    println!("  database: {db}");
-    println!(
-        "  workers:  {} (work dirs in {})",
+    // A server goes on when nobody reads its banner (`quickstart | head`):
+    // a closed stdout is not a reason to stop.
+    let _ = emit(&format!(
+        "hangar is running\n  api:      {url}\n  database: {db}\n  workers:  {} (work dirs in {})\n\n\
+         Point the CLI at it (in another shell):\n  export HANGAR_URL={url}\n  \
+         export HANGAR_TOKEN=$(cat {})\n  hangar workers\n\nStop with Ctrl-C.\n",
         names.join(", "),
-        data_dir.join("workers").display()
-    );
-    println!();
-    println!("Point the CLI at it (in another shell):");
-    println!("  export HANGAR_URL={url}");
-    println!("  export HANGAR_TOKEN=$(cat {})", token_file.display());
-    println!("  hangar workers");
-    println!();
-    println!("Stop with Ctrl-C.");
+        data_dir.join("workers").display(),
+        token_file.display()
+    ));
 
     // A worker that lands or retires ends its own task and leaves the others
     // running; web ending (an error, or Ctrl-C) stops everything.
@@ -122,7 +118,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         tokio::select! {
             served = &mut serving => break served,
             Some(joined) = workers.join_next() => match joined {
-                Ok((name, Ok(exit))) => println!("worker {name} ended: {exit:?}"),
+                Ok((name, Ok(exit))) => {
+                    let _ = emit(&format!("worker {name} ended: {exit:?}\n"));
+                }
                 Ok((name, Err(e))) => eprintln!("worker {name} failed: {e:#}"),
                 Err(e) => eprintln!("a worker task failed: {e}"),
             },

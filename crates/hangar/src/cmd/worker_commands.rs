@@ -1,5 +1,6 @@
 use std::process::ExitCode;
 
+use crate::format::emit;
 use crate::target::Target;
 
 #[derive(clap::Args, Debug)]
@@ -26,13 +27,13 @@ pub(crate) struct PruneArgs {
 
 pub(crate) async fn land(args: NameArgs) -> anyhow::Result<ExitCode> {
     let done = args.target.client()?.land(&args.worker).await?;
-    report(&done.worker, &done.state, done.changed);
+    report(&done.worker, &done.state, done.changed)?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) async fn retire(args: NameArgs) -> anyhow::Result<ExitCode> {
     let done = args.target.client()?.retire(&args.worker).await?;
-    report(&done.worker, &done.state, done.changed);
+    report(&done.worker, &done.state, done.changed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -41,25 +42,25 @@ pub(crate) async fn prune(args: PruneArgs) -> anyhow::Result<ExitCode> {
     match args.worker {
         Some(name) => {
             client.prune(&name).await?;
-            println!("pruned worker {name}");
+            emit(&format!("pruned worker {name}\n"))?;
         }
         None => {
             let pruned = client.prune_stalled().await?.pruned;
             if pruned.is_empty() {
-                println!("no stalled workers");
+                emit("no stalled workers\n")?;
             }
             for name in pruned {
-                println!("pruned worker {name}");
+                emit(&format!("pruned worker {name}\n"))?;
             }
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn report(worker: &str, state: &hangar_api::CommandState, changed: bool) {
+fn report(worker: &str, state: &hangar_api::CommandState, changed: bool) -> anyhow::Result<()> {
     if changed {
-        println!("worker {worker} is {state}");
+        emit(&format!("worker {worker} is {state}\n"))
     } else {
-        println!("worker {worker} was already {state}");
+        emit(&format!("worker {worker} was already {state}\n"))
     }
 }
