@@ -994,23 +994,22 @@ impl Inner {
             .map_err(bad)?;
         if spec.runtime == Runtime::Runc {
             // The task's `run.user`, else the image's user, else root.
-            let named = match (named, image_user) {
-                (Some(named), _) => named,
+            let image_bad = |e: String| ContainerError::InvalidSpec {
+                field: "rootfs_volume".into(),
+                reason: format!("image layout: metadata.json: user: {e}"),
+            };
+            let (named, from_image) = match (named, image_user) {
+                (Some(named), _) => (named, false),
                 // Root is the default; a `FROM scratch` image may name it
                 // without a passwd file to look it up in.
                 (None, None | Some("root")) => return Ok(None),
-                (None, Some(user)) => {
-                    parse_user(user).map_err(|e| ContainerError::InvalidSpec {
-                        field: "rootfs_volume".into(),
-                        reason: format!("image layout: metadata.json: user: {e}"),
-                    })?
-                }
+                (None, Some(user)) => (parse_user(user).map_err(image_bad)?, true),
             };
             // A name is the image's user: its passwd file says who it is.
             let passwd = rootfs.and_then(|r| fs::read_to_string(r.join("etc/passwd")).ok());
             return resolve_user(&named, passwd.as_deref())
                 .map(Some)
-                .map_err(bad);
+                .map_err(if from_image { image_bad } else { bad });
         }
         let resolve =
             |named| resolve_user(&named, isolation::host_passwd().as_deref()).map_err(bad);
