@@ -1,6 +1,6 @@
 //! Task config fields the engine honours: an output that is an input
-//! changed in place, a cache's ttl, an `image_resource` the step cannot
-//! give an image for.
+//! changed in place, a cache's ttl (`image_resource` is
+//! `task_images.rs`'s).
 
 mod support;
 
