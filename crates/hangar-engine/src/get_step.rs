@@ -259,10 +259,20 @@ pub(crate) async fn fetch_on(
             cached: true,
         }));
     }
+    // The cache gets its key only once `in` succeeded: until then it is
+    // owned by an id no lookup asks for, so a fetch cut short where no
+    // release follows (the web node killed mid-`in`) is never reused; the
+    // caches collector removes it once its retention passes.
+    let fetching = format!("{key}/fetching/{}", uuid::Uuid::new_v4());
     let made = ctx
         .call(
             &watched,
-            engine.make_volume(worker, Source::Empty, OwnerKind::ResourceCache, Some(key)),
+            engine.make_volume(
+                worker,
+                Source::Empty,
+                OwnerKind::ResourceCache,
+                Some(fetching),
+            ),
         )
         .await?;
     let volume = match made {
@@ -302,6 +312,14 @@ pub(crate) async fn fetch_on(
         return Ok(Err(StepFailure::Exited {
             code: out.exit_code,
         }));
+    }
+    if let Err(e) = engine
+        .store()
+        .set_volume_owner(&volume.handle, OwnerKind::ResourceCache, Some(&key))
+        .await
+    {
+        // This step still uses what it fetched; later ones fetch again.
+        tracing::warn!(handle = %volume.handle, error = %e, "cannot key a fetched resource cache; it will not be reused");
     }
     let fetched = out
         .response

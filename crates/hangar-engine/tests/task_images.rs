@@ -295,3 +295,31 @@ async fn an_image_of_a_type_no_worker_has_waits_and_never_runs_on_the_host() {
     assert!(h.fake.calls().is_empty(), "{:#?}", h.fake.calls());
     h.stop().await;
 }
+
+#[tokio::test]
+async fn an_image_fetch_cut_short_by_a_web_node_killed_mid_in_is_never_reused() {
+    let mut a = Harness::new(&["w1"]).await;
+    a.fake.hold("w1", CallKind::ResourceAction, true);
+    let id = a.submit(image_plan(pinned())).await;
+    a.fake.called("resource_action w1 mock in").await;
+    // Killed, not stopped: no release of the half-written cache follows.
+    // (Its build tasks are dropped with the engine's; then the token ends
+    // the detached lease keeper, which a dead process would not run.)
+    let task = a.task.take().expect("the engine runs");
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    a.shutdown.cancel();
+    a.fake.hold("w1", CallKind::ResourceAction, false);
+    let b = Harness::start(a.store.clone(), a.fake.clone(), "node-b");
+    assert_eq!(b.finished(id).await, BuildStatus::Succeeded);
+    assert_eq!(ins(&b, "w1"), 2, "{:#?}", b.fake.calls());
+    let log = b.log(id, &["step"]).await;
+    assert!(
+        !log.iter().any(|l| l.contains("found in the cache")),
+        "{log:#?}"
+    );
+    // The finished fetch is the one cache a later build finds.
+    let again = b.submit(image_plan(pinned())).await;
+    assert_eq!(b.finished(again).await, BuildStatus::Succeeded);
+    assert_eq!(ins(&b, "w1"), 2);
+}
