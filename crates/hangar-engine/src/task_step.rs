@@ -352,7 +352,21 @@ async fn attempt(
                     ctx.log(Some(step_id), BuildEventKind::Step, &line).await;
                     Some(fetched.handle)
                 }
-                Err(f) => return Ok(Err(f)),
+                Err(f) => {
+                    // Said here: the step's end names the failure, not that
+                    // it was the image's fetch and not the task.
+                    ctx.log(
+                        Some(step_id),
+                        BuildEventKind::Step,
+                        &format!(
+                            "{}: cannot fetch it on worker {worker}: {}",
+                            fetch.label,
+                            f.describe()
+                        ),
+                    )
+                    .await;
+                    return Ok(Err(f));
+                }
             }
         }
         None => image,

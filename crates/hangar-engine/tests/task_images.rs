@@ -216,6 +216,13 @@ async fn a_failed_image_fetch_fails_the_task_and_is_never_reused() {
     assert_eq!(ins(&h, "w1"), 1);
     assert!(h.fake.calls_of("create_container").is_empty());
     assert!(present_caches(&h).await.is_empty());
+    let log = h.log(id, &["step"]).await;
+    assert!(
+        log.iter().any(|l| l.starts_with(
+            "step: image build-image (mock busybox:1.36): cannot fetch it on worker w1:"
+        )),
+        "{log:#?}"
+    );
     let again = h.submit(image_plan(pinned())).await;
     assert_eq!(h.finished(again).await, BuildStatus::Succeeded);
     assert_eq!(ins(&h, "w1"), 2);
