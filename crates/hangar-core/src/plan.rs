@@ -83,7 +83,7 @@ impl TaskStep {
     }
 
     /// The step's task config, parsed and checked against what the step
-    /// gives it (an image for a config that names an `image_resource`).
+    /// gives it ([`crate::task::TaskConfig::check_runnable`]).
     pub fn parse_config(&self) -> Result<crate::task::TaskConfig, crate::task::TaskConfigError> {
         let config = crate::task::parse_task_value(self.config.clone())?;
         config.check_runnable(self.image.is_some())?;

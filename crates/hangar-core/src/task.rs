@@ -53,9 +53,9 @@ pub struct TaskConfig {
     /// The platform the task runs on (`linux`, …): only workers of that
     /// platform are chosen.
     pub platform: String,
-    /// The image the task runs in, as a resource. A step that gives no image
-    /// of its own is refused while hangar cannot fetch images
-    /// ([`TaskConfig::check_runnable`]).
+    /// The image the task runs in, as a resource: fetched with the resource
+    /// type's `check` and `in` on the task's worker and run under runc,
+    /// unless the step gives an image of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_resource: Option<ImageResource>,
     /// The task's root filesystem: a path on the worker.
@@ -245,25 +245,13 @@ impl TaskConfig {
         self.container_limits.cpu.filter(|c| *c > 0)
     }
 
-    /// Whether a step can run this config: a task that names an
-    /// `image_resource` needs the step to give an image (an artifact, as
-    /// the step's `image`), since hangar cannot fetch images from a
-    /// resource yet. Running it on the worker's host instead would silently
-    /// drop the image.
-    pub fn check_runnable(&self, step_gives_image: bool) -> Result<(), TaskConfigError> {
-        if let (Some(image), false) = (&self.image_resource, step_gives_image) {
-            return Err(TaskConfigError::field(
-                "image_resource",
-                format!(
-                    "hangar cannot fetch a task's image from a resource yet (type {:?}); give \
-                     the step an image instead (`hangar execute --image DIR`, or a step's \
-                     `image:` artifact), replace image_resource with `rootfs_uri: raw:///path` \
-                     of a root filesystem on the worker, or remove image_resource to run the \
-                     task on the worker's host with the process runtime",
-                    shorten(&image.type_name)
-                ),
-            ));
-        }
+    /// Whether a step can run this config. Every valid config can now: a
+    /// task that names an `image_resource` has its image fetched by the
+    /// engine on the task's worker (a step's own `image` artifact wins over
+    /// it, as in Concourse). Kept as the one place a step-dependent refusal
+    /// would go; `privileged` needs none, since neither a task config nor a
+    /// task step accepts that field (both refuse unknown fields).
+    pub fn check_runnable(&self, _step_gives_image: bool) -> Result<(), TaskConfigError> {
         Ok(())
     }
 

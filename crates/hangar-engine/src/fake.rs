@@ -63,6 +63,9 @@ struct State {
     hold_containers: bool,
     /// The version `check` finds.
     version: Option<serde_json::Value>,
+    /// How the next resource actions of an action (`check`, `in`) on a
+    /// worker exit, one each (default: 0).
+    action_exits: BTreeMap<(String, String), VecDeque<i32>>,
 }
 
 /// The fake. Cheap to clone; clones share their state.
@@ -168,6 +171,17 @@ impl FakeWorkers {
     /// The version a `check` finds.
     pub fn set_version(&self, version: serde_json::Value) {
         self.with(|s| s.version = Some(version));
+    }
+
+    /// The next `action` (`check`, `in`) on `worker` runs and exits with
+    /// `code`: the resource type's own failure, not the worker's.
+    pub fn exit_next_action(&self, worker: &str, action: &str, code: i32) {
+        self.with(|s| {
+            s.action_exits
+                .entry((worker.to_string(), action.to_string()))
+                .or_default()
+                .push_back(code)
+        });
     }
 
     /// Volumes `worker` has now.
@@ -383,6 +397,18 @@ impl Workers for FakeWorkers {
             self.enter(worker, CallKind::ResourceAction, line).await?;
             let version = self.peek(|s| s.version.clone());
             let version = version.unwrap_or_else(|| serde_json::json!({"ref": "v1"}));
+            let exit = self.with(|s| {
+                s.action_exits
+                    .get_mut(&(worker.to_string(), req.action.clone()))
+                    .and_then(VecDeque::pop_front)
+            });
+            if let Some(code) = exit.filter(|c| *c != 0) {
+                return Ok(ResourceActionResult {
+                    exit_code: code,
+                    response: None,
+                    stderr: format!("{} failed\n", req.action),
+                });
+            }
             Ok(match req.action.as_str() {
                 "check" => ResourceActionResult {
                     exit_code: 0,

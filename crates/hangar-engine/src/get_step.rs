@@ -116,25 +116,51 @@ async fn action(
     })
 }
 
+/// What to fetch: a resource of a type, at a version or at the newest one
+/// its `check` finds. A get step's resource, or a task's `image_resource`.
+pub(crate) struct Fetch {
+    pub resource_type: String,
+    pub source: Value,
+    /// What `in` is given (`Null` for none): part of the cache's key, since
+    /// other params fetch other bytes.
+    pub params: Value,
+    /// Pinned: `check` is skipped.
+    pub version: Option<Value>,
+    /// What messages call it (the get step's artifact, the image's name).
+    pub label: String,
+}
+
+impl Fetch {
+    /// The resource cache's key, when the version is known before `check`
+    /// (pinned): placement then prefers a worker that has it.
+    pub(crate) fn known_key(&self) -> Option<String> {
+        self.version
+            .as_ref()
+            .map(|v| resource_cache_key(&self.resource_type, &self.source, &self.params, v))
+    }
+}
+
+/// A fetched resource: its cache volume on the worker and its version.
+pub(crate) struct Fetched {
+    pub handle: String,
+    pub version: Value,
+    /// Reused from the worker's resource caches (no `in` ran).
+    pub cached: bool,
+}
+
 async fn attempt(
     ctx: &BuildContext,
     step_id: &str,
     step: &GetStep,
     avoid: &BTreeSet<String>,
 ) -> Result<Result<(String, String), StepFailure>, Interrupted> {
-    let engine = &ctx.engine;
-    let source = Value::Object(step.source.clone());
-    // What `in` is given: part of the cache's key, since other params
-    // fetch other bytes.
-    let params = step.params.clone().map_or(Value::Null, Value::Object);
-    let known_key = step.version.as_ref().map(|v| {
-        resource_cache_key(
-            &step.resource_type,
-            &source,
-            &params,
-            &Value::Object(v.clone()),
-        )
-    });
+    let fetch = Fetch {
+        resource_type: step.resource_type.clone(),
+        source: Value::Object(step.source.clone()),
+        params: step.params.clone().map_or(Value::Null, Value::Object),
+        version: step.version.clone().map(Value::Object),
+        label: step.get.clone(),
+    };
     let wants = Wants {
         requirement: Requirement {
             // Base resource types run on their worker's own platform.
@@ -147,26 +173,56 @@ async fn attempt(
         },
         resource_type: Some(step.resource_type.clone()),
         volumes: vec![],
-        caches: known_key
-            .iter()
-            .map(|k| ("resource-cache", k.clone()))
+        caches: fetch
+            .known_key()
+            .into_iter()
+            .map(|k| ("resource-cache", k))
             .collect(),
     };
     let worker = place_waiting(ctx, step_id, wants).await?;
-    let Observed::Present(seen) = crate::watch::seen(engine, &worker).await else {
+    let Observed::Present(seen) = crate::watch::seen(&ctx.engine, &worker).await else {
         return Ok(Err(StepFailure::WorkerGone { worker }));
     };
-    let watched = [(worker.as_str(), &seen)];
-    let version = match &step.version {
-        Some(v) => Value::Object(v.clone()),
+    let fetched = match fetch_on(ctx, step_id, &worker, &seen, &fetch).await? {
+        Ok(f) => f,
+        Err(f) => return Ok(Err(f)),
+    };
+    let line = if fetched.cached {
+        format!(
+            "version {} found in the cache on worker {worker}",
+            fetched.version
+        )
+    } else {
+        format!("fetched version {} on worker {worker}", fetched.version)
+    };
+    ctx.log(Some(step_id), BuildEventKind::Step, &line).await;
+    Ok(Ok((worker, fetched.handle)))
+}
+
+/// Fetches `fetch` on `worker` (placed by the caller, as web saw it in
+/// `seen`): `check` unless the version is pinned, then the worker's
+/// resource cache of that key if it has one, else `in` into a new one. A
+/// cache whose `in` failed or was interrupted is released, never reused.
+pub(crate) async fn fetch_on(
+    ctx: &BuildContext,
+    step_id: &str,
+    worker: &str,
+    seen: &WorkerSeen,
+    fetch: &Fetch,
+) -> Result<Result<Fetched, StepFailure>, Interrupted> {
+    let engine = &ctx.engine;
+    let watched = [(worker, seen)];
+    let (source, params) = (&fetch.source, &fetch.params);
+    let version = match &fetch.version {
+        Some(v) => v.clone(),
         None => {
             let req = ResourceAction {
-                resource_type: step.resource_type.clone(),
+                resource_type: fetch.resource_type.clone(),
                 action: "check".into(),
                 volume: None,
                 request: json!({ "source": source, "version": null }),
             };
-            let out = match action(ctx, &worker, &seen, &req).await? {
+            let out = match action(ctx, worker, seen, &req).await? {
                 Ok(o) => o,
                 Err(f) => return Ok(Err(f)),
             };
@@ -188,45 +244,53 @@ async fn attempt(
                 Some(v) if v.is_object() => v.clone(),
                 _ => {
                     return Ok(Err(StepFailure::Invalid {
-                        reason: format!("check of {} found no version", step.get),
+                        reason: format!("check of {} found no version", fetch.label),
                     }))
                 }
             }
         }
     };
-    let key = resource_cache_key(&step.resource_type, &source, &params, &version);
-    let cached = crate::caches::reuse_cache(engine, OwnerKind::ResourceCache, &key, &worker).await;
+    let key = resource_cache_key(&fetch.resource_type, source, params, &version);
+    let cached = crate::caches::reuse_cache(engine, OwnerKind::ResourceCache, &key, worker).await;
     if let Some(handle) = cached {
-        ctx.log(
-            Some(step_id),
-            BuildEventKind::Step,
-            &format!("version {version} found in the cache on worker {worker}"),
-        )
-        .await;
-        return Ok(Ok((worker, handle)));
+        return Ok(Ok(Fetched {
+            handle,
+            version,
+            cached: true,
+        }));
     }
+    // The cache gets its key only once `in` succeeded: until then it is
+    // owned by an id no lookup asks for, so a fetch cut short where no
+    // release follows (the web node killed mid-`in`) is never reused; the
+    // caches collector removes it once its retention passes.
+    let fetching = format!("{key}/fetching/{}", uuid::Uuid::new_v4());
     let made = ctx
         .call(
             &watched,
-            engine.make_volume(&worker, Source::Empty, OwnerKind::ResourceCache, Some(key)),
+            engine.make_volume(
+                worker,
+                Source::Empty,
+                OwnerKind::ResourceCache,
+                Some(fetching),
+            ),
         )
         .await?;
     let volume = match made {
         Ok(Ok(v)) => v,
-        Ok(Err(e)) => return Ok(Err(op_failure(&worker, e))),
+        Ok(Err(e)) => return Ok(Err(op_failure(worker, e))),
         Err(f) => return Ok(Err(f)),
     };
     let mut request = json!({ "source": source, "version": version });
     if !params.is_null() {
-        request["params"] = params;
+        request["params"] = params.clone();
     }
     let req = ResourceAction {
-        resource_type: step.resource_type.clone(),
+        resource_type: fetch.resource_type.clone(),
         action: "in".into(),
         volume: Some(volume.handle.clone()),
         request,
     };
-    let out = match action(ctx, &worker, &seen, &req).await {
+    let out = match action(ctx, worker, seen, &req).await {
         Ok(Ok(o)) => o,
         Ok(Err(f)) => {
             engine.release_volume(&volume.handle).await;
@@ -249,17 +313,23 @@ async fn attempt(
             code: out.exit_code,
         }));
     }
+    if let Err(e) = engine
+        .store()
+        .set_volume_owner(&volume.handle, OwnerKind::ResourceCache, Some(&key))
+        .await
+    {
+        // This step still uses what it fetched; later ones fetch again.
+        tracing::warn!(handle = %volume.handle, error = %e, "cannot key a fetched resource cache; it will not be reused");
+    }
     let fetched = out
         .response
         .as_ref()
         .and_then(|r| r.get("version"))
         .cloned()
         .unwrap_or(version);
-    ctx.log(
-        Some(step_id),
-        BuildEventKind::Step,
-        &format!("fetched version {fetched} on worker {worker}"),
-    )
-    .await;
-    Ok(Ok((worker, volume.handle)))
+    Ok(Ok(Fetched {
+        handle: volume.handle,
+        version: fetched,
+        cached: false,
+    }))
 }

@@ -278,6 +278,13 @@ async fn attempt(
         },
         None => None,
     };
+    // The task's `image_resource`, fetched on the task's worker when the
+    // step gives no image of its own (a step's `image` wins, as in
+    // Concourse).
+    let image_fetch = match (&step.image, &config.image_resource) {
+        (None, Some(resource)) => Some(image_fetch(resource)),
+        _ => None,
+    };
     let scope = format!("{}/{}", ctx.job, step.task);
     let cache_keys: Vec<(String, String)> = config
         .caches
@@ -287,13 +294,20 @@ async fn attempt(
     let wants = Wants {
         requirement: Requirement {
             platform: config.platform.clone(),
-            tags: step.tags.iter().cloned().collect(),
+            // The image is fetched on the task's worker, so that worker
+            // must carry the image's tags as well as the step's.
+            tags: step
+                .tags
+                .iter()
+                .chain(image_fetch.iter().flat_map(|(_, tags)| tags))
+                .cloned()
+                .collect(),
             team: None,
             wants: vec![],
             avoid: avoid.clone(),
             memory: config.memory_limit_bytes(),
         },
-        resource_type: None,
+        resource_type: image_fetch.as_ref().map(|(f, _)| f.resource_type.clone()),
         volumes: inputs
             .iter()
             .map(|(_, h)| h.clone())
@@ -302,11 +316,60 @@ async fn attempt(
         caches: cache_keys
             .iter()
             .map(|(_, k)| ("task-cache", k.clone()))
+            .chain(
+                image_fetch
+                    .as_ref()
+                    .and_then(|(f, _)| f.known_key())
+                    .map(|k| ("resource-cache", k)),
+            )
             .collect(),
     };
     let worker = place_waiting(ctx, step_id, wants).await?;
     let Observed::Present(at_start) = watch::seen(engine, &worker).await else {
         return Ok(Err(StepFailure::WorkerGone { worker }));
+    };
+    let image = match &image_fetch {
+        Some((fetch, _)) => {
+            ctx.log(
+                Some(step_id),
+                BuildEventKind::Step,
+                &format!("fetching {} on worker {worker}", fetch.label),
+            )
+            .await;
+            match crate::get_step::fetch_on(ctx, step_id, &worker, &at_start, fetch).await? {
+                Ok(fetched) => {
+                    let line = if fetched.cached {
+                        format!(
+                            "{}: version {} found in the cache on worker {worker}",
+                            fetch.label, fetched.version
+                        )
+                    } else {
+                        format!(
+                            "{}: fetched version {} on worker {worker}",
+                            fetch.label, fetched.version
+                        )
+                    };
+                    ctx.log(Some(step_id), BuildEventKind::Step, &line).await;
+                    Some(fetched.handle)
+                }
+                Err(f) => {
+                    // Said here: the step's end names the failure, not that
+                    // it was the image's fetch and not the task.
+                    ctx.log(
+                        Some(step_id),
+                        BuildEventKind::Step,
+                        &format!(
+                            "{}: cannot fetch it on worker {worker}: {}",
+                            fetch.label,
+                            f.describe()
+                        ),
+                    )
+                    .await;
+                    return Ok(Err(f));
+                }
+            }
+        }
+        None => image,
     };
 
     let placed = Placed {
@@ -325,6 +388,60 @@ async fn attempt(
         engine.release_volume(&handle).await;
     }
     result
+}
+
+/// How a task's `image_resource` is fetched, and the worker tags it asks
+/// for. Its log label names the image: its `name` if given, its type, and
+/// the `repository` and `tag` of its source when it has them (as
+/// `registry-image` sources do).
+fn image_fetch(
+    resource: &hangar_core::task::ImageResource,
+) -> (crate::get_step::Fetch, Vec<String>) {
+    let text = |key: &str| {
+        resource
+            .source
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let mut what = resource.type_name.clone();
+    match (text("repository"), text("tag")) {
+        (Some(repo), Some(tag)) => what.push_str(&format!(" {repo}:{tag}")),
+        (Some(repo), None) => what.push_str(&format!(" {repo}")),
+        _ => {}
+    }
+    let label = match &resource.name {
+        Some(name) => format!("image {name} ({what})"),
+        None => format!("image ({what})"),
+    };
+    let source = serde_json::Value::Object(
+        resource
+            .source
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    );
+    let fetch = crate::get_step::Fetch {
+        resource_type: resource.type_name.clone(),
+        source,
+        // Empty params are no params, as for a get step's cache key.
+        params: resource
+            .params
+            .as_ref()
+            .filter(|p| !p.is_empty())
+            .map_or(serde_json::Value::Null, |p| {
+                serde_json::Value::Object(p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            }),
+        version: resource.version.as_ref().map(|v| {
+            serde_json::Value::Object(
+                v.iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect(),
+            )
+        }),
+        label,
+    };
+    (fetch, resource.tags.clone())
 }
 
 /// One attempt of a task step once placed: what it runs, on which worker

@@ -1,6 +1,6 @@
 //! Task config fields the engine honours: an output that is an input
-//! changed in place, a cache's ttl, an `image_resource` the step cannot
-//! give an image for.
+//! changed in place, a cache's ttl (`image_resource` is
+//! `task_images.rs`'s).
 
 mod support;
 
@@ -123,21 +123,4 @@ async fn a_cache_unused_for_longer_than_its_ttl_starts_empty() {
     let fourth = h.submit(cached_plan(None)).await;
     assert_eq!(h.finished(fourth).await, BuildStatus::Succeeded);
     assert_eq!(caches(&h).await, now_caches);
-}
-
-#[tokio::test]
-async fn a_task_with_an_image_resource_and_no_image_is_refused_not_run_on_the_host() {
-    let h = Harness::new(&["w1"]).await;
-    let plan = json!([{"task": "t", "config": {
-        "platform": "linux", "run": {"path": "uname"},
-        "image_resource": {"type": "registry-image", "source": {"repository": "alpine"}}}}]);
-    let id = h.submit(plan).await;
-    let status = h.finished(id).await;
-    assert_ne!(status, BuildStatus::Succeeded);
-    let log = h.log(id, &["step", "status", "error"]).await.join("\n");
-    assert!(
-        log.contains("image_resource: hangar cannot fetch a task's image from a resource yet"),
-        "{log}"
-    );
-    assert!(h.fake.calls_of("create_container").is_empty());
 }

@@ -1,7 +1,7 @@
 //! A Concourse task file run with `hangar execute` as Concourse would run
 //! it: YAML 1.1 params reach the task as Concourse passes them, a merge key
-//! shares params, an output at its input's path comes back changed, and an
-//! `image_resource` is refused instead of running on the worker's host.
+//! shares params, and an output at its input's path comes back changed
+//! (`image_resource` is `e2e_task_images_needs_root.rs`'s).
 
 // Tests block freely: each runs on a thread of its own, and these drive
 // processes and wait for them.
@@ -84,24 +84,4 @@ fn a_concourse_task_file_runs_as_concourse_would_run_it() {
         std::fs::read_to_string(out_dir.join("changed.txt")).unwrap(),
         "changed\n"
     );
-}
-
-#[test]
-fn an_image_resource_without_an_image_is_refused_before_anything_is_sent() {
-    let c = Cluster::start();
-    let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "task.yml",
-        "platform: linux\nimage_resource:\n  type: registry-image\n  source: {repository: alpine}\nrun: {path: uname}\n",
-    );
-    let out = c.cli_in(dir.path(), &["execute", "-c", "task.yml"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("image_resource: hangar cannot fetch a task's image from a resource yet"),
-        "{stderr}"
-    );
-    let builds = c.cli(&["builds", "--json"]);
-    assert_eq!(String::from_utf8_lossy(&builds.stdout).trim(), "[]");
 }

@@ -21,6 +21,7 @@
 
 mod cgroup;
 mod exit;
+mod image;
 mod isolation;
 mod process;
 mod runc;
@@ -812,9 +813,18 @@ impl Inner {
                 }),
             }
         };
-        let rootfs = match &spec.rootfs_volume {
-            Some(v) => Some(volume_dir(v, "rootfs_volume".into())?),
-            None => None,
+        // A rootfs volume in Concourse's image layout gives its `rootfs/`
+        // and the image's config; any other is the root itself.
+        let (rootfs, image_config) = match &spec.rootfs_volume {
+            Some(v) if is_runc => {
+                let (root, config) = image::open(&volume_dir(v, "rootfs_volume".into())?)?;
+                (Some(root), config)
+            }
+            Some(v) => (
+                Some(volume_dir(v, "rootfs_volume".into())?),
+                image::ImageConfig::default(),
+            ),
+            None => (None, image::ImageConfig::default()),
         };
         let sources = checked
             .mounts
@@ -822,7 +832,7 @@ impl Inner {
             .enumerate()
             .map(|(i, m)| volume_dir(&m.volume, format!("mounts[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
-        let user = self.task_user(&spec, rootfs.as_deref())?;
+        let user = self.task_user(&spec, rootfs.as_deref(), image_config.user.as_deref())?;
 
         // The cgroup: required for a memory limit, for CPU shares and for
         // runc; otherwise made when possible (it lets destroy find every
@@ -900,8 +910,16 @@ impl Inner {
                         })
                         .collect();
                     let cgroups_path = format!("/{}/{}", cg.path, cgroup::RUNC_CHILD);
-                    let config =
-                        runc::config_json(&spec, &checked, rootfs, &binds, &cgroups_path, user);
+                    let env = image::merge_env(&image_config.env, &spec.env);
+                    let config = runc::config_json(
+                        &spec,
+                        &checked,
+                        rootfs,
+                        &binds,
+                        &cgroups_path,
+                        user,
+                        &env,
+                    );
                     let path = bundle.join("config.json");
                     write_private(&path, &serde_json::to_vec_pretty(&config).expect("json"))?;
                 }
@@ -961,6 +979,7 @@ impl Inner {
         &self,
         spec: &ContainerSpec,
         rootfs: Option<&Path>,
+        image_user: Option<&str>,
     ) -> Result<Option<Ids>, ContainerError> {
         use hangar_core::users::{parse_user, pick_task_ids, resolve_user};
         let bad = |reason: String| ContainerError::InvalidSpec {
@@ -974,14 +993,23 @@ impl Inner {
             .transpose()
             .map_err(bad)?;
         if spec.runtime == Runtime::Runc {
-            let Some(named) = named else {
-                return Ok(None);
+            // The task's `run.user`, else the image's user, else root.
+            let image_bad = |e: String| ContainerError::InvalidSpec {
+                field: "rootfs_volume".into(),
+                reason: format!("image layout: metadata.json: user: {e}"),
+            };
+            let (named, from_image) = match (named, image_user) {
+                (Some(named), _) => (named, false),
+                // Root is the default; a `FROM scratch` image may name it
+                // without a passwd file to look it up in.
+                (None, None | Some("root")) => return Ok(None),
+                (None, Some(user)) => (parse_user(user).map_err(image_bad)?, true),
             };
             // A name is the image's user: its passwd file says who it is.
             let passwd = rootfs.and_then(|r| fs::read_to_string(r.join("etc/passwd")).ok());
             return resolve_user(&named, passwd.as_deref())
                 .map(Some)
-                .map_err(bad);
+                .map_err(if from_image { image_bad } else { bad });
         }
         let resolve =
             |named| resolve_user(&named, isolation::host_passwd().as_deref()).map_err(bad);

@@ -6,8 +6,10 @@
 //! Docker's default capability set and `noNewPrivileges`; new pid, ipc, uts
 //! and mount namespaces but the host's network (a network namespace would
 //! have no interfaces until the worker sets up networking, and tasks fetch
-//! dependencies). The rootfs volume is the writable root; each volume is
-//! bind-mounted at `/tmp/build/work/<path>`. No rlimits are set: the
+//! dependencies). The rootfs volume is the writable root, or, in
+//! Concourse's image layout, its `rootfs/` with the image's env and user
+//! (`image.rs`); each volume is bind-mounted at `/tmp/build/work/<path>`,
+//! the task's build dir whatever the image's working directory. No rlimits are set: the
 //! container inherits the worker's (raising them can be refused).
 
 use std::ffi::OsString;
@@ -60,7 +62,9 @@ pub(crate) fn container_cwd(checked: &CheckedSpec) -> String {
     }
 }
 
-/// The OCI runtime config for `spec`.
+/// The OCI runtime config for `spec`, with `env` the container's whole
+/// environment (the image's and the task's params, see `image::merge_env`);
+/// `PATH` gets a default when it sets none.
 pub(crate) fn config_json(
     spec: &ContainerSpec,
     checked: &CheckedSpec,
@@ -68,15 +72,17 @@ pub(crate) fn config_json(
     binds: &[BindMount],
     cgroups_path: &str,
     user: Option<hangar_core::users::Ids>,
+    env: &[(String, String)],
 ) -> Value {
     let (uid, gid) = user.map_or((0, 0), |ids| (ids.uid, ids.gid));
     let mut args = vec![spec.path.clone()];
     args.extend(spec.args.iter().cloned());
-    let mut env: Vec<String> = Vec::new();
-    if !spec.env.contains_key("PATH") {
-        env.push(format!("PATH={DEFAULT_PATH}"));
+    let mut env_list: Vec<String> = Vec::new();
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env_list.push(format!("PATH={DEFAULT_PATH}"));
     }
-    env.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
+    env_list.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+    let env = env_list;
 
     let mut mounts = vec![
         json!({"destination": "/proc", "type": "proc", "source": "proc"}),
@@ -262,6 +268,10 @@ mod tests {
         }
     }
 
+    fn env_of(spec: &ContainerSpec) -> Vec<(String, String)> {
+        crate::containers::image::merge_env(&[], &spec.env)
+    }
+
     fn config() -> Value {
         let spec = spec();
         let checked = validate_spec(&spec).unwrap();
@@ -284,6 +294,7 @@ mod tests {
             &binds,
             "/hangar/build-42-abc/ctr",
             None,
+            &env_of(&spec),
         )
     }
 
@@ -302,7 +313,15 @@ mod tests {
         let spec = spec();
         let checked = validate_spec(&spec).unwrap();
         let ids = hangar_core::users::Ids { uid: 1000, gid: 50 };
-        let c = config_json(&spec, &checked, Path::new("/r"), &[], "/x", Some(ids));
+        let c = config_json(
+            &spec,
+            &checked,
+            Path::new("/r"),
+            &[],
+            "/x",
+            Some(ids),
+            &env_of(&spec),
+        );
         assert_eq!(c["process"]["user"], json!({"uid": 1000, "gid": 50}));
     }
 
@@ -316,10 +335,27 @@ mod tests {
         let mut s = spec();
         s.env.insert("PATH".into(), "/opt/bin".into());
         let checked = validate_spec(&s).unwrap();
-        let c = config_json(&s, &checked, Path::new("/r"), &[], "/x", None);
+        let c = config_json(&s, &checked, Path::new("/r"), &[], "/x", None, &env_of(&s));
         assert_eq!(
             c["process"]["env"],
             json!(["GOFLAGS=-mod=vendor", "PATH=/opt/bin"])
+        );
+    }
+
+    #[test]
+    fn an_image_env_comes_first_its_path_replaces_the_default_and_params_win() {
+        let mut s = spec();
+        s.env.insert("LANG".into(), "en_US".into());
+        let checked = validate_spec(&s).unwrap();
+        let image = [
+            ("PATH".to_string(), "/image/bin".to_string()),
+            ("LANG".to_string(), "C".to_string()),
+        ];
+        let env = crate::containers::image::merge_env(&image, &s.env);
+        let c = config_json(&s, &checked, Path::new("/r"), &[], "/x", None, &env);
+        assert_eq!(
+            c["process"]["env"],
+            json!(["PATH=/image/bin", "GOFLAGS=-mod=vendor", "LANG=en_US"])
         );
     }
 
@@ -385,7 +421,7 @@ mod tests {
         let mut s = spec();
         s.cpu_shares = Some(512);
         let checked = validate_spec(&s).unwrap();
-        let c = config_json(&s, &checked, Path::new("/r"), &[], "/x", None);
+        let c = config_json(&s, &checked, Path::new("/r"), &[], "/x", None, &env_of(&s));
         assert_eq!(c["linux"]["resources"]["cpu"], json!({"shares": 512}));
         // The device rule stays.
         assert_eq!(
