@@ -533,12 +533,12 @@ pub async fn resolve(source: &Source) -> Result<String, ImageError> {
 /// Fetches the image `digest` of the source's repository for `platform`
 /// into `dest` (which must exist and hold no `rootfs`), in the layout this
 /// crate's docs show. `tag` is written as given to `dest/tag`.
-pub async fn fetch(
+pub async fn fetch<P: FnMut(Progress)>(
     source: &Source,
     digest: &str,
     platform: &Platform,
     dest: &Path,
-    progress: &mut (dyn FnMut(Progress) + Send),
+    mut progress: P,
 ) -> Result<ImageConfig, ImageError> {
     check_digest_syntax(digest)?;
     let rootfs = dest.join("rootfs");
@@ -549,7 +549,7 @@ pub async fn fetch(
     remove_staging(&staging)?;
     std::fs::create_dir_all(staging.join("rootfs"))
         .map_err(io_ctx("create the staging directory"))?;
-    let result = fetch_into(source, digest, platform, &staging, progress).await;
+    let result = fetch_into(source, digest, platform, &staging, &mut progress).await;
     let config = match result {
         Ok(config) => config,
         Err(e) => {
@@ -686,12 +686,12 @@ const LAYER_MEDIA_TYPES: &[&str] = &[
     "application/vnd.docker.image.rootfs.diff.tar.zstd",
 ];
 
-async fn fetch_into(
+async fn fetch_into<P: FnMut(Progress)>(
     source: &Source,
     digest: &str,
     platform: &Platform,
     staging: &Path,
-    progress: &mut (dyn FnMut(Progress) + Send),
+    progress: &mut P,
 ) -> Result<ImageConfig, ImageError> {
     let s = session(source)?;
     let reference = parse_reference(source, Some(digest))?;
@@ -912,13 +912,13 @@ fn check_manifest(m: &OciImageManifest, digest: &str) -> Result<(), ImageError> 
 
 /// Downloads one blob into `path`, checking its size and sha256 digest as
 /// it arrives; a blob larger than its descriptor says is cut off.
-async fn download(
+async fn download<P: FnMut(Progress)>(
     s: &Session,
     reference: &Reference,
     desc: &OciDescriptor,
     path: &Path,
     layer_index: Option<usize>,
-    progress: &mut (dyn FnMut(Progress) + Send),
+    progress: &mut P,
 ) -> Result<(), ImageError> {
     const REPORT_EVERY: u64 = 8 * 1024 * 1024;
     let what = match layer_index {

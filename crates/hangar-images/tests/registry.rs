@@ -31,7 +31,7 @@ async fn fetch_into(
     Vec<Progress>,
 ) {
     let mut events = Vec::new();
-    let result = fetch(source, digest, platform, dest, &mut |p| events.push(p)).await;
+    let result = fetch(source, digest, platform, dest, |p| events.push(p)).await;
     (result, events)
 }
 
@@ -565,8 +565,7 @@ async fn bad_references_are_the_configurations_fault() {
         repository: "127.0.0.1:1/x".into(),
         ..Source::default()
     };
-    let mut sink = |_| {};
-    let err = fetch(&src, "latest", &Platform::host(), dest.path(), &mut sink)
+    let err = fetch(&src, "latest", &Platform::host(), dest.path(), |_| {})
         .await
         .unwrap_err();
     assert!(matches!(err, ImageError::BadReference { .. }), "{err:?}");
@@ -576,4 +575,15 @@ async fn bad_references_are_the_configurations_fault() {
         ..Source::default()
     };
     assert!(matches!(resolve(&src).await, Err(ImageError::BadSource(_))));
+}
+
+#[test]
+fn fetch_with_a_send_callback_is_a_send_future() {
+    fn assert_send<T: Send>(_: &T) {}
+    let src = Source::default();
+    let platform = Platform::host();
+    let dest = std::path::PathBuf::from("/nonexistent");
+    let mut seen = 0usize;
+    let future = fetch(&src, "sha256:00", &platform, &dest, |_| seen += 1);
+    assert_send(&future);
 }
