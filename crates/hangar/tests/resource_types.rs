@@ -51,7 +51,14 @@ fn installed_scripts_run_the_builtin_types_through_the_binary() {
     let types_dir = work.path().join("resource types");
     let exe = Path::new(env!("CARGO_BIN_EXE_hangar"));
     let installed = hangar_resources::install_builtin_types(&types_dir, exe).unwrap();
-    assert_eq!(installed, [types_dir.join("git"), types_dir.join("mock")]);
+    assert_eq!(
+        installed,
+        [
+            types_dir.join("git"),
+            types_dir.join("mock"),
+            types_dir.join("registry-image")
+        ]
+    );
     let mock = types_dir.join("mock");
 
     // check
@@ -161,6 +168,6 @@ fn the_subcommand_is_hidden_and_checks_its_arguments() {
     assert!(output.stdout.is_empty());
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
-        "error: unknown resource type \"svn\" (known: git, mock)\n"
+        "error: unknown resource type \"svn\" (known: git, mock, registry-image)\n"
     );
 }
