@@ -545,8 +545,20 @@ pub async fn fetch<P: FnMut(Progress)>(
     if fs_exists(&rootfs)? {
         return Err(ImageError::DestinationInUse(dest.to_path_buf()));
     }
-    let staging = dest.join(format!(".rootfs-staging-{}", std::process::id()));
-    remove_staging(&staging)?;
+    // A fetch killed before it finished (its worker died) left its staging
+    // dir: it is never used, only removed.
+    if let Ok(listing) = std::fs::read_dir(dest) {
+        for entry in listing.flatten() {
+            if entry
+                .file_name()
+                .as_encoded_bytes()
+                .starts_with(STAGING_PREFIX.as_bytes())
+            {
+                remove_staging(&entry.path())?;
+            }
+        }
+    }
+    let staging = dest.join(format!("{STAGING_PREFIX}{}", std::process::id()));
     std::fs::create_dir_all(staging.join("rootfs"))
         .map_err(io_ctx("create the staging directory"))?;
     let result = fetch_into(source, digest, platform, &staging, &mut progress).await;
@@ -586,6 +598,9 @@ pub async fn fetch<P: FnMut(Progress)>(
     cleanup?;
     Ok(config)
 }
+
+/// The staging dirs of [`fetch`], inside the destination.
+const STAGING_PREFIX: &str = ".rootfs-staging-";
 
 fn io_ctx(context: impl Into<String>) -> impl FnOnce(io::Error) -> ImageError {
     let context = context.into();

@@ -219,12 +219,15 @@ async fn docker_registry_docker_v2_manifest_and_missing_tag() {
     let digest = resolve(&src).await.expect("resolve with the default tag");
     assert_eq!(digest, pushed);
     let dest = tempfile::tempdir().unwrap();
+    // What a fetch killed midway leaves is removed, never used.
+    std::fs::create_dir_all(dest.path().join(".rootfs-staging-1/rootfs/half")).unwrap();
     let (result, _) = fetch_into(&src, &digest, &Platform::host(), dest.path()).await;
     result.expect("fetch");
     assert_eq!(
         std::fs::read(dest.path().join("rootfs/hello")).unwrap(),
         b"hi"
     );
+    assert!(!dest.path().join(".rootfs-staging-1").exists());
     assert_eq!(
         std::fs::read_to_string(dest.path().join("metadata.json")).unwrap(),
         "{\"cmd\":null,\"entrypoint\":null,\"env\":null,\"user\":\"\"}\n"
@@ -240,6 +243,26 @@ async fn docker_registry_docker_v2_manifest_and_missing_tag() {
 
 #[tokio::test]
 async fn docker_registry_index_with_two_platforms_fetches_the_workers() {
+    index_with_two_platforms(false).await;
+}
+
+#[tokio::test]
+async fn docker_registry_manifest_list_with_two_platforms_fetches_the_workers() {
+    index_with_two_platforms(true).await;
+}
+
+async fn index_with_two_platforms(docker: bool) {
+    let (index_type, manifest_type) = if docker {
+        (
+            "application/vnd.docker.distribution.manifest.list.v2+json",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        )
+    } else {
+        (
+            "application/vnd.oci.image.index.v1+json",
+            "application/vnd.oci.image.manifest.v1+json",
+        )
+    };
     let registry = Registry::start().await;
     let host = Platform::host();
     let other_arch = if host.architecture == "arm64" {
@@ -255,11 +278,11 @@ async fn docker_registry_index_with_two_platforms_fetches_the_workers() {
                 TarBuilder::new().file(marker, arch.as_bytes()).finish(),
                 Compression::Gzip,
             )],
-            docker: false,
+            docker,
         };
         let (digest, size) = registry.push_image("multi", None, &image).await;
         entries.push(serde_json::json!({
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "mediaType": manifest_type,
             "digest": digest,
             "size": size,
             "platform": {"os": "linux", "architecture": arch},
@@ -267,17 +290,12 @@ async fn docker_registry_index_with_two_platforms_fetches_the_workers() {
     }
     let index = serde_json::to_vec(&serde_json::json!({
         "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "mediaType": index_type,
         "manifests": entries,
     }))
     .unwrap();
     let index_digest = registry
-        .push_manifest(
-            "multi",
-            "latest",
-            "application/vnd.oci.image.index.v1+json",
-            &index,
-        )
+        .push_manifest("multi", "latest", index_type, &index)
         .await;
     let src = source(&registry, "multi", "latest");
     let digest = resolve(&src).await.expect("resolve");
