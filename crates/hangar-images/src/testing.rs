@@ -405,6 +405,14 @@ impl TarBuilder {
         self.raw(name, tar::EntryType::Link, 0o644, Some(target), &[])
     }
 
+    pub fn dir_mode(&mut self, name: &str, mode: u32) -> &mut Self {
+        self.raw(name, tar::EntryType::Directory, mode, None, &[])
+    }
+
+    pub fn char_device(&mut self, name: &str) -> &mut Self {
+        self.raw(name, tar::EntryType::Char, 0o666, None, &[])
+    }
+
     pub fn finish(&mut self) -> Vec<u8> {
         let mut out = std::mem::take(&mut self.out);
         out.extend(std::iter::repeat_n(0u8, 1024));

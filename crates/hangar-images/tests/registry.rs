@@ -82,6 +82,9 @@ async fn docker_registry_tag_resolves_and_layers_apply_with_whiteouts_in_every_c
     let upper = TarBuilder::new()
         .file("etc/keep", b"replaced")
         .symlink("abs-link", "/bin-tool")
+        .char_device("dev-null")
+        .dir_mode("ro/", 0o555)
+        .file("ro/inside", b"written after its read-only dir")
         .finish();
     let image = TestImage {
         config: config_json(&["PATH=/usr/bin:/bin", "FOO=bar"], "1000:1000", "amd64"),
@@ -116,10 +119,22 @@ async fn docker_registry_tag_resolves_and_layers_apply_with_whiteouts_in_every_c
             "lib",
             "opaque",
             "opaque/new",
+            "ro",
+            "ro/inside",
             "usr",
             "usr/lib",
             "usr/lib/libx.so",
-        ]
+        ],
+        "the device is skipped"
+    );
+    let ro = std::fs::metadata(rootfs.join("ro"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        ro & 0o777,
+        0o555,
+        "a directory's mode is applied after its entries"
     );
     assert_eq!(std::fs::read(rootfs.join("etc/keep")).unwrap(), b"replaced");
     assert_eq!(
@@ -188,6 +203,17 @@ async fn docker_registry_tag_resolves_and_layers_apply_with_whiteouts_in_every_c
         })
         .collect();
     assert_eq!(compressions, vec!["gzip", "zstd", "uncompressed"]);
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            Progress::LayerDone {
+                index: 2,
+                skipped_devices: 1,
+                ..
+            }
+        )),
+        "{events:?}"
+    );
     assert!(
         matches!(events[0], Progress::Manifest { layers: 3, .. }),
         "{events:?}"
@@ -402,6 +428,10 @@ async fn docker_registry_hostile_layers_are_refused_and_write_nothing_outside() 
     let registry = Registry::start().await;
     let outside = tempfile::tempdir().unwrap();
     let outside_path = outside.path().display().to_string();
+    // A file a whiteout through a link must not delete.
+    let victim = tempfile::tempdir().unwrap();
+    std::fs::write(victim.path().join("file"), b"precious").unwrap();
+    let victim_path = victim.path().display().to_string();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         (
             "dotdot",
@@ -455,6 +485,22 @@ async fn docker_registry_hostile_layers_are_refused_and_write_nothing_outside() 
                 .finish(),
             "absolute symlink",
         ),
+        (
+            "whiteout-through-symlink",
+            TarBuilder::new()
+                .symlink("v", &victim_path)
+                .file("v/.wh.file", b"")
+                .finish(),
+            "absolute symlink",
+        ),
+        (
+            "opaque-through-symlink",
+            TarBuilder::new()
+                .symlink("v", &victim_path)
+                .file("v/.wh..wh..opq", b"")
+                .finish(),
+            "absolute symlink",
+        ),
     ];
     for (repo, tar, why) in cases {
         let digest = push_single_layer(&registry, repo, tar).await;
@@ -479,6 +525,11 @@ async fn docker_registry_hostile_layers_are_refused_and_write_nothing_outside() 
             listing(dest.path())
         );
         assert!(listing(outside.path()).is_empty(), "{repo} wrote outside");
+        assert_eq!(
+            std::fs::read(victim.path().join("file")).unwrap(),
+            b"precious",
+            "{repo} deleted outside"
+        );
         assert!(
             !dest.path().parent().unwrap().join("x").exists(),
             "{repo} wrote outside"
