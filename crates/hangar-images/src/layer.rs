@@ -120,6 +120,8 @@ struct Applier<'a> {
     /// Paths (relative) this layer created, which an opaque whiteout of
     /// their directory keeps.
     created: HashSet<PathBuf>,
+    /// The directories (relative) that hold something this layer created.
+    holds_created: HashSet<PathBuf>,
     /// Directory modes, applied once the layer is written so a read-only
     /// directory can still receive its entries.
     dir_modes: Vec<(PathBuf, u32)>,
@@ -132,6 +134,7 @@ impl<'a> Applier<'a> {
             root,
             chown,
             created: HashSet::new(),
+            holds_created: HashSet::new(),
             dir_modes: Vec::new(),
             applied: Applied::default(),
         }
@@ -304,7 +307,7 @@ impl<'a> Applier<'a> {
                 fs::hard_link(&target, &path)
                     .map_err(io_err(format!("make the hard link {}", path.display())))?;
                 // A hard link shares the target's owner and mode.
-                self.created.insert(rel_path);
+                self.record_created(rel_path);
                 return Ok(());
             }
             T::GNUSparse => return Err(refused(shown, "sparse file entries are not supported")),
@@ -335,7 +338,7 @@ impl<'a> Applier<'a> {
                     .map_err(io_err(format!("set the mode of {}", path.display())))?;
             }
         }
-        self.created.insert(rel_path);
+        self.record_created(rel_path);
         Ok(())
     }
 
@@ -427,18 +430,35 @@ impl<'a> Applier<'a> {
     }
 
     /// Empties `dir` of what lower layers put there; what this layer
-    /// already wrote in it stays.
+    /// already wrote in it (at any depth) stays.
     fn opaque(&self, dir: &Path, rel: &[OsString]) -> Result<(), ApplyError> {
-        let base: PathBuf = rel.iter().collect();
+        self.prune(dir, &rel.iter().collect::<PathBuf>())
+    }
+
+    fn prune(&self, dir: &Path, base: &Path) -> Result<(), ApplyError> {
         let listing = fs::read_dir(dir).map_err(io_err(format!("list {}", dir.display())))?;
         for child in listing {
             let child = child.map_err(io_err(format!("list {}", dir.display())))?;
-            if self.created.contains(&base.join(child.file_name())) {
-                continue;
+            let rel = base.join(child.file_name());
+            let is_dir = child.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && self.holds_created.contains(&rel) {
+                // This layer wrote below it: keep those, drop the rest.
+                self.prune(&child.path(), &rel)?;
+            } else if !self.created.contains(&rel) {
+                remove_any(&child.path())?;
             }
-            remove_any(&child.path())?;
         }
         Ok(())
+    }
+
+    fn record_created(&mut self, rel: PathBuf) {
+        for ancestor in rel.ancestors().skip(1) {
+            if ancestor.as_os_str().is_empty() || !self.holds_created.insert(ancestor.to_path_buf())
+            {
+                break;
+            }
+        }
+        self.created.insert(rel);
     }
 }
 

@@ -75,6 +75,10 @@ async fn docker_registry_tag_resolves_and_layers_apply_with_whiteouts_in_every_c
     let middle = TarBuilder::new()
         .file("etc/.wh.gone", b"")
         .file("opaque/new", b"this layer's")
+        .file(
+            "opaque/sub/fresh",
+            b"this layer's, in a dir of the lower one",
+        )
         .file("opaque/.wh..wh..opq", b"")
         // Through a relative symlink that stays inside: lands in usr/lib.
         .file("lib/libx.so", b"elf")
@@ -119,6 +123,8 @@ async fn docker_registry_tag_resolves_and_layers_apply_with_whiteouts_in_every_c
             "lib",
             "opaque",
             "opaque/new",
+            "opaque/sub",
+            "opaque/sub/fresh",
             "ro",
             "ro/inside",
             "usr",
