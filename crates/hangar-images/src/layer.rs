@@ -27,6 +27,7 @@
 //! it into place only when every layer applied, so a refused layer leaves
 //! nothing that looks usable.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
@@ -34,6 +35,7 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
 
 /// How many symlinks one resolution may traverse (Linux's ELOOP limit).
 const MAX_SYMLINK_HOPS: u32 = 40;
@@ -94,10 +96,44 @@ fn sniff(reader: &mut impl BufRead) -> io::Result<Compression> {
 
 /// Applies the layer in `blob` (already verified against its digest) onto
 /// `root`. `root` must exist and be a directory the caller owns.
+/// What the layers of one image may still unpack: decompressed tar bytes
+/// (headers included) and entries, counted on what is read, as the volume
+/// store bounds a stream-in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    pub bytes_left: u64,
+    pub entries_left: u64,
+}
+
+/// A reader that fails once more than `left` bytes came through it, and
+/// says so in `over` (the error itself reaches the caller through `tar`).
+struct Meter<R> {
+    inner: R,
+    left: Rc<Cell<u64>>,
+    over: Rc<Cell<bool>>,
+}
+
+impl<R: Read> Read for Meter<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let left = self.left.get();
+        if n as u64 > left {
+            self.over.set(true);
+            return Err(io::Error::other(
+                "the image's unpacked size limit is reached",
+            ));
+        }
+        self.left.set(left - n as u64);
+        Ok(n)
+    }
+}
+
 pub(crate) fn apply_layer(
     blob: &Path,
     root: &Path,
     chown: bool,
+    budget: &mut Budget,
+    limits: (u64, u64),
 ) -> Result<(Compression, Applied), ApplyError> {
     let file = File::open(blob).map_err(io_err(format!("open {}", blob.display())))?;
     let mut reader = BufReader::with_capacity(256 * 1024, file);
@@ -110,9 +146,38 @@ pub(crate) fn apply_layer(
         ),
         Compression::None => Box::new(reader),
     };
-    let applied = Applier::new(root, chown).apply(stream)?;
+    let left = Rc::new(Cell::new(budget.bytes_left));
+    let over = Rc::new(Cell::new(false));
+    let metered = Meter {
+        inner: stream,
+        left: Rc::clone(&left),
+        over: Rc::clone(&over),
+    };
+    let mut applier = Applier::new(root, chown);
+    applier.entries_left = budget.entries_left;
+    let result = applier.apply(metered);
+    budget.bytes_left = left.get();
+    if over.get() {
+        return Err(refused(
+            "(layer)",
+            format!(
+                "the image unpacks to more than {} bytes, the limit",
+                limits.0
+            ),
+        ));
+    }
+    let applied = result.map_err(|e| match e {
+        ApplyError::Refused { entry, reason } if reason == TOO_MANY_ENTRIES => refused(
+            &entry,
+            format!("the image has more than {} entries, the limit", limits.1),
+        ),
+        other => other,
+    })?;
+    budget.entries_left -= applied.entries;
     Ok((compression, applied))
 }
+
+const TOO_MANY_ENTRIES: &str = "too many entries";
 
 struct Applier<'a> {
     root: &'a Path,
@@ -126,6 +191,7 @@ struct Applier<'a> {
     /// directory can still receive its entries.
     dir_modes: Vec<(PathBuf, u32)>,
     applied: Applied,
+    entries_left: u64,
 }
 
 impl<'a> Applier<'a> {
@@ -137,6 +203,7 @@ impl<'a> Applier<'a> {
             holds_created: HashSet::new(),
             dir_modes: Vec::new(),
             applied: Applied::default(),
+            entries_left: u64::MAX,
         }
     }
 
@@ -149,6 +216,9 @@ impl<'a> Applier<'a> {
             let mut entry = entry.map_err(|e| ApplyError::Corrupt(format!("tar: {e}")))?;
             let raw = entry.path_bytes().into_owned();
             let shown = String::from_utf8_lossy(&raw).into_owned();
+            if self.applied.entries >= self.entries_left {
+                return Err(refused(&shown, TOO_MANY_ENTRIES));
+            }
             self.entry(&mut entry, &raw, &shown)?;
             self.applied.entries += 1;
         }

@@ -538,6 +538,40 @@ pub async fn fetch<P: FnMut(Progress)>(
     digest: &str,
     platform: &Platform,
     dest: &Path,
+    progress: P,
+) -> Result<ImageConfig, ImageError> {
+    fetch_with_limits(source, digest, platform, dest, &Limits::default(), progress).await
+}
+
+/// What the layers of one image may unpack to, counted on what is read
+/// (a small compressed layer can expand to fill a disk). Past a limit the
+/// image is refused as a hostile layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Decompressed tar bytes of all layers, headers included.
+    pub max_bytes: u64,
+    /// Entries of all layers, whiteouts included.
+    pub max_entries: u64,
+}
+
+impl Default for Limits {
+    /// 16 GiB and one million entries, the volume store's bounds of a
+    /// stream-in.
+    fn default() -> Self {
+        Limits {
+            max_bytes: 16 << 30,
+            max_entries: 1_000_000,
+        }
+    }
+}
+
+/// [`fetch`] with other [`Limits`] than the default ones.
+pub async fn fetch_with_limits<P: FnMut(Progress)>(
+    source: &Source,
+    digest: &str,
+    platform: &Platform,
+    dest: &Path,
+    limits: &Limits,
     mut progress: P,
 ) -> Result<ImageConfig, ImageError> {
     check_digest_syntax(digest)?;
@@ -561,7 +595,7 @@ pub async fn fetch<P: FnMut(Progress)>(
     let staging = dest.join(format!("{STAGING_PREFIX}{}", std::process::id()));
     std::fs::create_dir_all(staging.join("rootfs"))
         .map_err(io_ctx("create the staging directory"))?;
-    let result = fetch_into(source, digest, platform, &staging, &mut progress).await;
+    let result = fetch_into(source, digest, platform, &staging, limits, &mut progress).await;
     let config = match result {
         Ok(config) => config,
         Err(e) => {
@@ -706,6 +740,7 @@ async fn fetch_into<P: FnMut(Progress)>(
     digest: &str,
     platform: &Platform,
     staging: &Path,
+    limits: &Limits,
     progress: &mut P,
 ) -> Result<ImageConfig, ImageError> {
     let s = session(source)?;
@@ -781,6 +816,10 @@ async fn fetch_into<P: FnMut(Progress)>(
 
     let chown = nix_is_root();
     let rootfs = staging.join("rootfs");
+    let mut budget = layer::Budget {
+        bytes_left: limits.max_bytes,
+        entries_left: limits.max_entries,
+    };
     for (index, layer) in manifest.layers.iter().enumerate() {
         let path = blobs.join(format!("layer-{index}"));
         progress(Progress::LayerStart {
@@ -790,13 +829,19 @@ async fn fetch_into<P: FnMut(Progress)>(
         });
         download(&s, &reference, layer, &path, Some(index), progress).await?;
         let (root, blob_path) = (rootfs.clone(), path.clone());
-        let applied =
-            tokio::task::spawn_blocking(move || layer::apply_layer(&blob_path, &root, chown))
-                .await
-                .map_err(|e| ImageError::Io {
-                    context: "apply a layer".into(),
-                    source: io::Error::other(e.to_string()),
-                })?;
+        let mut layer_budget = budget;
+        let limit_pair = (limits.max_bytes, limits.max_entries);
+        let (applied, left) = tokio::task::spawn_blocking(move || {
+            let applied =
+                layer::apply_layer(&blob_path, &root, chown, &mut layer_budget, limit_pair);
+            (applied, layer_budget)
+        })
+        .await
+        .map_err(|e| ImageError::Io {
+            context: "apply a layer".into(),
+            source: io::Error::other(e.to_string()),
+        })?;
+        budget = left;
         let (compression, applied) = applied.map_err(|e| match e {
             layer::ApplyError::Refused { entry, reason } => ImageError::HostileLayer {
                 layer: layer.digest.clone(),

@@ -10,7 +10,9 @@ use std::path::Path;
 use hangar_images::testing::{
     config_json, free_port, Compression, Registry, TarBuilder, TestImage, TestLayer,
 };
-use hangar_images::{fetch, resolve, ImageError, Platform, Progress, Source};
+use hangar_images::{
+    fetch, fetch_with_limits, resolve, ImageError, Limits, Platform, Progress, Source,
+};
 
 fn source(registry: &Registry, repo: &str, tag: &str) -> Source {
     Source {
@@ -661,4 +663,77 @@ fn fetch_with_a_send_callback_is_a_send_future() {
     let mut seen = 0usize;
     let future = fetch(&src, "sha256:00", &platform, &dest, |_| seen += 1);
     assert_send(&future);
+}
+
+#[tokio::test]
+async fn docker_registry_an_image_past_its_unpacked_limits_is_refused() {
+    let registry = Registry::start().await;
+    let mut many = TarBuilder::new();
+    for i in 0..20 {
+        many.file(&format!("f{i}"), b"x");
+    }
+    let image = TestImage {
+        config: config_json(&[], "", "amd64"),
+        layers: vec![
+            TestLayer::new(many.finish(), Compression::Gzip),
+            // Highly compressible: small on the wire, large unpacked.
+            TestLayer::new(
+                TarBuilder::new()
+                    .file("zeros", &vec![0u8; 1 << 20])
+                    .finish(),
+                Compression::Zstd,
+            ),
+        ],
+        docker: false,
+    };
+    let (digest, _) = registry.push_image("bomb", Some("latest"), &image).await;
+    let src = source(&registry, "bomb", "latest");
+    let cases = [
+        (
+            Limits {
+                max_bytes: 1 << 30,
+                max_entries: 10,
+            },
+            "more than 10 entries",
+        ),
+        (
+            Limits {
+                max_bytes: 512 * 1024,
+                max_entries: 1000,
+            },
+            "more than 524288 bytes",
+        ),
+    ];
+    for (limits, why) in cases {
+        let dest = tempfile::tempdir().unwrap();
+        let err = fetch_with_limits(
+            &src,
+            &digest,
+            &Platform::host(),
+            dest.path(),
+            &limits,
+            |_| {},
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, ImageError::HostileLayer { .. }), "{err:?}");
+        assert!(err.to_string().contains(why), "{err}");
+        assert!(listing(dest.path()).is_empty());
+    }
+    // Within them it is fetched.
+    let dest = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        max_bytes: 4 << 20,
+        max_entries: 30,
+    };
+    fetch_with_limits(
+        &src,
+        &digest,
+        &Platform::host(),
+        dest.path(),
+        &limits,
+        |_| {},
+    )
+    .await
+    .expect("fetch within the limits");
 }
