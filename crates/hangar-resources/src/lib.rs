@@ -44,6 +44,9 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// reads the request from `stdin`, writes the answer as one line of JSON to
 /// `stdout` and logs to `stderr`. Returns the exit code: 0, or 1 after
 /// writing `error: …` to `stderr`.
+///
+/// Synchronous: `registry-image` starts a current-thread tokio runtime of
+/// its own, so this must not be called on a thread that drives one.
 pub fn run(
     type_name: &str,
     action: &str,
