@@ -18,9 +18,11 @@
 //!   `dest`, the image picked for this worker's platform. The only param is
 //!   `format: rootfs`. Progress (layers, sizes, bytes) goes to the log.
 //!
-//! A failure's message starts with what kind it is (`registry
-//! unreachable`, `registry failed`: the infrastructure's; the rest: the
-//! configuration's or the image's).
+//! A failure's message ends with what kind it is (`(infrastructure
+//! error)`: the registry unreachable or failing; `(configuration or image
+//! error)`: the rest). An infrastructure failure is attempted again in the
+//! action (three attempts, 1 s and 3 s apart), as Concourse's type retries
+//! transient errors; the others fail at once.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -143,6 +145,49 @@ impl Source {
     }
 }
 
+/// Attempts at an action whose failure is the infrastructure's (the
+/// registry unreachable or failing), as Concourse's registry-image retries
+/// transient errors; the delays between them.
+const ATTEMPTS: u32 = 3;
+const RETRY_DELAYS_MS: [u64; 2] = [1000, 3000];
+
+fn with_retries<T, F: std::future::Future<Output = Result<T, ImageError>>>(
+    rt: &tokio::runtime::Runtime,
+    log: &mut dyn Write,
+    mut action: impl FnMut() -> F,
+) -> Result<T, String> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match rt.block_on(action()) {
+            Ok(v) => return Ok(v),
+            Err(e) => retry_or_fail(rt, log, attempt, e)?,
+        }
+    }
+}
+
+/// After a failed attempt: waits and returns to retry an infrastructure
+/// failure while attempts remain; otherwise the failure, explained.
+fn retry_or_fail(
+    rt: &tokio::runtime::Runtime,
+    log: &mut dyn Write,
+    attempt: u32,
+    e: ImageError,
+) -> Result<(), String> {
+    if !e.is_infrastructure() || attempt >= ATTEMPTS {
+        return Err(explain(&e));
+    }
+    let delay = RETRY_DELAYS_MS[(attempt as usize - 1).min(RETRY_DELAYS_MS.len() - 1)];
+    let _ = writeln!(
+        log,
+        "registry-image: attempt {attempt} of {ATTEMPTS} failed: {e}; retrying in {} s",
+        delay / 1000
+    );
+    let _ = log.flush();
+    rt.block_on(async { tokio::time::sleep(std::time::Duration::from_millis(delay)).await });
+    Ok(())
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -164,11 +209,11 @@ pub(crate) fn check(call: Call<'_>) -> Result<Value, String> {
     refuse_unsupported(call.request)?;
     let request: CheckRequest<Source, Version> = parse_request(call.request)?;
     let source = request.source.to_images()?;
-    let digest = runtime()?
-        .block_on(hangar_images::resolve(&source))
-        .map_err(|e| explain(&e))?;
+    let rt = runtime()?;
+    let log = call.log;
+    let digest = with_retries(&rt, log, || hangar_images::resolve(&source))?;
     let _ = writeln!(
-        call.log,
+        log,
         "registry-image: {}:{} is {digest}",
         source.repository, source.tag
     );
@@ -203,15 +248,22 @@ pub(crate) fn get(call: Call<'_>) -> Result<Value, String> {
     );
     let mut sizes: BTreeMap<usize, u64> = BTreeMap::new();
     let mut layer_count = 0;
-    let config = runtime()?
-        .block_on(hangar_images::fetch(
+    let rt = runtime()?;
+    let mut attempt = 0;
+    let config = loop {
+        attempt += 1;
+        let fetched = rt.block_on(hangar_images::fetch(
             &source,
             digest,
             &platform,
             dest,
             |p| report(log, &p, &mut sizes, &mut layer_count),
-        ))
-        .map_err(|e| explain(&e))?;
+        ));
+        match fetched {
+            Ok(config) => break config,
+            Err(e) => retry_or_fail(&rt, log, attempt, e)?,
+        }
+    };
     let _ = writeln!(
         log,
         "registry-image: fetched {} layer(s); user {:?}, {} env var(s)",

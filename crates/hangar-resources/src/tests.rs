@@ -564,7 +564,7 @@ mod registry_image {
     }
 
     #[test]
-    fn docker_registry_unreachable_is_said_to_be_infrastructure() {
+    fn docker_registry_unreachable_is_said_to_be_infrastructure_and_attempted_again() {
         let port = hangar_images::testing::free_port();
         let request = serde_json::json!({
             "source": {"repository": format!("127.0.0.1:{port}/x"), "insecure": true},
@@ -576,7 +576,13 @@ mod registry_image {
         assert!(
             err.contains("unreachable") && err.contains("(infrastructure error)"),
             "{err}"
+        ); // Attempted three times, as Concourse's type retries transient
+           // errors.
+        assert!(
+            err.contains("attempt 1 of 3 failed") && err.contains("attempt 2 of 3 failed"),
+            "{err}"
         );
+        assert!(!err.contains("attempt 3 of 3 failed"), "{err}");
     }
 
     #[test]
