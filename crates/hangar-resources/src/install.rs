@@ -119,7 +119,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let exe = Path::new("/opt/a b/it's/hangar");
         let types = install_builtin_types(dir.path(), exe).unwrap();
-        assert_eq!(types, [dir.path().join("git"), dir.path().join("mock")]);
+        assert_eq!(
+            types,
+            [
+                dir.path().join("git"),
+                dir.path().join("mock"),
+                dir.path().join("registry-image")
+            ]
+        );
         let check = dir.path().join("mock/check");
         assert_eq!(
             fs::read_to_string(&check).unwrap(),

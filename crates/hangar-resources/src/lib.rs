@@ -1,5 +1,5 @@
-//! The base resource types hangar ships as programs of its own: `git` and
-//! `mock`.
+//! The base resource types hangar ships as programs of its own: `git`,
+//! `mock` and `registry-image`.
 //!
 //! A resource type, in Concourse's protocol, is a directory with three
 //! executables. `check` reads `{"source":…,"version":…|null}` on stdin and
@@ -24,11 +24,12 @@ use serde_json::Value;
 mod git;
 mod install;
 mod mock;
+mod registry_image;
 
 pub use install::install_builtin_types;
 
 /// The types [`run`] implements, in the order they are installed.
-pub const BUILTIN_TYPES: &[&str] = &["git", "mock"];
+pub const BUILTIN_TYPES: &[&str] = &["git", "mock", "registry-image"];
 
 /// The protocol's three actions.
 pub const ACTIONS: &[&str] = &["check", "in", "out"];
@@ -43,6 +44,9 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// reads the request from `stdin`, writes the answer as one line of JSON to
 /// `stdout` and logs to `stderr`. Returns the exit code: 0, or 1 after
 /// writing `error: …` to `stderr`.
+///
+/// Synchronous: `registry-image` starts a current-thread tokio runtime of
+/// its own, so this must not be called on a thread that drives one.
 pub fn run(
     type_name: &str,
     action: &str,
@@ -135,6 +139,9 @@ fn run_action(
         ("mock", "check") => mock::check(call),
         ("mock", "in") => mock::get(call),
         ("mock", "out") => mock::put(call),
+        ("registry-image", "check") => registry_image::check(call),
+        ("registry-image", "in") => registry_image::get(call),
+        ("registry-image", "out") => registry_image::put(call),
         _ => unreachable!("type and action were checked above"),
     }
 }

@@ -33,7 +33,7 @@ fn bad_requests_are_refused_with_the_field_named() {
             "check",
             &[],
             "{}",
-            "error: unknown resource type \"svn\" (known: git, mock)\n",
+            "error: unknown resource type \"svn\" (known: git, mock, registry-image)\n",
         ),
         (
             "mock",
@@ -453,4 +453,200 @@ fn a_failed_write_of_the_answer_is_an_error() {
         String::from_utf8(err).unwrap(),
         "error: write the answer: closed\n"
     );
+}
+
+mod registry_image {
+    //! The `registry-image` type against a real registry (Debian's
+    //! `docker-registry`, started per test; see `hangar_images::testing`).
+
+    use super::*;
+    use hangar_images::testing::{
+        config_json, Compression, Registry, TarBuilder, TestImage, TestLayer,
+    };
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn image() -> TestImage {
+        TestImage {
+            config: config_json(&["PATH=/bin", "HOME=/root"], "nobody", "amd64"),
+            layers: vec![
+                TestLayer::new(
+                    TarBuilder::new()
+                        .dir("bin/")
+                        .file_mode("bin/tool", 0o755, b"tool")
+                        .file("old", b"old")
+                        .finish(),
+                    Compression::Gzip,
+                ),
+                TestLayer::new(
+                    TarBuilder::new().file(".wh.old", b"").finish(),
+                    Compression::Zstd,
+                ),
+            ],
+            docker: false,
+        }
+    }
+
+    #[test]
+    fn docker_registry_check_then_in_writes_concourses_layout() {
+        let rt = runtime();
+        let registry = rt.block_on(Registry::start_with_auth("u", "p"));
+        let (pushed, _) = rt.block_on(registry.push_image("tools", Some("1.0"), &image()));
+        let source = serde_json::json!({
+            "repository": format!("{}/tools", registry.addr),
+            "tag": "1.0",
+            "username": "u",
+            "password": "p",
+            "insecure": true,
+        });
+
+        let request = serde_json::json!({"source": source, "version": null}).to_string();
+        let (code, out, err) = call("registry-image", "check", &[], &request);
+        assert_eq!(code, 0, "{err}");
+        let answer: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(answer, serde_json::json!([{"digest": pushed}]));
+
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("dest");
+        let request = serde_json::json!({
+            "source": source,
+            "version": {"digest": pushed},
+            "params": {"format": "rootfs"},
+        })
+        .to_string();
+        let (code, out, err) = call("registry-image", "in", &[dest.to_str().unwrap()], &request);
+        assert_eq!(code, 0, "{err}");
+        let answer: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            answer,
+            serde_json::json!({
+                "version": {"digest": pushed},
+                "metadata": [
+                    {"name": "repository", "value": format!("{}/tools", registry.addr)},
+                    {"name": "tag", "value": "1.0"},
+                ],
+            })
+        );
+        assert_eq!(
+            std::fs::read(dest.join("rootfs/bin/tool")).unwrap(),
+            b"tool"
+        );
+        assert!(!dest.join("rootfs/old").exists(), "the whiteout removed it");
+        assert_eq!(
+            std::fs::read_to_string(dest.join("metadata.json")).unwrap(),
+            "{\"cmd\":null,\"entrypoint\":null,\"env\":[\"PATH=/bin\",\"HOME=/root\"],\"user\":\"nobody\"}\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dest.join("digest")).unwrap(),
+            pushed
+        );
+        assert_eq!(std::fs::read_to_string(dest.join("tag")).unwrap(), "1.0");
+        // Progress goes to the log, the answer alone to stdout.
+        assert!(err.contains("registry-image: layer 1/2"), "{err}");
+        assert!(err.contains("applied (zstd"), "{err}");
+        assert!(!err.contains("\"p\""), "{err}");
+
+        // A wrong password: the configuration's error, said so.
+        let mut wrong = source.clone();
+        wrong["password"] = "nope".into();
+        let request = serde_json::json!({"source": wrong}).to_string();
+        let (code, _, err) = call("registry-image", "check", &[], &request);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("401") && err.contains("(configuration or image error)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn docker_registry_unreachable_is_said_to_be_infrastructure_and_attempted_again() {
+        let port = hangar_images::testing::free_port();
+        let request = serde_json::json!({
+            "source": {"repository": format!("127.0.0.1:{port}/x"), "insecure": true},
+        })
+        .to_string();
+        let (code, out, err) = call("registry-image", "check", &[], &request);
+        assert_eq!(code, 1);
+        assert_eq!(out, "");
+        assert!(
+            err.contains("unreachable") && err.contains("(infrastructure error)"),
+            "{err}"
+        ); // Attempted three times, as Concourse's type retries transient
+           // errors.
+        assert!(
+            err.contains("attempt 1 of 3 failed") && err.contains("attempt 2 of 3 failed"),
+            "{err}"
+        );
+        assert!(!err.contains("attempt 3 of 3 failed"), "{err}");
+    }
+
+    #[test]
+    fn unsupported_fields_are_refused_by_name() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let cases: &[(&str, &[&str], String, &str)] = &[
+            (
+                "check",
+                &[],
+                r#"{"source":{"repository":"r","aws_region":"eu"}}"#.into(),
+                "source.aws_region: registry-image in hangar does not support it (ECR",
+            ),
+            (
+                "check",
+                &[],
+                r#"{"source":{"repository":"r","tag_regex":".*"}}"#.into(),
+                "source.tag_regex",
+            ),
+            (
+                "check",
+                &[],
+                r#"{"source":{"repository":"r","colour":1}}"#.into(),
+                "unknown field `colour`",
+            ),
+            (
+                "check",
+                &[],
+                r#"{"source":{"tag":"x"}}"#.into(),
+                "missing field `repository`",
+            ),
+            (
+                "check",
+                &[],
+                r#"{"source":{"repository":"r","tag":""}}"#.into(),
+                "source.tag: must not be empty",
+            ),
+            (
+                "in",
+                &["/nonexistent-dest"],
+                format!(
+                    r#"{{"source":{{"repository":"r"}},"version":{{"digest":"{digest}"}},"params":{{"format":"oci"}}}}"#
+                ),
+                "params.format: \"oci\" is not supported",
+            ),
+            (
+                "in",
+                &["/nonexistent-dest"],
+                format!(
+                    r#"{{"source":{{"repository":"r"}},"version":{{"digest":"{digest}"}},"params":{{"skip_download":true}}}}"#
+                ),
+                "unknown field `skip_download`",
+            ),
+            (
+                "out",
+                &["/tmp"],
+                r#"{"source":{"repository":"r"}}"#.into(),
+                "out (pushing an image) is not supported",
+            ),
+        ];
+        for (action, args, stdin, expected) in cases {
+            let (code, out, err) = call("registry-image", action, args, stdin);
+            assert_eq!(code, 1, "{stdin}");
+            assert_eq!(out, "");
+            assert!(err.contains(expected), "{stdin}: {err}");
+        }
+    }
 }

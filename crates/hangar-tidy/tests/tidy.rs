@@ -46,6 +46,7 @@ const IO_CRATES: &[&str] = &[
     "hangar-worker",
     "hangar-volumes",
     "hangar-resources",
+    "hangar-images",
     "hangar-testkit",
     "hangar-bench",
 ];
@@ -84,6 +85,12 @@ const DEPENDENCY_RULES: &[DependencyRule] = &[
         forbidden: &["hangar-sim", "hangar-testkit", "hangar-tidy"],
         workspace_only: None,
         why: "the binary links only what it runs; the simulation and test support are for tests",
+    },
+    DependencyRule {
+        krate: "hangar-images",
+        forbidden: &["axum", "sqlx", "tower-http"],
+        workspace_only: Some(&[]),
+        why: "fetching images is a library of its own: no server, no database, no other crate of hangar",
     },
     DependencyRule {
         krate: "hangar-sim",

@@ -67,6 +67,13 @@ enum Command {
 #[allow(clippy::print_stderr)]
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // A resource type's action is synchronous and may start an async
+    // runtime of its own (registry-image), which cannot be done on a thread
+    // that drives one: it runs before this process starts any.
+    let command = match cli.command {
+        Command::ResourceType(args) => return exit_code(cmd::resource_type::run(args)),
+        command => command,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -78,7 +85,7 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        match cli.command {
+        match command {
             Command::Quickstart(args) => cmd::quickstart::run(args).await,
             Command::Web(args) => cmd::web::run(args).await,
             Command::Worker(args) => cmd::worker::run(args).await,
@@ -93,10 +100,16 @@ fn main() -> std::process::ExitCode {
             Command::PruneWorker(args) => cmd::worker_commands::prune(args).await,
             Command::Bench(args) => cmd::bench::run(args).await,
             Command::Chaos(args) => cmd::chaos::run(args).await,
-            Command::ResourceType(args) => cmd::resource_type::run(args),
+            Command::ResourceType(_) => unreachable!("run before the runtime starts"),
             Command::ExecAs(args) => cmd::exec_as::run(args),
         }
     });
+    exit_code(result)
+}
+
+/// The process's exit status for a command's result.
+#[allow(clippy::print_stderr)]
+fn exit_code(result: anyhow::Result<std::process::ExitCode>) -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         // `hangar builds | head`: the reader of our standard output left.

@@ -51,7 +51,14 @@ fn installed_scripts_run_the_builtin_types_through_the_binary() {
     let types_dir = work.path().join("resource types");
     let exe = Path::new(env!("CARGO_BIN_EXE_hangar"));
     let installed = hangar_resources::install_builtin_types(&types_dir, exe).unwrap();
-    assert_eq!(installed, [types_dir.join("git"), types_dir.join("mock")]);
+    assert_eq!(
+        installed,
+        [
+            types_dir.join("git"),
+            types_dir.join("mock"),
+            types_dir.join("registry-image")
+        ]
+    );
     let mock = types_dir.join("mock");
 
     // check
@@ -161,6 +168,54 @@ fn the_subcommand_is_hidden_and_checks_its_arguments() {
     assert!(output.stdout.is_empty());
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
-        "error: unknown resource type \"svn\" (known: git, mock)\n"
+        "error: unknown resource type \"svn\" (known: git, mock, registry-image)\n"
     );
+}
+
+#[test]
+fn docker_registry_registry_image_scripts_check_and_in_through_the_binary() {
+    use hangar_images::testing::{
+        config_json, Compression, Registry, TarBuilder, TestImage, TestLayer,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let registry = rt.block_on(Registry::start());
+    let image = TestImage {
+        config: config_json(&["PATH=/bin"], "", "amd64"),
+        layers: vec![TestLayer::new(
+            TarBuilder::new()
+                .file("hello", b"from the registry")
+                .finish(),
+            Compression::Gzip,
+        )],
+        docker: true,
+    };
+    let (pushed, _) = rt.block_on(registry.push_image("e2e", Some("latest"), &image));
+
+    let work = tempfile::tempdir().unwrap();
+    let types_dir = work.path().join("types");
+    let exe = Path::new(env!("CARGO_BIN_EXE_hangar"));
+    hangar_resources::install_builtin_types(&types_dir, exe).unwrap();
+    let scripts = types_dir.join("registry-image");
+    let source = json!({"repository": format!("{}/e2e", registry.addr), "insecure": true});
+
+    let output = run_script(&scripts.join("check"), &[], &json!({"source": source}));
+    assert_eq!(stdout_json(&output), json!([{"digest": pushed}]));
+
+    let dest = work.path().join("dest");
+    let output = run_script(
+        &scripts.join("in"),
+        &[&dest],
+        &json!({"source": source, "version": {"digest": pushed}}),
+    );
+    assert_eq!(stdout_json(&output)["version"], json!({"digest": pushed}));
+    assert_eq!(
+        std::fs::read(dest.join("rootfs/hello")).unwrap(),
+        b"from the registry"
+    );
+    assert!(dest.join("metadata.json").is_file());
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(log.contains("registry-image: layer 1/1"), "{log}");
 }

@@ -1,0 +1,360 @@
+//! The `registry-image` type: container images from OCI registries, as
+//! Concourse's registry-image resource reads its source, for task images
+//! and (later) resource types from images. The protocol and the layer
+//! application are `hangar-images`'.
+//!
+//! source (Concourse's fields that hangar supports):
+//! `{"repository": "registry:port/name", "tag": "latest"?, "username"?,
+//! "password"?, "insecure": false?, "ca_certs": ["PEM", …]?}`. Concourse's
+//! other source fields (ECR and ACR credentials, mirrors, content trust,
+//! tag filters, `variant`, `platform`, `debug`) are refused by name, so
+//! none is silently ignored.
+//!
+//! - `check` prints `[{"digest": "sha256:…"}]`: the digest the tag points to
+//!   now (an index's digest for a multi-platform image).
+//! - `in <dest>` with version `{"digest": …}` (and, as Concourse's newer
+//!   versions carry it, an optional `tag`) writes `rootfs/`,
+//!   `metadata.json`, `labels.json`, `digest`, `tag` and `repository` into
+//!   `dest`, the image picked for this worker's platform. The only param is
+//!   `format: rootfs`. Progress (layers, sizes, bytes) goes to the log.
+//!
+//! A failure's message ends with what kind it is (`(infrastructure
+//! error)`: the registry unreachable or failing; `(configuration or image
+//! error)`: the rest). An infrastructure failure is attempted again in the
+//! action (three attempts, 1 s and 3 s apart), as Concourse's type retries
+//! transient errors; the others fail at once.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use hangar_images::{ImageError, Platform, Progress};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::{metadata, parse_request, shorten, Call, CheckRequest, InRequest};
+
+/// Concourse's registry-image source fields hangar does not support, and
+/// why each is refused rather than ignored.
+const UNSUPPORTED_SOURCE_FIELDS: &[(&str, &str)] = &[
+    ("aws_access_key_id", "ECR authentication is not supported"),
+    (
+        "aws_secret_access_key",
+        "ECR authentication is not supported",
+    ),
+    ("aws_session_token", "ECR authentication is not supported"),
+    ("aws_region", "ECR authentication is not supported"),
+    ("aws_role_arn", "ECR authentication is not supported"),
+    ("aws_role_arns", "ECR authentication is not supported"),
+    ("aws_account_id", "ECR authentication is not supported"),
+    ("azure_acr", "ACR authentication is not supported"),
+    ("registry_mirror", "registry mirrors are not supported"),
+    ("content_trust", "content trust (notary) is not supported"),
+    ("tag_regex", "tag filters are not supported: name one tag"),
+    (
+        "semver_constraint",
+        "tag filters are not supported: name one tag",
+    ),
+    (
+        "created_at_sort",
+        "tag filters are not supported: name one tag",
+    ),
+    (
+        "pre_releases",
+        "tag filters are not supported: name one tag",
+    ),
+    ("variant", "tag variants are not supported: name one tag"),
+    (
+        "platform",
+        "the image is always fetched for the worker's platform",
+    ),
+    (
+        "debug",
+        "debug output is not supported; progress is always logged",
+    ),
+    ("label_regex", "label metadata is not supported"),
+    ("annotation_regex", "annotation metadata is not supported"),
+];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Source {
+    repository: String,
+    #[serde(default)]
+    tag: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    insecure: bool,
+    #[serde(default)]
+    ca_certs: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Version {
+    digest: String,
+    #[serde(default)]
+    tag: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InParams {
+    #[serde(default)]
+    format: Option<String>,
+}
+
+/// Refuses Concourse's fields this type does not support, each with why.
+fn refuse_unsupported(request: &[u8]) -> Result<(), String> {
+    let Ok(Value::Object(top)) = serde_json::from_slice::<Value>(request) else {
+        return Ok(()); // the typed parse names what is wrong
+    };
+    if let Some(Value::Object(source)) = top.get("source") {
+        for (field, why) in UNSUPPORTED_SOURCE_FIELDS {
+            if source.contains_key(*field) {
+                return Err(format!(
+                    "invalid request: source.{field}: registry-image in hangar does not support \
+                     it ({why})"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Source {
+    fn to_images(&self) -> Result<hangar_images::Source, String> {
+        if self.repository.trim().is_empty() {
+            return Err("invalid request: source.repository: must not be empty".into());
+        }
+        if self.tag.as_deref() == Some("") {
+            return Err(
+                "invalid request: source.tag: must not be empty (leave it out for latest)".into(),
+            );
+        }
+        Ok(hangar_images::Source {
+            repository: self.repository.clone(),
+            tag: self.tag.clone().unwrap_or_else(|| "latest".into()),
+            username: self.username.clone(),
+            password: self.password.clone(),
+            insecure: self.insecure,
+            ca_certs: self.ca_certs.clone(),
+        })
+    }
+}
+
+/// Attempts at an action whose failure is the infrastructure's (the
+/// registry unreachable or failing), as Concourse's registry-image retries
+/// transient errors; the delays between them.
+const ATTEMPTS: u32 = 3;
+const RETRY_DELAYS_MS: [u64; 2] = [1000, 3000];
+
+fn with_retries<T, F: std::future::Future<Output = Result<T, ImageError>>>(
+    rt: &tokio::runtime::Runtime,
+    log: &mut dyn Write,
+    mut action: impl FnMut() -> F,
+) -> Result<T, String> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match rt.block_on(action()) {
+            Ok(v) => return Ok(v),
+            Err(e) => retry_or_fail(rt, log, attempt, e)?,
+        }
+    }
+}
+
+/// After a failed attempt: waits and returns to retry an infrastructure
+/// failure while attempts remain; otherwise the failure, explained.
+fn retry_or_fail(
+    rt: &tokio::runtime::Runtime,
+    log: &mut dyn Write,
+    attempt: u32,
+    e: ImageError,
+) -> Result<(), String> {
+    if !e.is_infrastructure() || attempt >= ATTEMPTS {
+        return Err(explain(&e));
+    }
+    let delay = RETRY_DELAYS_MS[(attempt as usize - 1).min(RETRY_DELAYS_MS.len() - 1)];
+    let _ = writeln!(
+        log,
+        "registry-image: attempt {attempt} of {ATTEMPTS} failed: {e}; retrying in {} s",
+        delay / 1000
+    );
+    let _ = log.flush();
+    rt.block_on(async { tokio::time::sleep(std::time::Duration::from_millis(delay)).await });
+    Ok(())
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("start the async runtime: {e}"))
+}
+
+/// A failure as the log shows it: its kind first.
+fn explain(e: &ImageError) -> String {
+    let kind = if e.is_infrastructure() {
+        "infrastructure"
+    } else {
+        "configuration or image"
+    };
+    format!("registry-image: {e} ({kind} error)")
+}
+
+pub(crate) fn check(call: Call<'_>) -> Result<Value, String> {
+    refuse_unsupported(call.request)?;
+    let request: CheckRequest<Source, Version> = parse_request(call.request)?;
+    let source = request.source.to_images()?;
+    let rt = runtime()?;
+    let log = call.log;
+    let digest = with_retries(&rt, log, || hangar_images::resolve(&source))?;
+    let _ = writeln!(
+        log,
+        "registry-image: {}:{} is {digest}",
+        source.repository, source.tag
+    );
+    Ok(json!([{ "digest": digest }]))
+}
+
+pub(crate) fn get(call: Call<'_>) -> Result<Value, String> {
+    refuse_unsupported(call.request)?;
+    let request: InRequest<Source, Version, InParams> = parse_request(call.request)?;
+    let mut source = request.source.to_images()?;
+    match request.params.as_ref().and_then(|p| p.format.as_deref()) {
+        None | Some("rootfs") => {}
+        Some(other) => {
+            return Err(format!(
+                "invalid request: params.format: {:?} is not supported (only \"rootfs\")",
+                shorten(other)
+            ))
+        }
+    }
+    if let Some(tag) = &request.version.tag {
+        source.tag = tag.clone();
+    }
+    let digest = &request.version.digest;
+    let dest = call.dir.expect("in has a directory");
+    std::fs::create_dir_all(dest).map_err(|e| format!("create {}: {e}", dest.display()))?;
+    let platform = Platform::host();
+    let log = call.log;
+    let _ = writeln!(
+        log,
+        "registry-image: fetching {}@{digest} for {platform}",
+        source.repository
+    );
+    let mut sizes: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut layer_count = 0;
+    let rt = runtime()?;
+    let mut attempt = 0;
+    let config = loop {
+        attempt += 1;
+        let fetched = rt.block_on(hangar_images::fetch(
+            &source,
+            digest,
+            &platform,
+            dest,
+            |p| report(log, &p, &mut sizes, &mut layer_count),
+        ));
+        match fetched {
+            Ok(config) => break config,
+            Err(e) => retry_or_fail(&rt, log, attempt, e)?,
+        }
+    };
+    let _ = writeln!(
+        log,
+        "registry-image: fetched {} layer(s); user {:?}, {} env var(s)",
+        layer_count,
+        config.user,
+        config.env.len()
+    );
+    Ok(json!({
+        "version": request_version_json(&request.version),
+        "metadata": [
+            metadata("repository", &source.repository),
+            metadata("tag", &source.tag),
+        ],
+    }))
+}
+
+fn request_version_json(v: &Version) -> Value {
+    match &v.tag {
+        Some(tag) => json!({ "digest": v.digest, "tag": tag }),
+        None => json!({ "digest": v.digest }),
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+fn report(log: &mut dyn Write, p: &Progress, sizes: &mut BTreeMap<usize, u64>, count: &mut usize) {
+    let _ = match p {
+        Progress::Manifest {
+            digest,
+            layers,
+            total_bytes,
+        } => {
+            *count = *layers;
+            writeln!(
+                log,
+                "registry-image: manifest {digest}: {layers} layer(s), {} compressed",
+                mib(*total_bytes)
+            )
+        }
+        Progress::LayerStart {
+            index,
+            digest,
+            size,
+        } => {
+            sizes.insert(*index, *size);
+            let short = digest.strip_prefix("sha256:").unwrap_or(digest);
+            writeln!(
+                log,
+                "registry-image: layer {}/{count} {} ({})",
+                index + 1,
+                &short[..short.len().min(12)],
+                mib(*size)
+            )
+        }
+        Progress::LayerBytes { index, received } => {
+            let size = sizes.get(index).copied().unwrap_or(0);
+            if *received < size {
+                writeln!(
+                    log,
+                    "registry-image: layer {}/{count}: {} of {}",
+                    index + 1,
+                    mib(*received),
+                    mib(size)
+                )
+            } else {
+                Ok(())
+            }
+        }
+        Progress::LayerDone {
+            index,
+            compression,
+            entries,
+            whiteouts,
+            skipped_devices,
+        } => writeln!(
+            log,
+            "registry-image: layer {}/{count} applied ({compression}, {entries} entries, \
+             {whiteouts} whiteout(s){})",
+            index + 1,
+            if *skipped_devices > 0 {
+                format!(", {skipped_devices} device(s) skipped")
+            } else {
+                String::new()
+            }
+        ),
+    };
+    let _ = log.flush();
+}
+
+pub(crate) fn put(_call: Call<'_>) -> Result<Value, String> {
+    Err("registry-image: out (pushing an image) is not supported".into())
+}
