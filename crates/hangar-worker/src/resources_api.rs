@@ -215,10 +215,19 @@ async fn execute(
     dir.finish().await;
     let (status, out, err) = ran?;
     if let (Some(path), Some(ids), true) = (fetched_into, runner.task_user, status.success()) {
-        tokio::task::spawn_blocking(move || crate::containers::hand_to_task_user(&path, ids))
-            .await
-            .map_err(ActionError::Panicked)?
-            .map_err(ActionError::HandOver)?;
+        tokio::task::spawn_blocking(move || {
+            // An image keeps its owners (root's /etc, its users' homes): a
+            // container of it runs as the image's users, not as a task
+            // user of this worker, and handing it over would let any of
+            // them change the image's system files.
+            if crate::containers::is_image_layout(&path) {
+                return Ok(());
+            }
+            crate::containers::hand_to_task_user(&path, ids)
+        })
+        .await
+        .map_err(ActionError::Panicked)?
+        .map_err(ActionError::HandOver)?;
     }
     Ok(ResourceActionResult {
         exit_code: status.code().unwrap_or(128 + 9),

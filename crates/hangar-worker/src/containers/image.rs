@@ -77,6 +77,17 @@ pub(crate) fn open(volume: &Path) -> Result<(PathBuf, ImageConfig), ContainerErr
     Ok((rootfs, parse_metadata(&text).map_err(bad)?))
 }
 
+/// Whether the volume at `volume` holds an image in Concourse's layout (a
+/// regular `metadata.json` and a `rootfs/` directory at its top). Such a
+/// volume keeps its files' owners: they are the image's users, which a
+/// container of the image relies on.
+pub(crate) fn is_layout(volume: &Path) -> bool {
+    let is = |name: &str, check: fn(&fs::Metadata) -> bool| {
+        fs::symlink_metadata(volume.join(name)).is_ok_and(|m| check(&m))
+    };
+    is(METADATA_FILE, fs::Metadata::is_file) && is(ROOTFS_DIR, fs::Metadata::is_dir)
+}
+
 fn bad(reason: String) -> ContainerError {
     ContainerError::InvalidSpec {
         field: "rootfs_volume".into(),
@@ -250,6 +261,23 @@ mod tests {
         fs::write(dir.path().join(METADATA_FILE), huge).unwrap();
         let e = open(dir.path()).unwrap_err().to_string();
         assert!(e.contains("larger than"), "{e}");
+    }
+
+    #[test]
+    fn only_a_metadata_file_beside_a_rootfs_dir_is_the_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = dir.path();
+        assert!(!is_layout(v));
+        fs::write(v.join(METADATA_FILE), "{}").unwrap();
+        assert!(!is_layout(v), "no rootfs/");
+        fs::write(v.join(ROOTFS_DIR), "").unwrap();
+        assert!(!is_layout(v), "rootfs is a file");
+        fs::remove_file(v.join(ROOTFS_DIR)).unwrap();
+        std::os::unix::fs::symlink("/", v.join(ROOTFS_DIR)).unwrap();
+        assert!(!is_layout(v), "rootfs is a symlink");
+        fs::remove_file(v.join(ROOTFS_DIR)).unwrap();
+        fs::create_dir(v.join(ROOTFS_DIR)).unwrap();
+        assert!(is_layout(v));
     }
 
     #[test]

@@ -22,6 +22,7 @@
 mod cgroup;
 mod exit;
 mod image;
+pub(crate) use image::is_layout as is_image_layout;
 mod isolation;
 mod process;
 mod runc;
