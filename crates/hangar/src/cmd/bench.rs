@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use hangar_bench::{execute, heartbeats, memory};
+use hangar_bench::{execute, heartbeats, image, memory};
 
 use crate::duration;
 use crate::format::emit;
@@ -29,6 +29,26 @@ enum What {
     Execute(ExecuteArgs),
     /// A worker's own memory, idle and busy; web's with a simulated fleet.
     AgentMemory(MemoryArgs),
+    /// Cold pulls of an image from a local registry into a root filesystem,
+    /// against skopeo's (and skopeo + umoci's) in the same run.
+    Image(ImageArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ImageArgs {
+    #[arg(long, default_value_t = 5)]
+    layers: usize,
+    /// Size of each layer, unpacked (incompressible data).
+    #[arg(long, default_value_t = 20)]
+    layer_mib: usize,
+    /// Cold pulls per contender.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Keep the scratch dir here.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long)]
+    json_out: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -135,6 +155,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             cfg.database_url = a.database_url;
             cfg.dir = a.dir;
             let report = execute::run(cfg).await?;
+            write(&a.json_out, &report)?;
+            emit(&format!("{}\n", report.line()))?;
+        }
+        What::Image(a) => {
+            let report = image::run(image::ImageConfig {
+                layers: a.layers,
+                layer_mib: a.layer_mib,
+                runs: a.runs,
+                dir: a.dir,
+            })
+            .await?;
             write(&a.json_out, &report)?;
             emit(&format!("{}\n", report.line()))?;
         }
