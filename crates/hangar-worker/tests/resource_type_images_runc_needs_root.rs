@@ -45,7 +45,11 @@ echo "in into $dest as $(id -u)" >&2
 echo '{"version":{"ref":"v2"},"metadata":[{"name":"n","value":"v"}]}'
 "#;
 
-const SLOW: &str = "#!/bin/sh\necho started >&2\nsleep 300\n";
+/// Sleeps `secs` (each test its own number, so tests running at once do
+/// not count each other's sleeps).
+fn slow(secs: u32) -> String {
+    format!("#!/bin/sh\necho started >&2\nsleep {secs}\n")
+}
 
 /// An image volume in Concourse's layout whose `/opt/resource` holds
 /// `check` and `in`.
@@ -238,7 +242,7 @@ async fn runc_actions_run_as_the_image_s_user() {
 #[tokio::test(flavor = "multi_thread")]
 async fn runc_an_action_past_its_timeout_is_killed_with_its_container() {
     let host = Host::new();
-    image(&host, "image", SLOW, "{}");
+    image(&host, "image", &slow(300), "{}");
     let api = start(&host, Duration::from_secs(3)).await;
     let (status, text) = api
         .post("image", "check", None, json!({"source": {}}))
@@ -255,16 +259,57 @@ async fn runc_an_action_past_its_timeout_is_killed_with_its_container() {
         "{:?}",
         runc_containers(&host)
     );
-    let sleeping = fs::read_dir("/proc")
+    assert_eq!(sleepers(300), 0);
+}
+
+/// Processes `sleep <secs>` on the host.
+fn sleepers(secs: u32) -> usize {
+    let secs = secs.to_string();
+    fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
             fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| c.split('\0').collect::<Vec<_>>() == ["sleep", "300", ""])
+                .is_ok_and(|c| c.split('\0').collect::<Vec<_>>() == ["sleep", &secs, ""])
         })
-        .count();
-    assert_eq!(sleeping, 0);
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runc_an_action_whose_caller_hangs_up_is_killed_with_its_container() {
+    let host = Host::new();
+    image(&host, "image", &slow(301), "{}");
+    let api = start(&host, Duration::from_secs(600)).await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let sent = impatient
+        .post(format!("{}/resource-actions", api.url))
+        .bearer_auth(KEY)
+        .json(&ResourceAction {
+            resource_type: "rss".into(),
+            action: "check".into(),
+            volume: None,
+            image_volume: Some("image".into()),
+            request: json!({"source": {}}),
+        })
+        .send()
+        .await;
+    assert!(sent.is_err(), "the action answered: {sent:?}");
+    let deadline = std::time::Instant::now() + WAIT;
+    while !(runc_containers(&host).is_empty() && sleepers(301) == 0)
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        runc_containers(&host).is_empty(),
+        "{:?}",
+        runc_containers(&host)
+    );
+    assert_eq!(sleepers(301), 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
