@@ -138,11 +138,14 @@ pub struct BuildPlan {
 
 /// What web stores for a plan and its `resource_types`: the plan alone
 /// when there are none (as builds stored before resource types), else
-/// `{"steps": plan, "resource_types": types}`.
+/// `{"steps": plan, "resource_types": types}`. A plan that is not a list
+/// is wrapped too, so that [`parse_build_plan`] refuses it as a plan
+/// rather than read it as a stored object.
 pub fn stored_plan(plan: &Value, resource_types: &Value) -> Value {
-    match resource_types {
-        Value::Null => plan.clone(),
-        types => serde_json::json!({ "steps": plan, "resource_types": types }),
+    match (plan, resource_types) {
+        (Value::Array(_), Value::Null) => plan.clone(),
+        (_, Value::Null) => serde_json::json!({ "steps": plan }),
+        (_, types) => serde_json::json!({ "steps": plan, "resource_types": types }),
     }
 }
 
@@ -405,6 +408,12 @@ mod tests {
         let plan = parse_build_plan(&stored).unwrap();
         assert_eq!(plan.resource_types[0].name, "slack");
         assert_eq!(plan.steps.len(), 1);
+        // A plan sent as the stored object is not a list of steps.
+        let sneaky = json!({"steps": steps.clone(), "resource_types": types});
+        assert!(parse_build_plan(&stored_plan(&sneaky, &Value::Null))
+            .unwrap_err()
+            .to_string()
+            .contains("expected a list of steps"));
         let bad = json!({"steps": steps, "resource_types": [], "extra": 1});
         assert!(parse_build_plan(&bad)
             .unwrap_err()

@@ -106,6 +106,11 @@ async fn bad_resource_types_are_refused_saying_where(store: Store) {
         text.contains("image_resource of custom resource type"),
         "{text}"
     );
+    // The stored form sent as a plan is not a plan.
+    let sneaky = json!({"steps": get("rss"), "resource_types": [rss()]});
+    let (status, text) = post(&t, json!({"plan": sneaky}).to_string()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("expected a list of steps"), "{text}");
     // Many of them: bounded.
     let many: Vec<Value> = (0..1000)
         .map(|i| json!({"name": format!("t{i}"), "type": "registry-image", "source": {}}))
