@@ -200,9 +200,11 @@ impl Fetch {
     fn key(&self, version: &Value) -> String {
         match &self.image {
             None => resource_cache_key(&self.resource_type, &self.source, &self.params, version),
+            // The image's key goes into the digest, so the key keeps its
+            // `<type>@<digest>` shape however deep the chain.
             Some(image) => resource_cache_key(
-                &format!("{}@{}", self.resource_type, image.key),
-                &self.source,
+                &self.resource_type,
+                &json!({ "image": image.key, "source": self.source }),
                 &self.params,
                 version,
             ),

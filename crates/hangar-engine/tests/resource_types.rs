@@ -104,6 +104,30 @@ async fn a_chain_fetches_each_image_in_the_one_before_it() {
 }
 
 #[tokio::test]
+async fn a_resource_of_a_custom_type_is_keyed_by_its_type_and_its_image() {
+    let h = Harness::new(&["w1"]).await;
+    let types = json!([
+        {"name": "rss", "type": "mirror", "source": {"repository": "rss"}},
+        {"name": "mirror", "type": "mock", "source": {"repository": "mirror"}},
+    ]);
+    let id = h.submit(stored_plan(&get("rss"), &types)).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    let mut keys: Vec<String> = h
+        .store
+        .list_volumes(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|v| v.owner_kind == hangar_core::volumes::OwnerKind::ResourceCache)
+        .filter_map(|v| v.owner_id)
+        .collect();
+    keys.sort();
+    let types: Vec<&str> = keys.iter().map(|k| k.split('@').next().unwrap()).collect();
+    assert_eq!(types, ["mirror", "mock", "rss"], "{keys:?}");
+    assert!(keys.iter().all(|k| k.matches('@').count() == 1), "{keys:?}");
+}
+
+#[tokio::test]
 async fn a_stored_plan_with_a_cycle_errors_without_calling_a_worker() {
     let h = Harness::new(&["w1"]).await;
     let types = json!([
