@@ -23,6 +23,10 @@ pub struct CreateBuild {
     /// inputs of `hangar execute`).
     #[serde(default)]
     pub artifacts: BTreeMap<String, String>,
+    /// Concourse's `resource_types`: custom types the plan's get steps may
+    /// name, each an image fetched with its own `type` (`Null` for none).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub resource_types: Value,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

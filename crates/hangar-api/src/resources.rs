@@ -7,13 +7,21 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResourceAction {
-    /// A base resource type the worker advertises.
+    /// A base resource type the worker advertises; with `image_volume`,
+    /// the name of the custom type whose image that volume holds (for
+    /// messages only).
     pub resource_type: String,
     /// `check` or `in`.
     pub action: String,
     /// For `in`: the volume to fetch into.
     #[serde(default)]
     pub volume: Option<String>,
+    /// A volume in Concourse's image layout (`rootfs/`, `metadata.json`)
+    /// holding a custom resource type's image: the action runs
+    /// `/opt/resource/<action>` in a container of it instead of a base
+    /// type's program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_volume: Option<String>,
     /// The JSON the program reads on stdin.
     pub request: Value,
 }

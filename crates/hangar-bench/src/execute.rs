@@ -159,6 +159,7 @@ async fn execute_once(client: &Client, input: &Path) -> anyhow::Result<ExecuteRu
     });
     let build = client
         .create_build(&CreateBuild {
+            resource_types: serde_json::Value::Null,
             name: None,
             plan: serde_json::json!([{ "task": "one-off", "config": config }]),
             artifacts: BTreeMap::from([("src".to_string(), artifact.handle)]),
@@ -244,6 +245,7 @@ pub async fn run(cfg: ExecuteConfig) -> anyhow::Result<ExecuteReport> {
             let t0 = Instant::now();
             let build = client
                 .create_build(&CreateBuild {
+                    resource_types: serde_json::Value::Null,
                     name: Some("five-steps".into()),
                     plan: five_steps(n),
                     artifacts: BTreeMap::new(),

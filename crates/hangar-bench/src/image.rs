@@ -9,13 +9,13 @@
 //! and their ratios.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
 use hangar_images::testing::{sha256, Compression, Registry, TarBuilder, TestImage, TestLayer};
 use hangar_images::{Platform, Source};
 use serde::Serialize;
+use tokio::process::Command;
 
 use crate::stats::{fmt_opt, Summary};
 
@@ -118,9 +118,12 @@ fn layer(i: usize, mib: usize) -> Vec<u8> {
     tar.finish()
 }
 
-fn timed(what: &str, mut command: Command) -> anyhow::Result<f64> {
+async fn timed(what: &str, mut command: Command) -> anyhow::Result<f64> {
     let started = Instant::now();
-    let out = command.output().with_context(|| format!("run {what}"))?;
+    let out = command
+        .output()
+        .await
+        .with_context(|| format!("run {what}"))?;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     if !out.status.success() {
         bail!(
@@ -193,7 +196,7 @@ pub async fn run(config: ImageConfig) -> anyhow::Result<ImageReport> {
         let mut skopeo = Command::new("skopeo");
         skopeo.args(["copy", "--quiet", "--src-tls-verify=false", &reference]);
         skopeo.arg(format!("oci:{}:1", layout.display()));
-        copy.push(timed("skopeo copy", skopeo)?);
+        copy.push(timed("skopeo copy", skopeo).await?);
 
         if umoci {
             let layout = scratch.path().join(format!("oci-u-{run}"));
@@ -206,7 +209,8 @@ pub async fn run(config: ImageConfig) -> anyhow::Result<ImageReport> {
                 .args(["raw", "unpack", "--image"])
                 .arg(format!("{}:1", layout.display()))
                 .arg(&bundle);
-            let ms = timed("skopeo copy", skopeo)? + timed("umoci raw unpack", unpacker)?;
+            let ms =
+                timed("skopeo copy", skopeo).await? + timed("umoci raw unpack", unpacker).await?;
             unpack.push(ms);
         }
         eprintln!(

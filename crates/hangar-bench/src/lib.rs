@@ -16,7 +16,7 @@ pub mod chaos;
 pub mod execute;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod heartbeats;
-/// `hangar bench image`: cold image pulls against skopeo's.
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod image;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod memory;

@@ -102,6 +102,7 @@ pub async fn run(cfg: MemoryConfig) -> anyhow::Result<MemoryReport> {
             ]);
             let b = client
                 .create_build(&CreateBuild {
+                    resource_types: serde_json::Value::Null,
                     name: Some(format!("busy-{n}")),
                     plan,
                     artifacts: BTreeMap::new(),

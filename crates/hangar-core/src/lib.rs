@@ -21,6 +21,7 @@ pub mod placement;
 pub mod plan;
 pub mod pressure;
 pub mod registration;
+pub mod resource_types;
 pub mod rng;
 pub mod task;
 pub mod users;

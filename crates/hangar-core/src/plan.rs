@@ -128,6 +128,59 @@ pub fn parse_plan(value: &Value) -> Result<Vec<Step>, PlanError> {
     Ok(steps)
 }
 
+/// A build's plan as web stores it: its steps and its custom resource
+/// types (see [`crate::resource_types`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuildPlan {
+    pub steps: Vec<Step>,
+    pub resource_types: Vec<crate::resource_types::ResourceType>,
+}
+
+/// What web stores for a plan and its `resource_types`: the plan alone
+/// when there are none (as builds stored before resource types), else
+/// `{"steps": plan, "resource_types": types}`. A plan that is not a list
+/// is wrapped too, so that [`parse_build_plan`] refuses it as a plan
+/// rather than read it as a stored object.
+pub fn stored_plan(plan: &Value, resource_types: &Value) -> Value {
+    match (plan, resource_types) {
+        (Value::Array(_), Value::Null) => plan.clone(),
+        (_, Value::Null) => serde_json::json!({ "steps": plan }),
+        (_, types) => serde_json::json!({ "steps": plan, "resource_types": types }),
+    }
+}
+
+/// Parses a plan as [`stored_plan`] stores it: its steps, its resource
+/// types, and every get step's type resolved through them.
+pub fn parse_build_plan(stored: &Value) -> Result<BuildPlan, PlanError> {
+    let (plan, types) = match stored {
+        Value::Object(obj) if obj.contains_key("steps") => {
+            if let Some(k) = obj
+                .keys()
+                .find(|k| !matches!(k.as_str(), "steps" | "resource_types"))
+            {
+                return Err(PlanError(format!("unknown field `{k}` in a stored plan")));
+            }
+            (
+                &obj["steps"],
+                obj.get("resource_types").unwrap_or(&Value::Null),
+            )
+        }
+        other => (other, &Value::Null),
+    };
+    let resource_types = crate::resource_types::parse_resource_types(types)?;
+    let steps = parse_plan(plan)?;
+    for (id, step) in leaf_steps(&steps) {
+        if let Step::Get(get) = step {
+            crate::resource_types::chain(&resource_types, &get.resource_type)
+                .map_err(|e| PlanError(format!("plan step {id} ({}): {}", get.get, e.0)))?;
+        }
+    }
+    Ok(BuildPlan {
+        steps,
+        resource_types,
+    })
+}
+
 fn parse_list(
     value: &Value,
     at: &str,
@@ -343,6 +396,29 @@ mod tests {
             let got = err(plan.clone());
             assert!(got.starts_with(expected), "{plan}: {got}");
         }
+    }
+
+    #[test]
+    fn a_stored_plan_carries_its_resource_types_and_old_plans_still_read() {
+        let steps = json!([{"get": "n", "type": "slack", "source": {}}]);
+        let old = parse_build_plan(&stored_plan(&steps, &Value::Null)).unwrap();
+        assert!(old.resource_types.is_empty());
+        let types = json!([{"name": "slack", "type": "registry-image", "source": {}}]);
+        let stored = stored_plan(&steps, &types);
+        let plan = parse_build_plan(&stored).unwrap();
+        assert_eq!(plan.resource_types[0].name, "slack");
+        assert_eq!(plan.steps.len(), 1);
+        // A plan sent as the stored object is not a list of steps.
+        let sneaky = json!({"steps": steps.clone(), "resource_types": types});
+        assert!(parse_build_plan(&stored_plan(&sneaky, &Value::Null))
+            .unwrap_err()
+            .to_string()
+            .contains("expected a list of steps"));
+        let bad = json!({"steps": steps, "resource_types": [], "extra": 1});
+        assert!(parse_build_plan(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown field `extra`"));
     }
 
     #[test]

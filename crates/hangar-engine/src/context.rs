@@ -22,6 +22,8 @@ pub(crate) struct BuildContext {
     pub producers: BTreeMap<String, hangar_core::plan::GetStep>,
     /// Steps as a previous run of this build left them (resume).
     pub previous: BTreeMap<String, StepRecord>,
+    /// The build's custom resource types (Concourse's `resource_types`).
+    pub resource_types: Vec<hangar_core::resource_types::ResourceType>,
     /// Cancelled when this node stops or loses the build's lease: the build
     /// stops where it is, to be resumed elsewhere.
     pub stop: CancellationToken,

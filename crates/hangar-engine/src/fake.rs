@@ -23,6 +23,10 @@ pub enum CallKind {
     CreateVolume,
     CopyVolume,
     ResourceAction,
+    /// A resource action in a container of a custom type's image (also
+    /// held and failed by its own kind, so a test can reach it past the
+    /// image's fetch).
+    ResourceActionInImage,
     CreateContainer,
     WaitContainer,
     ContainerLogs,
@@ -66,6 +70,8 @@ struct State {
     /// How the next resource actions of an action (`check`, `in`) on a
     /// worker exit, one each (default: 0).
     action_exits: BTreeMap<(String, String), VecDeque<i32>>,
+    /// Every resource action requested, by worker, in order.
+    actions: Vec<(String, ResourceAction)>,
 }
 
 /// The fake. Cheap to clone; clones share their state.
@@ -90,6 +96,11 @@ impl FakeWorkers {
     /// Reads the state (no wake-up: waiters read in loops).
     fn peek<T>(&self, f: impl FnOnce(&State) -> T) -> T {
         f(&self.state.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Every resource action requested so far, by worker, in order.
+    pub fn action_requests(&self) -> Vec<(String, ResourceAction)> {
+        self.peek(|s| s.actions.clone())
     }
 
     /// Every call so far, in order, in the plain form.
@@ -390,11 +401,20 @@ impl Workers for FakeWorkers {
         req: &'a ResourceAction,
     ) -> BoxFuture<'a, Result<ResourceActionResult, CallError>> {
         async move {
-            let line = format!(
+            let mut line = format!(
                 "resource_action {worker} {} {}",
                 req.resource_type, req.action
             );
-            self.enter(worker, CallKind::ResourceAction, line).await?;
+            if req.image_volume.is_some() {
+                line.push_str(" in-image");
+            }
+            let kind = if req.image_volume.is_some() {
+                CallKind::ResourceActionInImage
+            } else {
+                CallKind::ResourceAction
+            };
+            self.enter(worker, kind, line).await?;
+            self.with(|s| s.actions.push((worker.to_string(), req.clone())));
             let version = self.peek(|s| s.version.clone());
             let version = version.unwrap_or_else(|| serde_json::json!({"ref": "v1"}));
             let exit = self.with(|s| {

@@ -11,6 +11,7 @@ use hangar_core::caches::resource_cache_key;
 use hangar_core::engine::{call_failure, Observed};
 use hangar_core::placement::Requirement;
 use hangar_core::plan::GetStep;
+use hangar_core::resource_types::{self, ResourceType};
 use hangar_core::volumes::OwnerKind;
 use serde_json::{json, Value};
 
@@ -97,7 +98,47 @@ pub(crate) async fn refetch(
 }
 
 /// Runs a resource action on the step's worker, watched and cancellable.
+/// With a custom type's image, the action runs in a copy-on-write child
+/// of it made for this action alone (the image cache stays as fetched)
+/// and released however the action ends.
 async fn action(
+    ctx: &BuildContext,
+    worker: &str,
+    seen: &WorkerSeen,
+    image: Option<&TypeImage>,
+    req: &ResourceAction,
+) -> Result<Result<ResourceActionResult, StepFailure>, Interrupted> {
+    let Some(image) = image else {
+        return plain_action(ctx, worker, seen, req).await;
+    };
+    let engine = &ctx.engine;
+    let made = ctx
+        .call(
+            &[(worker, seen)],
+            engine.make_volume(
+                worker,
+                Source::CopyOnWrite {
+                    parent: image.handle.clone(),
+                },
+                OwnerKind::Container,
+                None,
+            ),
+        )
+        .await?;
+    let copy = match made {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => return Ok(Err(op_failure(worker, e))),
+        Err(f) => return Ok(Err(f)),
+    };
+    let mut req = req.clone();
+    req.resource_type = image.type_name.clone();
+    req.image_volume = Some(copy.handle.clone());
+    let out = plain_action(ctx, worker, seen, &req).await;
+    engine.release_volume(&copy.handle).await;
+    out
+}
+
+async fn plain_action(
     ctx: &BuildContext,
     worker: &str,
     seen: &WorkerSeen,
@@ -128,15 +169,46 @@ pub(crate) struct Fetch {
     pub version: Option<Value>,
     /// What messages call it (the get step's artifact, the image's name).
     pub label: String,
+    /// A custom type's image on the worker whose `/opt/resource` programs
+    /// run the actions; `None` for a base type.
+    pub image: Option<TypeImage>,
+}
+
+/// A custom resource type's image, fetched on the step's worker.
+#[derive(Debug, Clone)]
+pub(crate) struct TypeImage {
+    /// The custom type's name.
+    pub type_name: String,
+    /// Its image's resource cache.
+    pub handle: String,
+    /// That cache's key: a resource fetched with this image is keyed by
+    /// it as well, so a new image version fetches anew.
+    pub key: String,
 }
 
 impl Fetch {
     /// The resource cache's key, when the version is known before `check`
     /// (pinned): placement then prefers a worker that has it.
     pub(crate) fn known_key(&self) -> Option<String> {
-        self.version
-            .as_ref()
-            .map(|v| resource_cache_key(&self.resource_type, &self.source, &self.params, v))
+        if self.image.is_some() {
+            // Keyed by the image's version, known only once it is fetched.
+            return None;
+        }
+        self.version.as_ref().map(|v| self.key(v))
+    }
+
+    fn key(&self, version: &Value) -> String {
+        match &self.image {
+            None => resource_cache_key(&self.resource_type, &self.source, &self.params, version),
+            // The image's key goes into the digest, so the key keeps its
+            // `<type>@<digest>` shape however deep the chain.
+            Some(image) => resource_cache_key(
+                &self.resource_type,
+                &json!({ "image": image.key, "source": self.source }),
+                &self.params,
+                version,
+            ),
+        }
     }
 }
 
@@ -146,6 +218,8 @@ pub(crate) struct Fetched {
     pub version: Value,
     /// Reused from the worker's resource caches (no `in` ran).
     pub cached: bool,
+    /// The cache's key.
+    pub key: String,
 }
 
 async fn attempt(
@@ -154,24 +228,50 @@ async fn attempt(
     step: &GetStep,
     avoid: &BTreeSet<String>,
 ) -> Result<Result<(String, String), StepFailure>, Interrupted> {
-    let fetch = Fetch {
+    // Checked by web; a stored plan that no longer resolves is the
+    // build's own error.
+    let chain = match resource_types::chain(&ctx.resource_types, &step.resource_type) {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(StepFailure::Invalid { reason: e.0 })),
+    };
+    let source = match chain.first() {
+        Some(t) => t.apply_defaults(&step.source),
+        None => step.source.clone(),
+    };
+    let mut fetch = Fetch {
         resource_type: step.resource_type.clone(),
-        source: Value::Object(step.source.clone()),
+        source: Value::Object(source),
         params: step.params.clone().map_or(Value::Null, Value::Object),
         version: step.version.clone().map(Value::Object),
         label: step.get.clone(),
+        image: None,
     };
+    let base = chain
+        .last()
+        .map_or(step.resource_type.clone(), |t| t.resource_type.clone());
     let wants = Wants {
         requirement: Requirement {
-            // Base resource types run on their worker's own platform.
-            platform: String::new(),
-            tags: step.tags.iter().cloned().collect(),
+            // Base resource types run on their worker's own platform; a
+            // custom type's image is a Linux container.
+            platform: if chain.is_empty() {
+                String::new()
+            } else {
+                "linux".into()
+            },
+            // Every image of the chain is fetched on the step's worker, so
+            // it carries each type's tags as well as the step's.
+            tags: step
+                .tags
+                .iter()
+                .chain(chain.iter().flat_map(|t| t.tags.iter()))
+                .cloned()
+                .collect(),
             team: None,
             wants: vec![],
             avoid: avoid.clone(),
             memory: None,
         },
-        resource_type: Some(step.resource_type.clone()),
+        resource_type: Some(base),
         volumes: vec![],
         caches: fetch
             .known_key()
@@ -183,6 +283,12 @@ async fn attempt(
     let Observed::Present(seen) = crate::watch::seen(&ctx.engine, &worker).await else {
         return Ok(Err(StepFailure::WorkerGone { worker }));
     };
+    if !chain.is_empty() {
+        match fetch_type_images(ctx, step_id, &worker, &seen, &chain).await? {
+            Ok(image) => fetch.image = Some(image),
+            Err(f) => return Ok(Err(f)),
+        }
+    }
     let fetched = match fetch_on(ctx, step_id, &worker, &seen, &fetch).await? {
         Ok(f) => f,
         Err(f) => return Ok(Err(f)),
@@ -197,6 +303,60 @@ async fn attempt(
     };
     ctx.log(Some(step_id), BuildEventKind::Step, &line).await;
     Ok(Ok((worker, fetched.handle)))
+}
+
+/// Fetches the images of a custom type's chain (outermost first) on
+/// `worker`, innermost first: the innermost with its base type, each next
+/// one in a container of the image before it, with that type's `defaults`
+/// under its source. Answers the outermost type's image.
+async fn fetch_type_images(
+    ctx: &BuildContext,
+    step_id: &str,
+    worker: &str,
+    seen: &WorkerSeen,
+    chain: &[&ResourceType],
+) -> Result<Result<TypeImage, StepFailure>, Interrupted> {
+    let mut image: Option<TypeImage> = None;
+    for (i, t) in chain.iter().enumerate().rev() {
+        let source = match chain.get(i + 1) {
+            Some(inner) => inner.apply_defaults(&t.source),
+            None => t.source.clone(),
+        };
+        let fetch = Fetch {
+            resource_type: t.resource_type.clone(),
+            source: Value::Object(source),
+            params: t.params.clone().map_or(Value::Null, Value::Object),
+            version: None,
+            label: format!("resource type {}", t.name),
+            image: image.take(),
+        };
+        let fetched = match fetch_on(ctx, step_id, worker, seen, &fetch).await? {
+            Ok(f) => f,
+            Err(f) => return Ok(Err(f)),
+        };
+        let how = if fetched.cached {
+            "found in the cache"
+        } else {
+            "fetched"
+        };
+        ctx.log(
+            Some(step_id),
+            BuildEventKind::Step,
+            &format!(
+                "image of resource type {} ({}) {how} on worker {worker}, version {}",
+                t.name, t.resource_type, fetched.version
+            ),
+        )
+        .await;
+        image = Some(TypeImage {
+            type_name: t.name.clone(),
+            handle: fetched.handle,
+            key: fetched.key,
+        });
+    }
+    Ok(image.ok_or_else(|| StepFailure::Invalid {
+        reason: "a custom resource type without a chain".into(),
+    }))
 }
 
 /// Fetches `fetch` on `worker` (placed by the caller, as web saw it in
@@ -217,12 +377,13 @@ pub(crate) async fn fetch_on(
         Some(v) => v.clone(),
         None => {
             let req = ResourceAction {
+                image_volume: None,
                 resource_type: fetch.resource_type.clone(),
                 action: "check".into(),
                 volume: None,
                 request: json!({ "source": source, "version": null }),
             };
-            let out = match action(ctx, worker, seen, &req).await? {
+            let out = match action(ctx, worker, seen, fetch.image.as_ref(), &req).await? {
                 Ok(o) => o,
                 Err(f) => return Ok(Err(f)),
             };
@@ -250,13 +411,14 @@ pub(crate) async fn fetch_on(
             }
         }
     };
-    let key = resource_cache_key(&fetch.resource_type, source, params, &version);
+    let key = fetch.key(&version);
     let cached = crate::caches::reuse_cache(engine, OwnerKind::ResourceCache, &key, worker).await;
     if let Some(handle) = cached {
         return Ok(Ok(Fetched {
             handle,
             version,
             cached: true,
+            key,
         }));
     }
     // The cache gets its key only once `in` succeeded: until then it is
@@ -285,12 +447,13 @@ pub(crate) async fn fetch_on(
         request["params"] = params.clone();
     }
     let req = ResourceAction {
+        image_volume: None,
         resource_type: fetch.resource_type.clone(),
         action: "in".into(),
         volume: Some(volume.handle.clone()),
         request,
     };
-    let out = match action(ctx, worker, seen, &req).await {
+    let out = match action(ctx, worker, seen, fetch.image.as_ref(), &req).await {
         Ok(Ok(o)) => o,
         Ok(Err(f)) => {
             engine.release_volume(&volume.handle).await;
@@ -331,5 +494,6 @@ pub(crate) async fn fetch_on(
         handle: volume.handle,
         version: fetched,
         cached: false,
+        key,
     }))
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use hangar_core::build::{BuildEventKind, StepState};
 use hangar_core::engine::{build_status, deciding_step, final_status_line};
-use hangar_core::plan::{parse_plan, Step};
+use hangar_core::plan::{parse_build_plan, Step};
 use hangar_store::BuildRecord;
 use tokio_util::sync::CancellationToken;
 
@@ -91,11 +91,11 @@ async fn run_plan(
         exit_code: None,
         error: Some(why),
     };
-    let plan = match serde_json::from_str(&build.plan)
+    let (plan, resource_types) = match serde_json::from_str(&build.plan)
         .map_err(|e| e.to_string())
-        .and_then(|v| parse_plan(&v).map_err(|e| e.to_string()))
+        .and_then(|v| parse_build_plan(&v).map_err(|e| e.to_string()))
     {
-        Ok(p) => p,
+        Ok(p) => (p.steps, p.resource_types),
         Err(e) => return Ok(invalid(format!("stored plan is unreadable: {e}"))),
     };
     // Unreadable stored artifacts are an error, never an empty map: the
@@ -124,6 +124,7 @@ async fn run_plan(
             })
             .collect(),
         previous,
+        resource_types,
         stop,
     };
     if ctx.previous.is_empty() {

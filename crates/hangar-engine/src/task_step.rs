@@ -440,6 +440,7 @@ fn image_fetch(
             )
         }),
         label,
+        image: None,
     };
     (fetch, resource.tags.clone())
 }

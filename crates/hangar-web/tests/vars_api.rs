@@ -23,6 +23,7 @@ fn config(params: Value) -> Value {
 
 async fn refused(t: &TestWeb, plan: Value) -> String {
     let req = CreateBuild {
+        resource_types: serde_json::Value::Null,
         name: None,
         plan: plan.clone(),
         artifacts: Default::default(),
@@ -101,6 +102,7 @@ async fn text_that_only_looks_like_a_var_is_accepted(store: Store) {
         json!({"E": "$((1 + 2))"}),
     ] {
         let req = CreateBuild {
+            resource_types: serde_json::Value::Null,
             name: None,
             plan: json!([task(config(params.clone()))]),
             artifacts: Default::default(),

@@ -95,6 +95,12 @@ pub async fn run(
         .map_err(|e| anyhow::anyhow!("no randomness for the API token: {e}"))?;
     let volumes = open_volumes(&config).await?;
     let containers = open_containers(&config, &volumes).await?;
+    // Containers of resource actions a worker process that died left.
+    if let Some(runtime) = containers.action_runtime() {
+        if let Err(e) = tokio::task::spawn_blocking(move || runtime.remove_leftovers()).await {
+            tracing::warn!(error = %e, "removing leftover resource action containers panicked");
+        }
+    }
 
     let listener = tokio::net::TcpListener::bind(&config.api_bind)
         .await
@@ -155,7 +161,8 @@ pub async fn run(
                     Duration::from_secs(3600),
                 )
                 .with_task_user(config.task_user)
-                .with_isolation(containers.isolation()),
+                .with_isolation(containers.isolation())
+                .with_action_runtime(containers.action_runtime()),
             ),
         api_stop,
     ));

@@ -143,6 +143,14 @@ impl From<ActionError> for ApiError {
             | ActionError::PrivateDir(ref source)
             | ActionError::HandOver(ref source) => io(source, message),
             ActionError::Panicked(e) => panicked("a resource action", e),
+            // Another worker may have runc: retried there.
+            ActionError::NoRunc(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE, message)
+            }
+            ActionError::Image { source, .. } => {
+                let status = ApiError::from(source);
+                ApiError::new(status.status, status.code, message)
+            }
         }
     }
 }

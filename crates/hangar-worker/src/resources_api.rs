@@ -47,6 +47,9 @@ pub struct ResourceRunner {
     /// its own processes (not the worker's environment in `/proc`), and
     /// everything it started, `setsid` helpers too, dies with it.
     unshare: Option<PathBuf>,
+    /// runc, for custom resource types: actions in containers of their
+    /// image (`ResourceAction::image_volume`).
+    runtime: Option<crate::containers::ActionRuntime>,
 }
 
 impl ResourceRunner {
@@ -65,7 +68,18 @@ impl ResourceRunner {
             timeout,
             task_user: None,
             unshare: None,
+            runtime: None,
         }
+    }
+
+    /// Runs custom resource types' actions in runc containers of their
+    /// images; without it they are refused.
+    pub fn with_action_runtime(
+        mut self,
+        runtime: Option<crate::containers::ActionRuntime>,
+    ) -> ResourceRunner {
+        self.runtime = runtime;
+        self
     }
 
     /// Runs actions in a PID namespace of their own where process tasks
@@ -136,6 +150,13 @@ pub enum ActionError {
     HandOver(std::io::Error),
     #[error("{0}")]
     Panicked(tokio::task::JoinError),
+    #[error("resource type {0}: this worker has no runc to run a resource type's image")]
+    NoRunc(String),
+    #[error("resource type {resource_type}: {source}")]
+    Image {
+        resource_type: String,
+        source: crate::containers::ContainerError,
+    },
 }
 
 async fn run(
@@ -157,6 +178,9 @@ async fn execute(
 ) -> Result<ResourceActionResult, ActionError> {
     if !matches!(req.action.as_str(), "check" | "in") {
         return Err(ActionError::UnknownAction(req.action));
+    }
+    if let Some(image) = req.image_volume.clone() {
+        return execute_in_image(runner, req, image).await;
     }
     let types = runner
         .types_dir
@@ -228,6 +252,156 @@ async fn execute(
         .await
         .map_err(ActionError::Panicked)?
         .map_err(ActionError::HandOver)?;
+    }
+    Ok(ResourceActionResult {
+        exit_code: status.code().unwrap_or(128 + 9),
+        response: serde_json::from_slice(&out).ok(),
+        stderr: String::from_utf8_lossy(&err).into_owned(),
+    })
+}
+
+/// Volume `handle`'s data directory.
+async fn volume_path(runner: &ResourceRunner, handle: String) -> Result<PathBuf, ActionError> {
+    let volumes = runner.volumes.clone();
+    let h = handle.clone();
+    Ok(tokio::task::spawn_blocking(move || volumes.get(&h))
+        .await
+        .map_err(ActionError::Panicked)?
+        .map_err(ActionError::Volume)?
+        .ok_or(ActionError::VolumeNotFound(handle))?
+        .path)
+}
+
+/// Kills and forgets an action's container however the action ends: on
+/// the normal path awaited, when the request is dropped (web hung up) from
+/// a thread of its own.
+struct ContainerGuard {
+    runtime: Option<crate::containers::ActionRuntime>,
+    id: String,
+}
+
+impl ContainerGuard {
+    async fn remove(mut self) {
+        if let Some(rt) = self.runtime.take() {
+            let id = self.id.clone();
+            if let Err(e) = tokio::task::spawn_blocking(move || rt.remove(&id)).await {
+                tracing::warn!(error = %e, "removing a resource action's container panicked");
+            }
+        }
+    }
+}
+
+impl Drop for ContainerGuard {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            let id = std::mem::take(&mut self.id);
+            std::thread::spawn(move || rt.remove(&id));
+        }
+    }
+}
+
+/// A custom resource type's action: `/opt/resource/<action>` in a runc
+/// container of its image (`image_volume`, the action's own copy of it),
+/// run in the foreground with the request on stdin, under the same timeout,
+/// process group and cleanup as a base type's program.
+async fn execute_in_image(
+    runner: &ResourceRunner,
+    req: ResourceAction,
+    image: String,
+) -> Result<ResourceActionResult, ActionError> {
+    let runtime = runner
+        .runtime
+        .clone()
+        .ok_or_else(|| ActionError::NoRunc(req.resource_type.clone()))?;
+    let image_path = volume_path(runner, image).await?;
+    let dest = match (&req.action[..], req.volume.clone()) {
+        ("in", None) => return Err(ActionError::NoVolume),
+        ("in", Some(handle)) => Some(volume_path(runner, handle).await?),
+        _ => None,
+    };
+    let input = serde_json::to_vec(&req.request).map_err(ActionError::Input)?;
+    let actions = runner.actions.clone();
+    let mut dir = tokio::task::spawn_blocking(move || actions.make())
+        .await
+        .map_err(ActionError::Panicked)?
+        .map_err(ActionError::PrivateDir)?;
+    let id = format!(
+        "{}{}",
+        crate::containers::ACTION_ID_PREFIX,
+        uuid::Uuid::new_v4().simple()
+    );
+    let proxies: Vec<(String, String)> = dir
+        .env()
+        .into_iter()
+        .filter(|(k, _)| {
+            !matches!(
+                k.to_str(),
+                Some("PATH" | "HOME" | "TMPDIR" | "TMP" | "TEMP")
+            )
+        })
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let prepared = {
+        let (action_dir, image_path, dest, action, id) = (
+            dir.path().to_path_buf(),
+            image_path.clone(),
+            dest.clone(),
+            req.action.clone(),
+            id.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            crate::containers::prepare_image_action(
+                &action_dir,
+                &image_path,
+                &action,
+                dest.as_deref(),
+                &proxies,
+                &id,
+            )
+        })
+        .await
+        .map_err(ActionError::Panicked)?
+    };
+    let bundle = match prepared {
+        Ok(bundle) => bundle,
+        Err(source) => {
+            dir.finish().await;
+            return Err(ActionError::Image {
+                resource_type: req.resource_type.clone(),
+                source,
+            });
+        }
+    };
+    let argv = runtime.run_argv(&bundle, &id);
+    let mut command = tokio::process::Command::new(&argv[0]);
+    command.args(&argv[1..]);
+    for key in crate::containers::private_env_keys() {
+        command.env_remove(key);
+    }
+    command
+        .current_dir(dir.path())
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let guard = ContainerGuard {
+        runtime: Some(runtime.clone()),
+        id,
+    };
+    let what = format!("{} {} (image)", req.resource_type, req.action);
+    let runc = PathBuf::from(&argv[0]);
+    let ran = run_program(runner, &req, &runc, command, &mut dir, &input, &what).await;
+    // Whatever way it ended, the container is gone before the fetched
+    // volume is handed on.
+    guard.remove().await;
+    dir.finish().await;
+    let (status, out, err) = ran?;
+    if let (Some(path), Some(ids), true) = (dest, runner.task_user, status.success()) {
+        tokio::task::spawn_blocking(move || crate::containers::hand_to_task_user(&path, ids))
+            .await
+            .map_err(ActionError::Panicked)?
+            .map_err(ActionError::HandOver)?;
     }
     Ok(ResourceActionResult {
         exit_code: status.code().unwrap_or(128 + 9),

@@ -195,6 +195,7 @@ impl Worker {
     ) -> ResourceActionResult {
         let resp = self
             .post(ResourceAction {
+                image_volume: None,
                 resource_type: resource_type.into(),
                 action: action.into(),
                 volume: volume.map(Into::into),
@@ -277,6 +278,7 @@ async fn an_action_that_times_out_is_killed_with_its_helpers_and_its_dir_removed
     let dirfile = w.dir.path().join("action.dir");
     let resp = w
         .post(ResourceAction {
+            image_volume: None,
             resource_type: "slow".into(),
             action: "check".into(),
             volume: None,
@@ -324,6 +326,7 @@ async fn an_action_whose_dir_cannot_be_made_fails_clearly_and_runs_nothing() {
     std::fs::remove_dir_all(w.actions_dir()).unwrap();
     let resp = w
         .post(ResourceAction {
+            image_volume: None,
             resource_type: "env".into(),
             action: "check".into(),
             volume: None,
@@ -393,6 +396,7 @@ async fn a_program_that_cannot_be_run_is_the_worker_s_failure_with_or_without_a_
         std::fs::set_permissions(&check, std::fs::Permissions::from_mode(0o644)).unwrap();
         let resp = w
             .post(ResourceAction {
+                image_volume: None,
                 resource_type: "env".into(),
                 action: "check".into(),
                 volume: None,

@@ -150,6 +150,7 @@ fn a_get_of_a_local_git_repository_feeds_a_task_and_is_cached() {
     let client = Client::new(&c.url, ADMIN, Duration::from_secs(30)).unwrap();
     for round in 0..2 {
         let build = block(client.create_build(&hangar_api::builds::CreateBuild {
+            resource_types: serde_json::Value::Null,
             name: Some("git-job".into()),
             plan: plan.clone(),
             artifacts: Default::default(),
@@ -331,6 +332,7 @@ fn a_step_whose_worker_is_killed_is_retried_on_another_worker_and_the_build_succ
     started(&c, &["worker-k1", "worker-k2"]);
     let client = Client::new(&c.url, ADMIN, Duration::from_secs(30)).unwrap();
     let build = block(client.create_build(&hangar_api::builds::CreateBuild {
+        resource_types: serde_json::Value::Null,
         name: Some("retry-job".into()),
         plan: serde_json::json!([{"task": "slow", "config": {"platform": "linux",
             "run": {"path": "sh", "args": ["-c", "echo begun; sleep 4; echo finished"]}}}]),

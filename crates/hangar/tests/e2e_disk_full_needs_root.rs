@@ -69,6 +69,7 @@ fn a_step_that_fills_its_worker_s_disk_fails_over_as_disk_full_and_succeeds_else
     });
     let client = Client::new(&c.url, ADMIN, Duration::from_secs(30)).unwrap();
     let build = block(client.create_build(&hangar_api::builds::CreateBuild {
+        resource_types: serde_json::Value::Null,
         name: Some("fill-job".into()),
         plan: serde_json::json!([{"task": "fill", "config": {"platform": "linux",
             "attempts": 10,

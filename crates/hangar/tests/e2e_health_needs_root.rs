@@ -84,6 +84,7 @@ fn submit(c: &Cluster, config: serde_json::Value, tags: &[&str]) -> Build {
     let client = Client::new(&c.url, ADMIN, Duration::from_secs(30)).unwrap();
     let plan = serde_json::json!([{"task": "t", "config": config, "tags": tags}]);
     block(client.create_build(&CreateBuild {
+        resource_types: serde_json::Value::Null,
         name: Some("health".into()),
         plan,
         artifacts: Default::default(),

@@ -42,6 +42,7 @@ fn submit(c: &Cluster, n: usize, tag: Option<&str>) -> Build {
         task,
     ]);
     block(client(c).create_build(&CreateBuild {
+        resource_types: serde_json::Value::Null,
         name: Some("recovery".into()),
         plan,
         artifacts: Default::default(),

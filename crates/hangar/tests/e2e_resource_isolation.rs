@@ -64,6 +64,7 @@ fn build(c: &Cluster, plan: serde_json::Value) -> String {
         .unwrap();
     let build = rt
         .block_on(client.create_build(&hangar_api::builds::CreateBuild {
+            resource_types: serde_json::Value::Null,
             name: Some("iso".into()),
             plan,
             artifacts: Default::default(),

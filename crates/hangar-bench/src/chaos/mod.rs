@@ -631,6 +631,7 @@ impl Fleet {
         match self
             .client
             .create_build(&CreateBuild {
+                resource_types: serde_json::Value::Null,
                 name: Some("chaos-hog".into()),
                 plan,
                 artifacts: BTreeMap::new(),
@@ -798,6 +799,7 @@ async fn submit_builds(
             // Web or its database may be down: then this one is skipped.
             if let Ok(b) = client
                 .create_build(&CreateBuild {
+                    resource_types: serde_json::Value::Null,
                     name: Some("chaos".into()),
                     plan,
                     artifacts: BTreeMap::new(),

@@ -7,7 +7,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hangar_api::builds::{Build, BuildEvent, BuildEvents, BuildStep, CreateBuild};
 use hangar_core::names::validate_label;
-use hangar_core::plan::{leaf_steps, parse_plan, Step};
+use hangar_core::plan::{leaf_steps, parse_build_plan, stored_plan, Step};
 use hangar_core::vars::find_unresolved;
 use hangar_store::{BuildRecord, StepRecord};
 use serde::Deserialize;
@@ -83,18 +83,43 @@ fn refuse_unresolved_vars(id: &str, step: &Step) -> Result<(), ApiError> {
 }
 
 /// Checks a plan whole before anything is stored: its shape, every task
-/// config, and the artifacts it starts with.
+/// config, its resource types, and the artifacts it starts with.
 async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
     if let Some(name) = &req.name {
         validate_label(name).map_err(|e| ApiError::bad_request(format!("name: {e}")))?;
     }
-    let steps = parse_plan(&req.plan).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    for (id, step) in leaf_steps(&steps) {
+    let plan = parse_build_plan(&stored_plan(&req.plan, &req.resource_types))
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    for (i, rt) in plan.resource_types.iter().enumerate() {
+        let mut parts = vec![serde_json::Value::Object(rt.source.clone())];
+        parts.extend(rt.params.clone().map(serde_json::Value::Object));
+        parts.extend(rt.defaults.clone().map(serde_json::Value::Object));
+        let left = find_unresolved(&serde_json::Value::Array(parts));
+        if let Some(first) = left.first() {
+            return Err(ApiError::bad_request(format!(
+                "resource_types[{i}] ({}): unresolved var {first}; hangar has no credential \
+                 manager yet, so vars must be given to `hangar execute` with -v, -l or -y",
+                rt.name
+            )));
+        }
+    }
+    for (id, step) in leaf_steps(&plan.steps) {
         refuse_unresolved_vars(&id, step)?;
         if let Step::Task(task) = step {
-            task.parse_config().map_err(|e| {
+            let config = task.parse_config().map_err(|e| {
                 ApiError::bad_request(format!("plan step {id} ({}): {e}", task.task))
             })?;
+            if let Some(image) = config.image_resource.as_ref().filter(|image| {
+                plan.resource_types
+                    .iter()
+                    .any(|t| t.name == image.type_name)
+            }) {
+                return Err(ApiError::bad_request(format!(
+                    "plan step {id} ({}): image_resource of custom resource type {:?}: \
+                     not supported yet (a task's image is fetched with a base type)",
+                    task.task, image.type_name
+                )));
+            }
         }
     }
     for (name, handle) in &req.artifacts {
@@ -128,7 +153,13 @@ pub(super) async fn create(
         serde_json::to_string(&req.artifacts).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let build = web
         .store()
-        .create_build(&name, None, &req.plan.to_string(), &artifacts, web.now())
+        .create_build(
+            &name,
+            None,
+            &stored_plan(&req.plan, &req.resource_types).to_string(),
+            &artifacts,
+            web.now(),
+        )
         .await?;
     web.engine().wake();
     tracing::info!(build = build.id, %name, "build created");

@@ -23,6 +23,7 @@ mod cgroup;
 mod exit;
 mod image;
 pub(crate) use image::is_layout as is_image_layout;
+mod image_action;
 mod isolation;
 mod process;
 mod runc;
@@ -44,6 +45,8 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 pub use cgroup::DEFAULT_CGROUP_ROOT;
+pub use image_action::ActionRuntime;
+pub(crate) use image_action::{prepare as prepare_image_action, ID_PREFIX as ACTION_ID_PREFIX};
 pub use isolation::{hand_to_task_user, private_env_keys, Isolation, DEFAULT_TASK_IDS};
 pub(crate) use isolation::{pid_namespace_prefix, TASK_PATH};
 pub use spec::{CPU_SHARES_RANGE, MIN_MEMORY_LIMIT_BYTES};
@@ -312,6 +315,15 @@ impl ContainerManager {
     /// The work dir's disk reserve: whether the disk counts as full.
     pub fn disk(&self) -> &DiskReserve {
         &self.inner.disk
+    }
+
+    /// runc and its state dir for resource actions in containers of a
+    /// custom type's image; `None` without runc.
+    pub fn action_runtime(&self) -> Option<ActionRuntime> {
+        self.inner.runc.clone().map(|runc| ActionRuntime {
+            runc,
+            state: self.inner.runc_state.clone(),
+        })
     }
 
     /// How process tasks are kept from the worker here.

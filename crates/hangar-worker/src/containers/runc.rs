@@ -74,14 +74,59 @@ pub(crate) fn config_json(
     user: Option<hangar_core::users::Ids>,
     env: &[(String, String)],
 ) -> Value {
-    let (uid, gid) = user.map_or((0, 0), |ids| (ids.uid, ids.gid));
     let mut args = vec![spec.path.clone()];
     args.extend(spec.args.iter().cloned());
+    // Parents before children, so a nested mount lands on top.
+    let mut binds: Vec<&BindMount> = binds.iter().collect();
+    binds.sort_by_key(|b| (b.path.split('/').count(), b.path.clone()));
+    let mounts: Vec<(String, &Path, bool)> = binds
+        .iter()
+        .map(|b| {
+            (
+                format!("{WORK_DIR}/{}", b.path),
+                b.source.as_path(),
+                b.read_only,
+            )
+        })
+        .collect();
+    bundle_config(&BundleProcess {
+        args,
+        env,
+        cwd: container_cwd(checked),
+        user,
+        hostname: spec.handle.chars().take(63).collect(),
+        cpu_shares: spec.cpu_shares,
+        rootfs,
+        binds: &mounts,
+        cgroups_path: Some(cgroups_path),
+    })
+}
+
+/// What a bundle runs and where: the one place a runc `config.json` is
+/// made, for task containers and resource type containers alike.
+pub(crate) struct BundleProcess<'a> {
+    pub args: Vec<String>,
+    /// The whole environment; `PATH` gets a default when it sets none.
+    pub env: &'a [(String, String)],
+    pub cwd: String,
+    pub user: Option<hangar_core::users::Ids>,
+    pub hostname: String,
+    pub cpu_shares: Option<u64>,
+    pub rootfs: &'a Path,
+    /// (destination in the container, source on the host, read-only), in
+    /// mount order.
+    pub binds: &'a [(String, &'a Path, bool)],
+    /// runc's cgroup for the container; `None` leaves runc its default.
+    pub cgroups_path: Option<&'a str>,
+}
+
+pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
+    let (uid, gid) = p.user.map_or((0, 0), |ids| (ids.uid, ids.gid));
     let mut env_list: Vec<String> = Vec::new();
-    if !env.iter().any(|(k, _)| k == "PATH") {
+    if !p.env.iter().any(|(k, _)| k == "PATH") {
         env_list.push(format!("PATH={DEFAULT_PATH}"));
     }
-    env_list.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+    env_list.extend(p.env.iter().map(|(k, v)| format!("{k}={v}")));
     let env = env_list;
 
     let mut mounts = vec![
@@ -99,15 +144,12 @@ pub(crate) fn config_json(
         json!({"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
                "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}),
     ];
-    // Parents before children, so a nested mount lands on top.
-    let mut binds: Vec<&BindMount> = binds.iter().collect();
-    binds.sort_by_key(|b| (b.path.split('/').count(), b.path.clone()));
-    for b in binds {
+    for (destination, source, read_only) in p.binds {
         mounts.push(json!({
-            "destination": format!("{WORK_DIR}/{}", b.path),
+            "destination": destination,
             "type": "bind",
-            "source": b.source,
-            "options": ["rbind", if b.read_only { "ro" } else { "rw" }],
+            "source": source,
+            "options": ["rbind", if *read_only { "ro" } else { "rw" }],
         }));
     }
 
@@ -115,18 +157,37 @@ pub(crate) fn config_json(
     // `cgroup`); so is the CPU weight, but the shares go to runc as well,
     // the way Garden passes them, and runc applies them to its child.
     let mut resources = json!({"devices": [{"allow": false, "access": "rwm"}]});
-    if let Some(shares) = spec.cpu_shares {
+    if let Some(shares) = p.cpu_shares {
         resources["cpu"] = json!({"shares": shares});
     }
-    let hostname: String = spec.handle.chars().take(63).collect();
+    let mut linux = json!({
+        "resources": resources,
+        "namespaces": [
+            {"type": "pid"},
+            {"type": "ipc"},
+            {"type": "uts"},
+            {"type": "mount"},
+        ],
+        "maskedPaths": [
+            "/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys",
+            "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
+            "/proc/sched_debug", "/sys/firmware", "/proc/scsi",
+        ],
+        "readonlyPaths": [
+            "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+        ],
+    });
+    if let Some(path) = p.cgroups_path {
+        linux["cgroupsPath"] = json!(path);
+    }
     json!({
         "ociVersion": "1.0.2",
         "process": {
             "terminal": false,
             "user": {"uid": uid, "gid": gid},
-            "args": args,
+            "args": p.args,
             "env": env,
-            "cwd": container_cwd(checked),
+            "cwd": p.cwd,
             "capabilities": {
                 "bounding": CAPABILITIES,
                 "effective": CAPABILITIES,
@@ -134,28 +195,30 @@ pub(crate) fn config_json(
             },
             "noNewPrivileges": true,
         },
-        "root": {"path": rootfs, "readonly": false},
-        "hostname": hostname,
+        "root": {"path": p.rootfs, "readonly": false},
+        "hostname": p.hostname,
         "mounts": mounts,
-        "linux": {
-            "cgroupsPath": cgroups_path,
-            "resources": resources,
-            "namespaces": [
-                {"type": "pid"},
-                {"type": "ipc"},
-                {"type": "uts"},
-                {"type": "mount"},
-            ],
-            "maskedPaths": [
-                "/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys",
-                "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
-                "/proc/sched_debug", "/sys/firmware", "/proc/scsi",
-            ],
-            "readonlyPaths": [
-                "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
-            ],
-        },
+        "linux": linux,
     })
+}
+
+/// `runc --root <state> run --bundle <bundle> <id>` in the foreground: the
+/// container's stdin, stdout and stderr are runc's (a resource action).
+pub(crate) fn run_foreground_command(
+    runc: &Path,
+    state: &Path,
+    bundle: &Path,
+    id: &str,
+) -> Vec<OsString> {
+    vec![
+        runc.into(),
+        "--root".into(),
+        state.into(),
+        "run".into(),
+        "--bundle".into(),
+        bundle.into(),
+        id.into(),
+    ]
 }
 
 /// The runc binary: on `PATH`, or where distributions put it.

@@ -250,6 +250,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let build = client
         .create_build(&CreateBuild {
+            resource_types: serde_json::Value::Null,
             name: None,
             plan: serde_json::json!([step]),
             artifacts,

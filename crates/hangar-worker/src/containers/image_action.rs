@@ -1,0 +1,326 @@
+//! A custom resource type's action in a runc container of its image, as
+//! Concourse runs it: `/opt/resource/check` or `/opt/resource/in
+//! /tmp/build/get` with the request on stdin, in a root filesystem that is
+//! the action's own copy-on-write copy of the image (web makes one per
+//! action), with the image's env and user, and the fetch's destination
+//! volume bind-mounted at `/tmp/build/get`. `/tmp` and HOME are, on top,
+//! fresh dirs of the action's own dir bind-mounted in, so two actions never
+//! see each other's state whatever volume they were given, and both go
+//! with the action's dir. The bundle comes from `runc::bundle_config`, as
+//! a task container's does.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use hangar_core::users::Ids;
+
+use super::{image, runc, ContainerError};
+
+/// Where `in` finds its destination, as in Concourse.
+pub(crate) const GET_DIR: &str = "/tmp/build/get";
+/// Where the protocol's programs live in the image.
+pub(crate) const RESOURCE_DIR: &str = "/opt/resource";
+/// Prefix of the runc ids of action containers.
+pub(crate) const ID_PREFIX: &str = "hangar-action-";
+
+/// runc and its state dir, as the worker's containers use them.
+#[derive(Debug, Clone)]
+pub struct ActionRuntime {
+    pub(crate) runc: PathBuf,
+    pub(crate) state: PathBuf,
+}
+
+impl ActionRuntime {
+    /// The command that runs the prepared bundle in the foreground.
+    pub(crate) fn run_argv(&self, bundle: &Path, id: &str) -> Vec<OsString> {
+        runc::run_foreground_command(&self.runc, &self.state, bundle, id)
+    }
+
+    /// Kills what is left of container `id` and forgets it; a container
+    /// runc does not know is fine. Blocks.
+    pub(crate) fn remove(&self, id: &str) {
+        if let Err(e) = runc::kill(&self.runc, &self.state, id) {
+            tracing::warn!(%id, error = %e, "cannot kill a resource action's container");
+        }
+        if let Err(e) = runc::delete(&self.runc, &self.state, id) {
+            tracing::warn!(%id, error = %e, "cannot delete a resource action's container");
+        }
+    }
+
+    /// Removes the action containers a worker process that died left in
+    /// runc's state. Blocks.
+    pub fn remove_leftovers(&self) {
+        let Ok(entries) = fs::read_dir(&self.state) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(ID_PREFIX) {
+                tracing::info!(id = %name, "removing a resource action container a previous worker process left");
+                self.remove(&name);
+            }
+        }
+    }
+}
+
+/// Writes the bundle of one action into `<action_dir>/bundle`, and the
+/// container's private `/tmp` and HOME beside it, and answers the bundle's
+/// path. `image_volume` is the action's own copy of the image (Concourse's
+/// layout); `dest` the volume `in` fetches into. `extra_env` (the worker's
+/// proxies) goes over the image's env. Blocks.
+pub(crate) fn prepare(
+    action_dir: &Path,
+    image_volume: &Path,
+    action: &str,
+    dest: Option<&Path>,
+    extra_env: &[(String, String)],
+    hostname: &str,
+) -> Result<PathBuf, ContainerError> {
+    let (rootfs, config) = image::open(image_volume)?;
+    let bad = |reason: String| ContainerError::InvalidSpec {
+        field: "image_volume".into(),
+        reason,
+    };
+    let program = rootfs
+        .join(RESOURCE_DIR.trim_start_matches('/'))
+        .join(action);
+    match fs::symlink_metadata(&program) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {}
+        _ => {
+            return Err(bad(format!(
+                "the resource type's image has no executable {RESOURCE_DIR}/{action}"
+            )))
+        }
+    }
+    let user = image_user(&rootfs, config.user.as_deref()).map_err(bad)?;
+    let private_tmp = action_dir.join("container-tmp");
+    let private_home = action_dir.join("container-home");
+    let made = fs::create_dir(&private_tmp)
+        .and_then(|_| fs::set_permissions(&private_tmp, fs::Permissions::from_mode(0o1777)))
+        .and_then(|_| fs::create_dir(&private_home))
+        .and_then(|_| fs::set_permissions(&private_home, fs::Permissions::from_mode(0o700)));
+    made.map_err(|e| bad(format!("make the container's /tmp and HOME: {e}")))?;
+    if let Some(ids) = user {
+        for dir in dest.into_iter().chain([private_home.as_path()]) {
+            std::os::unix::fs::chown(dir, Some(ids.uid), Some(ids.gid))
+                .map_err(|e| bad(format!("give {} to the image's user: {e}", dir.display())))?;
+        }
+    }
+    let mut over: BTreeMap<String, String> = extra_env.iter().cloned().collect();
+    if !config.env.iter().any(|(k, _)| k == "TMPDIR") {
+        over.insert("TMPDIR".into(), "/tmp".into());
+    }
+    if !config.env.iter().any(|(k, _)| k == "HOME") {
+        over.insert("HOME".into(), home_of(&rootfs, user));
+    }
+    let env = image::merge_env(&config.env, &over);
+    let home = env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let mut args = vec![format!("{RESOURCE_DIR}/{action}")];
+    if dest.is_some() {
+        args.push(GET_DIR.to_string());
+    }
+    // Parents before children: /tmp, then what lands in it.
+    let mut binds: Vec<(String, &Path, bool)> = vec![("/tmp".into(), private_tmp.as_path(), false)];
+    // A HOME at the root or inside /tmp is private already.
+    if home.starts_with('/') && home != "/" && home != "/tmp" && !home.starts_with("/tmp/") {
+        binds.push((home.clone(), private_home.as_path(), false));
+    }
+    binds.extend(dest.map(|d| (GET_DIR.to_string(), d, false)));
+    let config = runc::bundle_config(&runc::BundleProcess {
+        args,
+        env: &env,
+        cwd: "/".into(),
+        user,
+        hostname: hostname.chars().take(63).collect(),
+        cpu_shares: None,
+        rootfs: &rootfs,
+        binds: &binds,
+        cgroups_path: None,
+    });
+    let bundle = action_dir.join("bundle");
+    fs::create_dir(&bundle).map_err(|e| bad(format!("create the bundle: {e}")))?;
+    super::write_private(
+        &bundle.join("config.json"),
+        &serde_json::to_vec_pretty(&config).expect("json"),
+    )?;
+    Ok(bundle)
+}
+
+/// The image's user as ids: root when it names none (or `root`, which a
+/// `FROM scratch` image may name without a passwd file).
+fn image_user(rootfs: &Path, user: Option<&str>) -> Result<Option<Ids>, String> {
+    use hangar_core::users::{parse_user, resolve_user};
+    match user {
+        None | Some("root") => Ok(None),
+        Some(user) => {
+            let spec = parse_user(user).map_err(|e| format!("metadata.json: user: {e}"))?;
+            let passwd = fs::read_to_string(rootfs.join("etc/passwd")).ok();
+            let ids = resolve_user(&spec, passwd.as_deref())
+                .map_err(|e| format!("metadata.json: user: {e}"))?;
+            Ok((ids.uid != 0 || ids.gid != 0).then_some(ids))
+        }
+    }
+}
+
+/// HOME for the action's user: its passwd entry's, else `/root` for root
+/// and `/tmp` for anyone else.
+fn home_of(rootfs: &Path, user: Option<Ids>) -> String {
+    let uid = user.map_or(0, |ids| ids.uid);
+    let from_passwd = fs::read_to_string(rootfs.join("etc/passwd"))
+        .ok()
+        .and_then(|text| {
+            text.lines().find_map(|line| {
+                let fields: Vec<&str> = line.split(':').collect();
+                (fields.len() >= 6 && fields[2].parse::<u32>().ok() == Some(uid))
+                    .then(|| fields[5].to_string())
+                    .filter(|h| h.starts_with('/'))
+            })
+        });
+    from_passwd.unwrap_or_else(|| if uid == 0 { "/root" } else { "/tmp" }.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(dir: &Path, metadata: &str, program: bool) -> PathBuf {
+        let volume = dir.join("image");
+        fs::create_dir_all(volume.join("rootfs/opt/resource")).unwrap();
+        fs::create_dir_all(volume.join("rootfs/etc")).unwrap();
+        fs::write(
+            volume.join("rootfs/etc/passwd"),
+            "root:x:0:0:root:/root:/bin/sh\nbot:x:1000:1000::/home/bot:/bin/sh\n",
+        )
+        .unwrap();
+        fs::write(volume.join("metadata.json"), metadata).unwrap();
+        if program {
+            let check = volume.join("rootfs/opt/resource/check");
+            fs::write(&check, "#!/bin/sh\n").unwrap();
+            fs::set_permissions(&check, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        volume
+    }
+
+    fn config(bundle: &Path) -> serde_json::Value {
+        serde_json::from_slice(&fs::read(bundle.join("config.json")).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn check_runs_opt_resource_check_with_the_image_env_and_its_own_tmp() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = image(dir.path(), r#"{"env": ["PATH=/bin", "A=1"]}"#, true);
+        let proxy = [("http_proxy".to_string(), "http://p".to_string())];
+        let bundle = prepare(
+            dir.path(),
+            &volume,
+            "check",
+            None,
+            &proxy,
+            "hangar-action-x",
+        )
+        .unwrap();
+        let c = config(&bundle);
+        assert_eq!(
+            c["process"]["args"],
+            serde_json::json!(["/opt/resource/check"])
+        );
+        assert_eq!(
+            c["process"]["env"],
+            serde_json::json!([
+                "PATH=/bin",
+                "A=1",
+                "HOME=/root",
+                "TMPDIR=/tmp",
+                "http_proxy=http://p"
+            ])
+        );
+        assert_eq!(
+            c["process"]["user"],
+            serde_json::json!({"uid": 0, "gid": 0})
+        );
+        assert_eq!(c["root"]["path"], serde_json::json!(volume.join("rootfs")));
+        assert!(c["linux"].get("cgroupsPath").is_none());
+        let tmp = fs::metadata(dir.path().join("container-tmp")).unwrap();
+        assert_eq!(tmp.permissions().mode() & 0o7777, 0o1777);
+        let binds: Vec<(&str, &str)> = c["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["type"] == "bind")
+            .map(|m| {
+                (
+                    m["destination"].as_str().unwrap(),
+                    m["source"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        let own = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+        assert_eq!(
+            binds,
+            [
+                ("/tmp", own("container-tmp").as_str()),
+                ("/root", own("container-home").as_str())
+            ]
+        );
+    }
+
+    #[test]
+    fn in_gets_the_destination_at_tmp_build_get_and_runs_as_the_image_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = image(dir.path(), r#"{"user": "bot"}"#, true);
+        let exe = volume.join("rootfs/opt/resource/in");
+        fs::write(&exe, "#!/bin/sh\n").unwrap();
+        fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+        let dest = dir.path().join("dest");
+        fs::create_dir(&dest).unwrap();
+        // Giving the destination to uid 1000 needs root; elsewhere the
+        // image's user is root's.
+        let as_root =
+            std::os::unix::fs::MetadataExt::uid(&fs::metadata("/proc/self").unwrap()) == 0;
+        let metadata = if as_root { r#"{"user": "bot"}"# } else { "{}" };
+        fs::write(volume.join("metadata.json"), metadata).unwrap();
+        let bundle = prepare(dir.path(), &volume, "in", Some(&dest), &[], "h").unwrap();
+        let c = config(&bundle);
+        assert_eq!(
+            c["process"]["args"],
+            serde_json::json!(["/opt/resource/in", "/tmp/build/get"])
+        );
+        let bind = c["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["destination"] == GET_DIR)
+            .unwrap();
+        assert_eq!(bind["destination"], "/tmp/build/get");
+        assert_eq!(bind["source"], serde_json::json!(dest));
+        if as_root {
+            assert_eq!(
+                c["process"]["user"],
+                serde_json::json!({"uid": 1000, "gid": 1000})
+            );
+            assert!(c["process"]["env"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!("HOME=/home/bot")));
+        }
+    }
+
+    #[test]
+    fn an_image_without_the_program_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let volume = image(dir.path(), "{}", false);
+        let err = prepare(dir.path(), &volume, "check", None, &[], "h").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no executable /opt/resource/check"),
+            "{err}"
+        );
+    }
+}
