@@ -24,6 +24,18 @@ impl std::error::Error for InvalidName {}
 /// A worker name is 1 to 63 characters of ASCII letters, digits, `-`, `_` and
 /// `.`, and starts and ends with a letter or digit: it appears in URLs, file
 /// names and log lines, so nothing in it may need quoting.
+/// At most 64 characters of a hostile string, for messages.
+pub fn shorten(s: &str) -> String {
+    const MAX: usize = 64;
+    if s.chars().count() <= MAX {
+        s.to_string()
+    } else {
+        let mut short: String = s.chars().take(MAX).collect();
+        short.push('…');
+        short
+    }
+}
+
 pub fn validate_worker_name(name: &str) -> Result<(), InvalidName> {
     validate_label(name)
 }

@@ -22,6 +22,8 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::names::shorten;
+
 /// The largest task config accepted, in bytes, checked before parsing.
 pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
 
@@ -537,18 +539,6 @@ fn check_artifact_path(path: &str) -> Result<String, String> {
         ));
     }
     Ok(normal)
-}
-
-/// At most 64 characters of a hostile string, for messages.
-fn shorten(s: &str) -> String {
-    const MAX: usize = 64;
-    if s.chars().count() <= MAX {
-        s.to_string()
-    } else {
-        let mut short: String = s.chars().take(MAX).collect();
-        short.push('…');
-        short
-    }
 }
 
 /// Why a task config was refused, and where.

@@ -21,6 +21,8 @@ use std::collections::HashMap;
 use std::fmt;
 
 use serde_json::{Map, Number, Value};
+
+use crate::names::shorten;
 use yaml_rust2::parser::{Event, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
@@ -632,18 +634,6 @@ fn write_go_string(s: &str, out: &mut String) {
         }
     }
     out.push('"');
-}
-
-/// At most 64 characters of a hostile string, for messages.
-fn shorten(s: &str) -> String {
-    const MAX: usize = 64;
-    if s.chars().count() <= MAX {
-        s.to_string()
-    } else {
-        let mut short: String = s.chars().take(MAX).collect();
-        short.push('…');
-        short
-    }
 }
 
 #[cfg(test)]
