@@ -238,12 +238,24 @@ async fn execute(
     // the fetched volume) and its dir goes, before the volume is handed on.
     dir.finish().await;
     let (status, out, err) = ran?;
+    answer(runner, fetched_into, status, out, err).await
+}
+
+/// The answer to web once the action ended: what `in` fetched (if it
+/// succeeded) is handed to the first task user, so the tasks that mount
+/// copies of it find their own files, unless it is an image. An image
+/// keeps its owners (root's /etc, its users' homes): a container of it
+/// runs as the image's users, not as a task user of this worker, and
+/// handing it over would let any of them change the image's system files.
+async fn answer(
+    runner: &ResourceRunner,
+    fetched_into: Option<PathBuf>,
+    status: std::process::ExitStatus,
+    out: Vec<u8>,
+    err: Vec<u8>,
+) -> Result<ResourceActionResult, ActionError> {
     if let (Some(path), Some(ids), true) = (fetched_into, runner.task_user, status.success()) {
         tokio::task::spawn_blocking(move || {
-            // An image keeps its owners (root's /etc, its users' homes): a
-            // container of it runs as the image's users, not as a task
-            // user of this worker, and handing it over would let any of
-            // them change the image's system files.
             if crate::containers::is_image_layout(&path) {
                 return Ok(());
             }
@@ -397,17 +409,7 @@ async fn execute_in_image(
     guard.remove().await;
     dir.finish().await;
     let (status, out, err) = ran?;
-    if let (Some(path), Some(ids), true) = (dest, runner.task_user, status.success()) {
-        tokio::task::spawn_blocking(move || crate::containers::hand_to_task_user(&path, ids))
-            .await
-            .map_err(ActionError::Panicked)?
-            .map_err(ActionError::HandOver)?;
-    }
-    Ok(ResourceActionResult {
-        exit_code: status.code().unwrap_or(128 + 9),
-        response: serde_json::from_slice(&out).ok(),
-        stderr: String::from_utf8_lossy(&err).into_owned(),
-    })
+    answer(runner, dest, status, out, err).await
 }
 
 /// Starts the program, feeds it the request and collects its output and
