@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::{has, Cluster, ADMIN};
+use common::{has, require_runc, static_busybox, Cluster, ADMIN};
 use hangar_client::Client;
 use nix::sys::signal::Signal;
 
@@ -194,10 +194,7 @@ fn a_task_over_its_memory_limit_fails_with_an_oom_message_under_the_process_runt
 fn busybox_rootfs(dir: &Path) {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("busybox-static is needed for runc tests: scripts/install-deps installs it");
+    let busybox = static_busybox();
     std::fs::copy(busybox, bin.join("busybox")).unwrap();
     for tool in ["sh", "cat", "head", "tr", "echo", "ls"] {
         std::os::unix::fs::symlink("busybox", bin.join(tool)).unwrap();
@@ -209,13 +206,7 @@ fn busybox_rootfs(dir: &Path) {
 
 #[test]
 fn runc_tasks_run_in_their_image_and_report_an_oom_even_when_the_main_process_exits_zero() {
-    assert!(
-        std::process::Command::new("runc")
-            .arg("--version")
-            .output()
-            .is_ok(),
-        "runc is needed (and root): scripts/install-deps installs it"
-    );
+    require_runc();
     let c = Cluster::start();
     let _w = c.worker("worker-r");
     started(&c, &["worker-r"]);

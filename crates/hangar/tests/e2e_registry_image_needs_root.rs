@@ -11,9 +11,7 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{has, Cluster};
+use common::{has, require_runc, static_busybox, Cluster};
 use hangar_images::testing::{
     config_json, Compression, Registry, TarBuilder, TestImage, TestLayer,
 };
@@ -21,10 +19,7 @@ use hangar_images::testing::{
 /// Two layers: busybox and its links, then the image's own files (one of
 /// them deleted again by a whiteout, so only a correct unpack passes).
 fn busybox_image() -> TestImage {
-    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("busybox-static is needed: scripts/install-deps installs it");
+    let busybox = static_busybox();
     let binary = std::fs::read(busybox).unwrap();
     let mut base = TarBuilder::new();
     base.dir("bin").file_mode("bin/busybox", 0o755, &binary);
@@ -63,13 +58,7 @@ fn busybox_image() -> TestImage {
 
 #[test]
 fn a_task_runs_in_an_image_pulled_from_a_registry() {
-    assert!(
-        std::process::Command::new("runc")
-            .arg("--version")
-            .output()
-            .is_ok(),
-        "runc is needed (and root): scripts/install-deps installs it"
-    );
+    require_runc();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let registry = rt.block_on(async {
         let registry = Registry::start().await;

@@ -17,7 +17,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{has, Cluster, ADMIN};
+use common::{has, require_runc, static_busybox, Cluster, ADMIN};
 use hangar_client::Client;
 
 fn write(path: &Path, content: &str) {
@@ -34,10 +34,7 @@ fn executable(path: &Path, content: &str) {
 fn feed_image(dir: &Path) {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("busybox-static is needed for runc tests: scripts/install-deps installs it");
+    let busybox = static_busybox();
     std::fs::copy(busybox, bin.join("busybox")).unwrap();
     for tool in ["sh", "cat", "echo", "id"] {
         std::os::unix::fs::symlink("busybox", bin.join(tool)).unwrap();
@@ -90,13 +87,7 @@ printf '{"version":{"digest":"sha256:feed"}}\n'"#,
 
 #[test]
 fn a_get_of_a_custom_type_runs_its_check_and_in_inside_the_type_s_image() {
-    assert!(
-        std::process::Command::new("runc")
-            .arg("--version")
-            .output()
-            .is_ok(),
-        "runc is needed (and root): scripts/install-deps installs it"
-    );
+    require_runc();
     let c = Cluster::start();
     let work = c.work_dir("worker-rt");
     install_local_image(&work.join("resource-types"));

@@ -15,7 +15,7 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::{has, Cluster};
+use common::{has, require_runc, static_busybox, Cluster};
 
 fn write(path: &Path, content: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -26,10 +26,7 @@ fn write(path: &Path, content: &str) {
 fn busybox_rootfs(dir: &Path) {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("busybox-static is needed for runc tests: scripts/install-deps installs it");
+    let busybox = static_busybox();
     std::fs::copy(busybox, bin.join("busybox")).unwrap();
     for tool in ["sh", "cat", "echo", "id"] {
         std::os::unix::fs::symlink("busybox", bin.join(tool)).unwrap();
@@ -74,13 +71,7 @@ printf '{"version":{"digest":"sha256:0123abcd"}}\n'"#,
 
 #[test]
 fn execute_runs_a_task_inside_the_image_its_image_resource_names() {
-    assert!(
-        std::process::Command::new("runc")
-            .arg("--version")
-            .output()
-            .is_ok(),
-        "runc is needed (and root): scripts/install-deps installs it"
-    );
+    require_runc();
     let c = Cluster::start();
     let work = c.work_dir("worker-img");
     install_local_image(&work.join("resource-types"));

@@ -261,3 +261,21 @@ pub(crate) fn has(workers: &[Worker], name: &str, state: &str) -> bool {
         .iter()
         .any(|w| w.name == name && w.state.as_str() == state)
 }
+
+/// Fails the test, saying what to install, unless runc can be run (runc
+/// tests need it, and root).
+pub(crate) fn require_runc() {
+    assert!(
+        Command::new("runc").arg("--version").output().is_ok(),
+        "runc is needed (and root): scripts/install-deps installs it"
+    );
+}
+
+/// The host's static busybox, which runc tests put in their images.
+pub(crate) fn static_busybox() -> &'static Path {
+    ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .expect("busybox-static is needed for runc tests: scripts/install-deps installs it")
+}
