@@ -61,17 +61,49 @@ impl Client {
                 }
             }
         }
-        let resp = self
+        let sent = self
             .raw_request(Method::POST, url.clone())
             .header("content-type", "application/gzip")
             .body(body)
             .send()
+            .await;
+        let resp = match sent {
+            Ok(resp) => resp,
+            Err(source) if cut_off_while_sending(&source) => {
+                return Err(self.why_cut_off(url, source).await)
+            }
+            Err(source) => {
+                return Err(ClientError::Transport {
+                    url: url.to_string(),
+                    source,
+                })
+            }
+        };
+        decode(url, resp).await
+    }
+
+    /// Web refuses a wrong token before it reads an upload and closes the
+    /// connection; the client, still writing, gets a reset that can
+    /// discard web's answer before it is read. A cheap authenticated
+    /// question (one build by a key no build has) tells a refused token
+    /// from a broken connection; anything else keeps the transport error.
+    async fn why_cut_off(&self, url: reqwest::Url, source: reqwest::Error) -> ClientError {
+        let probe = self.url(&["builds", "0"]);
+        match self
+            .call::<(), serde_json::Value>(Method::GET, probe, None)
             .await
-            .map_err(|source| ClientError::Transport {
+        {
+            Err(refused @ ClientError::Api { status, .. })
+                if status == reqwest::StatusCode::UNAUTHORIZED
+                    || status == reqwest::StatusCode::FORBIDDEN =>
+            {
+                refused
+            }
+            _ => ClientError::Transport {
                 url: url.to_string(),
                 source,
-            })?;
-        decode(url, resp).await
+            },
+        }
     }
 
     /// A build's artifact as a gzip tar; the caller reads the body.
@@ -99,4 +131,22 @@ impl Client {
             )),
         }
     }
+}
+
+/// Whether a request failed while its body was being written because the
+/// other side closed (a broken pipe or a reset somewhere in the chain).
+fn cut_off_while_sending(e: &reqwest::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            ) {
+                return true;
+            }
+        }
+        cause = c.source();
+    }
+    false
 }
