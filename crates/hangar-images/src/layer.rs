@@ -30,7 +30,7 @@
 use std::cell::Cell;
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -129,14 +129,13 @@ impl<R: Read> Read for Meter<R> {
 }
 
 pub(crate) fn apply_layer(
-    blob: &Path,
+    blob: impl Read,
     root: &Path,
     chown: bool,
     budget: &mut Budget,
     limits: (u64, u64),
 ) -> Result<(Compression, Applied), ApplyError> {
-    let file = File::open(blob).map_err(io_err(format!("open {}", blob.display())))?;
-    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let mut reader = BufReader::with_capacity(256 * 1024, blob);
     let compression = sniff(&mut reader).map_err(io_err("read the layer"))?;
     let stream: Box<dyn Read> = match compression {
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(reader)),

@@ -41,10 +41,9 @@ use oci_client::manifest::{
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
-use tokio::io::AsyncWriteExt;
 
 mod layer;
+mod pull;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -275,7 +274,8 @@ impl ImageError {
 }
 
 /// A client for one source: the configured protocol, roots and
-/// credentials.
+/// credentials. Clones share the client's connections and tokens.
+#[derive(Clone)]
 struct Session {
     client: Client,
     auth: RegistryAuth,
@@ -787,16 +787,12 @@ async fn fetch_into<P: FnMut(Progress)>(
 
     let blobs = staging.join("blobs");
     std::fs::create_dir(&blobs).map_err(io_ctx("create the blob directory"))?;
+    // Every layer starts downloading now; the config comes meanwhile.
+    let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let incoming = pull::start_downloads(&s, &reference, &manifest.layers, &blobs, events);
+    let _abort = AbortOnDrop(incoming.iter().map(pull::Incoming::abort_handle).collect());
     let config_path = blobs.join("config");
-    download(
-        &s,
-        &reference,
-        &manifest.config,
-        &config_path,
-        None,
-        progress,
-    )
-    .await?;
+    download_config(&s, &reference, &manifest.config, &config_path).await?;
     let config_bytes = std::fs::read(&config_path).map_err(io_ctx("read the image config"))?;
     let blob: ConfigBlob = serde_json::from_slice(&config_bytes).map_err(|e| {
         ImageError::Invalid(format!(
@@ -820,41 +816,55 @@ async fn fetch_into<P: FnMut(Progress)>(
         bytes_left: limits.max_bytes,
         entries_left: limits.max_entries,
     };
-    for (index, layer) in manifest.layers.iter().enumerate() {
-        let path = blobs.join(format!("layer-{index}"));
-        progress(Progress::LayerStart {
-            index,
-            digest: layer.digest.clone(),
-            size: u64::try_from(layer.size).unwrap_or(0),
-        });
-        download(&s, &reference, layer, &path, Some(index), progress).await?;
-        let (root, blob_path) = (rootfs.clone(), path.clone());
+    for ((index, layer), incoming) in manifest.layers.iter().enumerate().zip(incoming) {
+        let root = rootfs.clone();
         let mut layer_budget = budget;
         let limit_pair = (limits.max_bytes, limits.max_entries);
-        let (applied, left) = tokio::task::spawn_blocking(move || {
-            let applied =
-                layer::apply_layer(&blob_path, &root, chown, &mut layer_budget, limit_pair);
+        let opener = incoming.opener();
+        let apply = tokio::task::spawn_blocking(move || {
+            let applied = match opener.open() {
+                Ok(reader) => {
+                    layer::apply_layer(reader, &root, chown, &mut layer_budget, limit_pair)
+                }
+                Err(e) => Err(layer::ApplyError::Io {
+                    context: "open a downloaded layer".into(),
+                    source: e,
+                }),
+            };
             (applied, layer_budget)
-        })
-        .await
-        .map_err(|e| ImageError::Io {
+        });
+        tokio::pin!(apply);
+        // Progress of the downloads is passed on while this layer applies.
+        let joined = loop {
+            tokio::select! {
+                joined = &mut apply => break joined,
+                Some(event) = received.recv() => progress(event),
+            }
+        };
+        let (applied, left) = joined.map_err(|e| ImageError::Io {
             context: "apply a layer".into(),
             source: io::Error::other(e.to_string()),
         })?;
         budget = left;
-        let (compression, applied) = applied.map_err(|e| match e {
-            layer::ApplyError::Refused { entry, reason } => ImageError::HostileLayer {
-                layer: layer.digest.clone(),
-                entry,
-                reason,
-            },
-            layer::ApplyError::Corrupt(message) => ImageError::CorruptLayer {
-                layer: layer.digest.clone(),
-                message,
-            },
-            layer::ApplyError::Io { context, source } => ImageError::Io { context, source },
-        })?;
+        let applied = match applied {
+            Ok(applied) => applied,
+            // The applier saw the download fail: the download says why.
+            Err(_) if incoming.failed() => {
+                incoming.finish().await?;
+                return Err(ImageError::Io {
+                    context: format!("download layer {}", index + 1),
+                    source: io::Error::other("the download ended without its bytes"),
+                });
+            }
+            Err(e) => return Err(layer_error(layer, e)),
+        };
+        let path = incoming.path.clone();
+        incoming.finish().await?;
         let _ = std::fs::remove_file(&path);
+        while let Ok(event) = received.try_recv() {
+            progress(event);
+        }
+        let (compression, applied) = applied;
         progress(Progress::LayerDone {
             index,
             compression: match compression {
@@ -868,6 +878,33 @@ async fn fetch_into<P: FnMut(Progress)>(
         });
     }
     Ok(config)
+}
+
+/// Stops every download still running when a fetch ends early, whichever
+/// way it ends (an error, or the fetch itself dropped).
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for handle in &self.0 {
+            handle.abort();
+        }
+    }
+}
+
+fn layer_error(layer: &OciDescriptor, e: layer::ApplyError) -> ImageError {
+    match e {
+        layer::ApplyError::Refused { entry, reason } => ImageError::HostileLayer {
+            layer: layer.digest.clone(),
+            entry,
+            reason,
+        },
+        layer::ApplyError::Corrupt(message) => ImageError::CorruptLayer {
+            layer: layer.digest.clone(),
+            message,
+        },
+        layer::ApplyError::Io { context, source } => ImageError::Io { context, source },
+    }
 }
 
 /// Owners are applied only as root: anyone else cannot give files away.
@@ -970,67 +1007,49 @@ fn check_manifest(m: &OciImageManifest, digest: &str) -> Result<(), ImageError> 
     Ok(())
 }
 
-/// Downloads one blob into `path`, checking its size and sha256 digest as
-/// it arrives; a blob larger than its descriptor says is cut off.
-async fn download<P: FnMut(Progress)>(
+/// Downloads the image config into `path`, checking its size as it
+/// arrives (a blob larger than its descriptor says is cut off) and its
+/// digest (`oci-client` checks it as the stream ends).
+async fn download_config(
     s: &Session,
     reference: &Reference,
     desc: &OciDescriptor,
     path: &Path,
-    layer_index: Option<usize>,
-    progress: &mut P,
 ) -> Result<(), ImageError> {
-    const REPORT_EVERY: u64 = 8 * 1024 * 1024;
-    let what = match layer_index {
-        Some(i) => format!("layer {} ({})", i + 1, desc.digest),
-        None => format!("image config {}", desc.digest),
-    };
+    let what = format!("image config {}", desc.digest);
     let expected_size = u64::try_from(desc.size).unwrap_or(0);
+    if expected_size > MAX_CONFIG_BYTES {
+        return Err(ImageError::Invalid(format!(
+            "{what} is {expected_size} bytes, more than the {MAX_CONFIG_BYTES} an image config may have"
+        )));
+    }
     let mut stream = s
         .client
         .pull_blob_stream(reference, desc)
         .await
         .map_err(|e| s.classify(&what, e))?;
-    let mut file = tokio::fs::File::create(path)
-        .await
-        .map_err(io_ctx(format!("create {}", path.display())))?;
-    let mut hasher = Sha256::new();
-    let mut received: u64 = 0;
-    let mut next_report = REPORT_EVERY;
+    let mut body = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| stream_error(s, &what, e))?;
-        received += chunk.len() as u64;
-        if received > expected_size {
+        if (body.len() + chunk.len()) as u64 > expected_size {
             return Err(ImageError::DigestMismatch {
                 what,
                 expected: format!("{} ({expected_size} bytes)", desc.digest),
                 actual: format!("more than {expected_size} bytes"),
             });
         }
-        hasher.update(&chunk);
-        file.write_all(&chunk)
-            .await
-            .map_err(io_ctx(format!("write {}", path.display())))?;
-        if let Some(index) = layer_index {
-            if received >= next_report {
-                progress(Progress::LayerBytes { index, received });
-                next_report = received + REPORT_EVERY;
-            }
-        }
+        body.extend_from_slice(&chunk);
     }
-    file.flush()
-        .await
-        .map_err(io_ctx(format!("write {}", path.display())))?;
-    let actual = format!("sha256:{:x}", hasher.finalize());
-    if actual != desc.digest || received != expected_size {
+    if body.len() as u64 != expected_size {
         return Err(ImageError::DigestMismatch {
             what,
             expected: format!("{} ({expected_size} bytes)", desc.digest),
-            actual: format!("{actual} ({received} bytes)"),
+            actual: format!("{} bytes", body.len()),
         });
     }
-    if let Some(index) = layer_index {
-        progress(Progress::LayerBytes { index, received });
-    }
-    Ok(())
+    std::fs::write(path, &body).map_err(io_ctx(format!("write {}", path.display())))
 }
+
+/// An image config is a few KiB of JSON; a registry that announces more
+/// than this is not sending one.
+const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
