@@ -978,9 +978,27 @@ fn globs_match_as_concourse_patterns_do() {
         let g = glob::Glob::compile(pattern).unwrap();
         assert_eq!(g.matches(name), *matches, "{pattern} {name}");
     }
+    let braces: &[(&str, &str, bool)] = &[
+        ("{unit,deploy}-*", "unit-a", true),
+        ("{unit,deploy}-*", "deploy-b", true),
+        ("{unit,deploy}-*", "lint-c", false),
+        ("a{b,{c,d}}e", "ade", true),
+        ("a{,x}", "a", true),
+        ("\\{a\\}", "{a}", true),
+    ];
+    for (pattern, name, matches) in braces {
+        let g = glob::Glob::compile_with_braces(pattern).unwrap();
+        assert_eq!(g.matches(name), *matches, "{pattern} {name}");
+    }
+    // In passed, braces are plain characters, as in Go's path.Match.
+    assert!(glob::Glob::compile("{a,b}").unwrap().matches("{a,b}"));
     assert_eq!(
-        glob::Glob::compile("{a,b}").unwrap_err(),
-        "'{…}' alternatives are not supported by hangar; list each pattern"
+        glob::Glob::compile_with_braces("{a,b").unwrap_err(),
+        "an unclosed '{'"
+    );
+    assert_eq!(
+        glob::Glob::compile_with_braces("{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}").unwrap_err(),
+        "its '{…}' alternatives expand to more than 32 patterns"
     );
     assert_eq!(
         glob::Glob::compile("[z-a]").unwrap_err(),

@@ -182,11 +182,15 @@ impl<'c> Validator<'c> {
 
     /// The jobs a name or pattern matches, in config order; Err for a bad
     /// pattern.
-    fn matching_jobs(&mut self, pattern: &str) -> Result<Vec<usize>, String> {
+    fn matching_jobs(&mut self, pattern: &str, braces: bool) -> Result<Vec<usize>, String> {
         if !is_pattern(pattern) {
             return Ok(self.jobs.get(pattern).copied().into_iter().collect());
         }
-        let glob = Glob::compile(pattern)?;
+        let glob = if braces {
+            Glob::compile_with_braces(pattern)?
+        } else {
+            Glob::compile(pattern)?
+        };
         if !self.globs_allowed {
             return Ok(vec![]);
         }
@@ -219,7 +223,7 @@ impl<'c> Validator<'c> {
                 }
             }
             for pattern in &group.jobs {
-                match self.matching_jobs(pattern) {
+                match self.matching_jobs(pattern, true) {
                     Err(why) => self.err(
                         &at,
                         format!(
@@ -594,7 +598,7 @@ impl<'c> Validator<'c> {
     fn passed(&mut self, job: usize, passed: &[String], resource: &str, at: &str) {
         let at = format!("{at}.passed");
         for pattern in passed {
-            let matched = match self.matching_jobs(pattern) {
+            let matched = match self.matching_jobs(pattern, false) {
                 Ok(m) => m,
                 Err(why) => {
                     self.err(
