@@ -557,6 +557,13 @@ fn broken_configs_are_refused_with_every_problem_named() {
             ],
         ),
         (
+            &with_steps("  - task: t\n    file: r/t.yml\n    output_mapping: {out: ../up}\n  - put: r\n    inputs: [\"..\"]\n"),
+            &[
+                "jobs.j.plan.do[1].task(t).output_mapping: '../up' is not a valid artifact name: illegal character '/': names are used as path segments (Concourse only warns)",
+                "jobs.j.plan.do[2].put(r).inputs: '..' is not a valid artifact name: '.' and '..' are refused: names are used as path segments (Concourse only warns)",
+            ],
+        ),
+        (
             &with_steps("  - load_var: v\n    file: elsewhere/v\n    format: toml\n"),
             &["jobs.j.plan.do[1].load_var(v).format: 'toml' is not one of json, yaml, yml, trim, raw"],
         ),

@@ -493,6 +493,16 @@ impl<'c> Validator<'c> {
                         }
                         _ => {}
                     }
+                    for (field, mapping) in [
+                        ("input_mapping", &t.input_mapping),
+                        ("output_mapping", &t.output_mapping),
+                    ] {
+                        for (k, v) in mapping {
+                            let at = format!("{here}.{field}");
+                            self.artifact_name(k, &at);
+                            self.artifact_name(v, &at);
+                        }
+                    }
                     if let Some(file) = &t.file {
                         self.file_artifact(file, &produced, outputs_known, &format!("{here}.file"));
                     }
@@ -564,8 +574,20 @@ impl<'c> Validator<'c> {
         }
     }
 
+    /// Artifact names become directory names: those unsafe as one are
+    /// refused, as step names are.
+    fn artifact_name(&mut self, name: &str, at: &str) {
+        if let Verdict::Refuse(reason) = check(name) {
+            self.err(
+                at,
+                format!("'{}' is not a valid artifact name: {reason}", show(name)),
+            );
+        }
+    }
+
     /// An artifact a step reads must be one some step of the job produces.
     fn artifact(&mut self, name: &str, produced: &HashSet<String>, known: bool, at: &str) {
+        self.artifact_name(name, at);
         if known && !name.contains("((") && !produced.contains(name) {
             self.err(
                 at,
