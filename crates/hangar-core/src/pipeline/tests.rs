@@ -123,9 +123,125 @@ jobs:
         file: ci/tasks/print-date.yml
 "#;
 
+/// From Concourse's docs of the load_var step.
+const LOAD_VAR: &str = r#"
+jobs:
+  - name: loading-vars
+    plan:
+      - get: examples
+      - load_var: version
+        file: examples/misc/simple-value.txt
+      - put: img
+        params:
+          version: ((.:version))
+
+
+resources:
+  - name: examples
+    type: git
+    icon: github
+    source:
+      uri: https://github.com/concourse/examples.git
+  - name: img
+    type: mock
+"#;
+
+/// From Concourse's docs of the in_parallel step.
+const IN_PARALLEL: &str = r#"
+jobs:
+  - name: get-in-parallel
+    plan:
+      - in_parallel:
+          limit: 2
+          fail_fast: false
+          steps:
+            - get: ci
+            - get: repo
+            - get: code
+
+
+resources:
+  - name: repo
+    type: mock
+  - name: code
+    type: mock
+  - name: ci
+    type: mock
+"#;
+
+/// From Concourse's docs of the set_pipeline step.
+const SET_PIPELINE: &str = r#"
+jobs:
+  - name: set-pipeline
+    plan:
+      - get: examples
+        trigger: true
+      - set_pipeline: hello-world  # pipeline's name
+        file: examples/pipelines/hello-world.yml  # pipeline's config
+
+resources:
+  - name: examples
+    type: git
+    icon: github
+    source:
+      uri: https://github.com/concourse/examples.git
+"#;
+
+/// From Concourse's docs of the put step.
+const PUT_METHODS: &str = r#"
+jobs:
+  - name: put-input-methods
+    plan:
+      - in_parallel:
+          - get: repo-dev
+          - get: repo-master
+          - get: app-image
+          - get: ci
+      - put: detect-inputs
+        resource: repo
+        inputs: detect # default, will only stream the "ci" artifact
+        params:
+          file: ci/version.txt
+      - put: all-inputs
+        resource: repo
+        inputs: all # will stream all artifacts
+        params:
+          file: ci/version.txt
+      - put: explicit-inputs
+        resource: repo
+        inputs: # explicitly list artifacts to stream to put step
+          - ci
+        params:
+          file: ci/version.txt
+
+resources:
+  - name: repo
+    type: mock
+  - name: repo-dev
+    type: mock
+  - name: repo-master
+    type: mock
+  - name: app-image
+    type: mock
+  - name: ci
+    type: mock
+    source:
+      create_files:
+        version.txt: "42"
+"#;
+
 #[test]
 fn examples_from_concourse_docs_are_accepted_without_warnings() {
-    for yaml in [GATED, IMAGE_FROM_GET, PUT_INPUTS, TASK_FILE] {
+    for yaml in [
+        GATED,
+        IMAGE_FROM_GET,
+        PUT_INPUTS,
+        TASK_FILE,
+        LOAD_VAR,
+        IN_PARALLEL,
+        SET_PIPELINE,
+        PUT_METHODS,
+    ] {
         let v = ok(yaml);
         assert_eq!(v.warnings, vec![], "{yaml}");
     }
