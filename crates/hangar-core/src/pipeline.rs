@@ -274,7 +274,63 @@ pub struct Job {
     pub plan: Vec<Step>,
 }
 
+impl PipelineConfig {
+    pub fn job(&self, name: &str) -> Option<&Job> {
+        self.jobs.iter().find(|j| j.name == name)
+    }
+
+    pub fn resource(&self, name: &str) -> Option<&Resource> {
+        self.resources.iter().find(|r| r.name == name)
+    }
+
+    pub fn resource_type(&self, name: &str) -> Option<&ResourceType> {
+        self.resource_types.iter().find(|t| t.name == name)
+    }
+
+    /// The pipeline's custom types as a build carries them.
+    pub fn build_resource_types(&self) -> Vec<crate::resource_types::ResourceType> {
+        self.resource_types
+            .iter()
+            .map(ResourceType::to_build_type)
+            .collect()
+    }
+}
+
 impl Job {
+    /// Every step of the job, hooks included, with its location
+    /// (`jobs.build.plan.do[0]`, `jobs.build.plan.on_success`), in plan
+    /// order.
+    pub fn steps(&self) -> Vec<(String, &Step)> {
+        let mut out = Vec::new();
+        let at = format!("jobs.{}", names::show(&self.name));
+        validate::for_each_step(self, &mut |path, step| {
+            out.push((format!("{at}{path}"), step));
+        });
+        out
+    }
+
+    /// The job's gets: what the scheduler resolves versions for.
+    pub fn inputs(&self) -> Vec<&GetStep> {
+        self.steps()
+            .into_iter()
+            .filter_map(|(_, s)| match &s.action {
+                Action::Get(g) => Some(g),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The job's puts.
+    pub fn outputs(&self) -> Vec<&PutStep> {
+        self.steps()
+            .into_iter()
+            .filter_map(|(_, s)| match &s.action {
+                Action::Put(p) => Some(p),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// How many builds of the job may run at once; 0 is no limit.
     pub fn max_in_flight(&self) -> u32 {
         if self.serial || !self.serial_groups.is_empty() {
@@ -327,7 +383,7 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// One refusal: where (`jobs.build.plan.do[0].get(repo)`) and what.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ConfigError {
     pub path: String,
     pub message: String,

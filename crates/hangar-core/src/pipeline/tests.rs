@@ -1224,3 +1224,36 @@ jobs:
 "#
     );
 }
+
+#[test]
+fn a_job_lists_its_steps_inputs_and_outputs() {
+    let c = ok(FULL).config;
+    let unit = c.job("unit").unwrap();
+    let paths: Vec<String> = unit.steps().into_iter().map(|(p, _)| p).collect();
+    assert_eq!(
+        paths,
+        [
+            "jobs.unit.plan.do[0]",
+            "jobs.unit.plan.do[0].in_parallel.steps[0]",
+            "jobs.unit.plan.do[0].in_parallel.steps[1]",
+            "jobs.unit.plan.do[1]",
+            "jobs.unit.plan.do[1].on_success",
+            "jobs.unit.plan.do[1].on_success.try",
+            "jobs.unit.plan.do[1].ensure",
+            "jobs.unit.plan.do[1].ensure.do[0]",
+            "jobs.unit.plan.on_failure",
+        ]
+    );
+    let inputs: Vec<&str> = unit.inputs().iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(inputs, ["repo", "image"]);
+    let outputs: Vec<(&str, &str)> = unit
+        .outputs()
+        .iter()
+        .map(|p| (p.name.as_str(), p.resource_name()))
+        .collect();
+    assert_eq!(outputs, [("repo", "repo"), ("notify", "repo")]);
+    assert_eq!(c.resource("image").unwrap().resource_type, "registry-image");
+    assert_eq!(c.resource_type("slack").unwrap().tags, ["linux"]);
+    assert_eq!(c.build_resource_types()[0].name, "slack");
+    assert!(c.job("nope").is_none());
+}
