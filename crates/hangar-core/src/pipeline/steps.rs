@@ -565,10 +565,12 @@ impl Reader {
             }),
             "do" => Action::Do(self.steps(&obj["do"], &here, depth + 1)),
             "in_parallel" => Action::InParallel(self.in_parallel(&obj["in_parallel"], at, depth)),
-            _ => {
-                let inner = self.step(&obj["try"], &here, depth + 1);
-                Action::Try(Box::new(inner?))
-            }
+            // A refused inner step has its error recorded, and this step is
+            // dropped below; reading goes on to the hooks for their errors.
+            _ => match self.step(&obj["try"], &here, depth + 1) {
+                Some(inner) => Action::Try(Box::new(inner)),
+                None => Action::Do(vec![]),
+            },
         };
         let attempts = match obj.get("attempts") {
             None | Some(Value::Null) => None,

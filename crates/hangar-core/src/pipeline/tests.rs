@@ -703,6 +703,13 @@ fn broken_configs_are_refused_with_every_problem_named() {
             &["jobs.j.plan.do[1].do[0].try.get(x): unknown resource 'x'"],
         ),
         (
+            &with_steps("  - try: {bogus: 1}\n    ensure: {get: r, trigger: maybe}\n"),
+            &[
+                "jobs.j.plan.do[1].try: no core step type declared (e.g. get, put, task, etc.)",
+                "jobs.j.plan.do[1].ensure.get(r).trigger: expected true or false, got a string",
+            ],
+        ),
+        (
             &with_steps("    on_failure: {put: nope}\n"),
             &["jobs.j.plan.do[0].on_failure.put(nope): unknown resource 'nope'"],
         ),
