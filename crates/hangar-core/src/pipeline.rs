@@ -55,6 +55,7 @@ mod diff;
 mod glob;
 mod names;
 mod read;
+mod read_steps;
 mod steps;
 mod validate;
 
