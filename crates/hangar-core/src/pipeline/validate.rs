@@ -83,6 +83,7 @@ impl<'c> Validator<'c> {
         self.resources();
         self.resource_types();
         self.var_sources();
+        self.var_source_order();
         self.jobs();
         self.display();
         self.cycles();
@@ -347,6 +348,55 @@ impl<'c> Validator<'c> {
                     ),
                 );
             }
+        }
+    }
+
+    /// A var source's config may read vars of other var sources
+    /// (`((other:path))`); they must resolve in some order, as Concourse
+    /// orders them.
+    fn var_source_order(&mut self) {
+        let sources = &self.config.var_sources;
+        let deps: Vec<Vec<String>> = sources
+            .iter()
+            .map(|v| {
+                crate::vars::find_unresolved(&v.config)
+                    .iter()
+                    .filter_map(|text| crate::vars::VarRef::parse(text).ok()?.source)
+                    .collect()
+            })
+            .collect();
+        let mut resolved = vec![false; sources.len()];
+        let mut names: HashSet<&str> = HashSet::new();
+        // At most one pass per var source, each over at most
+        // MAX_VAR_SOURCES entries.
+        loop {
+            let mut progress = false;
+            for (i, v) in sources.iter().enumerate() {
+                if !resolved[i] && deps[i].iter().all(|d| names.contains(d.as_str())) {
+                    resolved[i] = true;
+                    names.insert(&v.name);
+                    progress = true;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        let pending: Vec<String> = sources
+            .iter()
+            .zip(&resolved)
+            .filter(|(_, r)| !**r)
+            .map(|(v, _)| show(&v.name))
+            .collect();
+        if !pending.is_empty() {
+            self.err(
+                "var_sources",
+                format!(
+                    "failed to order by dependency: could not resolve inter-dependent var \
+                     sources: {}",
+                    pending.join(", ")
+                ),
+            );
         }
     }
 

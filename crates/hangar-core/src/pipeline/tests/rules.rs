@@ -234,6 +234,10 @@ fn broken_configs_are_refused_with_every_problem_named() {
             ],
         ),
         (
+            "var_sources:\n- {name: a, type: vault, config: {token: ((b:token))}}\n- {name: b, type: vault, config: {token: ((a:token))}}\n- {name: c, type: vault, config: {token: ((nowhere:t))}}\n- {name: d, type: vault, config: {token: ((e:t))}}\n- {name: e, type: dummy, config: {vars: {t: x}}}\nresources: [{name: r, type: git}]\njobs:\n- name: j\n  plan: [{get: r}]\n",
+            &["var_sources: failed to order by dependency: could not resolve inter-dependent var sources: a, b, c"],
+        ),
+        (
             "display: {background_image: \"ftp://example.com/x.png\"}\nresources: [{name: r, type: git}]\njobs:\n- name: j\n  plan: [{get: r}]\n",
             &["display: background_image scheme must be either http, https or relative"],
         ),
