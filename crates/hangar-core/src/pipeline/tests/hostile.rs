@@ -125,24 +125,39 @@ fn the_largest_pipeline_is_checked_in_linear_work() {
 }
 
 #[test]
-fn deep_nesting_is_refused() {
-    let mut step = serde_json::json!({"get": "r"});
-    for _ in 0..MAX_STEP_DEPTH {
-        step = serde_json::json!({"do": [step]});
-    }
-    let value = serde_json::json!({
-        "resources": [{"name": "r", "type": "git"}],
-        "jobs": [{"name": "j", "plan": [step]}],
-    });
-    let err = parse_pipeline_value(&value).unwrap_err();
+fn deep_nesting_is_refused_past_the_limit_and_read_at_it() {
+    let nested = |levels: usize| {
+        let mut step = serde_json::json!({"get": "r"});
+        for _ in 1..levels {
+            step = serde_json::json!({"do": [step]});
+        }
+        serde_json::json!({
+            "resources": [{"name": "r", "type": "git"}],
+            "jobs": [{"name": "j", "plan": [step]}],
+        })
+    };
+    // Through YAML too: the reader's own depth bound is not what stops it.
+    let yaml = serde_json::to_string(&nested(MAX_STEP_DEPTH)).unwrap();
+    assert_eq!(ok(&yaml).config.jobs[0].steps().len(), MAX_STEP_DEPTH);
+
+    let err = parse_pipeline_value(&nested(MAX_STEP_DEPTH + 1)).unwrap_err();
     assert_eq!(err.errors.len(), 1);
     assert_eq!(
-        err.errors[0].message,
-        "steps are nested deeper than 16 levels"
+        err.errors[0].to_string(),
+        format!(
+            "jobs.j.plan.do[0]{}: steps are nested deeper than 16 levels",
+            ".do[0]".repeat(MAX_STEP_DEPTH)
+        )
     );
-    assert!(err.errors[0]
-        .path
-        .starts_with("jobs.j.plan.do[0].do[0].do[0]"));
+}
+
+#[test]
+fn a_name_at_the_length_limit_is_accepted() {
+    let name = "a".repeat(MAX_NAME_LEN);
+    let yaml = format!(
+        "resources: [{{name: r, type: git}}]\njobs:\n- name: {name}\n  plan: [{{get: r}}]\n"
+    );
+    assert_eq!(ok(&yaml).config.jobs[0].name, name);
 }
 
 #[test]
