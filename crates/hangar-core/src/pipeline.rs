@@ -43,6 +43,17 @@
 //! A resource's `type` that is no custom type is taken as a base type and
 //! left to the workers: which base types exist is known only when a worker
 //! runs the check, and changes as workers come and go.
+//!
+//! `check_every` is taken on resources and resource types here, though a
+//! build's `resource_types` refuse it: periodic checks belong to pipelines.
+//!
+//! Written back as JSON, the config has Concourse's `get-pipeline` shape:
+//! sections and their entries in Concourse's field order, defaults left
+//! out, steps as mappings with sorted keys, `in_parallel` always as
+//! `{steps, limit, fail_fast}`. Durations keep the text the user wrote
+//! (`1m`) where Concourse writes Go's (`1m0s`), so a config reads back the
+//! same; unknown top-level keys (where pipelines keep YAML anchors) are
+//! dropped, as Concourse drops them.
 
 use std::fmt;
 use std::time::Duration;
