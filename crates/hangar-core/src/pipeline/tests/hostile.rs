@@ -202,3 +202,63 @@ jobs:
         serde_json::json!({"get": "r", "trigger": true})
     );
 }
+
+#[test]
+fn every_section_has_its_bound() {
+    let cases: &[(&str, usize, Value)] = &[
+        ("groups", MAX_GROUPS, serde_json::json!({"name": "g"})),
+        (
+            "var_sources",
+            MAX_VAR_SOURCES,
+            serde_json::json!({"name": "v", "type": "dummy", "config": {}}),
+        ),
+        (
+            "resources",
+            MAX_RESOURCES,
+            serde_json::json!({"name": "r", "type": "git"}),
+        ),
+        (
+            "resource_types",
+            crate::resource_types::MAX_RESOURCE_TYPES,
+            serde_json::json!({"name": "t", "type": "registry-image", "source": {}}),
+        ),
+    ];
+    for (section, max, item) in cases {
+        let value = serde_json::json!({ *section: vec![item.clone(); max + 1] });
+        let err = parse_pipeline_value(&value).unwrap_err();
+        assert_eq!(
+            err.errors[0].to_string(),
+            format!(
+                "{section}: {} entries, more than the limit of {max} (Concourse has no limit)",
+                max + 1
+            )
+        );
+    }
+}
+
+#[test]
+fn hostile_names_are_refused_in_every_section_and_step() {
+    let yaml = r#"
+groups: [{name: "g/1", jobs: [j]}]
+var_sources: [{name: "..", type: dummy, config: {}}]
+resources: [{name: "r/x", type: git}]
+jobs:
+- name: j
+  plan:
+  - get: "a\\b"
+    resource: "r/x"
+  - task: "t\u0000"
+    file: "a\\b/t.yml"
+"#;
+    assert_eq!(
+        errors(yaml),
+        [
+            "groups.g/1: 'g/1' is not a valid identifier: illegal character '/': names are used as path segments (Concourse only warns)",
+            "resources.r/x: 'r/x' is not a valid identifier: illegal character '/': names are used as path segments (Concourse only warns)",
+            "var_sources...: '..' is not a valid identifier: '.' and '..' are refused: names are used as path segments (Concourse only warns)",
+            "jobs.j.plan.do[0].get(a\\\\b): 'a\\\\b' is not a valid identifier: illegal character '\\\\': names are used as path segments (Concourse only warns)",
+            "jobs.j.plan.do[1].task(t\\0): 't\\0' is not a valid identifier: illegal character '\\0': names are used as path segments (Concourse only warns)",
+            "jobs.j.plan.do[1].task(t\\0).file: 'a\\\\b' is not a valid artifact name: illegal character '\\\\': names are used as path segments (Concourse only warns)",
+        ]
+    );
+}
