@@ -584,6 +584,10 @@ impl<'c> Validator<'c> {
                 }
                 Action::SetPipeline(s) => {
                     self.identifier(&s.name, &here);
+                    if let Some(team) = &s.team {
+                        // A team name is a URL segment, as a pipeline's.
+                        self.identifier(team, &format!("{here}.team"));
+                    }
                     if s.file.is_empty() {
                         self.err(&here, "no file specified");
                     } else {

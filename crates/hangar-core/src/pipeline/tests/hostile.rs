@@ -249,6 +249,9 @@ jobs:
     resource: "r/x"
   - task: "t\u0000"
     file: "a\\b/t.yml"
+  - set_pipeline: p
+    file: "a\\b/p.yml"
+    team: ../admin
 "#;
     assert_eq!(
         errors(yaml),
@@ -259,6 +262,8 @@ jobs:
             "jobs.j.plan.do[0].get(a\\\\b): 'a\\\\b' is not a valid identifier: illegal character '\\\\': names are used as path segments (Concourse only warns)",
             "jobs.j.plan.do[1].task(t\\0): 't\\0' is not a valid identifier: illegal character '\\0': names are used as path segments (Concourse only warns)",
             "jobs.j.plan.do[1].task(t\\0).file: 'a\\\\b' is not a valid artifact name: illegal character '\\\\': names are used as path segments (Concourse only warns)",
+            "jobs.j.plan.do[2].set_pipeline(p).team: '../admin' is not a valid identifier: illegal character '/': names are used as path segments (Concourse only warns)",
+            "jobs.j.plan.do[2].set_pipeline(p).file: 'a\\\\b' is not a valid artifact name: illegal character '\\\\': names are used as path segments (Concourse only warns)",
         ]
     );
 }
