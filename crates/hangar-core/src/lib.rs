@@ -17,6 +17,7 @@ pub mod gc;
 pub mod import;
 pub mod lifecycle;
 pub mod names;
+pub mod pipeline;
 pub mod placement;
 pub mod plan;
 pub mod pressure;
