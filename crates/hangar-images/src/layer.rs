@@ -31,7 +31,7 @@ use std::cell::Cell;
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, OpenOptions};
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -129,7 +129,7 @@ impl<R: Read> Read for Meter<R> {
 }
 
 pub(crate) fn apply_layer(
-    blob: impl Read,
+    blob: impl Read + Send + 'static,
     root: &Path,
     chown: bool,
     budget: &mut Budget,
@@ -137,7 +137,7 @@ pub(crate) fn apply_layer(
 ) -> Result<(Compression, Applied), ApplyError> {
     let mut reader = BufReader::with_capacity(256 * 1024, blob);
     let compression = sniff(&mut reader).map_err(io_err("read the layer"))?;
-    let stream: Box<dyn Read> = match compression {
+    let decoded: Box<dyn Read + Send> = match compression {
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(reader)),
         Compression::Zstd => Box::new(
             zstd::stream::read::Decoder::with_buffer(reader)
@@ -145,6 +145,7 @@ pub(crate) fn apply_layer(
         ),
         Compression::None => Box::new(reader),
     };
+    let stream = crate::read_ahead::ReadAhead::start(decoded);
     let left = Rc::new(Cell::new(budget.bytes_left));
     let over = Rc::new(Cell::new(false));
     let metered = Meter {
@@ -178,6 +179,23 @@ pub(crate) fn apply_layer(
 
 const TOO_MANY_ENTRIES: &str = "too many entries";
 
+const COPY_BUF: usize = 256 * 1024;
+
+/// `io::copy` through a caller's buffer.
+fn copy_file(from: &mut impl Read, to: &mut impl Write, buf: &mut [u8]) -> io::Result<u64> {
+    let mut total = 0;
+    loop {
+        let n = match from.read(buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&buf[..n])?;
+        total += n as u64;
+    }
+}
+
 struct Applier<'a> {
     root: &'a Path,
     chown: bool,
@@ -191,6 +209,9 @@ struct Applier<'a> {
     dir_modes: Vec<(PathBuf, u32)>,
     applied: Applied,
     entries_left: u64,
+    /// One buffer for every file's bytes: `io::copy` would move them
+    /// 8 KiB at a time, a system call each.
+    copy_buf: Vec<u8>,
 }
 
 impl<'a> Applier<'a> {
@@ -203,6 +224,7 @@ impl<'a> Applier<'a> {
             dir_modes: Vec::new(),
             applied: Applied::default(),
             entries_left: u64::MAX,
+            copy_buf: vec![0; COPY_BUF],
         }
     }
 
@@ -309,7 +331,7 @@ impl<'a> Applier<'a> {
                     .mode(0o600)
                     .open(&path)
                     .map_err(io_err(format!("create {}", path.display())))?;
-                io::copy(entry, &mut out).map_err(|e| match e.kind() {
+                copy_file(entry, &mut out, &mut self.copy_buf).map_err(|e| match e.kind() {
                     io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidData => {
                         ApplyError::Corrupt(format!("{shown}: {e}"))
                     }

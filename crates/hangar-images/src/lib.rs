@@ -44,6 +44,7 @@ use serde::{Deserialize, Serialize};
 
 mod layer;
 mod pull;
+mod read_ahead;
 
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -24,7 +24,7 @@ use futures_util::StreamExt;
 use oci_client::manifest::OciDescriptor;
 use oci_client::Reference;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::{io_ctx, stream_error, ImageError, Progress, Session};
@@ -222,7 +222,11 @@ pub(crate) fn start_downloads(
     dir: &Path,
     events: mpsc::UnboundedSender<Progress>,
 ) -> Vec<Incoming> {
-    let gate = Arc::new(Semaphore::new(DOWNLOADS_AT_ONCE));
+    // Layer `i` starts when layer `i - DOWNLOADS_AT_ONCE` has ended (or
+    // at once for the first ones), so downloads begin in the manifest's
+    // order, the order the applier needs them in. (A semaphore would let
+    // the runtime's scheduling pick who goes first.)
+    let mut ended: Vec<oneshot::Receiver<()>> = Vec::new();
     layers
         .iter()
         .enumerate()
@@ -238,11 +242,19 @@ pub(crate) fn start_downloads(
                 shared: Arc::clone(&shared),
                 events: events.clone(),
             };
-            let gate = Arc::clone(&gate);
+            let turn = index
+                .checked_sub(DOWNLOADS_AT_ONCE)
+                .map(|before| std::mem::replace(&mut ended[before], oneshot::channel().1));
+            let (done, done_rx) = oneshot::channel::<()>();
+            ended.push(done_rx);
             let task = tokio::spawn(async move {
                 let _guard = FailUnlessVerified(Arc::clone(&job.shared));
-                // A closed semaphore cannot happen: nothing closes it.
-                let _permit = gate.acquire_owned().await.ok();
+                // Dropped with this task, however it ends: the next layer's
+                // turn comes then.
+                let _done = done;
+                if let Some(turn) = turn {
+                    let _ = turn.await;
+                }
                 job.run().await
             });
             Incoming { path, shared, task }
@@ -352,5 +364,101 @@ impl Download {
             self.shared.changed.notify_all();
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    /// A layer file written in steps by another thread, as a download
+    /// writes it, with the state it publishes after each step.
+    fn writer(
+        path: PathBuf,
+        shared: Arc<Shared>,
+        pieces: Vec<Vec<u8>>,
+        end: Option<Written>,
+    ) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            let guard = FailUnlessVerified(Arc::clone(&shared));
+            let mut file = File::create(&path).unwrap();
+            let mut written = 0u64;
+            for piece in pieces {
+                file.write_all(&piece).unwrap();
+                written += piece.len() as u64;
+                shared.set_partial(written);
+                std::thread::yield_now();
+            }
+            match end {
+                Some(state) => shared.set(state),
+                // Ends without a verdict: the guard says failed.
+                None => drop(guard),
+            }
+        })
+    }
+
+    impl Shared {
+        fn set_partial(&self, n: u64) {
+            let mut w = self.written.lock().unwrap();
+            *w = Written::Partial(n);
+            self.changed.notify_all();
+        }
+    }
+
+    fn pieces() -> Vec<Vec<u8>> {
+        (0u8..40).map(|i| vec![i; 1000 + usize::from(i)]).collect()
+    }
+
+    #[test]
+    fn a_reader_follows_the_file_to_its_verified_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("layer");
+        let shared = Shared::new();
+        let all: Vec<u8> = pieces().concat();
+        let total = all.len() as u64;
+        let w = writer(
+            path.clone(),
+            Arc::clone(&shared),
+            pieces(),
+            Some(Written::Verified(total)),
+        );
+        let mut out = Vec::new();
+        Opener { path, shared }
+            .open()
+            .unwrap()
+            .read_to_end(&mut out)
+            .unwrap();
+        w.join().unwrap();
+        assert_eq!(out.len(), all.len());
+        assert!(out == all);
+    }
+
+    #[test]
+    fn a_download_that_ends_unverified_fails_the_reader_instead_of_ending_the_layer() {
+        for end in [Some(Written::Failed), None] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("layer");
+            let shared = Shared::new();
+            let w = writer(path.clone(), Arc::clone(&shared), pieces(), end);
+            let mut out = Vec::new();
+            let err = Opener { path, shared }
+                .open()
+                .unwrap()
+                .read_to_end(&mut out)
+                .unwrap_err();
+            w.join().unwrap();
+            assert_eq!(err.to_string(), "the layer's download failed", "{end:?}");
+        }
+    }
+
+    #[test]
+    fn a_verdict_is_final() {
+        let shared = Shared::new();
+        shared.set(Written::Verified(10));
+        // The drop guard of a verified download changes nothing.
+        drop(FailUnlessVerified(Arc::clone(&shared)));
+        assert_eq!(*shared.written.lock().unwrap(), Written::Verified(10));
     }
 }
