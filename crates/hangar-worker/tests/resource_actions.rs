@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hangar_api::resources::{ResourceAction, ResourceActionResult};
+use hangar_api::resources::{ActionEvent, ActionFailure, ResourceAction, ResourceActionResult};
 use hangar_api::ErrorBody;
 use hangar_volumes::{DriverKind, Limits, Strategy, VolumeManager};
 use hangar_worker::action_dir::{ActionDirs, ACTIONS_DIR};
@@ -74,6 +74,20 @@ exec sleep 1000
         ),
     );
     script(&types, "slow", "in", "exit 1\n");
+    // A hostile log: invalid UTF-8, then 100 MB on one line.
+    script(
+        &types,
+        "loud",
+        "check",
+        "cat >/dev/null\nprintf 'bad \\377 byte\\n' >&2\nhead -c 104857600 /dev/zero | tr '\\000' x >&2\necho '[{\"ref\":\"1\"}]'\n",
+    );
+    // Says its failure is the infrastructure's, as a base type may.
+    script(
+        &types,
+        "flaky",
+        "check",
+        "cat >/dev/null\necho 'registry down' >&2\nexit 75\n",
+    );
     script(
         &types,
         "ns",
@@ -207,6 +221,71 @@ impl Worker {
         assert!(status.is_success(), "{status}: {text}");
         serde_json::from_str(&text).unwrap()
     }
+}
+
+/// A streamed action through web's client: its stderr pieces, then its
+/// end.
+async fn streamed(w: &Worker, resource_type: &str) -> (Vec<String>, ResourceActionResult) {
+    let api = hangar_client::WorkerApi::new(&w.url, KEY, Duration::from_secs(60)).unwrap();
+    let req = ResourceAction {
+        image_volume: None,
+        resource_type: resource_type.into(),
+        action: "check".into(),
+        volume: None,
+        request: json!({"source": {}}),
+    };
+    let mut events = api.resource_action_events(&req).await.unwrap();
+    let mut stderr = Vec::new();
+    loop {
+        match events.next().await.unwrap() {
+            Some(ActionEvent::Stderr(t)) => stderr.push(t),
+            Some(ActionEvent::Result(r)) => return (stderr, r),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_flood_of_stderr_is_cut_on_the_worker_and_the_action_still_answers() {
+    let w = Worker::start(Duration::from_secs(60)).await;
+    let started = std::time::Instant::now();
+    let (pieces, out) = streamed(&w, "loud").await;
+    assert_eq!(out.exit_code, 0);
+    assert_eq!(out.response, Some(json!([{"ref": "1"}])));
+    let text = pieces.concat();
+    assert!(text.starts_with("bad \u{fffd} byte\n"), "{}", &text[..40]);
+    assert!(text.len() < 1024 * 1024 + 200, "{}", text.len());
+    assert!(
+        text.ends_with(" dropped on the worker]\n"),
+        "{}",
+        &text[text.len() - 200..]
+    );
+    // Drained, not blocked on a full pipe until the timeout.
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // Unstreamed (an older caller), the same bound in the result.
+    let out = w.run("loud", "check", None, json!({"source": {}})).await;
+    assert_eq!(out.exit_code, 0);
+    assert!(out.stderr.len() < 1024 * 1024 + 200);
+}
+
+#[tokio::test]
+async fn a_base_type_s_exit_75_is_the_infrastructure_s_failure_on_the_wire() {
+    let w = Worker::start(Duration::from_secs(60)).await;
+    let (pieces, out) = streamed(&w, "flaky").await;
+    assert_eq!(pieces.concat(), "registry down\n");
+    assert_eq!(out.exit_code, 75);
+    assert_eq!(out.failure, Some(ActionFailure::Infrastructure));
+    w.volume("v");
+    let out = w
+        .run(
+            "slow",
+            "in",
+            Some("v"),
+            json!({"source": {}, "version": {}}),
+        )
+        .await;
+    assert_eq!(out.exit_code, 1);
+    assert_eq!(out.failure, Some(ActionFailure::Own));
 }
 
 /// `KEY=value` lines of a report.
