@@ -88,6 +88,9 @@ exec sleep 1000
         "check",
         "cat >/dev/null\necho 'registry down' >&2\nexit 75\n",
     );
+    for name in ["loud", "flaky"] {
+        script(&types, name, "in", "exit 1\n");
+    }
     script(
         &types,
         "ns",
