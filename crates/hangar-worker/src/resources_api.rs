@@ -540,3 +540,35 @@ fn read_noted(action: &str, pipe: &str, read: std::io::Result<usize>) {
         tracing::warn!(%action, pipe, error = %e, "cannot read the program's output; answering with what was read");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    #[test]
+    fn only_the_worker_s_own_types_may_call_a_failure_the_infrastructure_s() {
+        let exit = |code: i32| std::process::ExitStatus::from_raw(code << 8);
+        assert_eq!(classify(exit(0), Trust::OwnProgram), None);
+        assert_eq!(
+            classify(exit(EXIT_INFRASTRUCTURE), Trust::OwnProgram),
+            Some(ActionFailure::Infrastructure)
+        );
+        assert_eq!(
+            classify(exit(1), Trust::OwnProgram),
+            Some(ActionFailure::Own)
+        );
+        // A custom type's image is anybody's program.
+        assert_eq!(
+            classify(exit(EXIT_INFRASTRUCTURE), Trust::Image),
+            Some(ActionFailure::Own)
+        );
+        // Killed by a signal: no code, its own.
+        let killed = std::process::ExitStatus::from_raw(9);
+        assert_eq!(
+            classify(killed, Trust::OwnProgram),
+            Some(ActionFailure::Own)
+        );
+    }
+}

@@ -88,7 +88,14 @@ exec sleep 1000
         "check",
         "cat >/dev/null\necho 'registry down' >&2\nexit 75\n",
     );
-    for name in ["loud", "flaky"] {
+    // Says something, then outlasts its timeout.
+    script(
+        &types,
+        "chatty",
+        "check",
+        "cat >/dev/null\necho 'resolving' >&2\nexec sleep 1000\n",
+    );
+    for name in ["loud", "flaky", "chatty"] {
         script(&types, name, "in", "exit 1\n");
     }
     script(
@@ -289,6 +296,35 @@ async fn a_base_type_s_exit_75_is_the_infrastructure_s_failure_on_the_wire() {
         .await;
     assert_eq!(out.exit_code, 1);
     assert_eq!(out.failure, Some(ActionFailure::Own));
+}
+
+#[tokio::test]
+async fn an_action_that_times_out_after_writing_ends_its_streamed_answer_with_the_error_it_would_have_had(
+) {
+    let w = Worker::start(Duration::from_secs(1)).await;
+    let api = hangar_client::WorkerApi::new(&w.url, KEY, Duration::from_secs(60)).unwrap();
+    let req = ResourceAction {
+        image_volume: None,
+        resource_type: "chatty".into(),
+        action: "check".into(),
+        volume: None,
+        request: json!({"source": {}}),
+    };
+    let mut events = api.resource_action_events(&req).await.unwrap();
+    assert_eq!(
+        events.next().await.unwrap(),
+        Some(ActionEvent::Stderr("resolving\n".into()))
+    );
+    let Some(ActionEvent::Error(e)) = events.next().await.unwrap() else {
+        panic!("the answer ends with the error");
+    };
+    assert_eq!(events.next().await.unwrap(), None);
+    // As the unstreamed answer says it: classified by web the same way.
+    let resp = w.post(req).await;
+    assert_eq!(e.status, resp.status().as_u16());
+    let body: ErrorBody = resp.json().await.unwrap();
+    assert_eq!((e.code, e.message), (body.error.code, body.error.message));
+    assert_eq!(w.action_dirs(), Vec::<PathBuf>::new());
 }
 
 /// `KEY=value` lines of a report.
