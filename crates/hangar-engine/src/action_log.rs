@@ -5,9 +5,15 @@
 //! that `hangar watch` and `hangar execute` print as they come.
 //!
 //! Bounded per step: a chatty or hostile action cannot fill web's memory
-//! (each piece is written as it comes, the channel from the worker is
-//! bounded) nor the database (past [`MAX_PER_STEP`] bytes nothing more is
-//! kept, and the log says so once).
+//! (pieces are written as they come, the channel from the worker is
+//! bounded) nor the database (pieces arriving together are written as one
+//! event, at most one every [`BATCH_WINDOW`] unless [`BATCH_BYTES`] fill
+//! sooner, so a program writing a byte at a time makes few rows; past
+//! [`MAX_PER_STEP`] bytes nothing more is kept, and the log says so once).
+//! The count lives with the build on the node running it: a build resumed
+//! by another node counts afresh.
+
+use std::time::Duration;
 
 use hangar_core::build::{human_bytes, BuildEventKind};
 use tokio::sync::mpsc;
@@ -18,11 +24,32 @@ use crate::context::BuildContext;
 /// actions (check, in, image fetches) and attempts together.
 pub(crate) const MAX_PER_STEP: u64 = 1024 * 1024;
 
+/// How long pieces are gathered into one event after the first arrives:
+/// short enough to read as live.
+const BATCH_WINDOW: Duration = Duration::from_millis(200);
+/// An event is written once it holds this much, window or not.
+const BATCH_BYTES: usize = 64 * 1024;
+
 /// Writes what arrives on `stderr` into the step's log until the sender
 /// is dropped (the action ended).
 pub(crate) async fn copy(ctx: &BuildContext, step_id: &str, mut stderr: mpsc::Receiver<String>) {
-    while let Some(text) = stderr.recv().await {
+    while let Some(mut text) = stderr.recv().await {
+        let until = tokio::time::Instant::now() + BATCH_WINDOW;
+        let mut ended = false;
+        while text.len() < BATCH_BYTES {
+            match tokio::time::timeout_at(until, stderr.recv()).await {
+                Ok(Some(more)) => text.push_str(&more),
+                Ok(None) => {
+                    ended = true;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
         write(ctx, step_id, &text).await;
+        if ended {
+            return;
+        }
     }
 }
 
