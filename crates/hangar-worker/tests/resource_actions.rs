@@ -299,6 +299,15 @@ async fn a_base_type_s_exit_75_is_the_infrastructure_s_failure_on_the_wire() {
 }
 
 #[tokio::test]
+async fn a_base_type_s_exit_75_comes_through_the_pid_namespace_needs_root() {
+    let w = Worker::start_with(Duration::from_secs(60), true).await;
+    let (pieces, out) = streamed(&w, "flaky").await;
+    assert_eq!(pieces.concat(), "registry down\n");
+    assert_eq!(out.exit_code, 75);
+    assert_eq!(out.failure, Some(ActionFailure::Infrastructure));
+}
+
+#[tokio::test]
 async fn an_action_that_times_out_after_writing_ends_its_streamed_answer_with_the_error_it_would_have_had(
 ) {
     let w = Worker::start(Duration::from_secs(1)).await;
