@@ -109,6 +109,34 @@ async fn a_flood_of_output_is_cut_at_the_step_s_bound_and_said_once() {
 }
 
 #[tokio::test]
+async fn a_custom_type_s_image_fetch_and_its_in_in_a_container_both_write_under_the_get_step() {
+    let h = Harness::new(&["w1"]).await;
+    let types = json!([{"name": "rss", "type": "mock", "source": {"repository": "rss"}}]);
+    // The first `in` fetches the type's image, the second runs in it.
+    h.fake
+        .write_next_action("w1", "in", vec!["pulling the rss image\n".into()]);
+    h.fake
+        .write_next_action("w1", "in", vec!["3 new items\n".into()]);
+    let plan = json!([{"get": "feed", "type": "rss", "source": {"uri": "x"}}]);
+    let id = h
+        .submit(hangar_core::plan::stored_plan(&plan, &types))
+        .await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    let step = Some(h.store.build_steps(id).await.unwrap()[0].step_id.clone());
+    assert_eq!(
+        output(&h, id).await,
+        [
+            (step.clone(), "pulling the rss image\n".to_string()),
+            (step, "3 new items\n".to_string()),
+        ]
+    );
+    assert_eq!(
+        h.fake.calls_of("resource_action w1 rss in in-image").len(),
+        1
+    );
+}
+
+#[tokio::test]
 async fn output_written_a_byte_at_a_time_makes_few_log_events() {
     let h = Harness::new(&["w1"]).await;
     let bytes: Vec<String> = (0..5000).map(|i| format!("{}", i % 10)).collect();
