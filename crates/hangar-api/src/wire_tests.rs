@@ -10,7 +10,7 @@ use crate::builds::{
     StepKind, StepState,
 };
 use crate::containers::{Container, ContainerExit, ContainerSpec, Mount, RunState, Runtime};
-use crate::resources::{ResourceAction, ResourceActionResult};
+use crate::resources::{ActionEvent, ActionFailure, ResourceAction, ResourceActionResult};
 use crate::{worker_api, *};
 
 const EXTRA: &str = "field_from_a_newer_version";
@@ -129,6 +129,50 @@ fn responses_tolerate_unknown_fields() {
         "ResourceActionResult",
         r#"{"exit_code":0,"response":null,"stderr":""}"#,
     );
+    tolerated::<ResourceActionResult>(
+        "ResourceActionResult",
+        r#"{"exit_code":75,"response":null,"stderr":"","failure":"infrastructure"}"#,
+    );
+}
+
+/// A resource action's classification travels as a typed field, and a
+/// streamed answer is one externally tagged event a line.
+#[test]
+fn an_action_s_failure_class_and_events_have_one_spelling() {
+    let result = ResourceActionResult {
+        exit_code: 75,
+        response: None,
+        stderr: String::new(),
+        failure: Some(ActionFailure::Infrastructure),
+    };
+    let json = serde_json::to_value(&result).unwrap();
+    assert_eq!(json["failure"], "infrastructure");
+    assert!(result.infrastructure_failure());
+    // An older worker says nothing: the program's own failure.
+    let old: ResourceActionResult =
+        serde_json::from_str(r#"{"exit_code":75,"response":null,"stderr":""}"#).unwrap();
+    assert_eq!(old.failure, None);
+    assert!(!old.infrastructure_failure());
+    // Exit 0 is never a failure, whatever the field says.
+    let ok = ResourceActionResult {
+        exit_code: 0,
+        ..result.clone()
+    };
+    assert!(!ok.infrastructure_failure());
+    let lines = [
+        (
+            ActionEvent::Stderr("layer 1/2\n".into()),
+            r#"{"stderr":"layer 1/2\n"}"#,
+        ),
+        (
+            ActionEvent::Result(result),
+            r#"{"result":{"exit_code":75,"response":null,"stderr":"","failure":"infrastructure"}}"#,
+        ),
+    ];
+    for (event, line) in lines {
+        assert_eq!(serde_json::to_string(&event).unwrap(), line);
+        assert_eq!(serde_json::from_str::<ActionEvent>(line).unwrap(), event);
+    }
 }
 
 #[test]
@@ -270,6 +314,7 @@ fn every_wire_enum_is_spelled_as_it_displays() {
     spelled_as_displayed("StepKind", StepKind::ALL);
     spelled_as_displayed("BuildEventKind", BuildEventKind::ALL);
     spelled_as_displayed("Runtime", &Runtime::ALL);
+    spelled_as_displayed("ActionFailure", &ActionFailure::ALL);
     spelled_as_displayed("RunState", &RunState::ALL);
     let commands: Vec<CommandState> = WorkerState::ALL
         .into_iter()

@@ -12,6 +12,7 @@ mod builds;
 mod resource_api;
 mod worker_api;
 use reqwest::{Method, StatusCode, Url};
+pub use resource_api::ActionEvents;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 pub use worker_api::WorkerApi;

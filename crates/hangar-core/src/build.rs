@@ -115,6 +115,11 @@ pub enum StepFailure {
     /// The worker's work dir filled up while the step ran: whatever the
     /// program did, it could not write, and another worker may have room.
     DiskFull { worker: String },
+    /// A resource action exited `code` saying (through the worker, for its
+    /// own base types only) that what it fetches from could not be reached
+    /// or failed: a registry down or answering 5xx, a stream cut. Another
+    /// worker may reach it.
+    SourceUnavailable { worker: String, code: i32 },
 }
 
 /// Whose fault a failure is.
@@ -140,7 +145,8 @@ impl StepFailure {
             | StepFailure::WorkerUnreachable { .. }
             | StepFailure::VolumeLost { .. }
             | StepFailure::ContainerLost { .. }
-            | StepFailure::DiskFull { .. } => FailureClass::Infrastructure,
+            | StepFailure::DiskFull { .. }
+            | StepFailure::SourceUnavailable { .. } => FailureClass::Infrastructure,
         }
     }
 
@@ -166,6 +172,7 @@ impl StepFailure {
             StepFailure::VolumeLost { .. } => "volume-lost",
             StepFailure::ContainerLost { .. } => "container-lost",
             StepFailure::DiskFull { .. } => "disk-full",
+            StepFailure::SourceUnavailable { .. } => "source-unavailable",
         }
     }
 
@@ -178,7 +185,8 @@ impl StepFailure {
             | StepFailure::WorkerUnreachable { worker, .. }
             | StepFailure::VolumeLost { worker, .. }
             | StepFailure::ContainerLost { worker, .. }
-            | StepFailure::DiskFull { worker } => Some(worker),
+            | StepFailure::DiskFull { worker }
+            | StepFailure::SourceUnavailable { worker, .. } => Some(worker),
             _ => None,
         }
     }
@@ -187,7 +195,11 @@ impl StepFailure {
     /// it is left to its next report). A worker with a full disk answers,
     /// and destroying the step's container is what frees its space.
     pub fn worker_may_not_answer(&self) -> bool {
-        self.worker().is_some() && !matches!(self, StepFailure::DiskFull { .. })
+        self.worker().is_some()
+            && !matches!(
+                self,
+                StepFailure::DiskFull { .. } | StepFailure::SourceUnavailable { .. }
+            )
     }
 
     /// The failure in plain words, for the build log.
@@ -232,6 +244,10 @@ impl StepFailure {
             StepFailure::DiskFull { worker } => {
                 format!("disk full on worker {worker}: the step could not write; trying elsewhere")
             }
+            StepFailure::SourceUnavailable { worker, code } => format!(
+                "the resource's source could not be reached or failed from worker {worker} \
+                 (exit {code}, an infrastructure error; see the output above)"
+            ),
         }
     }
 }

@@ -27,6 +27,9 @@ pub(crate) struct BuildContext {
     /// Cancelled when this node stops or loses the build's lease: the build
     /// stops where it is, to be resumed elsewhere.
     pub stop: CancellationToken,
+    /// Bytes of resource action output kept in the log so far, by step
+    /// (bounded by `action_log::MAX_PER_STEP`).
+    pub action_output: Mutex<BTreeMap<String, u64>>,
 }
 
 /// How a leaf step ended.

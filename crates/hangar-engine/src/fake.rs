@@ -11,11 +11,11 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use hangar_api::containers::{Container, ContainerExit, ContainerSpec, RunState, Runtime};
-use hangar_api::resources::{ResourceAction, ResourceActionResult};
+use hangar_api::resources::{ActionFailure, ResourceAction, ResourceActionResult};
 use hangar_api::worker_api::{CreateVolume, Volume};
 use tokio::sync::Notify;
 
-use crate::workers::{CallError, CopyError, LogStream, Workers};
+use crate::workers::{ActionStderr, CallError, CopyError, LogStream, Workers};
 
 /// Which call a fault applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -68,8 +68,15 @@ struct State {
     /// The version `check` finds.
     version: Option<serde_json::Value>,
     /// How the next resource actions of an action (`check`, `in`) on a
-    /// worker exit, one each (default: 0).
-    action_exits: BTreeMap<(String, String), VecDeque<i32>>,
+    /// worker exit, one each (default: 0), and whose fault the worker says
+    /// a failure is.
+    action_exits: BTreeMap<(String, String), VecDeque<(i32, ActionFailure)>>,
+    /// What the next resource actions of an action on a worker write on
+    /// stderr, one list of pieces each.
+    action_stderr: BTreeMap<(String, String), VecDeque<Vec<String>>>,
+    /// Actions (`check`, `in`) on workers that, once they wrote their
+    /// stderr, wait (until released) before they end.
+    pause_after_output: BTreeSet<(String, String)>,
     /// Every resource action requested, by worker, in order.
     actions: Vec<(String, ResourceAction)>,
 }
@@ -187,11 +194,48 @@ impl FakeWorkers {
     /// The next `action` (`check`, `in`) on `worker` runs and exits with
     /// `code`: the resource type's own failure, not the worker's.
     pub fn exit_next_action(&self, worker: &str, action: &str, code: i32) {
+        self.exit_next_action_as(worker, action, code, ActionFailure::Own);
+    }
+
+    /// The next `action` on `worker` exits with `code`, the worker saying
+    /// whose fault that is.
+    pub fn exit_next_action_as(
+        &self,
+        worker: &str,
+        action: &str,
+        code: i32,
+        failure: ActionFailure,
+    ) {
         self.with(|s| {
             s.action_exits
                 .entry((worker.to_string(), action.to_string()))
                 .or_default()
-                .push_back(code)
+                .push_back((code, failure))
+        });
+    }
+
+    /// The next `action` on `worker` writes these pieces on stderr, each
+    /// handed on as the worker would as it comes.
+    pub fn write_next_action(&self, worker: &str, action: &str, pieces: Vec<String>) {
+        self.with(|s| {
+            s.action_stderr
+                .entry((worker.to_string(), action.to_string()))
+                .or_default()
+                .push_back(pieces)
+        });
+    }
+
+    /// Resource actions `action` on `worker` wait after writing their
+    /// stderr until released; a worker set down meanwhile fails them as
+    /// unreachable.
+    pub fn pause_after_output(&self, worker: &str, action: &str, paused: bool) {
+        let key = (worker.to_string(), action.to_string());
+        self.with(|s| {
+            if paused {
+                s.pause_after_output.insert(key);
+            } else {
+                s.pause_after_output.remove(&key);
+            }
         });
     }
 
@@ -257,6 +301,29 @@ impl FakeWorkers {
         loop {
             let changed = self.changed.notified();
             if !self.peek(|s| s.held.contains(&key)) {
+                return Ok(());
+            }
+            tokio::select! {
+                _ = changed => {}
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+    }
+
+    /// Waits while `worker`'s actions are paused after their output; a
+    /// worker set down meanwhile answers nothing more.
+    async fn after_output(&self, key: &(String, String)) -> Result<(), CallError> {
+        let worker = &key.0;
+        loop {
+            let changed = self.changed.notified();
+            let (paused, down) =
+                self.peek(|s| (s.pause_after_output.contains(key), s.down.contains(worker)));
+            if down {
+                return Err(CallError::unreachable(format!(
+                    "worker {worker}'s answer broke off"
+                )));
+            }
+            if !paused {
                 return Ok(());
             }
             tokio::select! {
@@ -399,6 +466,7 @@ impl Workers for FakeWorkers {
         &'a self,
         worker: &'a str,
         req: &'a ResourceAction,
+        stderr: ActionStderr,
     ) -> BoxFuture<'a, Result<ResourceActionResult, CallError>> {
         async move {
             let mut line = format!(
@@ -417,16 +485,26 @@ impl Workers for FakeWorkers {
             self.with(|s| s.actions.push((worker.to_string(), req.clone())));
             let version = self.peek(|s| s.version.clone());
             let version = version.unwrap_or_else(|| serde_json::json!({"ref": "v1"}));
-            let exit = self.with(|s| {
-                s.action_exits
-                    .get_mut(&(worker.to_string(), req.action.clone()))
-                    .and_then(VecDeque::pop_front)
+            let key = (worker.to_string(), req.action.clone());
+            let (exit, pieces) = self.with(|s| {
+                (
+                    s.action_exits.get_mut(&key).and_then(VecDeque::pop_front),
+                    s.action_stderr.get_mut(&key).and_then(VecDeque::pop_front),
+                )
             });
-            if let Some(code) = exit.filter(|c| *c != 0) {
+            for piece in pieces.unwrap_or_default() {
+                // The step gone: the rest is dropped, as the real one does.
+                let _ = stderr.send(piece).await;
+            }
+            drop(stderr);
+            self.after_output(&key).await?;
+            if let Some((code, failure)) = exit.filter(|(c, _)| *c != 0) {
                 return Ok(ResourceActionResult {
                     exit_code: code,
                     response: None,
+                    // As an older worker answers: stderr in the result.
                     stderr: format!("{} failed\n", req.action),
+                    failure: Some(failure),
                 });
             }
             Ok(match req.action.as_str() {
@@ -434,11 +512,13 @@ impl Workers for FakeWorkers {
                     exit_code: 0,
                     response: Some(serde_json::json!([version])),
                     stderr: String::new(),
+                    failure: None,
                 },
                 _ => ResourceActionResult {
                     exit_code: 0,
                     response: Some(serde_json::json!({ "version": req.request["version"] })),
                     stderr: String::new(),
+                    failure: None,
                 },
             })
         }

@@ -97,19 +97,21 @@ pub(crate) async fn refetch(
         }))
 }
 
-/// Runs a resource action on the step's worker, watched and cancellable.
-/// With a custom type's image, the action runs in a copy-on-write child
+/// Runs a resource action on the step's worker, watched and cancellable,
+/// its stderr written into the step's log as it comes. With a custom
+/// type's image, the action runs in a copy-on-write child
 /// of it made for this action alone (the image cache stays as fetched)
 /// and released however the action ends.
 async fn action(
     ctx: &BuildContext,
+    step_id: &str,
     worker: &str,
     seen: &WorkerSeen,
     image: Option<&TypeImage>,
     req: &ResourceAction,
 ) -> Result<Result<ResourceActionResult, StepFailure>, Interrupted> {
     let Some(image) = image else {
-        return plain_action(ctx, worker, seen, req).await;
+        return plain_action(ctx, step_id, worker, seen, req).await;
     };
     let engine = &ctx.engine;
     let made = ctx
@@ -133,28 +135,51 @@ async fn action(
     let mut req = req.clone();
     req.resource_type = image.type_name.clone();
     req.image_volume = Some(copy.handle.clone());
-    let out = plain_action(ctx, worker, seen, &req).await;
+    let out = plain_action(ctx, step_id, worker, seen, &req).await;
     engine.release_volume(&copy.handle).await;
     out
 }
 
 async fn plain_action(
     ctx: &BuildContext,
+    step_id: &str,
     worker: &str,
     seen: &WorkerSeen,
     req: &ResourceAction,
 ) -> Result<Result<ResourceActionResult, StepFailure>, Interrupted> {
-    let out = ctx
-        .call(
-            &[(worker, seen)],
-            ctx.engine.workers().resource_action(worker, req),
-        )
-        .await?;
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let work = async {
+        let call = ctx.engine.workers().resource_action(worker, req, tx);
+        // The call drops its sender when it ends, which ends the copy.
+        let (out, ()) = tokio::join!(call, crate::action_log::copy(ctx, step_id, rx));
+        out
+    };
+    let out = ctx.call(&[(worker, seen)], work).await?;
     Ok(match out {
-        Ok(Ok(o)) => Ok(o),
+        Ok(Ok(o)) => {
+            // An older worker's answer carries its stderr whole.
+            crate::action_log::write(ctx, step_id, &o.stderr).await;
+            Ok(o)
+        }
         Ok(Err(e)) => Err(call_failure(worker, &e)),
         Err(f) => Err(f),
     })
+}
+
+/// The failure of an action that exited non-zero: the infrastructure's
+/// when the worker says so (its own type could not reach what it fetches
+/// from), tried on another worker; else the resource's own.
+fn exit_failure(worker: &str, out: &ResourceActionResult) -> StepFailure {
+    if out.infrastructure_failure() {
+        StepFailure::SourceUnavailable {
+            worker: worker.to_string(),
+            code: out.exit_code,
+        }
+    } else {
+        StepFailure::Exited {
+            code: out.exit_code,
+        }
+    }
 }
 
 /// What to fetch: a resource of a type, at a version or at the newest one
@@ -383,18 +408,12 @@ pub(crate) async fn fetch_on(
                 volume: None,
                 request: json!({ "source": source, "version": null }),
             };
-            let out = match action(ctx, worker, seen, fetch.image.as_ref(), &req).await? {
+            let out = match action(ctx, step_id, worker, seen, fetch.image.as_ref(), &req).await? {
                 Ok(o) => o,
                 Err(f) => return Ok(Err(f)),
             };
-            if !out.stderr.is_empty() {
-                ctx.log(Some(step_id), BuildEventKind::Log, &out.stderr)
-                    .await;
-            }
             if out.exit_code != 0 {
-                return Ok(Err(StepFailure::Exited {
-                    code: out.exit_code,
-                }));
+                return Ok(Err(exit_failure(worker, &out)));
             }
             match out
                 .response
@@ -453,7 +472,7 @@ pub(crate) async fn fetch_on(
         volume: Some(volume.handle.clone()),
         request,
     };
-    let out = match action(ctx, worker, seen, fetch.image.as_ref(), &req).await {
+    let out = match action(ctx, step_id, worker, seen, fetch.image.as_ref(), &req).await {
         Ok(Ok(o)) => o,
         Ok(Err(f)) => {
             engine.release_volume(&volume.handle).await;
@@ -466,15 +485,9 @@ pub(crate) async fn fetch_on(
             return Err(Interrupted);
         }
     };
-    if !out.stderr.is_empty() {
-        ctx.log(Some(step_id), BuildEventKind::Log, &out.stderr)
-            .await;
-    }
     if out.exit_code != 0 {
         engine.release_volume(&volume.handle).await;
-        return Ok(Err(StepFailure::Exited {
-            code: out.exit_code,
-        }));
+        return Ok(Err(exit_failure(worker, &out)));
     }
     if let Err(e) = engine
         .store()

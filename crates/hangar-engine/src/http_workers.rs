@@ -6,12 +6,12 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt, TryStreamExt};
 use hangar_api::containers::{Container, ContainerSpec};
-use hangar_api::resources::{ResourceAction, ResourceActionResult};
+use hangar_api::resources::{ActionEvent, ResourceAction, ResourceActionResult};
 use hangar_api::worker_api::{CreateVolume, Volume};
 use hangar_client::{ClientError, WorkerApi};
 use hangar_store::Store;
 
-use crate::workers::{CallError, CopyError, LogStream, Workers};
+use crate::workers::{ActionStderr, CallError, CopyError, LogStream, Workers};
 
 /// Calls to workers over their HTTP API.
 #[derive(Clone)]
@@ -127,10 +127,33 @@ impl Workers for HttpWorkers {
         &'a self,
         worker: &'a str,
         req: &'a ResourceAction,
+        stderr: ActionStderr,
     ) -> BoxFuture<'a, Result<ResourceActionResult, CallError>> {
         async move {
             let api = self.api(worker, LONG).await?;
-            api.resource_action(req).await.map_err(|e| call_error(&e))
+            let mut events = api
+                .resource_action_events(req)
+                .await
+                .map_err(|e| call_error(&e))?;
+            loop {
+                match events.next().await.map_err(|e| call_error(&e))? {
+                    Some(ActionEvent::Stderr(text)) => {
+                        // The step gone (its receiver dropped): the rest
+                        // is read and dropped until the end.
+                        let _ = stderr.send(text).await;
+                    }
+                    Some(ActionEvent::Result(result)) => return Ok(result),
+                    Some(ActionEvent::Error(e)) => {
+                        return Err(CallError::refused(e.status, &e.code, e.message))
+                    }
+                    None => {
+                        return Err(CallError::unreachable(format!(
+                            "worker {worker}'s answer to {} {} broke off before its end",
+                            req.resource_type, req.action
+                        )))
+                    }
+                }
+            }
         }
         .boxed()
     }

@@ -9,6 +9,7 @@
 //! Every call to a worker runs under the step's worker watch and the build's
 //! cancellation ([`context::BuildContext::call`]).
 
+mod action_log;
 mod caches;
 mod clock;
 mod context;
@@ -36,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 pub use clock::{system_now_ms, Clock};
 pub use http_workers::{call_error, HttpWorkers};
 pub use volumes::{OpError, Source};
-pub use workers::{CallError, CopyError, LogStream, Workers};
+pub use workers::{ActionStderr, CallError, CopyError, LogStream, Workers};
 
 /// How long a claimed build stays with its node without a renewal.
 pub const LEASE_MS: i64 = 30_000;

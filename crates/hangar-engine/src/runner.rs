@@ -126,6 +126,7 @@ async fn run_plan(
         previous,
         resource_types,
         stop,
+        action_output: Mutex::new(BTreeMap::new()),
     };
     if ctx.previous.is_empty() {
         ctx.log(None, BuildEventKind::Status, "started").await;

@@ -16,6 +16,10 @@ use hangar_api::resources::{ResourceAction, ResourceActionResult};
 use hangar_api::worker_api::{CreateVolume, Volume};
 pub use hangar_core::engine::CallError;
 
+/// Where a resource action's stderr goes as the worker hands it on.
+/// Bounded: a caller slow to take it slows the worker's reading.
+pub type ActionStderr = tokio::sync::mpsc::Sender<String>;
+
 /// A container's log from an offset, as it comes.
 pub type LogStream = BoxStream<'static, Result<Bytes, CallError>>;
 
@@ -37,10 +41,13 @@ pub trait Workers: Send + Sync + 'static {
         to_handle: &'a str,
     ) -> BoxFuture<'a, Result<(), CopyError>>;
 
+    /// Runs a resource action; its stderr is sent to `stderr` while it
+    /// runs, its end answered.
     fn resource_action<'a>(
         &'a self,
         worker: &'a str,
         req: &'a ResourceAction,
+        stderr: ActionStderr,
     ) -> BoxFuture<'a, Result<ResourceActionResult, CallError>>;
 
     fn create_container<'a>(

@@ -37,13 +37,19 @@ pub const ACTIONS: &[&str] = &["check", "in", "out"];
 /// The largest request read from stdin.
 pub const MAX_REQUEST_BYTES: u64 = 1024 * 1024;
 
+/// The exit code of an action that failed for the infrastructure's sake:
+/// the worker reports such a failure of its own base types as the
+/// infrastructure's, and the step is tried on another worker.
+pub use hangar_api::resources::EXIT_INFRASTRUCTURE;
+
 /// The version the installed types report (the `version` file).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Runs `action` (`check`, `in` or `out`) of the resource type `type_name`:
 /// reads the request from `stdin`, writes the answer as one line of JSON to
 /// `stdout` and logs to `stderr`. Returns the exit code: 0, or 1 after
-/// writing `error: …` to `stderr`.
+/// writing `error: …` to `stderr` ([`EXIT_INFRASTRUCTURE`] when the
+/// failure was the infrastructure's).
 ///
 /// Synchronous: `registry-image` starts a current-thread tokio runtime of
 /// its own, so this must not be called on a thread that drives one.
@@ -56,20 +62,40 @@ pub fn run(
     mut stderr: impl Write,
 ) -> i32 {
     let result = run_action(type_name, action, args, stdin, &mut stderr).and_then(|answer| {
-        let mut line =
-            serde_json::to_vec(&answer).map_err(|e| format!("encode the answer: {e}"))?;
+        let mut line = serde_json::to_vec(&answer)
+            .map_err(|e| Failure::from(format!("encode the answer: {e}")))?;
         line.push(b'\n');
         stdout
             .write_all(&line)
             .and_then(|()| stdout.flush())
-            .map_err(|e| format!("write the answer: {e}"))
+            .map_err(|e| Failure::from(format!("write the answer: {e}")))
     });
     match result {
         Ok(()) => 0,
-        Err(message) => {
-            let _ = writeln!(stderr, "error: {message}");
+        Err(failure) => {
+            let _ = writeln!(stderr, "error: {}", failure.message);
             let _ = stderr.flush();
-            1
+            if failure.infrastructure {
+                EXIT_INFRASTRUCTURE
+            } else {
+                1
+            }
+        }
+    }
+}
+
+/// Why an action failed, and whether the infrastructure is to blame.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub message: String,
+    pub infrastructure: bool,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure {
+            message,
+            infrastructure: false,
         }
     }
 }
@@ -82,13 +108,13 @@ pub(crate) struct Call<'a> {
     pub log: &'a mut dyn Write,
 }
 
-fn run_action(
+/// Checks the type, action and arguments and reads the request.
+fn read_call<'a>(
     type_name: &str,
     action: &str,
-    args: &[String],
+    args: &'a [String],
     mut stdin: impl Read,
-    log: &mut dyn Write,
-) -> Result<Value, String> {
+) -> Result<(Option<&'a String>, Vec<u8>), String> {
     if !BUILTIN_TYPES.contains(&type_name) {
         return Err(format!(
             "unknown resource type {type_name:?} (known: {})",
@@ -127,21 +153,32 @@ fn run_action(
         return Err("no request on stdin (expected a JSON object)".into());
     }
 
+    Ok((dir, request))
+}
+
+fn run_action(
+    type_name: &str,
+    action: &str,
+    args: &[String],
+    stdin: impl Read,
+    log: &mut dyn Write,
+) -> Result<Value, Failure> {
+    let (dir, request) = read_call(type_name, action, args, stdin)?;
     let call = Call {
         dir: dir.map(std::path::Path::new),
         request: &request,
         log,
     };
     match (type_name, action) {
-        ("git", "check") => git::check(call),
-        ("git", "in") => git::get(call),
-        ("git", "out") => git::put(call),
-        ("mock", "check") => mock::check(call),
-        ("mock", "in") => mock::get(call),
-        ("mock", "out") => mock::put(call),
+        ("git", "check") => git::check(call).map_err(Failure::from),
+        ("git", "in") => git::get(call).map_err(Failure::from),
+        ("git", "out") => git::put(call).map_err(Failure::from),
+        ("mock", "check") => mock::check(call).map_err(Failure::from),
+        ("mock", "in") => mock::get(call).map_err(Failure::from),
+        ("mock", "out") => mock::put(call).map_err(Failure::from),
         ("registry-image", "check") => registry_image::check(call),
         ("registry-image", "in") => registry_image::get(call),
-        ("registry-image", "out") => registry_image::put(call),
+        ("registry-image", "out") => registry_image::put(call).map_err(Failure::from),
         _ => unreachable!("type and action were checked above"),
     }
 }

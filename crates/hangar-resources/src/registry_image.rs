@@ -22,7 +22,13 @@
 //! error)`: the registry unreachable or failing; `(configuration or image
 //! error)`: the rest). An infrastructure failure is attempted again in the
 //! action (three attempts, 1 s and 3 s apart), as Concourse's type retries
-//! transient errors; the others fail at once.
+//! transient errors, and then exits with [`crate::EXIT_INFRASTRUCTURE`],
+//! which the worker reports as the infrastructure's (the step is tried on
+//! another worker); the others fail at once with exit 1.
+//!
+//! `in` logs the manifest (digest, layer count, compressed size), each
+//! layer's start (size) and end (compression, entries), and, for layers of
+//! 16 MiB or more, the bytes received at each quarter: a few lines a layer.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -31,7 +37,7 @@ use hangar_images::{ImageError, Platform, Progress};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::{metadata, parse_request, shorten, Call, CheckRequest, InRequest};
+use crate::{metadata, parse_request, shorten, Call, CheckRequest, Failure, InRequest};
 
 /// Concourse's registry-image source fields hangar does not support, and
 /// why each is refused rather than ignored.
@@ -155,7 +161,7 @@ fn with_retries<T, F: std::future::Future<Output = Result<T, ImageError>>>(
     rt: &tokio::runtime::Runtime,
     log: &mut dyn Write,
     mut action: impl FnMut() -> F,
-) -> Result<T, String> {
+) -> Result<T, Failure> {
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -173,9 +179,14 @@ fn retry_or_fail(
     log: &mut dyn Write,
     attempt: u32,
     e: ImageError,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     if !e.is_infrastructure() || attempt >= ATTEMPTS {
-        return Err(explain(&e));
+        // Classified for the worker: an infrastructure failure left after
+        // the attempts here is tried again on another worker.
+        return Err(Failure {
+            message: explain(&e),
+            infrastructure: e.is_infrastructure(),
+        });
     }
     let delay = RETRY_DELAYS_MS[(attempt as usize - 1).min(RETRY_DELAYS_MS.len() - 1)];
     let _ = writeln!(
@@ -205,7 +216,7 @@ fn explain(e: &ImageError) -> String {
     format!("registry-image: {e} ({kind} error)")
 }
 
-pub(crate) fn check(call: Call<'_>) -> Result<Value, String> {
+pub(crate) fn check(call: Call<'_>) -> Result<Value, Failure> {
     refuse_unsupported(call.request)?;
     let request: CheckRequest<Source, Version> = parse_request(call.request)?;
     let source = request.source.to_images()?;
@@ -220,7 +231,7 @@ pub(crate) fn check(call: Call<'_>) -> Result<Value, String> {
     Ok(json!([{ "digest": digest }]))
 }
 
-pub(crate) fn get(call: Call<'_>) -> Result<Value, String> {
+pub(crate) fn get(call: Call<'_>) -> Result<Value, Failure> {
     refuse_unsupported(call.request)?;
     let request: InRequest<Source, Version, InParams> = parse_request(call.request)?;
     let mut source = request.source.to_images()?;
@@ -230,7 +241,8 @@ pub(crate) fn get(call: Call<'_>) -> Result<Value, String> {
             return Err(format!(
                 "invalid request: params.format: {:?} is not supported (only \"rootfs\")",
                 shorten(other)
-            ))
+            )
+            .into())
         }
     }
     if let Some(tag) = &request.version.tag {
@@ -246,8 +258,7 @@ pub(crate) fn get(call: Call<'_>) -> Result<Value, String> {
         "registry-image: fetching {}@{digest} for {platform}",
         source.repository
     );
-    let mut sizes: BTreeMap<usize, u64> = BTreeMap::new();
-    let mut layer_count = 0;
+    let mut progress = ProgressLog::default();
     let rt = runtime()?;
     let mut attempt = 0;
     let config = loop {
@@ -257,7 +268,7 @@ pub(crate) fn get(call: Call<'_>) -> Result<Value, String> {
             digest,
             &platform,
             dest,
-            |p| report(log, &p, &mut sizes, &mut layer_count),
+            |p| progress.report(log, &p),
         ));
         match fetched {
             Ok(config) => break config,
@@ -267,7 +278,7 @@ pub(crate) fn get(call: Call<'_>) -> Result<Value, String> {
     let _ = writeln!(
         log,
         "registry-image: fetched {} layer(s); user {:?}, {} env var(s)",
-        layer_count,
+        progress.layers,
         config.user,
         config.env.len()
     );
@@ -291,70 +302,160 @@ fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
-fn report(log: &mut dyn Write, p: &Progress, sizes: &mut BTreeMap<usize, u64>, count: &mut usize) {
-    let _ = match p {
-        Progress::Manifest {
-            digest,
-            layers,
-            total_bytes,
-        } => {
-            *count = *layers;
-            writeln!(
-                log,
-                "registry-image: manifest {digest}: {layers} layer(s), {} compressed",
-                mib(*total_bytes)
-            )
+/// Layers at least this large get lines of received bytes; smaller ones
+/// arrive too fast for them to say anything.
+const LARGE_LAYER: u64 = 16 * 1024 * 1024;
+/// A large layer's received bytes are said at each of these parts of it
+/// (25 %, 50 %, 75 %): at most three lines a layer, whatever its size.
+const PARTS: u64 = 4;
+
+/// Turns `fetch`'s progress into a few lines of log: the manifest, each
+/// layer's start and end, and for a large layer its received bytes at
+/// each quarter.
+#[derive(Default)]
+struct ProgressLog {
+    layers: usize,
+    sizes: BTreeMap<usize, u64>,
+    /// The last part of each large layer said.
+    said: BTreeMap<usize, u64>,
+}
+
+impl ProgressLog {
+    fn report(&mut self, log: &mut dyn Write, p: &Progress) {
+        if let Some(line) = self.line(p) {
+            let _ = writeln!(log, "registry-image: {line}");
+            let _ = log.flush();
         }
-        Progress::LayerStart {
-            index,
-            digest,
-            size,
-        } => {
-            sizes.insert(*index, *size);
-            let short = digest.strip_prefix("sha256:").unwrap_or(digest);
-            writeln!(
-                log,
-                "registry-image: layer {}/{count} {} ({})",
-                index + 1,
-                &short[..short.len().min(12)],
-                mib(*size)
-            )
-        }
-        Progress::LayerBytes { index, received } => {
-            let size = sizes.get(index).copied().unwrap_or(0);
-            if *received < size {
-                writeln!(
-                    log,
-                    "registry-image: layer {}/{count}: {} of {}",
+    }
+
+    fn line(&mut self, p: &Progress) -> Option<String> {
+        let count = self.layers;
+        match p {
+            Progress::Manifest {
+                digest,
+                layers,
+                total_bytes,
+            } => {
+                self.layers = *layers;
+                Some(format!(
+                    "manifest {digest}: {layers} layer(s), {} compressed",
+                    mib(*total_bytes)
+                ))
+            }
+            Progress::LayerStart {
+                index,
+                digest,
+                size,
+            } => {
+                self.sizes.insert(*index, *size);
+                self.said.remove(index);
+                let short = digest.strip_prefix("sha256:").unwrap_or(digest);
+                Some(format!(
+                    "layer {}/{count} {} ({})",
+                    index + 1,
+                    &short[..short.len().min(12)],
+                    mib(*size)
+                ))
+            }
+            Progress::LayerBytes { index, received } => {
+                let size = self.sizes.get(index).copied().unwrap_or(0);
+                if size < LARGE_LAYER || *received >= size {
+                    return None;
+                }
+                let part = received.saturating_mul(PARTS) / size;
+                let said = self.said.entry(*index).or_default();
+                if part == 0 || part <= *said {
+                    return None;
+                }
+                *said = part;
+                Some(format!(
+                    "layer {}/{count}: {} of {} ({}%)",
                     index + 1,
                     mib(*received),
-                    mib(size)
-                )
-            } else {
-                Ok(())
+                    mib(size),
+                    received.saturating_mul(100) / size
+                ))
             }
+            Progress::LayerDone {
+                index,
+                compression,
+                entries,
+                whiteouts,
+                skipped_devices,
+            } => Some(format!(
+                "layer {}/{count} applied ({compression}, {entries} entries, \
+                 {whiteouts} whiteout(s){})",
+                index + 1,
+                if *skipped_devices > 0 {
+                    format!(", {skipped_devices} device(s) skipped")
+                } else {
+                    String::new()
+                }
+            )),
         }
-        Progress::LayerDone {
-            index,
-            compression,
-            entries,
-            whiteouts,
-            skipped_devices,
-        } => writeln!(
-            log,
-            "registry-image: layer {}/{count} applied ({compression}, {entries} entries, \
-             {whiteouts} whiteout(s){})",
-            index + 1,
-            if *skipped_devices > 0 {
-                format!(", {skipped_devices} device(s) skipped")
-            } else {
-                String::new()
-            }
-        ),
-    };
-    let _ = log.flush();
+    }
 }
 
 pub(crate) fn put(_call: Call<'_>) -> Result<Value, String> {
     Err("registry-image: out (pushing an image) is not supported".into())
+}
+
+#[cfg(test)]
+mod progress_tests {
+    use super::*;
+
+    fn lines(events: &[Progress]) -> Vec<String> {
+        let mut log = ProgressLog::default();
+        events.iter().filter_map(|p| log.line(p)).collect()
+    }
+
+    #[test]
+    fn a_large_layer_says_its_bytes_at_each_quarter_and_a_small_one_never() {
+        const MIB: u64 = 1024 * 1024;
+        let mut events = vec![
+            Progress::Manifest {
+                digest: "sha256:m".into(),
+                layers: 2,
+                total_bytes: 1025 * MIB,
+            },
+            Progress::LayerStart {
+                index: 0,
+                digest: format!("sha256:{}", "a".repeat(64)),
+                size: MIB,
+            },
+            Progress::LayerBytes {
+                index: 0,
+                received: MIB,
+            },
+            Progress::LayerStart {
+                index: 1,
+                digest: format!("sha256:{}", "b".repeat(64)),
+                size: 1024 * MIB,
+            },
+        ];
+        // Every 8 MiB, as `fetch` reports them: 128 reports.
+        events.extend((1..=128).map(|i| Progress::LayerBytes {
+            index: 1,
+            received: i * 8 * MIB,
+        }));
+        events.push(Progress::LayerDone {
+            index: 1,
+            compression: "gzip",
+            entries: 3,
+            whiteouts: 0,
+            skipped_devices: 0,
+        });
+        assert_eq!(
+            lines(&events),
+            [
+                "manifest sha256:m: 2 layer(s), 1025.0 MiB compressed",
+                "layer 1/2 aaaaaaaaaaaa (1.0 MiB)",
+                "layer 2/2 bbbbbbbbbbbb (1024.0 MiB)",
+                "layer 2/2: 256.0 MiB of 1024.0 MiB (25%)",
+                "layer 2/2: 512.0 MiB of 1024.0 MiB (50%)",
+                "layer 2/2: 768.0 MiB of 1024.0 MiB (75%)",
+                "layer 2/2 applied (gzip, 3 entries, 0 whiteout(s))",
+            ]
+        );
+    }
 }

@@ -5,6 +5,7 @@
 //! signals onto them and `quickstart` and tests can send them directly.
 
 pub mod action_dir;
+mod action_output;
 mod agent;
 pub mod api;
 pub mod containers;

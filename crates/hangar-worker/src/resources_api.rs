@@ -1,6 +1,7 @@
 //! Runs a base resource type's programs (`check`, `in`) for web's get steps:
 //! the request JSON on stdin, the response JSON from stdout, the log from
-//! stderr. Each run has a dir, HOME, TMPDIR and environment of its own and
+//! stderr, handed on as it is written when web asks for a streamed answer
+//! (`action_output`). Each run has a dir, HOME, TMPDIR and environment of its own and
 //! leads a process group of its own (see `action_dir`), in a PID namespace
 //! of its own where process tasks get one.
 
@@ -13,17 +14,21 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::Router;
 use hangar_api::http::{limited, Json as JsonBody};
-use hangar_api::resources::{ResourceAction, ResourceActionResult};
+use hangar_api::resources::{
+    ActionFailure, ResourceAction, ResourceActionResult, ACTION_EVENTS, EXIT_INFRASTRUCTURE,
+};
 use hangar_volumes::VolumeManager;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::action_dir::{ActionDir, ActionDirs};
+use crate::action_output::Running;
 use crate::error::{self, ApiError};
 use crate::resource_types::discover_resource_types;
 
-/// The most a program may print on stdout (its JSON answer) or stderr.
+/// The most a program may print on stdout (its JSON answer); its stderr
+/// is bounded by `action_output::MAX_STDERR`.
 const MAX_OUTPUT: u64 = 1024 * 1024;
 /// The largest action request (a resource's source and params): axum's
 /// default, written down so a 413 can name it.
@@ -163,24 +168,35 @@ async fn run(
     State(runner): State<ResourceRunner>,
     headers: HeaderMap,
     body: Result<JsonBody<ResourceAction>, ApiError>,
-) -> Result<Json<ResourceActionResult>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     // The key is checked before a malformed body is answered.
     if !authorized(&headers, &runner.key) {
         return Err(error::unauthorized());
     }
     let JsonBody(req) = body?;
-    Ok(Json(execute(&runner, req).await?))
+    let streamed = headers
+        .get(header::ACCEPT)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|h| h.contains(ACTION_EVENTS));
+    // Bounded: the reader waits for web to take what it sent before it
+    // reads more (the program then waits on its pipe).
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    // A task of its own, so its stderr can be answered while it runs;
+    // aborted (program killed, dir removed) if web hangs up.
+    let running = Running(tokio::spawn(async move { execute(&runner, req, tx).await }));
+    crate::action_output::respond(running, rx, streamed).await
 }
 
 async fn execute(
     runner: &ResourceRunner,
     req: ResourceAction,
+    stderr: Stderr,
 ) -> Result<ResourceActionResult, ActionError> {
     if !matches!(req.action.as_str(), "check" | "in") {
         return Err(ActionError::UnknownAction(req.action));
     }
     if let Some(image) = req.image_volume.clone() {
-        return execute_in_image(runner, req, image).await;
+        return execute_in_image(runner, req, image, stderr).await;
     }
     let types = runner
         .types_dir
@@ -233,12 +249,37 @@ async fn execute(
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     let what = format!("{} {}", req.resource_type, req.action);
-    let ran = run_program(runner, &req, &program, command, &mut dir, &input, &what).await;
+    let ran = run_program(
+        runner, &req, &program, command, &mut dir, &input, &what, stderr,
+    )
+    .await;
     // Whatever way it ended, nothing of the action runs on (writing into
     // the fetched volume) and its dir goes, before the volume is handed on.
     dir.finish().await;
-    let (status, out, err) = ran?;
-    answer(runner, fetched_into, status, out, err).await
+    let (status, out) = ran?;
+    answer(runner, fetched_into, status, out, Trust::OwnProgram).await
+}
+
+/// Where an action's stderr goes as it is read.
+type Stderr = tokio::sync::mpsc::Sender<String>;
+
+/// Whether an action's exit code may say its failure was the
+/// infrastructure's: only the worker's own base types are believed; a
+/// custom type's image is anybody's program, and exiting so must not make
+/// web try it on every worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trust {
+    OwnProgram,
+    Image,
+}
+
+/// Whose fault a non-zero exit is.
+fn classify(status: std::process::ExitStatus, trust: Trust) -> Option<ActionFailure> {
+    match (status.code(), trust) {
+        (Some(0), _) => None,
+        (Some(EXIT_INFRASTRUCTURE), Trust::OwnProgram) => Some(ActionFailure::Infrastructure),
+        _ => Some(ActionFailure::Own),
+    }
 }
 
 /// The answer to web once the action ended: what `in` fetched (if it
@@ -252,7 +293,7 @@ async fn answer(
     fetched_into: Option<PathBuf>,
     status: std::process::ExitStatus,
     out: Vec<u8>,
-    err: Vec<u8>,
+    trust: Trust,
 ) -> Result<ResourceActionResult, ActionError> {
     if let (Some(path), Some(ids), true) = (fetched_into, runner.task_user, status.success()) {
         tokio::task::spawn_blocking(move || {
@@ -268,7 +309,9 @@ async fn answer(
     Ok(ResourceActionResult {
         exit_code: status.code().unwrap_or(128 + 9),
         response: serde_json::from_slice(&out).ok(),
-        stderr: String::from_utf8_lossy(&err).into_owned(),
+        // Handed on as it was written (`action_output`).
+        stderr: String::new(),
+        failure: classify(status, trust),
     })
 }
 
@@ -320,6 +363,7 @@ async fn execute_in_image(
     runner: &ResourceRunner,
     req: ResourceAction,
     image: String,
+    stderr: Stderr,
 ) -> Result<ResourceActionResult, ActionError> {
     let runtime = runner
         .runtime
@@ -403,17 +447,21 @@ async fn execute_in_image(
     };
     let what = format!("{} {} (image)", req.resource_type, req.action);
     let runc = PathBuf::from(&argv[0]);
-    let ran = run_program(runner, &req, &runc, command, &mut dir, &input, &what).await;
+    let ran = run_program(
+        runner, &req, &runc, command, &mut dir, &input, &what, stderr,
+    )
+    .await;
     // Whatever way it ended, the container is gone before the fetched
     // volume is handed on.
     guard.remove().await;
     dir.finish().await;
-    let (status, out, err) = ran?;
-    answer(runner, dest, status, out, err).await
+    let (status, out) = ran?;
+    answer(runner, dest, status, out, Trust::Image).await
 }
 
-/// Starts the program, feeds it the request and collects its output and
-/// status within the runner's timeout.
+/// Starts the program, feeds it the request, hands its stderr on as it
+/// comes and collects its answer and status within the runner's timeout.
+#[allow(clippy::too_many_arguments)]
 async fn run_program(
     runner: &ResourceRunner,
     req: &ResourceAction,
@@ -422,7 +470,8 @@ async fn run_program(
     dir: &mut ActionDir,
     input: &[u8],
     what: &str,
-) -> Result<(std::process::ExitStatus, Vec<u8>, Vec<u8>), ActionError> {
+    stderr_to: Stderr,
+) -> Result<(std::process::ExitStatus, Vec<u8>), ActionError> {
     let start_error = |source| ActionError::Start {
         program: program.display().to_string(),
         source,
@@ -448,7 +497,7 @@ async fn run_program(
     }
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take().map(|s| s.take(MAX_OUTPUT));
-    let mut stderr = child.stderr.take().map(|s| s.take(MAX_OUTPUT));
+    let stderr = child.stderr.take();
     let work = async {
         let feed = async {
             if let Some(mut s) = stdin.take() {
@@ -467,29 +516,59 @@ async fn run_program(
             buf
         };
         let read_err = async {
-            let mut buf = Vec::new();
-            if let Some(s) = stderr.as_mut() {
-                read_noted(what, "stderr", s.read_to_end(&mut buf).await);
+            if let Some(s) = stderr {
+                crate::action_output::forward(s, stderr_to, what).await;
             }
-            buf
         };
-        let (_, out, err) = tokio::join!(feed, read_out, read_err);
+        let (_, out, ()) = tokio::join!(feed, read_out, read_err);
         let status = child.wait().await;
-        (status, out, err)
+        (status, out)
     };
-    let (status, out, err) = tokio::time::timeout(runner.timeout, work)
+    let (status, out) = tokio::time::timeout(runner.timeout, work)
         .await
         .map_err(|_| ActionError::TimedOut {
             resource_type: req.resource_type.clone(),
             action: req.action.clone(),
             timeout: runner.timeout,
         })?;
-    Ok((status.map_err(ActionError::Wait)?, out, err))
+    Ok((status.map_err(ActionError::Wait)?, out))
 }
 
 /// A pipe that broke is logged; the answer carries what was read of it.
 fn read_noted(action: &str, pipe: &str, read: std::io::Result<usize>) {
     if let Err(e) = read {
         tracing::warn!(%action, pipe, error = %e, "cannot read the program's output; answering with what was read");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    #[test]
+    fn only_the_worker_s_own_types_may_call_a_failure_the_infrastructure_s() {
+        let exit = |code: i32| std::process::ExitStatus::from_raw(code << 8);
+        assert_eq!(classify(exit(0), Trust::OwnProgram), None);
+        assert_eq!(
+            classify(exit(EXIT_INFRASTRUCTURE), Trust::OwnProgram),
+            Some(ActionFailure::Infrastructure)
+        );
+        assert_eq!(
+            classify(exit(1), Trust::OwnProgram),
+            Some(ActionFailure::Own)
+        );
+        // A custom type's image is anybody's program.
+        assert_eq!(
+            classify(exit(EXIT_INFRASTRUCTURE), Trust::Image),
+            Some(ActionFailure::Own)
+        );
+        // Killed by a signal: no code, its own.
+        let killed = std::process::ExitStatus::from_raw(9);
+        assert_eq!(
+            classify(killed, Trust::OwnProgram),
+            Some(ActionFailure::Own)
+        );
     }
 }

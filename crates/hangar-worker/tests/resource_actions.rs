@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hangar_api::resources::{ResourceAction, ResourceActionResult};
+use hangar_api::resources::{ActionEvent, ActionFailure, ResourceAction, ResourceActionResult};
 use hangar_api::ErrorBody;
 use hangar_volumes::{DriverKind, Limits, Strategy, VolumeManager};
 use hangar_worker::action_dir::{ActionDirs, ACTIONS_DIR};
@@ -74,6 +74,30 @@ exec sleep 1000
         ),
     );
     script(&types, "slow", "in", "exit 1\n");
+    // A hostile log: invalid UTF-8, then 100 MB on one line.
+    script(
+        &types,
+        "loud",
+        "check",
+        "cat >/dev/null\nprintf 'bad \\377 byte\\n' >&2\nhead -c 104857600 /dev/zero | tr '\\000' x >&2\necho '[{\"ref\":\"1\"}]'\n",
+    );
+    // Says its failure is the infrastructure's, as a base type may.
+    script(
+        &types,
+        "flaky",
+        "check",
+        "cat >/dev/null\necho 'registry down' >&2\nexit 75\n",
+    );
+    // Says something, then outlasts its timeout.
+    script(
+        &types,
+        "chatty",
+        "check",
+        "cat >/dev/null\necho 'resolving' >&2\nexec sleep 1000\n",
+    );
+    for name in ["loud", "flaky", "chatty"] {
+        script(&types, name, "in", "exit 1\n");
+    }
     script(
         &types,
         "ns",
@@ -207,6 +231,109 @@ impl Worker {
         assert!(status.is_success(), "{status}: {text}");
         serde_json::from_str(&text).unwrap()
     }
+}
+
+/// A streamed action through web's client: its stderr pieces, then its
+/// end.
+async fn streamed(w: &Worker, resource_type: &str) -> (Vec<String>, ResourceActionResult) {
+    let api = hangar_client::WorkerApi::new(&w.url, KEY, Duration::from_secs(60)).unwrap();
+    let req = ResourceAction {
+        image_volume: None,
+        resource_type: resource_type.into(),
+        action: "check".into(),
+        volume: None,
+        request: json!({"source": {}}),
+    };
+    let mut events = api.resource_action_events(&req).await.unwrap();
+    let mut stderr = Vec::new();
+    loop {
+        match events.next().await.unwrap() {
+            Some(ActionEvent::Stderr(t)) => stderr.push(t),
+            Some(ActionEvent::Result(r)) => return (stderr, r),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_flood_of_stderr_is_cut_on_the_worker_and_the_action_still_answers() {
+    let w = Worker::start(Duration::from_secs(60)).await;
+    let started = std::time::Instant::now();
+    let (pieces, out) = streamed(&w, "loud").await;
+    assert_eq!(out.exit_code, 0);
+    assert_eq!(out.response, Some(json!([{"ref": "1"}])));
+    let text = pieces.concat();
+    assert!(text.starts_with("bad \u{fffd} byte\n"), "{}", &text[..40]);
+    assert!(text.len() < 1024 * 1024 + 200, "{}", text.len());
+    assert!(
+        text.ends_with(" dropped on the worker]\n"),
+        "{}",
+        &text[text.len() - 200..]
+    );
+    // Drained, not blocked on a full pipe until the timeout.
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // Unstreamed (an older caller), the same bound in the result.
+    let out = w.run("loud", "check", None, json!({"source": {}})).await;
+    assert_eq!(out.exit_code, 0);
+    assert!(out.stderr.len() < 1024 * 1024 + 200);
+}
+
+#[tokio::test]
+async fn a_base_type_s_exit_75_is_the_infrastructure_s_failure_on_the_wire() {
+    let w = Worker::start(Duration::from_secs(60)).await;
+    let (pieces, out) = streamed(&w, "flaky").await;
+    assert_eq!(pieces.concat(), "registry down\n");
+    assert_eq!(out.exit_code, 75);
+    assert_eq!(out.failure, Some(ActionFailure::Infrastructure));
+    w.volume("v");
+    let out = w
+        .run(
+            "slow",
+            "in",
+            Some("v"),
+            json!({"source": {}, "version": {}}),
+        )
+        .await;
+    assert_eq!(out.exit_code, 1);
+    assert_eq!(out.failure, Some(ActionFailure::Own));
+}
+
+#[tokio::test]
+async fn a_base_type_s_exit_75_comes_through_the_pid_namespace_needs_root() {
+    let w = Worker::start_with(Duration::from_secs(60), true).await;
+    let (pieces, out) = streamed(&w, "flaky").await;
+    assert_eq!(pieces.concat(), "registry down\n");
+    assert_eq!(out.exit_code, 75);
+    assert_eq!(out.failure, Some(ActionFailure::Infrastructure));
+}
+
+#[tokio::test]
+async fn an_action_that_times_out_after_writing_ends_its_streamed_answer_with_the_error_it_would_have_had(
+) {
+    let w = Worker::start(Duration::from_secs(1)).await;
+    let api = hangar_client::WorkerApi::new(&w.url, KEY, Duration::from_secs(60)).unwrap();
+    let req = ResourceAction {
+        image_volume: None,
+        resource_type: "chatty".into(),
+        action: "check".into(),
+        volume: None,
+        request: json!({"source": {}}),
+    };
+    let mut events = api.resource_action_events(&req).await.unwrap();
+    assert_eq!(
+        events.next().await.unwrap(),
+        Some(ActionEvent::Stderr("resolving\n".into()))
+    );
+    let Some(ActionEvent::Error(e)) = events.next().await.unwrap() else {
+        panic!("the answer ends with the error");
+    };
+    assert_eq!(events.next().await.unwrap(), None);
+    // As the unstreamed answer says it: classified by web the same way.
+    let resp = w.post(req).await;
+    assert_eq!(e.status, resp.status().as_u16());
+    let body: ErrorBody = resp.json().await.unwrap();
+    assert_eq!((e.code, e.message), (body.error.code, body.error.message));
+    assert_eq!(w.action_dirs(), Vec::<PathBuf>::new());
 }
 
 /// `KEY=value` lines of a report.

@@ -102,6 +102,18 @@ run:
     );
     assert!(out.contains("registry\n4321\n"), "{out}");
     assert!(err.contains("fetched version"), "{err}");
+    // The pull's progress is in the build log `execute` prints: the
+    // manifest, then each layer's size and how it was applied.
+    assert!(
+        out.contains("registry-image: manifest sha256:") && out.contains("2 layer(s)"),
+        "{out}\n{err}"
+    );
+    assert!(out.contains("registry-image: layer 1/2 "), "{out}");
+    assert!(
+        out.contains("registry-image: layer 2/2 applied (zstd"),
+        "{out}"
+    );
+    assert!(err.contains("fetching image"), "{err}");
     let (out, err) = run();
     assert!(out.contains("ID=hangar-registry"), "{out}\n{err}");
     assert!(err.contains("found in the cache"), "{err}");

@@ -111,6 +111,11 @@ run:
     assert!(out.contains("\n1234\n"), "{out}");
     assert!(out.ends_with("/tmp/build/work\n"), "{out}");
     assert!(err.contains("(runc)"), "{err}");
+    // The image's `in` wrote to its stderr: in the build log, before the
+    // task's own output.
+    let unpacked = out.find(&format!("unpacked {}\n", rootfs.display()));
+    let task = out.find("ID=hangar-busybox");
+    assert!(unpacked.is_some() && unpacked < task, "{out}");
     assert!(
         err.contains(
             "image test-image (local-image local/busybox:latest): fetched version {\"digest\":\"sha256:0123abcd\"} on worker worker-img"
