@@ -197,6 +197,11 @@ pub(crate) struct Fetch {
     /// A custom type's image on the worker whose `/opt/resource` programs
     /// run the actions; `None` for a base type.
     pub image: Option<TypeImage>,
+    /// An image (a task's `image_resource`, a custom type's image): a
+    /// check of the same type and source within the check interval is
+    /// reused instead of run again, as Concourse does
+    /// (`crate::recent_checks`). A get step's resource is checked each time.
+    pub reuse_recent_check: bool,
 }
 
 /// A custom resource type's image, fetched on the step's worker.
@@ -270,6 +275,7 @@ async fn attempt(
         version: step.version.clone().map(Value::Object),
         label: step.get.clone(),
         image: None,
+        reuse_recent_check: false,
     };
     let base = chain
         .last()
@@ -354,6 +360,7 @@ async fn fetch_type_images(
             version: None,
             label: format!("resource type {}", t.name),
             image: image.take(),
+            reuse_recent_check: true,
         };
         let fetched = match fetch_on(ctx, step_id, worker, seen, &fetch).await? {
             Ok(f) => f,
@@ -398,9 +405,30 @@ pub(crate) async fn fetch_on(
     let engine = &ctx.engine;
     let watched = [(worker, seen)];
     let (source, params) = (&fetch.source, &fetch.params);
-    let version = match &fetch.version {
-        Some(v) => v.clone(),
-        None => {
+    let interval = engine.config().image_check_interval_ms;
+    // What was checked: the key of the fetch at no version (type, source,
+    // params and the type's image).
+    let scope = fetch.reuse_recent_check.then(|| fetch.key(&Value::Null));
+    let recent = scope
+        .as_deref()
+        .and_then(|s| engine.recent_checks().fresh(s, engine.now(), interval));
+    let version = match (&fetch.version, recent) {
+        (Some(v), _) => v.clone(),
+        (None, Some((version, age_ms))) => {
+            ctx.log(
+                Some(step_id),
+                BuildEventKind::Step,
+                &format!(
+                    "{}: version {version} from a check {:.1} s ago (checked again after {} s, as Concourse's check interval)",
+                    fetch.label,
+                    age_ms as f64 / 1000.0,
+                    interval / 1000
+                ),
+            )
+            .await;
+            version
+        }
+        (None, None) => {
             let req = ResourceAction {
                 image_volume: None,
                 resource_type: fetch.resource_type.clone(),
@@ -421,7 +449,14 @@ pub(crate) async fn fetch_on(
                 .and_then(Value::as_array)
                 .and_then(|v| v.last())
             {
-                Some(v) if v.is_object() => v.clone(),
+                Some(v) if v.is_object() => {
+                    if let Some(scope) = scope {
+                        engine
+                            .recent_checks()
+                            .record(scope, v.clone(), engine.now(), interval);
+                    }
+                    v.clone()
+                }
                 _ => {
                     return Ok(Err(StepFailure::Invalid {
                         reason: format!("check of {} found no version", fetch.label),

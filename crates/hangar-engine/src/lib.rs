@@ -19,6 +19,7 @@ mod get_step;
 mod http_workers;
 mod logs;
 pub mod placement;
+mod recent_checks;
 mod runner;
 mod task_step;
 mod volumes;
@@ -55,6 +56,10 @@ pub struct EngineConfig {
     pub lifecycle_pass_ms: i64,
     /// How often steps look again (placement waits, worker watches).
     pub poll: Duration,
+    /// How long a successful check of an image (a task's `image_resource`,
+    /// a custom type's image) is reused by later builds, as Concourse's
+    /// check interval; 0 checks every time.
+    pub image_check_interval_ms: i64,
 }
 
 impl EngineConfig {
@@ -65,6 +70,7 @@ impl EngineConfig {
             heartbeat_ttl_ms: 15_000,
             lifecycle_pass_ms: 1_000,
             poll: Duration::from_millis(500),
+            image_check_interval_ms: recent_checks::DEFAULT_INTERVAL_MS,
         }
     }
 }
@@ -95,6 +101,7 @@ struct Inner {
     observer: Arc<dyn EngineObserver>,
     wake: Notify,
     build_events: Notify,
+    recent_checks: recent_checks::RecentChecks,
 }
 
 impl Engine {
@@ -114,6 +121,7 @@ impl Engine {
                 observer,
                 wake: Notify::new(),
                 build_events: Notify::new(),
+                recent_checks: recent_checks::RecentChecks::default(),
             }),
         }
     }
@@ -132,6 +140,10 @@ impl Engine {
 
     pub fn now(&self) -> i64 {
         self.inner.clock.now()
+    }
+
+    pub(crate) fn recent_checks(&self) -> &recent_checks::RecentChecks {
+        &self.inner.recent_checks
     }
 
     /// Wakes the claim loop (a build was created).

@@ -441,6 +441,7 @@ fn image_fetch(
         }),
         label,
         image: None,
+        reuse_recent_check: true,
     };
     (fetch, resource.tags.clone())
 }

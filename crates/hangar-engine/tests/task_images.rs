@@ -130,6 +130,41 @@ async fn a_second_build_reuses_the_image_cache_on_its_worker() {
 }
 
 #[tokio::test]
+async fn a_check_of_the_image_within_the_check_interval_is_reused_as_concourse_does() {
+    let h = Harness::new_with(&["w1"], |c| c.image_check_interval_ms = 60_000).await;
+    let first = h.submit(image_plan(busybox())).await;
+    assert_eq!(h.finished(first).await, BuildStatus::Succeeded);
+    let second = h.submit(image_plan(busybox())).await;
+    assert_eq!(h.finished(second).await, BuildStatus::Succeeded);
+    // One check for both builds; the second says where its version came
+    // from, then finds the image in the cache.
+    assert_eq!(h.fake.calls_of("resource_action w1 mock check").len(), 1);
+    let log = h.log(second, &["step"]).await;
+    let reused = log
+        .iter()
+        .position(|l| {
+            l.starts_with(r#"step: image build-image (mock busybox:1.36): version {"ref":"v1"} from a check "#)
+                && l.ends_with("s ago (checked again after 60 s, as Concourse's check interval)")
+        })
+        .unwrap_or_else(|| panic!("{log:#?}"));
+    let cached = log
+        .iter()
+        .position(|l| l.contains("found in the cache on worker w1"))
+        .unwrap_or_else(|| panic!("{log:#?}"));
+    assert!(reused < cached, "{log:#?}");
+    assert_eq!(ins(&h, "w1"), 1);
+    // Another image (another source) is checked for itself.
+    let other = h
+        .submit(image_plan(json!({
+            "type": "mock",
+            "source": {"repository": "alpine", "tag": "3"}
+        })))
+        .await;
+    assert_eq!(h.finished(other).await, BuildStatus::Succeeded);
+    assert_eq!(h.fake.calls_of("resource_action w1 mock check").len(), 2);
+}
+
+#[tokio::test]
 async fn a_pinned_image_skips_check_and_is_placed_where_its_cache_is() {
     let h = Harness::new(&["w1", "w2"]).await;
     // The first fetch lands on w2 (w1 down), then w1 is back and idle.

@@ -50,6 +50,9 @@ fn config(node: &str) -> EngineConfig {
     config.heartbeat_ttl_ms = 200;
     config.lifecycle_pass_ms = 50;
     config.poll = Duration::from_millis(20);
+    // Every build checks its images, so tests see each check; the reuse
+    // of a recent check has tests of its own (`Harness::new_with`).
+    config.image_check_interval_ms = 0;
     config
 }
 
@@ -59,6 +62,14 @@ pub(crate) fn now() -> i64 {
 
 impl Harness {
     pub(crate) async fn new(workers: &[&str]) -> Harness {
+        Harness::new_with(workers, |_| {}).await
+    }
+
+    /// [`Harness::new`] with the engine's configuration changed by `tune`.
+    pub(crate) async fn new_with(
+        workers: &[&str],
+        tune: impl FnOnce(&mut EngineConfig),
+    ) -> Harness {
         let store = hangar_testkit::sqlite_store().await;
         for w in workers {
             store
@@ -67,16 +78,22 @@ impl Harness {
                 .expect("register a worker");
         }
         let fake = FakeWorkers::new();
-        Harness::start(store, fake, "node-a")
+        let mut config = config("node-a");
+        tune(&mut config);
+        Harness::start_with(store, fake, config)
     }
 
     /// A node running an engine over `store` and `fake`.
     pub(crate) fn start(store: Store, fake: FakeWorkers, node: &str) -> Harness {
+        Harness::start_with(store, fake, config(node))
+    }
+
+    fn start_with(store: Store, fake: FakeWorkers, config: EngineConfig) -> Harness {
         let engine = Engine::new(
             store.clone(),
             Arc::new(fake.clone()),
             Clock::System,
-            config(node),
+            config,
             Arc::new(NoObserver),
         );
         let shutdown = CancellationToken::new();
