@@ -37,8 +37,12 @@ use crate::error::{self, ApiError};
 /// The longest a wait request is held.
 pub(crate) const MAX_WAIT: Duration = Duration::from_secs(60);
 const LOG_CHUNK: usize = 64 * 1024;
-/// How often a followed log that is at its end looks for more.
-const FOLLOW_POLL: Duration = Duration::from_millis(50);
+/// How often a followed log that is at its end looks for more: soon after
+/// it last grew (a task's first lines reach its build log within a few
+/// ms), then less and less often, down to [`FOLLOW_POLL_MAX`] for a quiet
+/// task.
+const FOLLOW_POLL_MIN: Duration = Duration::from_millis(2);
+const FOLLOW_POLL_MAX: Duration = Duration::from_millis(50);
 
 type Manager = Arc<ContainerManager>;
 
@@ -144,6 +148,8 @@ struct LogReader {
     follow: bool,
     /// The container has exited: send what is left, then end.
     draining: bool,
+    /// The next wait at the end of the log.
+    poll: Duration,
 }
 
 impl LogReader {
@@ -158,10 +164,12 @@ impl LogReader {
                     if self.exited().await {
                         self.draining = true;
                     } else {
-                        tokio::time::sleep(FOLLOW_POLL).await;
+                        tokio::time::sleep(self.poll).await;
+                        self.poll = (self.poll * 3 / 2).min(FOLLOW_POLL_MAX);
                     }
                 }
                 Ok(n) => {
+                    self.poll = FOLLOW_POLL_MIN;
                     buf.truncate(n);
                     return Some(Ok(Bytes::from(buf)));
                 }
@@ -206,6 +214,7 @@ async fn logs(
         handle,
         follow: q.follow,
         draining: false,
+        poll: FOLLOW_POLL_MIN,
     };
     let stream = futures_util::stream::unfold(reader, |mut r| async move {
         r.next().await.map(|chunk| (chunk, r))
