@@ -25,6 +25,11 @@ pub struct ImageConfig {
     pub runs: usize,
     /// Keep the scratch dir here instead of a temporary one.
     pub dir: Option<PathBuf>,
+    /// The `hangar` binary, for the task-start half (web and a worker as
+    /// processes); `None` skips it.
+    pub bin: Option<PathBuf>,
+    /// Timed builds of the task-start half.
+    pub start_runs: usize,
 }
 
 impl Default for ImageConfig {
@@ -34,6 +39,8 @@ impl Default for ImageConfig {
             layer_mib: 20,
             runs: 5,
             dir: None,
+            bin: None,
+            start_runs: 10,
         }
     }
 }
@@ -56,6 +63,12 @@ pub struct ImageReport {
     pub ratio_to_skopeo_copy: Option<f64>,
     /// hangar's median over skopeo copy + umoci unpack's.
     pub ratio_to_skopeo_umoci: Option<f64>,
+    /// A task on a cached image: placement to runc started, ms.
+    pub task_runtime_started_ms: Option<Summary>,
+    /// A task on a cached image: placement to its first output line, ms.
+    pub task_first_output_ms: Option<Summary>,
+    /// Why the task start was not measured, when it was not.
+    pub task_start_skipped: Option<String>,
 }
 
 impl ImageReport {
@@ -80,11 +93,27 @@ impl ImageReport {
             fmt_opt(self.hangar_ms.p50, 0),
             fmt_opt(self.skopeo_copy_ms.p50, 0),
             fmt_opt(self.ratio_to_skopeo_copy, 2),
-        )
+        ) + &match (
+            &self.task_runtime_started_ms,
+            &self.task_first_output_ms,
+            &self.task_start_skipped,
+        ) {
+            (Some(r), Some(o), _) => format!(
+                "; task on a cached image, after placement: runc started p50 {} ms (max {}), \
+                 first output p50 {} ms (max {}), {} builds",
+                fmt_opt(r.p50, 0),
+                fmt_opt(r.max, 0),
+                fmt_opt(o.p50, 0),
+                fmt_opt(o.max, 0),
+                r.count
+            ),
+            (_, _, Some(why)) => format!("; task start on a cached image not measured: {why}"),
+            _ => String::new(),
+        }
     }
 }
 
-fn on_path(program: &str) -> bool {
+pub(crate) fn on_path(program: &str) -> bool {
     std::env::var("PATH")
         .unwrap_or_default()
         .split(':')
@@ -229,6 +258,21 @@ pub async fn run(config: ImageConfig) -> anyhow::Result<ImageReport> {
         }
     }
     drop(registry);
+    let (task_start, task_start_skipped) = match (&config.bin, crate::image_start::unavailable()) {
+        (None, _) => (None, Some("no hangar binary given".to_string())),
+        (Some(_), Some(why)) => (None, Some(why)),
+        (Some(bin), None) => {
+            eprintln!("bench image: tasks on a cached image, under runc");
+            let dir = scratch.path().join("start");
+            std::fs::create_dir_all(&dir)?;
+            let s = crate::image_start::measure(bin, &dir, config.start_runs).await?;
+            (Some(s), None)
+        }
+    };
+    let (task_runtime_started_ms, task_first_output_ms) = match task_start {
+        Some(s) => (Some(s.runtime_started), Some(s.first_output)),
+        None => (None, None),
+    };
     let hangar_ms = Summary::of(&ours);
     let skopeo_copy_ms = Summary::of(&copy);
     let skopeo_umoci_ms = umoci.then(|| Summary::of(&unpack));
@@ -246,5 +290,8 @@ pub async fn run(config: ImageConfig) -> anyhow::Result<ImageReport> {
         hangar_ms,
         skopeo_copy_ms,
         skopeo_umoci_ms,
+        task_runtime_started_ms,
+        task_first_output_ms,
+        task_start_skipped,
     })
 }

@@ -44,6 +44,9 @@ struct ImageArgs {
     /// Cold pulls per contender.
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// Timed builds of a task on the cached image (needs root and runc).
+    #[arg(long, default_value_t = 10)]
+    start_runs: usize,
     /// Keep the scratch dir here.
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -164,6 +167,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 layer_mib: a.layer_mib,
                 runs: a.runs,
                 dir: a.dir,
+                bin: Some(bin),
+                start_runs: a.start_runs,
             })
             .await?;
             write(&a.json_out, &report)?;
