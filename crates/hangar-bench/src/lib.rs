@@ -18,6 +18,7 @@ pub mod execute;
 pub mod heartbeats;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod image;
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 mod image_start;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod memory;
