@@ -535,7 +535,9 @@ fn check_artifact_path(path: &str) -> Result<String, String> {
     let normal = check_relative_path(path)?;
     if normal.is_empty() {
         return Err(format!(
-            "{path:?} must name a directory below the working directory"
+            "{path:?} must name a directory below the working directory (Concourse would \
+             put the artifact at the working directory itself; hangar mounts every artifact \
+             and cache in a directory of its own)"
         ));
     }
     Ok(normal)

@@ -352,7 +352,9 @@ fn refused_configs_say_what_is_wrong_and_where() {
         ),
         (
             with("caches:\n- path: ./\n"),
-            "task config: caches[0].path: \"./\" must name a directory below the working directory",
+            "task config: caches[0].path: \"./\" must name a directory below the working directory \
+             (Concourse would put the artifact at the working directory itself; hangar mounts \
+             every artifact and cache in a directory of its own)",
         ),
         (
             with("caches:\n- path: ''\n"),
