@@ -338,6 +338,12 @@ impl<'c> Validator<'c> {
                         VAR_SOURCE_TYPES.join(", ")
                     ),
                 );
+            } else if let Err(e) = crate::vars::var_sources::check_type(&v.source_type) {
+                self.err(&at, e);
+            } else if let Err(e) = crate::vars::var_sources::check_dummy_config(&v.config) {
+                if v.config.is_object() {
+                    self.err(format!("{at}.config"), e);
+                }
             }
             if !v.config.is_object() {
                 self.err(
