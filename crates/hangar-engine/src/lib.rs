@@ -19,6 +19,7 @@ mod http_workers;
 mod logs;
 pub mod placement;
 mod runner;
+mod secrets;
 mod task_step;
 mod volumes;
 mod watch;
@@ -35,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use clock::{system_now_ms, Clock};
 pub use http_workers::{call_error, HttpWorkers};
+pub use secrets::{resolve_plan, BUILD_TEAM};
 pub use volumes::{OpError, Source};
 pub use workers::{CallError, CopyError, LogStream, Workers};
 
@@ -94,6 +96,9 @@ struct Inner {
     observer: Arc<dyn EngineObserver>,
     wake: Notify,
     build_events: Notify,
+    /// Where the `((vars))` left in stored plans are read from when a
+    /// build runs; none: plans hold no vars (web refuses them).
+    credentials: std::sync::OnceLock<Arc<hangar_creds::Credentials>>,
 }
 
 impl Engine {
@@ -113,6 +118,7 @@ impl Engine {
                 observer,
                 wake: Notify::new(),
                 build_events: Notify::new(),
+                credentials: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -131,6 +137,22 @@ impl Engine {
 
     pub fn now(&self) -> i64 {
         self.inner.clock.now()
+    }
+
+    /// Sets the credential manager builds resolve their vars from (once,
+    /// before [`Engine::run`]); a second call is refused.
+    pub fn set_credentials(
+        &self,
+        credentials: Arc<hangar_creds::Credentials>,
+    ) -> Result<(), String> {
+        self.inner
+            .credentials
+            .set(credentials)
+            .map_err(|_| "the engine's credential manager is already set".to_string())
+    }
+
+    pub fn credentials(&self) -> Option<&Arc<hangar_creds::Credentials>> {
+        self.inner.credentials.get()
     }
 
     /// Wakes the claim loop (a build was created).

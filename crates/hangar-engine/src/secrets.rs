@@ -1,0 +1,34 @@
+//! A stored plan's `((vars))` resolved through the credential manager.
+//!
+//! The stored plan keeps the `((var))` references: the values are read
+//! again each time a node runs (or resumes) the build, and live only in
+//! that node's memory, so they are never in the database nor in any answer
+//! of the API. What they are is also handed to the build's redactor.
+
+use hangar_core::vars::credentials::Resolved;
+use hangar_core::vars::interpolate_with;
+use hangar_core::vars::redact::Secrets;
+use serde_json::Value;
+
+/// The team builds created through the plan API belong to (hangar has one
+/// team; Concourse's is `main` too).
+pub const BUILD_TEAM: &str = "main";
+
+/// `plan` with every var read from `credentials` (team paths only: a build
+/// of the plan API has no pipeline), and the values to redact. An error
+/// names every var that could not be resolved, or why the manager could
+/// not answer.
+pub async fn resolve_plan(
+    credentials: &hangar_creds::Credentials,
+    plan: &Value,
+) -> Result<(Value, Secrets), String> {
+    if hangar_core::vars::find_unresolved(plan).is_empty() {
+        return Ok((plan.clone(), Secrets::default()));
+    }
+    let resolved: Resolved = credentials
+        .resolve(plan, BUILD_TEAM, None)
+        .await
+        .map_err(|e| format!("credentials: {e}"))?;
+    let out = interpolate_with(plan, &resolved).map_err(|e| e.to_string())?;
+    Ok((out, Secrets::new(resolved.secret_values())))
+}
