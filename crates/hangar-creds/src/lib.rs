@@ -56,6 +56,15 @@ pub struct Credentials {
     cache: Cache,
 }
 
+/// Shows where secrets come from, never a secret.
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("manager", &self.describe())
+            .finish()
+    }
+}
+
 impl Credentials {
     pub fn new(manager: Manager, cache: Cache) -> Credentials {
         Credentials { manager, cache }
@@ -102,7 +111,11 @@ impl Credentials {
                 Some(Found::Secret(data)) => hangar_core::vars::credentials::kube_value(data, r),
                 Some(Found::File(text)) => hangar_core::vars::credentials::file_value(text, r),
             };
-            out.insert(r, value.map_err(CredsError::Invalid)?);
+            // A missing field is reported with the undefined vars, at once.
+            match value {
+                Ok(v) => out.insert(r, v),
+                Err(why) => out.insert_invalid(r, why),
+            }
         }
         Ok(out)
     }

@@ -179,7 +179,6 @@ async fn refusals_and_bad_secrets_are_errors_not_absences() {
         ("((notb64))", "var notb64: secret concourse-main/notb64: key \"value\" is not base64: Invalid symbol 33, offset 0."),
         ("((binary))", "var binary: secret concourse-main/binary: key \"value\" is not UTF-8 text (binary secrets cannot be vars)"),
         ("((huge))", "var huge: secret concourse-main/huge: the secret object is larger than 2097152 bytes"),
-        ("((fields.password))", "missing field 'password' in var: fields.password"),
         ("((Bad_Name))", "var \"Bad_Name\": secret name \"Bad_Name\" is not a valid Kubernetes secret name (lowercase letters, digits, '-' and '.')"),
     ];
     for (template, want) in cases {
@@ -198,6 +197,13 @@ async fn refusals_and_bad_secrets_are_errors_not_absences() {
     assert!(
         matches!(&err, CredsError::Backend(m) if m.starts_with("var notjson: secret concourse-main/notjson: not a secret object: ")),
         "{err}"
+    );
+    // A missing field is the interpolation's error, with the others.
+    let t = json!(["((fields.password))", "((fields.user))"]);
+    let r = s.creds.resolve(&t, "main", None).await.unwrap();
+    assert_eq!(
+        interpolate_with(&t, &r).unwrap_err().to_string(),
+        "missing field 'password' in var: fields.password"
     );
     // The invalid name never reached the server.
     assert!(!seen(&s).iter().any(|r| r.contains("Bad_Name")));

@@ -206,11 +206,19 @@ pub fn file_value(text: &str, r: &VarRef) -> Result<Value, String> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Resolved {
     values: BTreeMap<String, Value>,
+    /// Vars found whose fields are not there: reported with the undefined
+    /// ones, all at once.
+    invalid: BTreeMap<String, String>,
 }
 
 impl Resolved {
     pub fn insert(&mut self, r: &VarRef, value: Value) {
         self.values.insert(r.to_string(), value);
+    }
+
+    /// Records why a var that was found cannot be used (a missing field).
+    pub fn insert_invalid(&mut self, r: &VarRef, why: String) {
+        self.invalid.insert(r.to_string(), why);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -237,7 +245,11 @@ impl Resolved {
 
 impl VarLookup for Resolved {
     fn lookup(&self, r: &VarRef) -> Lookup<'_> {
-        match self.values.get(&r.to_string()) {
+        let key = r.to_string();
+        if let Some(why) = self.invalid.get(&key) {
+            return Lookup::Invalid(why.clone());
+        }
+        match self.values.get(&key) {
             Some(v) => Lookup::Found(Cow::Borrowed(v)),
             None => Lookup::Undefined,
         }

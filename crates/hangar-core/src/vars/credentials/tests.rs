@@ -226,6 +226,16 @@ fn resolved_vars_interpolate_and_list_their_secrets() {
         interpolate_with(&template, &resolved).unwrap(),
         json!({"k": "admin:hunter22", "whole": {"a": ["x1", 42, true]}, "left": "yes"})
     );
+    resolved.insert_invalid(
+        &r("creds.nope"),
+        "missing field 'nope' in var: creds.nope".into(),
+    );
+    assert_eq!(
+        interpolate_with(&json!(["((creds.nope))", "((other))"]), &resolved)
+            .unwrap_err()
+            .to_string(),
+        "undefined vars: other; missing field 'nope' in var: creds.nope"
+    );
     let mut secrets = resolved.secret_values();
     secrets.sort();
     assert_eq!(secrets, ["42", "admin", "hunter22", "x1", "yes"]);
