@@ -137,6 +137,46 @@ fn a_plan_var_is_read_from_the_credentials_dir_used_and_redacted() {
     assert!(!files_holding(&web_dir, "((api-token))").is_empty());
     assert_eq!(files_holding(&web_dir, SECRET), Vec::<String>::new());
     assert_eq!(files_holding(&web_dir, PASSWORD), Vec::<String>::new());
+
+    // `hangar execute` leaves the vars its flags do not give to web's
+    // credential manager; a flag still wins over the manager.
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(
+        work.path().join("task.yml"),
+        "platform: linux\nparams: {TOKEN: ((api-token)), GIVEN: ((given)), USER: ((db.user))}\n\
+         run: {path: sh, args: [-c, 'echo \"t=$TOKEN g=$GIVEN u=$USER n=${#TOKEN}\"']}\n",
+    )
+    .unwrap();
+    let out = c.cli_in(
+        work.path(),
+        &[
+            "execute",
+            "-c",
+            "task.yml",
+            "-v",
+            "given=from-flag",
+            "-v",
+            "db.user=flag-user",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(
+        stdout,
+        format!(
+            "t=((redacted)) g=from-flag u=flag-user n={}\n",
+            SECRET.len()
+        )
+    );
+    let out = c.cli_in(work.path(), &["execute", "-c", "task.yml"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("plan: cannot resolve its vars: undefined vars: given"),
+        "{stderr}"
+    );
+
     let logged = std::fs::read_to_string(c.dir.path().join("web.log")).unwrap();
     assert!(!logged.contains(SECRET), "web's log holds the secret");
 }
