@@ -132,7 +132,12 @@ impl KubeSecrets {
             "{}/api/v1/namespaces/{}/secrets/{}",
             self.api_base, secret.namespace, secret.name
         );
-        let token = read_token(&self.token_file)?;
+        // Read at every request, so a rotated (projected) token is used;
+        // off the async thread, as every file read here.
+        let token_file = self.token_file.clone();
+        let token = tokio::task::spawn_blocking(move || read_token(&token_file))
+            .await
+            .map_err(|e| CredsError::Backend(format!("reading the Kubernetes token: {e}")))??;
         let mut response = self
             .client
             .get(&url)

@@ -71,10 +71,10 @@ impl Secrets {
 
     /// `text` redacted whole (a line that is written at once).
     pub fn redact(&self, text: &str) -> String {
-        let mut r = Redactor::new(self.clone());
-        let mut out = r.push(text);
-        out.push_str(&r.finish());
-        out
+        if self.is_empty() {
+            return text.to_string();
+        }
+        scan(self, text, true).0
     }
 }
 
@@ -123,7 +123,7 @@ impl Redactor {
         }
         let mut text = std::mem::take(&mut self.held);
         text.push_str(chunk);
-        let (out, rest) = self.scan(&text, false);
+        let (out, rest) = scan(&self.secrets, &text, false);
         self.held = text[rest..].to_string();
         debug_assert!(self.held.len() < self.secrets.longest().max(1));
         out
@@ -132,58 +132,58 @@ impl Redactor {
     /// The output for what is held at the end of the stream.
     pub fn finish(&mut self) -> String {
         let text = std::mem::take(&mut self.held);
-        self.scan(&text, true).0
+        scan(&self.secrets, &text, true).0
     }
+}
 
-    /// Redacts `text`; returns the output and where undecided input starts.
-    fn scan(&self, text: &str, at_end: bool) -> (String, usize) {
-        let bytes = text.as_bytes();
-        let mut out = String::with_capacity(text.len());
-        let mut plain_from = 0;
-        let mut i = 0;
-        while i < bytes.len() {
-            match self.at(&text[i..], at_end) {
-                At::Secret(len) => {
-                    out.push_str(&text[plain_from..i]);
-                    out.push_str(REDACTED);
-                    i += len;
-                    plain_from = i;
-                }
-                At::MaybeSecret => {
-                    out.push_str(&text[plain_from..i]);
-                    return (out, i);
-                }
-                At::Plain => {
-                    // Needles are whole strings, so a match starts on a char
-                    // boundary: step over the whole char.
-                    i += text[i..].chars().next().map_or(1, char::len_utf8);
-                }
+/// Redacts `text`; returns the output and where undecided input starts.
+fn scan(secrets: &Secrets, text: &str, at_end: bool) -> (String, usize) {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut plain_from = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match at(secrets, &text[i..], at_end) {
+            At::Secret(len) => {
+                out.push_str(&text[plain_from..i]);
+                out.push_str(REDACTED);
+                i += len;
+                plain_from = i;
+            }
+            At::MaybeSecret => {
+                out.push_str(&text[plain_from..i]);
+                return (out, i);
+            }
+            At::Plain => {
+                // Needles are whole strings, so a match starts on a char
+                // boundary: step over the whole char.
+                i += text[i..].chars().next().map_or(1, char::len_utf8);
             }
         }
-        out.push_str(&text[plain_from..]);
-        (out, text.len())
     }
+    out.push_str(&text[plain_from..]);
+    (out, text.len())
+}
 
-    fn at(&self, rest: &str, at_end: bool) -> At {
-        if !self.secrets.first_bytes[rest.as_bytes()[0] as usize] {
-            return At::Plain;
+fn at(secrets: &Secrets, rest: &str, at_end: bool) -> At {
+    if !secrets.first_bytes[rest.as_bytes()[0] as usize] {
+        return At::Plain;
+    }
+    let mut found = None;
+    // Longest first: the first complete match is the longest, but a
+    // longer needle cut off by the end of the text must be waited for.
+    for n in &secrets.needles {
+        if rest.starts_with(n.as_str()) {
+            found = Some(n.len());
+            break;
         }
-        let mut found = None;
-        // Longest first: the first complete match is the longest, but a
-        // longer needle cut off by the end of the text must be waited for.
-        for n in &self.secrets.needles {
-            if rest.starts_with(n.as_str()) {
-                found = Some(n.len());
-                break;
-            }
-            if !at_end && rest.len() < n.len() && n.starts_with(rest) {
-                return At::MaybeSecret;
-            }
+        if !at_end && rest.len() < n.len() && n.starts_with(rest) {
+            return At::MaybeSecret;
         }
-        match found {
-            Some(len) => At::Secret(len),
-            None => At::Plain,
-        }
+    }
+    match found {
+        Some(len) => At::Secret(len),
+        None => At::Plain,
     }
 }
 

@@ -91,11 +91,12 @@ impl SourceVars {
             for v in pending {
                 let deps = super::find_refs(&v.config)
                     .map_err(|e| format!("var_sources.{}: {}", v.name, e.join("; ")))?;
-                let ready = deps.iter().all(|r| {
-                    r.source
-                        .as_ref()
-                        .is_some_and(|s| done.sources.contains_key(s))
-                });
+                // A var without a source is the credential manager's, not
+                // another source's: interpolation below names it undefined.
+                let ready = deps
+                    .iter()
+                    .filter_map(|r| r.source.as_ref())
+                    .all(|s| done.sources.contains_key(s));
                 if !ready {
                     next.push(v);
                     continue;

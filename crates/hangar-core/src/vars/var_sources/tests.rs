@@ -74,6 +74,11 @@ fn unsupported_types_loops_and_long_chains_are_refused() {
         format!("var_sources: a chain of var sources reading each other's vars is longer than {MAX_CHAIN}: s{MAX_CHAIN}")
     );
     assert_eq!(
+        SourceVars::resolve(&[source("p", "dummy", json!({"vars": {"x": "((plain))"}}))])
+            .unwrap_err(),
+        "var_sources.p: undefined vars: plain"
+    );
+    assert_eq!(
         SourceVars::resolve(&[source("d", "dummy", json!({"vars": {}, "x": 1}))]).unwrap_err(),
         "var_sources.d: unknown field \"x\" of a dummy var source (it takes only `vars`)"
     );
