@@ -394,7 +394,11 @@ impl<'c> Validator<'c> {
             .filter(|(_, r)| !**r)
             .map(|(v, _)| show(&v.name))
             .collect();
-        if !pending.is_empty() {
+        if pending.is_empty() {
+            if let Err(e) = crate::vars::var_sources::check_chain(sources) {
+                self.err("var_sources", e);
+            }
+        } else {
             self.err(
                 "var_sources",
                 format!(

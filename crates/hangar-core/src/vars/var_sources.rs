@@ -59,6 +59,50 @@ pub fn check_type(source_type: &str) -> Result<(), String> {
     }
 }
 
+/// Refuses a chain of sources reading each other's vars longer than
+/// [`MAX_CHAIN`] (sources that never resolve, a loop, are the pipeline
+/// validation's own error).
+pub fn check_chain(sources: &[VarSource]) -> Result<(), String> {
+    let deps: Vec<Vec<String>> = sources
+        .iter()
+        .map(|v| {
+            super::find_refs(&v.config)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|r| r.source)
+                .collect()
+        })
+        .collect();
+    let mut depth: Vec<Option<usize>> = vec![None; sources.len()];
+    // Round n resolves the sources whose dependencies all resolved before:
+    // their chain is n long.
+    for round in 1..=sources.len() {
+        let known: Vec<(String, usize)> = sources
+            .iter()
+            .zip(&depth)
+            .filter_map(|(v, d)| d.map(|d| (v.name.clone(), d)))
+            .collect();
+        let mut progress = false;
+        for (i, d) in deps.iter().enumerate() {
+            if depth[i].is_none() && d.iter().all(|s| known.iter().any(|(n, _)| n == s)) {
+                depth[i] = Some(round);
+                progress = true;
+                if round > MAX_CHAIN {
+                    return Err(format!(
+                        "a chain of var sources reading each other's vars is longer than \
+                         {MAX_CHAIN}: {}",
+                        sources[i].name
+                    ));
+                }
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// The vars of a pipeline's var sources, by source name.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SourceVars {

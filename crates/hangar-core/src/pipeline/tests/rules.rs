@@ -247,6 +247,10 @@ fn broken_configs_are_refused_with_every_problem_named() {
             &["var_sources: failed to order by dependency: could not resolve inter-dependent var sources: a, b, c"],
         ),
         (
+            "var_sources:\n- {name: s0, type: dummy, config: {vars: {x: end}}}\n- {name: s1, type: dummy, config: {vars: {x: ((s0:x))}}}\n- {name: s2, type: dummy, config: {vars: {x: ((s1:x))}}}\n- {name: s3, type: dummy, config: {vars: {x: ((s2:x))}}}\n- {name: s4, type: dummy, config: {vars: {x: ((s3:x))}}}\n- {name: s5, type: dummy, config: {vars: {x: ((s4:x))}}}\n- {name: s6, type: dummy, config: {vars: {x: ((s5:x))}}}\n- {name: s7, type: dummy, config: {vars: {x: ((s6:x))}}}\n- {name: s8, type: dummy, config: {vars: {x: ((s7:x))}}}\nresources: [{name: r, type: git}]\njobs:\n- name: j\n  plan: [{get: r}]\n",
+            &["var_sources: a chain of var sources reading each other's vars is longer than 8: s8"],
+        ),
+        (
             "display: {background_image: \"ftp://example.com/x.png\"}\nresources: [{name: r, type: git}]\njobs:\n- name: j\n  plan: [{get: r}]\n",
             &["display: background_image scheme must be either http, https or relative"],
         ),
