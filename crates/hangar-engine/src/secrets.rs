@@ -21,14 +21,35 @@ pub const BUILD_TEAM: &str = "main";
 pub async fn resolve_plan(
     credentials: &hangar_creds::Credentials,
     plan: &Value,
-) -> Result<(Value, Secrets), String> {
+) -> Result<(Value, Secrets), PlanVarsError> {
     if hangar_core::vars::find_unresolved(plan).is_empty() {
         return Ok((plan.clone(), Secrets::default()));
     }
-    let resolved: Resolved = credentials
-        .resolve(plan, BUILD_TEAM, None)
-        .await
-        .map_err(|e| format!("credentials: {e}"))?;
-    let out = interpolate_with(plan, &resolved).map_err(|e| e.to_string())?;
+    let resolved: Resolved =
+        credentials
+            .resolve(plan, BUILD_TEAM, None)
+            .await
+            .map_err(|e| match e {
+                hangar_creds::CredsError::Invalid(m) => {
+                    PlanVarsError::Refused(format!("credentials: {m}"))
+                }
+                hangar_creds::CredsError::Backend(m) => {
+                    PlanVarsError::Unavailable(format!("credentials: {m}"))
+                }
+            })?;
+    let out =
+        interpolate_with(plan, &resolved).map_err(|e| PlanVarsError::Refused(e.to_string()))?;
     Ok((out, Secrets::new(resolved.secret_values())))
+}
+
+/// Why a plan's vars could not be resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanVarsError {
+    /// The plan's fault: a var undefined, a field missing, a name that
+    /// cannot name a credential.
+    #[error("{0}")]
+    Refused(String),
+    /// The credential manager's: it refused web or did not answer.
+    #[error("{0}")]
+    Unavailable(String),
 }

@@ -98,12 +98,22 @@ async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
     // and the engine reads them again when it runs the build, on whichever
     // node, so no secret is ever written to the database.
     let stored = match web.engine().credentials() {
-        Some(credentials) => {
-            hangar_engine::resolve_plan(credentials, &stored)
-                .await
-                .map_err(|e| ApiError::bad_request(format!("plan: cannot resolve its vars: {e}")))?
-                .0
-        }
+        Some(credentials) => match hangar_engine::resolve_plan(credentials, &stored).await {
+            Ok((resolved, _)) => resolved,
+            Err(hangar_engine::PlanVarsError::Refused(e)) => {
+                return Err(ApiError::bad_request(format!(
+                    "plan: cannot resolve its vars: {e}"
+                )))
+            }
+            // The manager failed, not the plan: web's 502, as for a worker.
+            Err(hangar_engine::PlanVarsError::Unavailable(e)) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    hangar_api::codes::UNAVAILABLE,
+                    format!("plan: cannot resolve its vars: {e}"),
+                ))
+            }
+        },
         None => stored,
     };
     let plan = parse_build_plan(&stored).map_err(|e| ApiError::bad_request(e.to_string()))?;
