@@ -102,7 +102,19 @@ async fn run_plan(
             Ok(resolved) => resolved,
             Err(e) => return Ok(invalid(format!("cannot resolve the plan's vars: {e}"))),
         },
-        None => (stored, Default::default()),
+        None => {
+            // Another node with a credential manager accepted this plan:
+            // never run its tasks with the literal `((var))` text.
+            let left = hangar_core::vars::find_unresolved(&stored);
+            if !left.is_empty() {
+                return Ok(invalid(format!(
+                    "the plan holds vars ({}) and this web node has no credential manager: \
+                     every web node needs the same --credentials-* flags",
+                    left.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+                )));
+            }
+            (stored, Default::default())
+        }
     };
     let (plan, resource_types) = match parse_build_plan(&stored) {
         Ok(p) => (p.steps, p.resource_types),
