@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use clock::{system_now_ms, Clock};
 pub use http_workers::{call_error, HttpWorkers};
-pub use secrets::{resolve_plan, PlanVarsError, BUILD_TEAM};
+pub use secrets::{resolve_plan, PlanVarsError, BUILD_TEAM, RESOLVE_WITHIN};
 pub use volumes::{OpError, Source};
 pub use workers::{CallError, CopyError, LogStream, Workers};
 

@@ -14,6 +14,10 @@ use serde_json::Value;
 /// team; Concourse's is `main` too).
 pub const BUILD_TEAM: &str = "main";
 
+/// The longest the vars of one plan may take to resolve (each request has
+/// its own shorter timeout; a plan of many vars is bounded as a whole).
+pub const RESOLVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// `plan` with every var read from `credentials` (team paths only: a build
 /// of the plan API has no pipeline), and the values to redact. An error
 /// names every var that could not be resolved, or why the manager could
@@ -26,9 +30,15 @@ pub async fn resolve_plan(
         return Ok((plan.clone(), Secrets::default()));
     }
     let resolved: Resolved =
-        credentials
-            .resolve(plan, BUILD_TEAM, None)
+        tokio::time::timeout(RESOLVE_WITHIN, credentials.resolve(plan, BUILD_TEAM, None))
             .await
+            .map_err(|_| {
+                PlanVarsError::Unavailable(format!(
+                    "credentials: the credential manager did not answer for all the plan's \
+                     vars within {}s",
+                    RESOLVE_WITHIN.as_secs()
+                ))
+            })?
             .map_err(|e| match e {
                 hangar_creds::CredsError::Invalid(m) => {
                     PlanVarsError::Refused(format!("credentials: {m}"))
