@@ -180,3 +180,43 @@ fn a_plan_var_is_read_from_the_credentials_dir_used_and_redacted() {
     let logged = std::fs::read_to_string(c.dir.path().join("web.log")).unwrap();
     assert!(!logged.contains(SECRET), "web's log holds the secret");
 }
+
+#[test]
+fn web_takes_one_credential_manager_and_refuses_what_it_cannot_use() {
+    let data = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let out = common::hangar()
+            .args(["web", "--bind", "127.0.0.1:0", "--data-dir"])
+            .arg(data.path().join("web"))
+            .args(extra)
+            .env("HANGAR_ADMIN_TOKEN", ADMIN)
+            .env("HANGAR_WORKER_KEY", common::KEY)
+            // Whether this test itself runs in a pod must not matter.
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&["--credentials-dir", "/tmp", "--credentials-kubernetes"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+    let (code, err) = run(&[
+        "--credentials-kubernetes",
+        "--credentials-kubernetes-url",
+        "http://x",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--credentials-kubernetes-token-file"), "{err}");
+    let (code, err) = run(&["--credentials-kubernetes"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("KUBERNETES_SERVICE_HOST is not set"), "{err}");
+    let missing = data.path().join("missing");
+    let (code, err) = run(&["--credentials-dir", missing.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("credentials dir"), "{err}");
+    // Refused before anything was made on disk.
+    assert!(!data.path().join("web").exists());
+}
