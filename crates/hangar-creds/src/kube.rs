@@ -33,6 +33,8 @@ pub struct KubeSecrets {
     token_file: PathBuf,
     namespace_prefix: String,
     client: reqwest::Client,
+    /// How long one request may take, whole.
+    timeout: Duration,
 }
 
 impl KubeSecrets {
@@ -104,7 +106,14 @@ impl KubeSecrets {
             token_file: token_file.to_path_buf(),
             namespace_prefix: namespace_prefix.to_string(),
             client,
+            timeout: REQUEST_TIMEOUT,
         })
+    }
+
+    /// Another limit for one request than [`REQUEST_TIMEOUT`].
+    pub fn with_timeout(mut self, timeout: Duration) -> KubeSecrets {
+        self.timeout = timeout;
+        self
     }
 
     pub fn api_base(&self) -> &str {
@@ -138,28 +147,40 @@ impl KubeSecrets {
         let token = tokio::task::spawn_blocking(move || read_token(&token_file))
             .await
             .map_err(|e| CredsError::Backend(format!("reading the Kubernetes token: {e}")))??;
-        let mut response = self
-            .client
-            .get(&url)
-            .bearer_auth(token)
-            .header(reqwest::header::ACCEPT, "application/json")
-            .send()
-            .await
-            .map_err(|e| fail(format!("cannot reach the Kubernetes API server: {e}")))?;
-        let status = response.status();
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| fail(format!("reading the answer: {e}")))?
-        {
-            if body.len() + chunk.len() > MAX_SECRET_BYTES {
-                return Err(fail(format!(
-                    "the secret object is larger than {MAX_SECRET_BYTES} bytes"
-                )));
+        let exchange = async {
+            let mut response = self
+                .client
+                .get(&url)
+                .bearer_auth(token)
+                .header(reqwest::header::ACCEPT, "application/json")
+                .send()
+                .await
+                .map_err(|e| fail(format!("cannot reach the Kubernetes API server: {e}")))?;
+            let status = response.status();
+            let mut body = Vec::new();
+            while let Some(chunk) = response
+                .chunk()
+                .await
+                .map_err(|e| fail(format!("reading the answer: {e}")))?
+            {
+                if body.len() + chunk.len() > MAX_SECRET_BYTES {
+                    return Err(fail(format!(
+                        "the secret object is larger than {MAX_SECRET_BYTES} bytes"
+                    )));
+                }
+                body.extend_from_slice(&chunk);
             }
-            body.extend_from_slice(&chunk);
-        }
+            Ok((status, body))
+        };
+        // The whole exchange, a body trickling in included.
+        let (status, body) = tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| {
+                fail(format!(
+                    "the Kubernetes API server did not answer within {}ms",
+                    self.timeout.as_millis()
+                ))
+            })??;
         match status.as_u16() {
             200 => decode(&body).map(Some).map_err(fail),
             404 => Ok(None),

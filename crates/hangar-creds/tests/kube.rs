@@ -236,6 +236,45 @@ async fn an_unreachable_server_is_an_error() {
 }
 
 #[tokio::test]
+async fn a_server_that_does_not_answer_in_time_is_an_error() {
+    let app = Router::new().route(
+        "/api/v1/namespaces/{ns}/secrets/{name}",
+        get(|| async {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            "late"
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t").unwrap();
+    let kube = KubeSecrets::new(&format!("http://{addr}"), &token, None, "concourse-")
+        .unwrap()
+        .with_timeout(std::time::Duration::from_millis(200));
+    let creds = Credentials::new(
+        Manager::Kubernetes(kube),
+        Cache::new(std::time::Duration::from_secs(60)),
+    );
+    let started = std::time::Instant::now();
+    let err = creds
+        .resolve(&json!("((slow))"), "main", None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "var slow: secret concourse-main/slow: the Kubernetes API server did not answer within 200ms"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    // An error is never cached: asked again, it fails again (not "absent").
+    assert!(creds
+        .resolve(&json!("((slow))"), "main", None)
+        .await
+        .is_err());
+}
+
+#[tokio::test]
 async fn the_cache_answers_again_without_asking() {
     let s = setup(
         "concourse-",
