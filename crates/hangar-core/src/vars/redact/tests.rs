@@ -108,3 +108,49 @@ fn short_and_duplicate_values_are_skipped() {
     assert!(Secrets::new(["x", "é"]).is_empty());
     assert_eq!(Secrets::new(["éé"]).redact("éé"), REDACTED);
 }
+
+/// Random texts, secrets and chunkings (seeded): streaming gives what
+/// redacting the whole text gives, and no secret survives in the output.
+/// The alphabet shares no character with `((redacted))`, so a secret in the
+/// output could only be one the redactor missed.
+#[test]
+fn streaming_equals_whole_and_no_secret_survives_for_random_inputs() {
+    const ALPHABET: &[&str] = &["x", "y", "z", "\n", " ", "é", "日"];
+    for seed in 0..2000 {
+        let mut rng = crate::rng::Rng::new(seed);
+        let word = |rng: &mut crate::rng::Rng, len: usize| -> String {
+            (0..len)
+                .map(|_| ALPHABET[rng.index(ALPHABET.len())])
+                .collect()
+        };
+        let secrets: Vec<String> = (0..rng.range(1, 5))
+            .map(|_| {
+                let len = rng.range(2, 7) as usize;
+                word(&mut rng, len)
+            })
+            .collect();
+        let len = rng.range(0, 60) as usize;
+        let text = word(&mut rng, len);
+        let s = Secrets::new(&secrets);
+        let whole = s.redact(&text);
+        let mut r = Redactor::new(s.clone());
+        let mut streamed = String::new();
+        let mut rest = text.as_str();
+        while !rest.is_empty() {
+            let mut cut = rng.range(0, rest.len() as u64 + 1) as usize;
+            while !rest.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            streamed.push_str(&r.push(&rest[..cut]));
+            rest = &rest[cut..];
+        }
+        streamed.push_str(&r.finish());
+        assert_eq!(streamed, whole, "seed {seed}: {secrets:?} in {text:?}");
+        for needle in &s.needles {
+            assert!(
+                !whole.contains(needle.as_str()),
+                "seed {seed}: {needle:?} survives in {whole:?} (secrets {secrets:?}, text {text:?})"
+            );
+        }
+    }
+}
