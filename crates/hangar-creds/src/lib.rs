@@ -5,7 +5,7 @@
 //! - [`kube::KubeSecrets`]: Kubernetes secrets, through the API server.
 //! - [`dir::DirSecrets`]: a directory of files, for single-node installs.
 //!
-//! [`Manager::resolve`] looks up every var of a value and returns what it
+//! [`Credentials::resolve`] looks up every var of a value and returns what it
 //! found, to interpolate with `hangar_core::vars::interpolate_with` and to
 //! redact from the build's output. A var found nowhere is left out (the
 //! interpolation names it); a manager that cannot answer (refused, down,
@@ -95,7 +95,8 @@ impl Credentials {
         let refs: Vec<VarRef> = refs.into_iter().filter(|r| r.source.is_none()).collect();
         if refs.len() > MAX_VARS_PER_BUILD {
             return Err(CredsError::Invalid(format!(
-                "{} vars to look up; at most {MAX_VARS_PER_BUILD} are",
+                "the plan holds {} vars; a credential manager is asked for at most \
+                 {MAX_VARS_PER_BUILD}",
                 refs.len()
             )));
         }
