@@ -102,3 +102,17 @@ async fn hostile_files_are_refused_with_the_var_named() {
     assert!(DirSecrets::new(&dir.path().join("missing")).is_err());
     assert!(DirSecrets::new(&dir.path().join("outside")).is_err());
 }
+
+#[tokio::test]
+async fn a_plan_with_too_many_vars_is_refused_before_any_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = creds(dir.path());
+    let many: Vec<String> = (0..1001).map(|i| format!("((v{i}))")).collect();
+    let err = c.resolve(&json!(many), "main", None).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the plan holds 1001 vars; a credential manager is asked for at most 1000"
+    );
+    let r = c.resolve(&json!(many[..1000]), "main", None).await.unwrap();
+    assert!(r.is_empty());
+}
