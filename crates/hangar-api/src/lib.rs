@@ -405,6 +405,11 @@ pub mod worker_api {
 pub struct Info {
     pub version: String,
     pub database: DatabaseStatus,
+    /// Web reads the `((vars))` left in a plan from a credential manager:
+    /// `hangar execute` then leaves the vars its flags do not give to web.
+    /// Which manager, and where, is not said.
+    #[serde(default)]
+    pub credential_manager: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -137,7 +137,9 @@ pub struct VarSource {
     pub config: Value,
 }
 
-/// The var source types Concourse accepts in a pipeline.
+/// The var source types Concourse accepts in a pipeline. hangar resolves
+/// only `crate::vars::var_sources::SUPPORTED_TYPES` (`dummy`) and refuses
+/// the others when a pipeline is set, saying so.
 pub const VAR_SOURCE_TYPES: &[&str] = &["vault", "dummy", "ssm", "secretsmanager", "idtoken"];
 
 /// A resource: a versioned thing jobs get and put.

@@ -34,8 +34,13 @@
 //! insert more than [`MAX_INSERTED_BYTES`] (one large value used many
 //! times).
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+
+pub mod credentials;
+pub mod redact;
+pub mod var_sources;
 
 use serde_json::{Map, Value};
 
@@ -188,10 +193,20 @@ pub struct Vars {
 
 /// What looking a var up finds.
 #[derive(Debug, Clone, PartialEq)]
-enum Lookup<'a> {
-    Found(&'a Value),
+pub enum Lookup<'a> {
+    /// The var's value, its fields already taken.
+    Found(Cow<'a, Value>),
+    /// No source has the var: collected with the others into one error.
     Undefined,
+    /// The var exists but cannot be used (a missing field): the message.
     Invalid(String),
+}
+
+/// Where interpolation reads vars from: the user's [`Vars`], or values a
+/// credential manager resolved beforehand ([`credentials::Resolved`]).
+/// Synchronous on purpose: backends do their I/O first, at the edge.
+pub trait VarLookup {
+    fn lookup(&self, r: &VarRef) -> Lookup<'_>;
 }
 
 impl Vars {
@@ -228,32 +243,43 @@ impl Vars {
         }
         out
     }
+}
 
+impl VarLookup for Vars {
     fn lookup(&self, r: &VarRef) -> Lookup<'_> {
         // User-given vars have no source; a named source is a credential
         // manager or var_source hangar does not have.
         if r.source.is_some() {
             return Lookup::Undefined;
         }
-        let Some(mut value) = self.sources.iter().find_map(|s| s.get(&r.path)) else {
+        let Some(value) = self.sources.iter().find_map(|s| s.get(&r.path)) else {
             return Lookup::Undefined;
         };
-        for field in &r.fields {
-            value = match value {
-                Value::Object(m) => match m.get(field) {
-                    Some(v) => v,
-                    None => return Lookup::Invalid(format!("missing field '{field}' in var: {r}")),
-                },
-                other => {
-                    return Lookup::Invalid(format!(
-                        "cannot access field '{field}' of non-map value ({}) from var: {r}",
-                        kind(other)
-                    ))
-                }
-            };
+        match take_fields(value, r) {
+            Ok(v) => Lookup::Found(Cow::Borrowed(v)),
+            Err(e) => Lookup::Invalid(e),
         }
-        Lookup::Found(value)
     }
+}
+
+/// The var's fields taken from its value, as Concourse does: a missing
+/// field is an error naming the var, never an empty value.
+pub fn take_fields<'v>(mut value: &'v Value, r: &VarRef) -> Result<&'v Value, String> {
+    for field in &r.fields {
+        value = match value {
+            Value::Object(m) => match m.get(field) {
+                Some(v) => v,
+                None => return Err(format!("missing field '{field}' in var: {r}")),
+            },
+            other => {
+                return Err(format!(
+                    "cannot access field '{field}' of non-map value ({}) from var: {r}",
+                    kind(other)
+                ))
+            }
+        };
+    }
+    Ok(value)
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -292,7 +318,7 @@ impl fmt::Display for VarsError {
 impl std::error::Error for VarsError {}
 
 struct Interpolator<'a> {
-    vars: &'a Vars,
+    vars: &'a dyn VarLookup,
     undefined: BTreeSet<String>,
     problems: BTreeSet<String>,
     inserted: usize,
@@ -379,13 +405,13 @@ impl<'a> Interpolator<'a> {
                         let size = match self.sizes.get(one.inner) {
                             Some(&n) => n,
                             None => {
-                                let n = approximate_size(v);
+                                let n = approximate_size(&v);
                                 self.sizes.insert(one.inner.to_string(), n);
                                 n
                             }
                         };
                         if self.budget(size) {
-                            Outcome::Whole(v.clone())
+                            Outcome::Whole(v.into_owned())
                         } else {
                             Outcome::Text(s.to_string())
                         }
@@ -400,7 +426,8 @@ impl<'a> Interpolator<'a> {
             out.push_str(&s[last..f.start]);
             last = f.end;
             let literal = &s[f.start..f.end];
-            let text = match self.resolve(f.inner) {
+            let resolved = self.resolve(f.inner);
+            let text = match resolved.as_deref() {
                 Some(Value::String(t)) => t.clone(),
                 Some(Value::Number(n)) => n.to_string(),
                 Some(other) => {
@@ -423,8 +450,8 @@ impl<'a> Interpolator<'a> {
     }
 
     /// The var's value, or None with the reason recorded.
-    fn resolve(&mut self, inner: &str) -> Option<&'a Value> {
-        let vars: &'a Vars = self.vars;
+    fn resolve(&mut self, inner: &str) -> Option<Cow<'a, Value>> {
+        let vars: &'a dyn VarLookup = self.vars;
         let r = match VarRef::parse(inner) {
             Ok(r) => r,
             Err(e) => {
@@ -471,6 +498,11 @@ fn approximate_size(v: &Value) -> usize {
 /// `template` with every var replaced by its value from `vars`; an error
 /// naming every var that could not be resolved.
 pub fn interpolate(template: &Value, vars: &Vars) -> Result<Value, VarsError> {
+    interpolate_with(template, vars)
+}
+
+/// [`interpolate`] with vars from any [`VarLookup`].
+pub fn interpolate_with(template: &Value, vars: &dyn VarLookup) -> Result<Value, VarsError> {
     let mut i = Interpolator {
         vars,
         undefined: BTreeSet::new(),
@@ -494,12 +526,41 @@ pub fn interpolate(template: &Value, vars: &Vars) -> Result<Value, VarsError> {
 /// Walks without recursion, so any depth is safe.
 pub fn find_unresolved(value: &Value) -> Vec<String> {
     let mut names = BTreeSet::new();
+    for_each_var(value, |inner| {
+        names.insert(match VarRef::parse(inner) {
+            Ok(r) => r.to_string(),
+            Err(_) => inner.to_string(),
+        });
+    });
+    names.into_iter().collect()
+}
+
+/// Every var in `value` parsed, each once, in Concourse's spelling order;
+/// the texts that do not parse are the error.
+pub fn find_refs(value: &Value) -> Result<Vec<VarRef>, Vec<String>> {
+    let mut refs = std::collections::BTreeMap::new();
+    let mut bad = BTreeSet::new();
+    for_each_var(value, |inner| match VarRef::parse(inner) {
+        Ok(r) => {
+            refs.insert(r.to_string(), r);
+        }
+        Err(e) => {
+            bad.insert(e);
+        }
+    });
+    if bad.is_empty() {
+        Ok(refs.into_values().collect())
+    } else {
+        Err(bad.into_iter().collect())
+    }
+}
+
+/// Calls `f` with the inner text of every var in `value`'s strings and map
+/// keys. Walks without recursion, so any depth is safe.
+fn for_each_var(value: &Value, mut f: impl FnMut(&str)) {
     let mut add = |s: &str| {
-        for f in scan(s) {
-            names.insert(match VarRef::parse(f.inner) {
-                Ok(r) => r.to_string(),
-                Err(_) => f.inner.to_string(),
-            });
+        for found in scan(s) {
+            f(found.inner);
         }
     };
     let mut stack = vec![value];
@@ -516,7 +577,6 @@ pub fn find_unresolved(value: &Value) -> Vec<String> {
             _ => {}
         }
     }
-    names.into_iter().collect()
 }
 
 #[cfg(test)]

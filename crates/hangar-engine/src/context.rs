@@ -24,6 +24,9 @@ pub(crate) struct BuildContext {
     pub previous: BTreeMap<String, StepRecord>,
     /// The build's custom resource types (Concourse's `resource_types`).
     pub resource_types: Vec<hangar_core::resource_types::ResourceType>,
+    /// The values of the vars resolved for this build: redacted from
+    /// everything it writes to the log or stores as an error.
+    pub secrets: hangar_core::vars::redact::Secrets,
     /// Cancelled when this node stops or loses the build's lease: the build
     /// stops where it is, to be resumed elsewhere.
     pub stop: CancellationToken,
@@ -79,10 +82,11 @@ impl BuildContext {
     /// Appends a line to the build log (and wakes watchers). A failure to
     /// write the log is logged, not fatal: the build goes on.
     pub(crate) async fn log(&self, step: Option<&str>, kind: BuildEventKind, line: &str) {
+        let line = self.secrets.redact(line);
         if let Err(e) = self
             .engine
             .store()
-            .append_build_event(self.build_id, step, kind, line, self.engine.now())
+            .append_build_event(self.build_id, step, kind, &line, self.engine.now())
             .await
         {
             tracing::warn!(build = self.build_id, error = %e, "cannot write the build log");
@@ -159,6 +163,17 @@ impl BuildContext {
     /// Saves the step's progress. A failed write is logged: the step goes
     /// on, and a resumed build redoes what the database did not record.
     pub(crate) async fn save(&self, record: &StepRecord) {
+        let redacted;
+        let record = match &record.error {
+            Some(error) if !self.secrets.is_empty() => {
+                redacted = StepRecord {
+                    error: Some(self.secrets.redact(error)),
+                    ..record.clone()
+                };
+                &redacted
+            }
+            _ => record,
+        };
         if let Err(e) = self.engine.store().save_step(record).await {
             tracing::warn!(build = self.build_id, step = %record.step_id, error = %e, "cannot save step");
         }

@@ -21,6 +21,7 @@ mod logs;
 pub mod placement;
 mod recent_checks;
 mod runner;
+mod secrets;
 mod task_step;
 mod volumes;
 mod watch;
@@ -37,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use clock::{system_now_ms, Clock};
 pub use http_workers::{call_error, HttpWorkers};
+pub use secrets::{resolve_plan, PlanVarsError, BUILD_TEAM, RESOLVE_WITHIN};
 pub use volumes::{OpError, Source};
 pub use workers::{ActionStderr, CallError, CopyError, LogStream, Workers};
 
@@ -102,6 +104,9 @@ struct Inner {
     wake: Notify,
     build_events: Notify,
     recent_checks: recent_checks::RecentChecks,
+    /// Where the `((vars))` left in stored plans are read from when a
+    /// build runs; none: plans hold no vars (web refuses them).
+    credentials: std::sync::OnceLock<Arc<hangar_creds::Credentials>>,
 }
 
 impl Engine {
@@ -122,6 +127,7 @@ impl Engine {
                 wake: Notify::new(),
                 build_events: Notify::new(),
                 recent_checks: recent_checks::RecentChecks::default(),
+                credentials: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -144,6 +150,22 @@ impl Engine {
 
     pub(crate) fn recent_checks(&self) -> &recent_checks::RecentChecks {
         &self.inner.recent_checks
+    }
+
+    /// Sets the credential manager builds resolve their vars from (once,
+    /// before [`Engine::run`]); a second call is refused.
+    pub fn set_credentials(
+        &self,
+        credentials: Arc<hangar_creds::Credentials>,
+    ) -> Result<(), String> {
+        self.inner
+            .credentials
+            .set(credentials)
+            .map_err(|_| "the engine's credential manager is already set".to_string())
+    }
+
+    pub fn credentials(&self) -> Option<&Arc<hangar_creds::Credentials>> {
+        self.inner.credentials.get()
     }
 
     /// Wakes the claim loop (a build was created).

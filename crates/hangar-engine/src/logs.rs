@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use hangar_core::backoff::{Backoff, Change};
+use hangar_core::vars::redact::Redactor;
 
 use super::context::BuildContext;
 
@@ -21,6 +22,9 @@ pub(crate) async fn pump(
 ) -> i64 {
     let mut offset = start;
     let mut pending: Vec<u8> = Vec::new();
+    // Secrets split between two chunks are redacted too: the redactor holds
+    // back what could begin one, and `offset` counts only what was written.
+    let mut redactor = Redactor::new(ctx.secrets.clone());
     // The worker refusing the stream and the build log refusing a chunk
     // (web's own disk full) each back off, and each says so once.
     let mut stream_errors = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));
@@ -28,6 +32,7 @@ pub(crate) async fn pump(
     loop {
         // After a reconnect, read again from the last byte written.
         pending.clear();
+        redactor.reset();
         let logs = ctx
             .engine
             .workers()
@@ -63,8 +68,9 @@ pub(crate) async fn pump(
                 Err(e) if e.error_len().is_none() => e.valid_up_to(),
                 Err(_) => pending.len(), // invalid bytes: written lossily
             };
-            let text = String::from_utf8_lossy(&pending[..cut]).into_owned();
-            let next = offset + cut as i64;
+            let held_before = redactor.held_len();
+            let text = redactor.push(&String::from_utf8_lossy(&pending[..cut]));
+            let next = offset + (held_before + cut).saturating_sub(redactor.held_len()) as i64;
             if let Err(e) = ctx
                 .engine
                 .store()
@@ -85,6 +91,25 @@ pub(crate) async fn pump(
             pending.drain(..cut);
             offset = next;
             ctx.engine.build_events().notify_waiters();
+        }
+        if !broken && redactor.held_len() > 0 {
+            let next = offset + redactor.held_len() as i64;
+            let text = redactor.finish();
+            match ctx
+                .engine
+                .store()
+                .append_step_log(ctx.build_id, step_id, &text, next, ctx.engine.now())
+                .await
+            {
+                Ok(()) => {
+                    offset = next;
+                    ctx.engine.build_events().notify_waiters();
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot write the end of the build log; reading it again");
+                    broken = true;
+                }
+            }
         }
         if !broken {
             return offset;

@@ -91,10 +91,32 @@ async fn run_plan(
         exit_code: None,
         error: Some(why),
     };
-    let (plan, resource_types) = match serde_json::from_str(&build.plan)
-        .map_err(|e| e.to_string())
-        .and_then(|v| parse_build_plan(&v).map_err(|e| e.to_string()))
-    {
+    let stored: serde_json::Value = match serde_json::from_str(&build.plan) {
+        Ok(v) => v,
+        Err(e) => return Ok(invalid(format!("stored plan is unreadable: {e}"))),
+    };
+    // The stored plan keeps its `((vars))`: they are read again here, on
+    // the node that runs the build, and kept in memory only.
+    let (stored, secrets) = match engine.credentials() {
+        Some(credentials) => match crate::secrets::resolve_plan(credentials, &stored).await {
+            Ok(resolved) => resolved,
+            Err(e) => return Ok(invalid(format!("cannot resolve the plan's vars: {e}"))),
+        },
+        None => {
+            // Another node with a credential manager accepted this plan:
+            // never run its tasks with the literal `((var))` text.
+            let left = hangar_core::vars::find_unresolved(&stored);
+            if !left.is_empty() {
+                return Ok(invalid(format!(
+                    "the plan holds vars ({}) and this web node has no credential manager: \
+                     every web node needs the same --credentials-* flags",
+                    left.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+                )));
+            }
+            (stored, Default::default())
+        }
+    };
+    let (plan, resource_types) = match parse_build_plan(&stored) {
         Ok(p) => (p.steps, p.resource_types),
         Err(e) => return Ok(invalid(format!("stored plan is unreadable: {e}"))),
     };
@@ -125,6 +147,7 @@ async fn run_plan(
             .collect(),
         previous,
         resource_types,
+        secrets,
         stop,
         action_output: Mutex::new(BTreeMap::new()),
     };
@@ -138,7 +161,10 @@ async fn run_plan(
         )
         .await;
     }
-    run_list(&ctx, &plan, "", false).await
+    let mut end = run_list(&ctx, &plan, "", false).await?;
+    // The build's error is stored and shown: no secret in it.
+    end.error = end.error.map(|e| ctx.secrets.redact(&e));
+    Ok(end)
 }
 
 type Boxed<'a> = Pin<Box<dyn Future<Output = Result<StepEnd, Interrupted>> + Send + 'a>>;

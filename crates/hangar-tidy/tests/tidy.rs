@@ -49,6 +49,7 @@ const IO_CRATES: &[&str] = &[
     "hangar-images",
     "hangar-testkit",
     "hangar-bench",
+    "hangar-creds",
 ];
 
 /// What a crate's normal dependencies may not name.
@@ -91,6 +92,13 @@ const DEPENDENCY_RULES: &[DependencyRule] = &[
         forbidden: &["axum", "sqlx", "tower-http"],
         workspace_only: Some(&[]),
         why: "fetching images is a library of its own: no server, no database, no other crate of hangar",
+    },
+    DependencyRule {
+        krate: "hangar-creds",
+        forbidden: &["axum", "sqlx", "tower-http"],
+        workspace_only: Some(&["hangar-core"]),
+        why: "credential managers read secrets and keep them in memory: no server, no database, \
+              so no value can be stored or served from here",
     },
     DependencyRule {
         krate: "hangar-sim",

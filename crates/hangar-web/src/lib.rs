@@ -58,6 +58,9 @@ pub struct WebConfig {
     /// `/metrics` answers only the admin token (default: open to
     /// scrapers; see docs/security.md, "Unauthenticated endpoints").
     pub metrics_require_token: bool,
+    /// Where the `((vars))` left in a build's plan are read from (a
+    /// Kubernetes API server, a directory); none: such a plan is refused.
+    pub credentials: Option<Arc<hangar_creds::Credentials>>,
 }
 
 impl WebConfig {
@@ -134,6 +137,9 @@ impl Web {
             engine_config,
             Arc::new(metrics.engine_observer()),
         );
+        if let Some(credentials) = &config.credentials {
+            engine.set_credentials(credentials.clone())?;
+        }
         Ok(Web {
             inner: Arc::new(WebInner {
                 store,

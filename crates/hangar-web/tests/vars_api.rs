@@ -77,7 +77,7 @@ async fn a_plan_holding_an_unresolved_var_is_refused_naming_each(store: Store) {
         let message = refused(&t, plan.clone()).await;
         assert!(message.starts_with(want), "{plan}: {message}");
         assert!(
-            message.contains("hangar has no credential manager yet")
+            message.contains("web has no credential manager (hangar web --credentials-kubernetes or --credentials-dir)")
                 && message.contains("`hangar execute` with -v, -l or -y"),
             "{message}"
         );

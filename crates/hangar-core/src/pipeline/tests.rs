@@ -279,9 +279,9 @@ groups:
   jobs: [unit, "deploy-*"]
   resources: [repo]
 var_sources:
-- name: vault
-  type: vault
-  config: {url: "https://vault", path_prefix: /concourse}
+- name: fixed
+  type: dummy
+  config: {vars: {token: secret}}
 resources:
 - name: repo
   old_name: code
@@ -383,7 +383,7 @@ fn every_field_is_read() {
             resources: vec!["repo".into()],
         }]
     );
-    assert_eq!(c.var_sources[0].source_type, "vault");
+    assert_eq!(c.var_sources[0].source_type, "dummy");
     let repo = &c.resources[0];
     assert_eq!(repo.old_name.as_deref(), Some("code"));
     assert!(repo.public);

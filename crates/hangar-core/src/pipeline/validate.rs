@@ -338,6 +338,12 @@ impl<'c> Validator<'c> {
                         VAR_SOURCE_TYPES.join(", ")
                     ),
                 );
+            } else if let Err(e) = crate::vars::var_sources::check_type(&v.source_type) {
+                self.err(&at, e);
+            } else if let Err(e) = crate::vars::var_sources::check_dummy_config(&v.config) {
+                if v.config.is_object() {
+                    self.err(format!("{at}.config"), e);
+                }
             }
             if !v.config.is_object() {
                 self.err(
@@ -388,7 +394,11 @@ impl<'c> Validator<'c> {
             .filter(|(_, r)| !**r)
             .map(|(v, _)| show(&v.name))
             .collect();
-        if !pending.is_empty() {
+        if pending.is_empty() {
+            if let Err(e) = crate::vars::var_sources::check_chain(sources) {
+                self.err("var_sources", e);
+            }
+        } else {
             self.err(
                 "var_sources",
                 format!(

@@ -18,6 +18,10 @@ use crate::json::Json;
 use crate::routes::volumes::validate_handle;
 use crate::Web;
 
+/// Why a plan with vars is refused when web has no credential manager.
+const NO_MANAGER: &str = "web has no credential manager (hangar web --credentials-kubernetes \
+     or --credentials-dir), so vars must be given to `hangar execute` with -v, -l or -y";
+
 /// The longest a watcher's request waits for new events.
 const MAX_WAIT_MS: u64 = 30_000;
 
@@ -77,8 +81,7 @@ fn refuse_unresolved_vars(id: &str, step: &Step) -> Result<(), ApiError> {
         names.push_str(&format!(" and {} more", left.len() - SHOWN));
     }
     Err(ApiError::bad_request(format!(
-        "plan step {id} ({name}): unresolved vars: {names}; hangar has no credential manager \
-         yet, so vars must be given to `hangar execute` with -v, -l or -y"
+        "plan step {id} ({name}): unresolved vars: {names}; {NO_MANAGER}"
     )))
 }
 
@@ -88,8 +91,32 @@ async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
     if let Some(name) = &req.name {
         validate_label(name).map_err(|e| ApiError::bad_request(format!("name: {e}")))?;
     }
-    let plan = parse_build_plan(&stored_plan(&req.plan, &req.resource_types))
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let stored = stored_plan(&req.plan, &req.resource_types);
+    // With a credential manager, the plan is checked as it will run: its
+    // vars resolved now (an unresolved one refuses the build, named). The
+    // values are not kept: the stored plan keeps its `((var))` references
+    // and the engine reads them again when it runs the build, on whichever
+    // node, so no secret is ever written to the database.
+    let stored = match web.engine().credentials() {
+        Some(credentials) => match hangar_engine::resolve_plan(credentials, &stored).await {
+            Ok((resolved, _)) => resolved,
+            Err(hangar_engine::PlanVarsError::Refused(e)) => {
+                return Err(ApiError::bad_request(format!(
+                    "plan: cannot resolve its vars: {e}"
+                )))
+            }
+            // The manager failed, not the plan: web's 502, as for a worker.
+            Err(hangar_engine::PlanVarsError::Unavailable(e)) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    hangar_api::codes::UNAVAILABLE,
+                    format!("plan: cannot resolve its vars: {e}"),
+                ))
+            }
+        },
+        None => stored,
+    };
+    let plan = parse_build_plan(&stored).map_err(|e| ApiError::bad_request(e.to_string()))?;
     for (i, rt) in plan.resource_types.iter().enumerate() {
         let mut parts = vec![serde_json::Value::Object(rt.source.clone())];
         parts.extend(rt.params.clone().map(serde_json::Value::Object));
@@ -97,8 +124,7 @@ async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
         let left = find_unresolved(&serde_json::Value::Array(parts));
         if let Some(first) = left.first() {
             return Err(ApiError::bad_request(format!(
-                "resource_types[{i}] ({}): unresolved var {first}; hangar has no credential \
-                 manager yet, so vars must be given to `hangar execute` with -v, -l or -y",
+                "resource_types[{i}] ({}): unresolved var {first}; {NO_MANAGER}",
                 rt.name
             )));
         }

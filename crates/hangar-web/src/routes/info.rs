@@ -25,6 +25,7 @@ pub(super) async fn info(State(web): State<Web>) -> impl IntoResponse {
             lost: web.store().lost().is_some(),
             error: probe.err(),
         },
+        credential_manager: web.engine().credentials().is_some(),
     };
     (status, axum::Json(body))
 }

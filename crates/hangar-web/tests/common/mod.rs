@@ -55,6 +55,7 @@ impl TestWeb {
             gc_interval: None,
             accept_new_database: false,
             metrics_require_token: false,
+            credentials: None,
         };
         adjust(&mut config);
         let web = Web::new(store, config).unwrap();

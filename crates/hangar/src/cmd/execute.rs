@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use hangar_api::builds::CreateBuild;
 use hangar_client::Client;
 use hangar_core::task::parse_task_value;
-use hangar_core::vars::{find_unresolved, interpolate, VarRef, Vars};
+use hangar_core::vars::{find_unresolved, interpolate_with, Lookup, VarLookup, VarRef, Vars};
 use indicatif::ProgressBar;
 use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
 
@@ -146,7 +146,7 @@ fn explain(e: &hangar_core::vars::VarsError) -> String {
     if !sourced.is_empty() {
         let names: Vec<&str> = sourced.iter().map(|s| s.as_str()).collect();
         parts.push(format!(
-            "undefined vars: {} (a var with a source needs a credential manager or var_source, which hangar does not have yet)",
+            "undefined vars: {} (a var with a source needs a pipeline's var_source; a one-off build has none)",
             names.join(", ")
         ));
     }
@@ -154,18 +154,51 @@ fn explain(e: &hangar_core::vars::VarsError) -> String {
     parts.join("; ")
 }
 
+/// The flags' vars, and, when web has a credential manager, every other
+/// var without a source kept as written for web to resolve (as `fly
+/// execute` leaves them to Concourse's).
+struct FlagVars {
+    vars: Vars,
+    web_resolves: bool,
+    kept: std::cell::RefCell<std::collections::BTreeSet<String>>,
+}
+
+impl VarLookup for FlagVars {
+    fn lookup(&self, r: &VarRef) -> Lookup<'_> {
+        match self.vars.lookup(r) {
+            Lookup::Undefined if self.web_resolves && r.source.is_none() => {
+                self.kept.borrow_mut().insert(r.to_string());
+                Lookup::Found(std::borrow::Cow::Owned(serde_json::Value::String(format!(
+                    "(({r}))"
+                ))))
+            }
+            other => other,
+        }
+    }
+}
+
 /// The task config with its `((vars))` interpolated: every var the flags do
-/// not give is named in one error, before anything is uploaded.
-fn task_config(args: &Args) -> anyhow::Result<serde_json::Value> {
+/// not give is named in one error, before anything is uploaded, unless web
+/// has a credential manager (`web_resolves`) to read it from.
+fn task_config(args: &Args, web_resolves: bool) -> anyhow::Result<serde_json::Value> {
     let shown = args.config.display();
     let yaml = read_small(&args.config)?;
     let template = read_yaml(&yaml).with_context(|| format!("read {shown} as data"))?;
-    let vars = load_vars(args)?;
-    let config =
-        interpolate(&template, &vars).map_err(|e| anyhow::anyhow!("{shown}: {}", explain(&e)))?;
+    let vars = FlagVars {
+        vars: load_vars(args)?,
+        web_resolves,
+        kept: Default::default(),
+    };
+    let config = interpolate_with(&template, &vars)
+        .map_err(|e| anyhow::anyhow!("{shown}: {}", explain(&e)))?;
     // A var's value is never interpolated again, so what is left came in a
-    // value; web refuses any ((var)) and hangar has no way to escape one.
-    let left = find_unresolved(&config);
+    // value (or was kept for web); web would resolve or refuse a var that
+    // came in a value, and hangar has no way to escape one.
+    let kept = vars.kept.into_inner();
+    let left: Vec<String> = find_unresolved(&config)
+        .into_iter()
+        .filter(|name| !kept.contains(name))
+        .collect();
     if !left.is_empty() {
         bail!(
             "{shown}: a var's value holds (({})), which web would take for a var it cannot resolve; hangar cannot escape it yet",
@@ -176,7 +209,16 @@ fn task_config(args: &Args) -> anyhow::Result<serde_json::Value> {
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let template = task_config(&args)?;
+    let client = args.target.client()?;
+    // A web with a credential manager resolves the vars the flags leave;
+    // one that cannot be asked is taken to have none (the error comes when
+    // the build is created).
+    let web_resolves = client
+        .info()
+        .await
+        .map(|i| i.credential_manager)
+        .unwrap_or(false);
+    let template = task_config(&args, web_resolves)?;
     let config = parse_task_value(template)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
     config
@@ -221,7 +263,6 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
 
-    let client = args.target.client()?;
     let mut artifacts = BTreeMap::new();
     let mut worker: Option<String> = None;
     let mut uploads: Vec<(String, PathBuf)> = inputs.into_iter().collect();

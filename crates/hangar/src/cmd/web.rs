@@ -83,6 +83,7 @@ impl Lifecycle {
             gc_interval: Some(self.gc_interval),
             accept_new_database: self.accept_new_database,
             metrics_require_token: false,
+            credentials: None,
         })
     }
 }
@@ -128,6 +129,96 @@ pub(crate) struct Args {
     pub metrics_require_token: bool,
     #[command(flatten)]
     pub lifecycle: Lifecycle,
+    #[command(flatten)]
+    pub credentials: CredentialFlags,
+}
+
+/// Where web reads the `((vars))` a build's plan still holds (one manager
+/// at a time, as Concourse). See docs/security.md, "Credentials".
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct CredentialFlags {
+    /// Read vars from Kubernetes secrets: namespace <prefix><team>, secret
+    /// <pipeline>.<name> then <name>. In a pod, with its service account.
+    #[arg(
+        long,
+        env = "HANGAR_CREDENTIALS_KUBERNETES",
+        conflicts_with = "credentials_dir"
+    )]
+    pub credentials_kubernetes: bool,
+    /// The prefix of the namespace of each team's secrets.
+    #[arg(
+        long,
+        env = "HANGAR_CREDENTIALS_KUBERNETES_NAMESPACE_PREFIX",
+        default_value = hangar_core::vars::credentials::DEFAULT_NAMESPACE_PREFIX,
+        requires = "credentials_kubernetes"
+    )]
+    pub credentials_kubernetes_namespace_prefix: String,
+    /// The API server (https://HOST:PORT) instead of the pod's.
+    #[arg(
+        long,
+        env = "HANGAR_CREDENTIALS_KUBERNETES_URL",
+        requires_all = ["credentials_kubernetes", "credentials_kubernetes_token_file"]
+    )]
+    pub credentials_kubernetes_url: Option<String>,
+    /// The bearer token for --credentials-kubernetes-url, read at every request.
+    #[arg(
+        long,
+        env = "HANGAR_CREDENTIALS_KUBERNETES_TOKEN_FILE",
+        requires = "credentials_kubernetes_url"
+    )]
+    pub credentials_kubernetes_token_file: Option<PathBuf>,
+    /// The CA bundle of --credentials-kubernetes-url (default: the system's roots).
+    #[arg(
+        long,
+        env = "HANGAR_CREDENTIALS_KUBERNETES_CA_FILE",
+        requires = "credentials_kubernetes_url"
+    )]
+    pub credentials_kubernetes_ca_file: Option<PathBuf>,
+    /// Read vars from files: DIR/<team>/<pipeline>/<name> then DIR/<team>/<name>.
+    #[arg(long, env = "HANGAR_CREDENTIALS_DIR")]
+    pub credentials_dir: Option<PathBuf>,
+    /// Keep what the manager answered this long (0: ask every time, the
+    /// default, as Concourse's secret cache is off by default). Absent
+    /// secrets are kept at most 10s.
+    #[arg(long, env = "HANGAR_CREDENTIALS_CACHE_TTL", default_value = "0s", value_parser = duration::parse)]
+    pub credentials_cache_ttl: Duration,
+}
+
+impl CredentialFlags {
+    /// The configured manager, if any.
+    pub(crate) fn open(&self) -> anyhow::Result<Option<std::sync::Arc<hangar_creds::Credentials>>> {
+        use hangar_creds::{
+            cache::Cache, dir::DirSecrets, kube::KubeSecrets, Credentials, Manager,
+        };
+        let manager = if self.credentials_kubernetes {
+            let prefix = &self.credentials_kubernetes_namespace_prefix;
+            Manager::Kubernetes(
+                match (
+                    &self.credentials_kubernetes_url,
+                    &self.credentials_kubernetes_token_file,
+                ) {
+                    (Some(url), Some(token)) => KubeSecrets::new(
+                        url,
+                        token,
+                        self.credentials_kubernetes_ca_file.as_deref(),
+                        prefix,
+                    )?,
+                    _ => KubeSecrets::in_cluster(
+                        |k| std::env::var(k).ok(),
+                        std::path::Path::new(hangar_creds::kube::DEFAULT_SA_DIR),
+                        prefix,
+                    )?,
+                },
+            )
+        } else if let Some(dir) = &self.credentials_dir {
+            Manager::Dir(DirSecrets::new(dir)?)
+        } else {
+            return Ok(None);
+        };
+        let credentials = Credentials::new(manager, Cache::new(self.credentials_cache_ttl));
+        tracing::info!(credentials = %credentials.describe(), "vars are read from a credential manager");
+        Ok(Some(std::sync::Arc::new(credentials)))
+    }
 }
 
 /// The database URL: the one given, or a SQLite file in the data dir.
@@ -192,6 +283,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     )?;
     let mut config = args.lifecycle.web_config(admin_token, worker_key)?;
     config.metrics_require_token = args.metrics_require_token;
+    config.credentials = args.credentials.open()?;
     // Refuse a bad configuration before anything is created on disk.
     config
         .validate()

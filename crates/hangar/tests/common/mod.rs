@@ -87,6 +87,11 @@ fn free_port() -> u16 {
 
 impl Cluster {
     pub(crate) fn start() -> Cluster {
+        Cluster::start_with(&[])
+    }
+
+    /// A cluster whose web takes `extra` flags too.
+    pub(crate) fn start_with(extra: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let url = format!("http://127.0.0.1:{port}");
@@ -96,6 +101,7 @@ impl Cluster {
             .arg("--data-dir")
             .arg(dir.path().join("web"))
             .args(["--heartbeat-ttl", TTL, "--lifecycle-interval", "100ms"])
+            .args(extra)
             .env("HANGAR_ADMIN_TOKEN", ADMIN)
             .env("HANGAR_WORKER_KEY", KEY)
             .stdout(Stdio::null())

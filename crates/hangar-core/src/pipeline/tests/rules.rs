@@ -230,12 +230,25 @@ fn broken_configs_are_refused_with_every_problem_named() {
             &[
                 "var_sources: var_sources[0] and var_sources[1] have the same name ('v')",
                 "var_sources.v: unknown credential manager type: conjur (a pipeline takes vault, dummy, ssm, secretsmanager, idtoken)",
+                "var_sources.v: var source type \"vault\" is not supported by hangar: it has no vault, ssm, secretsmanager or idtoken backend (Concourse has); only dummy var sources are resolved, and `hangar web --credentials-kubernetes` or `--credentials-dir` serve ((vars)) without a source",
                 "var_sources.v.config: expected the credential manager's config (a mapping), got a number",
             ],
         ),
         (
-            "var_sources:\n- {name: a, type: vault, config: {token: ((b:token))}}\n- {name: b, type: vault, config: {token: ((a:token))}}\n- {name: c, type: vault, config: {token: ((nowhere:t))}}\n- {name: d, type: vault, config: {token: ((e:t))}}\n- {name: e, type: dummy, config: {vars: {t: x}}}\nresources: [{name: r, type: git}]\njobs:\n- name: j\n  plan: [{get: r}]\n",
+            "var_sources: [{name: v, type: ssm, config: {region: x}}, {name: d, type: dummy, config: {vars: {a: b}, path: x}}, {name: e, type: dummy, config: {vars: [a]}}]\nresources: [{name: r, type: git}]\njobs:\n- name: j\n  plan: [{get: r}]\n",
+            &[
+                "var_sources.v: var source type \"ssm\" is not supported by hangar: it has no vault, ssm, secretsmanager or idtoken backend (Concourse has); only dummy var sources are resolved, and `hangar web --credentials-kubernetes` or `--credentials-dir` serve ((vars)) without a source",
+                "var_sources.d.config: unknown field \"path\" of a dummy var source (it takes only `vars`)",
+                "var_sources.e.config: `vars` of a dummy var source must be a mapping",
+            ],
+        ),
+        (
+            "var_sources:\n- {name: a, type: dummy, config: {vars: {token: ((b:token))}}}\n- {name: b, type: dummy, config: {vars: {token: ((a:token))}}}\n- {name: c, type: dummy, config: {vars: {token: ((nowhere:t))}}}\n- {name: d, type: dummy, config: {vars: {token: ((e:t))}}}\n- {name: e, type: dummy, config: {vars: {t: x}}}\nresources: [{name: r, type: git}]\njobs:\n- name: j\n  plan: [{get: r}]\n",
             &["var_sources: failed to order by dependency: could not resolve inter-dependent var sources: a, b, c"],
+        ),
+        (
+            "var_sources:\n- {name: s0, type: dummy, config: {vars: {x: end}}}\n- {name: s1, type: dummy, config: {vars: {x: ((s0:x))}}}\n- {name: s2, type: dummy, config: {vars: {x: ((s1:x))}}}\n- {name: s3, type: dummy, config: {vars: {x: ((s2:x))}}}\n- {name: s4, type: dummy, config: {vars: {x: ((s3:x))}}}\n- {name: s5, type: dummy, config: {vars: {x: ((s4:x))}}}\n- {name: s6, type: dummy, config: {vars: {x: ((s5:x))}}}\n- {name: s7, type: dummy, config: {vars: {x: ((s6:x))}}}\n- {name: s8, type: dummy, config: {vars: {x: ((s7:x))}}}\nresources: [{name: r, type: git}]\njobs:\n- name: j\n  plan: [{get: r}]\n",
+            &["var_sources: a chain of var sources reading each other's vars is longer than 8: s8"],
         ),
         (
             "display: {background_image: \"ftp://example.com/x.png\"}\nresources: [{name: r, type: git}]\njobs:\n- name: j\n  plan: [{get: r}]\n",

@@ -1,0 +1,85 @@
+//! Vars resolved when a build runs: the stored plan keeps its `((var))`
+//! references, the node running the build reads them from its credential
+//! manager (a directory here), the worker gets the values, and a node
+//! without a manager refuses to run such a plan rather than hand a task the
+//! literal text.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+
+use hangar_core::build::BuildStatus;
+use hangar_creds::cache::Cache;
+use hangar_creds::dir::DirSecrets;
+use hangar_creds::{Credentials, Manager};
+use support::Harness;
+
+const SECRET_PATH: &str = "/opt/s3cret-tool-4471";
+
+fn plan() -> serde_json::Value {
+    serde_json::json!([{
+        "task": "t",
+        "config": {"platform": "linux", "run": {"path": "((tool))"}}
+    }])
+}
+
+fn creds_dir(files: &[(&str, &str)]) -> (tempfile::TempDir, Arc<Credentials>) {
+    let dir = tempfile::tempdir().unwrap();
+    for (rel, text) in files {
+        let path = dir.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let manager = Manager::Dir(DirSecrets::new(dir.path()).unwrap());
+    (dir, Arc::new(Credentials::new(manager, Cache::off())))
+}
+
+#[tokio::test]
+async fn the_running_node_reads_the_vars_and_the_stored_plan_keeps_references() {
+    let h = Harness::new(&["w1"]).await;
+    let (_dir, creds) = creds_dir(&[("main/tool", &format!("{SECRET_PATH}\n"))]);
+    h.engine.set_credentials(creds.clone()).unwrap();
+    assert!(h.engine.set_credentials(creds).is_err());
+    let id = h.submit(plan()).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    assert_eq!(
+        h.fake.calls_of("create_container"),
+        [format!("create_container w1 {SECRET_PATH}")]
+    );
+    let stored = h.store.get_build(id).await.unwrap().unwrap();
+    assert!(stored.plan.contains("((tool))"), "{}", stored.plan);
+    assert!(!stored.plan.contains(SECRET_PATH));
+    let log = h.log(id, &["status", "step", "infra", "log"]).await;
+    assert!(!log.iter().any(|l| l.contains(SECRET_PATH)), "{log:#?}");
+}
+
+#[tokio::test]
+async fn a_var_the_manager_lacks_errors_the_build_before_any_call() {
+    let h = Harness::new(&["w1"]).await;
+    let (_dir, creds) = creds_dir(&[("main/other", "x1")]);
+    h.engine.set_credentials(creds).unwrap();
+    let id = h.submit(plan()).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Errored);
+    let log = h.log(id, &["status"]).await;
+    assert_eq!(
+        log.last().unwrap(),
+        "status: errored: cannot resolve the plan's vars: undefined vars: tool"
+    );
+    assert!(h.fake.calls().is_empty());
+}
+
+#[tokio::test]
+async fn a_node_without_a_manager_never_runs_a_plan_holding_vars() {
+    let h = Harness::new(&["w1"]).await;
+    let id = h.submit(plan()).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Errored);
+    let log = h.log(id, &["status"]).await;
+    assert_eq!(
+        log.last().unwrap(),
+        "status: errored: the plan holds vars (tool) and this web node has no credential \
+         manager: every web node needs the same --credentials-* flags"
+    );
+    assert!(h.fake.calls().is_empty());
+}

@@ -1,0 +1,162 @@
+//! Builds created with a credential manager (Kubernetes secrets served by a
+//! fake API server in the test): a plan's remaining `((vars))` are resolved
+//! at creation for team `main`, an unresolved one refuses the build naming
+//! it, a manager that refuses fails the creation with why, and the stored
+//! plan keeps the references: no value in the database nor in any answer.
+//! On SQLite and PostgreSQL alike.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::Router;
+use common::TestWeb;
+use hangar_api::builds::CreateBuild;
+use hangar_client::ClientError;
+use hangar_creds::cache::Cache;
+use hangar_creds::kube::KubeSecrets;
+use hangar_creds::{Credentials, Manager};
+use hangar_store::Store;
+use hangar_testkit::on_both_databases;
+use serde_json::{json, Value};
+
+const SECRET: &str = "kube-s3cret-7781";
+
+type Answers = Arc<Mutex<BTreeMap<String, (StatusCode, String)>>>;
+
+/// A fake API server: `namespace/name` → answer; records what is asked.
+async fn fake_api(answers: Answers, seen: Arc<Mutex<Vec<String>>>) -> String {
+    let app = Router::new()
+        .route(
+            "/api/v1/namespaces/{ns}/secrets/{name}",
+            get(
+                |State((answers, seen)): State<(Answers, Arc<Mutex<Vec<String>>>)>,
+                 Path((ns, name)): Path<(String, String)>| async move {
+                    let key = format!("{ns}/{name}");
+                    seen.lock().unwrap().push(key.clone());
+                    answers
+                        .lock()
+                        .unwrap()
+                        .get(&key)
+                        .cloned()
+                        .unwrap_or((StatusCode::NOT_FOUND, "{}".into()))
+                },
+            ),
+        )
+        .with_state((answers, seen));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+fn data(value: &str) -> String {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+    json!({"kind": "Secret", "data": {"value": encoded}}).to_string()
+}
+
+fn create(params: Value) -> CreateBuild {
+    CreateBuild {
+        resource_types: Value::Null,
+        name: None,
+        plan: json!([{"task": "t", "config": {
+            "platform": "linux", "run": {"path": "true"}, "params": params}}]),
+        artifacts: Default::default(),
+    }
+}
+
+async fn vars_are_resolved_at_creation_and_never_stored(store: Store) {
+    let answers: Answers = Arc::default();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    answers.lock().unwrap().extend([
+        (
+            "concourse-main/token".to_string(),
+            (StatusCode::OK, data(SECRET)),
+        ),
+        (
+            "concourse-main/locked".to_string(),
+            (
+                StatusCode::FORBIDDEN,
+                r#"{"message":"forbidden"}"#.to_string(),
+            ),
+        ),
+    ]);
+    let api = fake_api(answers, seen.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "sa-token").unwrap();
+    let kube = KubeSecrets::new(&api, &token, None, "concourse-").unwrap();
+    let credentials = Arc::new(Credentials::new(Manager::Kubernetes(kube), Cache::off()));
+    let t = TestWeb::start_with(store.clone(), |c| c.credentials = Some(credentials)).await;
+
+    let refusals = [
+        (
+            json!({"A": "((token))", "B": "((missing))"}),
+            reqwest::StatusCode::BAD_REQUEST,
+            "plan: cannot resolve its vars: undefined vars: missing",
+        ),
+        (
+            json!({"A": "((locked))"}),
+            reqwest::StatusCode::BAD_GATEWAY,
+            "plan: cannot resolve its vars: credentials: var locked: secret concourse-main/locked: the API server refused (HTTP 403): forbidden; web's service account needs `get` on secrets in namespace concourse-main",
+        ),
+        (
+            json!({"A": "((Not_A_Secret_Name))"}),
+            reqwest::StatusCode::BAD_REQUEST,
+            "plan: cannot resolve its vars: credentials: var \"Not_A_Secret_Name\": secret name \"Not_A_Secret_Name\" is not a valid Kubernetes secret name (lowercase letters, digits, '-' and '.')",
+        ),
+        (
+            json!({"A": "((vault:token))"}),
+            reqwest::StatusCode::BAD_REQUEST,
+            "plan: cannot resolve its vars: undefined vars: vault:token",
+        ),
+    ];
+    for (params, want_status, want) in refusals {
+        match t.admin.create_build(&create(params.clone())).await {
+            Err(ClientError::Api {
+                status, message, ..
+            }) => {
+                assert_eq!(status, want_status, "{params}");
+                assert_eq!(message, want, "{params}");
+            }
+            other => panic!("{params}: expected a refusal, got {other:?}"),
+        }
+    }
+    // Refusals created nothing.
+    assert!(t.admin.builds(10).await.unwrap().is_empty());
+
+    seen.lock().unwrap().clear();
+    let build = t
+        .admin
+        .create_build(&create(
+            json!({"TOKEN": "((token))", "URL": "https://x/((token))"}),
+        ))
+        .await
+        .unwrap();
+    // A one-off build reads the team's secret only: no pipeline name.
+    assert_eq!(*seen.lock().unwrap(), ["concourse-main/token"]);
+    let stored = store.get_build(build.id).await.unwrap().unwrap();
+    assert!(stored.plan.contains("((token))"), "{}", stored.plan);
+    assert!(!stored.plan.contains(SECRET), "{}", stored.plan);
+    let shown = t
+        .raw
+        .get(format!("{}/api/v1/builds/{}", t.url, build.id))
+        .bearer_auth(common::ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!shown.contains(SECRET), "{shown}");
+    let listed = format!("{:?}", t.admin.builds(10).await.unwrap());
+    assert!(!listed.contains(SECRET), "{listed}");
+    t.stop().await;
+}
+
+on_both_databases!(vars_are_resolved_at_creation_and_never_stored);
