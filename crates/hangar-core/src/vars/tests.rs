@@ -407,12 +407,13 @@ fn set_pipeline_interpolation_leaves_undefined_vars_as_written() {
         })
     );
     // Other problems are still refused.
-    let e = interpolate_leaving_undefined(
-        &json!({"s": "x-((a))"}),
-        &vars(json!({"a": {"map": true}})),
-    )
-    .unwrap_err();
+    let e =
+        interpolate_leaving_undefined(&json!({"s": "x-((a))"}), &vars(json!({"a": {"map": true}})))
+            .unwrap_err();
     assert!(e.undefined.is_empty());
     assert_eq!(e.problems.len(), 1, "{e}");
-    assert!(e.problems[0].starts_with("cannot interpolate non-primitive value (map)"), "{e}");
+    assert!(
+        e.problems[0].starts_with("cannot interpolate non-primitive value (map)"),
+        "{e}"
+    );
 }
