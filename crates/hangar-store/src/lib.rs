@@ -23,6 +23,8 @@ mod workers;
 #[cfg(test)]
 mod corrupt_tests;
 #[cfg(test)]
+mod pipeline_rows_tests;
+#[cfg(test)]
 mod test_db;
 
 pub use builds::{BuildEventRecord, BuildRecord, StepRecord};
