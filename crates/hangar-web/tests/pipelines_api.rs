@@ -195,6 +195,20 @@ async fn resource_versions_are_paged_and_the_limit_is_checked(store: Store) {
             .await,
     );
     assert_eq!(status, StatusCode::NOT_FOUND);
+    for query in ["limit=1&bogus=2", "before=abc", "after=1.5"] {
+        let resp = t
+            .raw
+            .get(pipeline_url(
+                &t,
+                "main",
+                &format!("/p/resources/repo/versions?{query}"),
+            ))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{query}");
+    }
     t.stop().await;
 }
 
