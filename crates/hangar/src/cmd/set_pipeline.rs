@@ -152,3 +152,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::colour;
+
+    #[test]
+    fn only_added_and_removed_lines_are_coloured() {
+        let plain = "jobs:\n  job a has changed:\n    name: a\n  - plan: []\n  + plan: [x]\n";
+        assert_eq!(
+            colour(plain),
+            "jobs:\n  job a has changed:\n    name: a\n\x1b[31m  - plan: []\x1b[0m\n\x1b[32m  + plan: [x]\x1b[0m\n"
+        );
+    }
+}
