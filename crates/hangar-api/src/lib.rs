@@ -22,6 +22,7 @@ pub mod containers;
 pub mod credentials;
 #[cfg(feature = "server")]
 pub mod http;
+pub mod pipelines;
 pub mod resources;
 
 /// The API version prefix every route lives under.

@@ -10,6 +10,9 @@ use crate::builds::{
     StepKind, StepState,
 };
 use crate::containers::{Container, ContainerExit, ContainerSpec, Mount, RunState, Runtime};
+use crate::pipelines::{
+    self as pl, ConfigWarning, PipelineSaved, RenamePipeline, ResourceVersion, VersionsQuery,
+};
 use crate::resources::{ActionEvent, ActionFailure, ResourceAction, ResourceActionResult};
 use crate::{worker_api, *};
 
@@ -173,6 +176,40 @@ fn an_action_s_failure_class_and_events_have_one_spelling() {
         assert_eq!(serde_json::to_string(&event).unwrap(), line);
         assert_eq!(serde_json::from_str::<ActionEvent>(line).unwrap(), event);
     }
+}
+
+const PIPELINE: &str = r#"{"id":1,"team":"main","name":"p","paused":true,"config_version":2,
+    "created_at":1,"updated_at":2}"#;
+
+#[test]
+fn pipeline_responses_tolerate_unknown_fields() {
+    tolerated::<pl::Pipeline>("Pipeline", PIPELINE);
+    tolerated::<PipelineSaved>(
+        "PipelineSaved",
+        &format!(
+            r#"{{"pipeline":{PIPELINE},"created":true,"warnings":[{{"kind":"k","message":"m"}}]}}"#
+        ),
+    );
+    tolerated::<ConfigWarning>("ConfigWarning", r#"{"kind":"k","message":"m"}"#);
+    tolerated::<pl::PipelineConfig>("PipelineConfig", r#"{"config":{"jobs":[]},"version":3}"#);
+    tolerated::<pl::Job>(
+        "Job",
+        r#"{"id":1,"team":"main","pipeline":"p","name":"j","paused":false,"next_build_number":1}"#,
+    );
+    tolerated::<pl::Resource>(
+        "Resource",
+        r#"{"id":1,"team":"main","pipeline":"p","name":"r","type":"git","pinned_version":{"ref":"a"}}"#,
+    );
+    tolerated::<ResourceVersion>(
+        "ResourceVersion",
+        r#"{"id":1,"version":{"ref":"a"},"metadata":[],"enabled":true,"check_order":1,"created_at":5}"#,
+    );
+}
+
+#[test]
+fn pipeline_requests_refuse_unknown_fields() {
+    refused::<RenamePipeline>("RenamePipeline", r#"{"name":"new"}"#);
+    refused::<VersionsQuery>("VersionsQuery", r#"{"limit":5}"#);
 }
 
 #[test]

@@ -29,6 +29,7 @@ pub mod users;
 pub mod vars;
 pub mod volumes;
 pub mod yaml;
+pub mod yaml_write;
 
 pub use events::EventKind;
 pub use lifecycle::{

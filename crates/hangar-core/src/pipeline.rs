@@ -443,6 +443,18 @@ impl fmt::Display for PipelineErrors {
 
 impl std::error::Error for PipelineErrors {}
 
+/// Checks a pipeline, job or resource name given outside a config (a URL,
+/// a CLI flag) by the rule names inside a config follow: names unsafe as
+/// path segments (`/`, `\\`, control characters, `.`, `..`) and names over
+/// [`MAX_NAME_LEN`] are refused (Concourse only warns); what Concourse
+/// warns about is accepted.
+pub fn check_name(what: &str, name: &str) -> Result<(), String> {
+    match names::check(name) {
+        names::Verdict::Refuse(why) => Err(format!("{what} {}: {why}", names::show(name))),
+        names::Verdict::Valid | names::Verdict::Warn(_) => Ok(()),
+    }
+}
+
 /// A config that was accepted, with its warnings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Validated {

@@ -521,6 +521,28 @@ pub fn interpolate_with(template: &Value, vars: &dyn VarLookup) -> Result<Value,
     }
 }
 
+/// As [`interpolate`], but a var no source defines stays in place as
+/// written, as `fly set-pipeline` leaves it for a credential manager to
+/// resolve when a build runs. Other problems are still errors.
+pub fn interpolate_leaving_undefined(template: &Value, vars: &Vars) -> Result<Value, VarsError> {
+    let mut i = Interpolator {
+        vars,
+        undefined: BTreeSet::new(),
+        problems: BTreeSet::new(),
+        inserted: 0,
+        sizes: HashMap::new(),
+    };
+    let out = i.value(template, 0);
+    if i.problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(VarsError {
+            undefined: Vec::new(),
+            problems: i.problems.into_iter().collect(),
+        })
+    }
+}
+
 /// Every var left in `value` (in strings and in map keys), sorted, each once,
 /// spelled as Concourse does (or as written, when it does not parse).
 /// Walks without recursion, so any depth is safe.

@@ -15,6 +15,7 @@ mod error;
 mod events;
 mod gc;
 mod health;
+mod pipelines;
 mod records;
 mod volumes;
 mod workers;
@@ -22,12 +23,18 @@ mod workers;
 #[cfg(test)]
 mod corrupt_tests;
 #[cfg(test)]
+mod pipeline_rows_tests;
+#[cfg(test)]
 mod test_db;
 
 pub use builds::{BuildEventRecord, BuildRecord, StepRecord};
 pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;
+pub use pipelines::{
+    JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,
+    SetOutcome, TeamRecord, VersionPage,
+};
 pub use records::{EventRecord, WorkerInfo, WorkerRecord};
 pub use volumes::{NewVolume, VolumeRecord};
 pub use workers::{

@@ -30,6 +30,10 @@ async fn info_and_metrics_are_open_by_default_and_nothing_else_is(store: Store) 
         "/api/v1/builds",
         "/api/v1/volumes",
         "/api/v1/events",
+        "/api/v1/teams/main/pipelines",
+        "/api/v1/teams/main/pipelines/p/config",
+        "/api/v1/teams/main/pipelines/p/jobs",
+        "/api/v1/teams/main/pipelines/p/resources/r/versions",
     ] {
         assert_eq!(
             get(&t, path, None).await.0,

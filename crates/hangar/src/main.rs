@@ -50,6 +50,30 @@ enum Command {
     RetireWorker(cmd::worker_commands::NameArgs),
     /// Remove a worker that is not running (stalled, landed, …) from web.
     PruneWorker(cmd::worker_commands::PruneArgs),
+    /// Set a pipeline's config: shows the diff and asks first.
+    SetPipeline(cmd::set_pipeline::Args),
+    /// List a team's pipelines.
+    Pipelines(cmd::pipelines::ListArgs),
+    /// Print a pipeline's config (YAML, or --json).
+    GetPipeline(cmd::pipelines::PipelineArgs),
+    /// Remove a pipeline and everything under it (asks first).
+    DestroyPipeline(cmd::pipelines::DestroyArgs),
+    /// Pause a pipeline.
+    PausePipeline(cmd::pipelines::NameArgs),
+    /// Unpause a pipeline.
+    UnpausePipeline(cmd::pipelines::NameArgs),
+    /// Rename a pipeline; its history stays.
+    RenamePipeline(cmd::pipelines::RenameArgs),
+    /// List a pipeline's jobs.
+    Jobs(cmd::pipelines::PipelineArgs),
+    /// Pause a job: -j PIPELINE/JOB.
+    PauseJob(cmd::pipelines::JobArgs),
+    /// Unpause a job: -j PIPELINE/JOB.
+    UnpauseJob(cmd::pipelines::JobArgs),
+    /// List a pipeline's resources.
+    Resources(cmd::pipelines::PipelineArgs),
+    /// List a resource's versions, newest first: -r PIPELINE/RESOURCE.
+    ResourceVersions(cmd::pipelines::VersionsArgs),
     /// Run a benchmark: heartbeats, execute, agent-memory.
     Bench(cmd::bench::Args),
     /// Run a seeded chaos run against real web and worker processes.
@@ -98,6 +122,18 @@ fn main() -> std::process::ExitCode {
             Command::LandWorker(args) => cmd::worker_commands::land(args).await,
             Command::RetireWorker(args) => cmd::worker_commands::retire(args).await,
             Command::PruneWorker(args) => cmd::worker_commands::prune(args).await,
+            Command::SetPipeline(args) => cmd::set_pipeline::run(args).await,
+            Command::Pipelines(args) => cmd::pipelines::list(args).await,
+            Command::GetPipeline(args) => cmd::pipelines::get(args).await,
+            Command::DestroyPipeline(args) => cmd::pipelines::destroy(args).await,
+            Command::PausePipeline(args) => cmd::pipelines::pause(args).await,
+            Command::UnpausePipeline(args) => cmd::pipelines::unpause(args).await,
+            Command::RenamePipeline(args) => cmd::pipelines::rename(args).await,
+            Command::Jobs(args) => cmd::pipelines::jobs(args).await,
+            Command::PauseJob(args) => cmd::pipelines::pause_job(args).await,
+            Command::UnpauseJob(args) => cmd::pipelines::unpause_job(args).await,
+            Command::Resources(args) => cmd::pipelines::resources(args).await,
+            Command::ResourceVersions(args) => cmd::pipelines::versions(args).await,
             Command::Bench(args) => cmd::bench::run(args).await,
             Command::Chaos(args) => cmd::chaos::run(args).await,
             Command::ResourceType(_) => unreachable!("run before the runtime starts"),

@@ -381,3 +381,39 @@ fn a_template_without_vars_comes_back_unchanged() {
                    "params": {"N": 1, "B": false, "Z": null}});
     assert_eq!(ok(t.clone(), json!({})), t);
 }
+
+#[test]
+fn set_pipeline_interpolation_leaves_undefined_vars_as_written() {
+    let template = json!({
+        "given": "((a))",
+        "nested": "x-((b.c))-((missing))",
+        "sourced": "((vault:secret.key))",
+        "whole": "((missing.field))",
+        "((k))": 1,
+    });
+    let got = interpolate_leaving_undefined(
+        &template,
+        &vars(json!({"a": {"x": 1}, "b": {"c": "C"}, "k": "key"})),
+    )
+    .unwrap();
+    assert_eq!(
+        got,
+        json!({
+            "given": {"x": 1},
+            "nested": "x-C-((missing))",
+            "sourced": "((vault:secret.key))",
+            "whole": "((missing.field))",
+            "key": 1,
+        })
+    );
+    // Other problems are still refused.
+    let e =
+        interpolate_leaving_undefined(&json!({"s": "x-((a))"}), &vars(json!({"a": {"map": true}})))
+            .unwrap_err();
+    assert!(e.undefined.is_empty());
+    assert_eq!(e.problems.len(), 1, "{e}");
+    assert!(
+        e.problems[0].starts_with("cannot interpolate non-primitive value (map)"),
+        "{e}"
+    );
+}

@@ -5,6 +5,7 @@ mod artifacts;
 mod builds;
 mod events;
 mod info;
+mod pipelines;
 mod volumes;
 mod workers;
 
@@ -50,6 +51,7 @@ pub(crate) fn router(web: Web) -> Router {
             // A full report of a big worker is larger than any other body.
             limited(put(volumes::report), hangar_api::MAX_REPORT_BODY),
         )
+        .nest("/teams/{team}/pipelines", pipeline_routes())
         // Every route above: no request answers 2xx from a lost database.
         .layer(axum::middleware::from_fn_with_state(
             web.clone(),
@@ -70,6 +72,33 @@ pub(crate) fn router(web: Web) -> Router {
     limited_router(router, hangar_api::MAX_JSON_BODY)
         .layer(axum::middleware::from_fn(json_errors))
         .with_state(web)
+}
+
+/// `/teams/{team}/pipelines…`; the config's own body limit is the core's.
+fn pipeline_routes() -> Router<Web> {
+    const JOB: &str = "/{name}/jobs/{job}";
+    Router::new()
+        .route("/", get(pipelines::list))
+        .route("/{name}", get(pipelines::show).delete(pipelines::destroy))
+        .route(
+            "/{name}/config",
+            limited(
+                put(pipelines::set_config).get(pipelines::get_config),
+                hangar_core::pipeline::MAX_CONFIG_BYTES,
+            ),
+        )
+        .route("/{name}/pause", put(pipelines::pause))
+        .route("/{name}/unpause", put(pipelines::unpause))
+        .route("/{name}/rename", put(pipelines::rename))
+        .route("/{name}/jobs", get(pipelines::jobs))
+        .route(JOB, get(pipelines::job))
+        .route(&format!("{JOB}/pause"), put(pipelines::pause_job))
+        .route(&format!("{JOB}/unpause"), put(pipelines::unpause_job))
+        .route("/{name}/resources", get(pipelines::resources))
+        .route(
+            "/{name}/resources/{resource}/versions",
+            get(pipelines::versions),
+        )
 }
 
 async fn not_found() -> ApiError {

@@ -66,7 +66,7 @@ fn parse_pair(s: &str) -> Result<(String, PathBuf), String> {
 }
 
 /// Reads YAML into a generic value: the one place the CLI parses YAML.
-fn read_yaml(text: &str) -> anyhow::Result<serde_json::Value> {
+pub(crate) fn read_yaml(text: &str) -> anyhow::Result<serde_json::Value> {
     Ok(hangar_core::yaml::from_str(text)?)
 }
 
@@ -83,12 +83,12 @@ fn split_var(s: &str) -> Result<(VarRef, &str), String> {
     Ok((var, value))
 }
 
-fn parse_string_var(s: &str) -> Result<(VarRef, serde_json::Value), String> {
+pub(crate) fn parse_string_var(s: &str) -> Result<(VarRef, serde_json::Value), String> {
     let (var, value) = split_var(s)?;
     Ok((var, serde_json::Value::String(value.to_string())))
 }
 
-fn parse_yaml_var(s: &str) -> Result<(VarRef, serde_json::Value), String> {
+pub(crate) fn parse_yaml_var(s: &str) -> Result<(VarRef, serde_json::Value), String> {
     let (var, value) = split_var(s)?;
     let value = read_yaml(value).map_err(|e| format!("{var}: not YAML: {e:#}"))?;
     Ok((var, value))
@@ -110,10 +110,18 @@ fn read_small(path: &Path) -> anyhow::Result<String> {
 /// pairs (a `-y` after every `-v`, a later pair over an earlier one), then
 /// the `-l` files, the last one first.
 fn load_vars(args: &Args) -> anyhow::Result<Vars> {
-    let pairs: Vec<(VarRef, serde_json::Value)> =
-        args.vars.iter().chain(&args.yaml_vars).cloned().collect();
+    vars_from(&args.vars, &args.yaml_vars, &args.var_files)
+}
+
+/// [`load_vars`] for any command taking `-v`, `-y` and `-l`.
+pub(crate) fn vars_from(
+    vars: &[(VarRef, serde_json::Value)],
+    yaml_vars: &[(VarRef, serde_json::Value)],
+    var_files: &[PathBuf],
+) -> anyhow::Result<Vars> {
+    let pairs: Vec<(VarRef, serde_json::Value)> = vars.iter().chain(yaml_vars).cloned().collect();
     let mut sources = vec![Vars::expand(&pairs)];
-    for path in args.var_files.iter().rev() {
+    for path in var_files.iter().rev() {
         let text = read_small(path)?;
         let value =
             read_yaml(&text).with_context(|| format!("read vars from {}", path.display()))?;

@@ -267,3 +267,31 @@ jobs:
         ]
     );
 }
+
+#[test]
+fn names_given_outside_a_config_follow_the_config_s_rule() {
+    let long = "a".repeat(crate::pipeline::MAX_NAME_LEN + 1);
+    let max = "a".repeat(crate::pipeline::MAX_NAME_LEN);
+    // (name, accepted)
+    let cases: &[(&str, bool)] = &[
+        ("main-pipeline", true),
+        ("Upper", true), // Concourse warns; accepted
+        ("123", true),   // Concourse warns; accepted
+        (&max, true),
+        (&long, false),
+        ("", false),
+        (".", false),
+        ("..", false),
+        ("a/b", false),
+        ("a\\b", false),
+        ("a\0b", false),
+        ("a\nb", false),
+    ];
+    for (name, accepted) in cases {
+        let got = crate::pipeline::check_name("pipeline", name);
+        assert_eq!(got.is_ok(), *accepted, "{name:?}: {got:?}");
+        if let Err(e) = got {
+            assert!(e.starts_with("pipeline "), "{e}");
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Pipelines on the wire, under `/api/v1/teams/{team}/pipelines`.
+//!
+//! A config is sent as its YAML (or JSON) text, the body `fly
+//! set-pipeline` sends, and read back as JSON in Concourse's `get-pipeline`
+//! shape with its version.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The header of `PUT …/config` naming the version a change was made from
+/// (Concourse's `X-Concourse-Config-Version`); `0` for a pipeline that must
+/// not exist yet. Another current version is refused with 409.
+pub const CONFIG_VERSION_HEADER: &str = "X-Hangar-Config-Version";
+
+/// A pipeline of a team.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pipeline {
+    pub id: i64,
+    pub team: String,
+    pub name: String,
+    pub paused: bool,
+    /// The current config version.
+    pub config_version: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// One warning of an accepted config (`configvalidate`'s kinds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigWarning {
+    pub kind: String,
+    pub message: String,
+}
+
+/// The answer to `PUT …/pipelines/{name}/config`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PipelineSaved {
+    pub pipeline: Pipeline,
+    /// True when the set made the pipeline (it starts paused).
+    pub created: bool,
+    #[serde(default)]
+    pub warnings: Vec<ConfigWarning>,
+}
+
+/// `GET …/pipelines/{name}/config`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PipelineConfig {
+    /// The config as JSON, in Concourse's `get-pipeline` shape.
+    pub config: Value,
+    pub version: i64,
+}
+
+/// `PUT …/pipelines/{name}/rename`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RenamePipeline {
+    pub name: String,
+}
+
+/// A job of a pipeline's current config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    pub id: i64,
+    pub team: String,
+    pub pipeline: String,
+    pub name: String,
+    pub paused: bool,
+    /// The number the job's next build takes (`P/J #N`).
+    pub next_build_number: i64,
+}
+
+/// A resource of a pipeline's current config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resource {
+    pub id: i64,
+    pub team: String,
+    pub pipeline: String,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub resource_type: String,
+    /// The version the config pins (`version:`).
+    #[serde(default)]
+    pub pinned_version: Option<Value>,
+}
+
+/// A version of a resource that a check or put found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceVersion {
+    pub id: i64,
+    pub version: Value,
+    pub metadata: Value,
+    pub enabled: bool,
+    pub check_order: i64,
+    pub created_at: i64,
+}
+
+/// `GET …/resources/{resource}/versions?limit=&before=&after=`: newest
+/// first; `before`/`after` are version ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionsQuery {
+    #[serde(default)]
+    pub limit: Option<i64>,
+    #[serde(default)]
+    pub before: Option<i64>,
+    #[serde(default)]
+    pub after: Option<i64>,
+}
+
+/// The most versions one page holds, and the page size without `limit`.
+pub const MAX_VERSIONS_PAGE: i64 = 500;
+pub const DEFAULT_VERSIONS_PAGE: i64 = 100;

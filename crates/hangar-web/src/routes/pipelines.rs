@@ -1,0 +1,366 @@
+//! `/api/v1/teams/{team}/pipelines…`: pipelines set from their config,
+//! listed, paused, renamed and destroyed, with their jobs, resources and
+//! resource versions. Every name in the path is checked before any query.
+
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use hangar_api::pipelines::{
+    ConfigWarning, Job, Pipeline, PipelineConfig, PipelineSaved, RenamePipeline, Resource,
+    ResourceVersion, VersionsQuery, CONFIG_VERSION_HEADER, DEFAULT_VERSIONS_PAGE,
+    MAX_VERSIONS_PAGE,
+};
+use hangar_core::names::validate_label;
+use hangar_core::pipeline::{check_name, parse_pipeline};
+use hangar_store::{
+    JobRecord, PipelineRecord, ResourceRecord, ResourceVersionRecord, StoreError, VersionPage,
+};
+
+use crate::auth::Admin;
+use crate::error::ApiError;
+use crate::json::Json;
+use crate::Web;
+
+/// The most config errors one answer lists; a config past a bound has one.
+const MAX_ERRORS_SHOWN: usize = 100;
+
+fn check_team(team: &str) -> Result<(), ApiError> {
+    validate_label(team).map_err(|e| ApiError::bad_request(format!("team: {e}")))
+}
+
+fn check(what: &str, name: &str) -> Result<(), ApiError> {
+    check_name(what, name).map_err(ApiError::bad_request)
+}
+
+fn pipeline_to_api(p: PipelineRecord) -> Pipeline {
+    Pipeline {
+        id: p.id,
+        team: p.team,
+        name: p.name,
+        paused: p.paused,
+        config_version: p.config_version,
+        created_at: p.created_at,
+        updated_at: p.updated_at,
+    }
+}
+
+fn job_to_api(team: &str, pipeline: &str, j: JobRecord) -> Job {
+    Job {
+        id: j.id,
+        team: team.to_string(),
+        pipeline: pipeline.to_string(),
+        name: j.name,
+        paused: j.paused,
+        next_build_number: j.next_build_number,
+    }
+}
+
+/// Stored JSON that no longer parses is a corrupt row, never read as empty.
+fn stored_json(
+    table: &str,
+    id: i64,
+    column: &str,
+    text: &str,
+) -> Result<serde_json::Value, ApiError> {
+    serde_json::from_str(text).map_err(|e| {
+        StoreError::Corrupt(format!("{table} row id {id}, column {column}: {e}")).into()
+    })
+}
+
+fn resource_to_api(team: &str, pipeline: &str, r: ResourceRecord) -> Result<Resource, ApiError> {
+    let pinned_version = r
+        .pinned
+        .as_deref()
+        .map(|p| stored_json("resources", r.id, "pinned", p))
+        .transpose()?;
+    Ok(Resource {
+        id: r.id,
+        team: team.to_string(),
+        pipeline: pipeline.to_string(),
+        name: r.name,
+        resource_type: r.resource_type,
+        pinned_version,
+    })
+}
+
+fn version_to_api(v: ResourceVersionRecord) -> Result<ResourceVersion, ApiError> {
+    Ok(ResourceVersion {
+        id: v.id,
+        version: stored_json("resource_versions", v.id, "version", &v.version)?,
+        metadata: stored_json("resource_versions", v.id, "metadata", &v.metadata)?,
+        enabled: v.enabled,
+        check_order: v.check_order,
+        created_at: v.created_at,
+    })
+}
+
+fn expected_version(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
+    let Some(value) = headers.get(CONFIG_VERSION_HEADER) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|v| *v >= 0)
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "{CONFIG_VERSION_HEADER} must be a config version (a whole number, 0 for a new pipeline)"
+            ))
+        })
+}
+
+/// `PUT /teams/{team}/pipelines/{name}/config`: the body is the config's
+/// YAML (or JSON) text, validated whole before anything is stored.
+pub(super) async fn set_config(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    _: Admin,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<axum::Json<PipelineSaved>, ApiError> {
+    check_team(&team)?;
+    check("pipeline", &name)?;
+    let expected = expected_version(&headers)?;
+    let text = std::str::from_utf8(&body)
+        .map_err(|e| ApiError::bad_request(format!("the config is not UTF-8 text: {e}")))?;
+    let validated = parse_pipeline(text).map_err(|errs| {
+        let mut lines: Vec<String> = errs
+            .errors
+            .iter()
+            .take(MAX_ERRORS_SHOWN)
+            .map(|e| format!("  {}", e))
+            .collect();
+        if errs.errors.len() > MAX_ERRORS_SHOWN {
+            lines.push(format!(
+                "  and {} more",
+                errs.errors.len() - MAX_ERRORS_SHOWN
+            ));
+        }
+        ApiError::bad_request(format!("invalid pipeline config:\n{}", lines.join("\n")))
+    })?;
+    let outcome = web
+        .store()
+        .set_pipeline(&team, &name, &validated.config, expected, web.now())
+        .await?;
+    let pipeline = web.store().pipeline(&team, &name).await?;
+    tracing::info!(%team, pipeline = %name, version = outcome.version, "pipeline set");
+    Ok(axum::Json(PipelineSaved {
+        pipeline: pipeline_to_api(pipeline),
+        created: outcome.created,
+        warnings: validated
+            .warnings
+            .into_iter()
+            .map(|w| ConfigWarning {
+                kind: w.kind,
+                message: w.message,
+            })
+            .collect(),
+    }))
+}
+
+pub(super) async fn list(
+    State(web): State<Web>,
+    Path(team): Path<String>,
+    _: Admin,
+) -> Result<axum::Json<Vec<Pipeline>>, ApiError> {
+    check_team(&team)?;
+    let pipelines = web.store().pipelines(&team).await?;
+    Ok(axum::Json(
+        pipelines.into_iter().map(pipeline_to_api).collect(),
+    ))
+}
+
+pub(super) async fn show(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    _: Admin,
+) -> Result<axum::Json<Pipeline>, ApiError> {
+    check_team(&team)?;
+    check("pipeline", &name)?;
+    Ok(axum::Json(pipeline_to_api(
+        web.store().pipeline(&team, &name).await?,
+    )))
+}
+
+pub(super) async fn get_config(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    _: Admin,
+) -> Result<axum::Json<PipelineConfig>, ApiError> {
+    check_team(&team)?;
+    check("pipeline", &name)?;
+    let (version, config) = web.store().pipeline_config(&team, &name, None).await?;
+    Ok(axum::Json(PipelineConfig { config, version }))
+}
+
+pub(super) async fn destroy(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    _: Admin,
+) -> Result<StatusCode, ApiError> {
+    check_team(&team)?;
+    check("pipeline", &name)?;
+    web.store().destroy_pipeline(&team, &name).await?;
+    tracing::info!(%team, pipeline = %name, "pipeline destroyed");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn set_paused(
+    web: &Web,
+    team: &str,
+    name: &str,
+    paused: bool,
+) -> Result<StatusCode, ApiError> {
+    check_team(team)?;
+    check("pipeline", name)?;
+    web.store()
+        .set_pipeline_paused(team, name, paused, web.now())
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(super) async fn pause(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    _: Admin,
+) -> Result<StatusCode, ApiError> {
+    set_paused(&web, &team, &name, true).await
+}
+
+pub(super) async fn unpause(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    _: Admin,
+) -> Result<StatusCode, ApiError> {
+    set_paused(&web, &team, &name, false).await
+}
+
+pub(super) async fn rename(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    _: Admin,
+    Json(req): Json<RenamePipeline>,
+) -> Result<StatusCode, ApiError> {
+    check_team(&team)?;
+    check("pipeline", &name)?;
+    check("new pipeline name", &req.name)?;
+    web.store()
+        .rename_pipeline(&team, &name, &req.name, web.now())
+        .await?;
+    tracing::info!(%team, pipeline = %name, to = %req.name, "pipeline renamed");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(super) async fn jobs(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    _: Admin,
+) -> Result<axum::Json<Vec<Job>>, ApiError> {
+    check_team(&team)?;
+    check("pipeline", &name)?;
+    let jobs = web.store().jobs(&team, &name, false).await?;
+    Ok(axum::Json(
+        jobs.into_iter()
+            .map(|j| job_to_api(&team, &name, j))
+            .collect(),
+    ))
+}
+
+pub(super) async fn job(
+    State(web): State<Web>,
+    Path((team, name, job)): Path<(String, String, String)>,
+    _: Admin,
+) -> Result<axum::Json<Job>, ApiError> {
+    check_team(&team)?;
+    check("pipeline", &name)?;
+    check("job", &job)?;
+    let j = web.store().job(&team, &name, &job).await?;
+    Ok(axum::Json(job_to_api(&team, &name, j)))
+}
+
+async fn set_job_paused(
+    web: &Web,
+    (team, name, job): (String, String, String),
+    paused: bool,
+) -> Result<StatusCode, ApiError> {
+    check_team(&team)?;
+    check("pipeline", &name)?;
+    check("job", &job)?;
+    web.store()
+        .set_job_paused(&team, &name, &job, paused)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(super) async fn pause_job(
+    State(web): State<Web>,
+    Path(path): Path<(String, String, String)>,
+    _: Admin,
+) -> Result<StatusCode, ApiError> {
+    set_job_paused(&web, path, true).await
+}
+
+pub(super) async fn unpause_job(
+    State(web): State<Web>,
+    Path(path): Path<(String, String, String)>,
+    _: Admin,
+) -> Result<StatusCode, ApiError> {
+    set_job_paused(&web, path, false).await
+}
+
+pub(super) async fn resources(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    _: Admin,
+) -> Result<axum::Json<Vec<Resource>>, ApiError> {
+    check_team(&team)?;
+    check("pipeline", &name)?;
+    let resources = web.store().resources(&team, &name).await?;
+    Ok(axum::Json(
+        resources
+            .into_iter()
+            .map(|r| resource_to_api(&team, &name, r))
+            .collect::<Result<_, _>>()?,
+    ))
+}
+
+pub(super) async fn versions(
+    State(web): State<Web>,
+    Path((team, name, resource)): Path<(String, String, String)>,
+    _: Admin,
+    query: Result<Query<VersionsQuery>, QueryRejection>,
+) -> Result<axum::Json<Vec<ResourceVersion>>, ApiError> {
+    check_team(&team)?;
+    check("pipeline", &name)?;
+    check("resource", &resource)?;
+    let Query(q) =
+        query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let limit = q.limit.unwrap_or(DEFAULT_VERSIONS_PAGE);
+    if !(1..=MAX_VERSIONS_PAGE).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit {limit} is out of range 1..={MAX_VERSIONS_PAGE}"
+        )));
+    }
+    let versions = web
+        .store()
+        .resource_versions(
+            &team,
+            &name,
+            &resource,
+            VersionPage {
+                limit,
+                before: q.before,
+                after: q.after,
+            },
+        )
+        .await?;
+    Ok(axum::Json(
+        versions
+            .into_iter()
+            .map(version_to_api)
+            .collect::<Result<_, _>>()?,
+    ))
+}

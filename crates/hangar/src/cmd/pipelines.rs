@@ -1,0 +1,347 @@
+//! fly's pipeline verbs other than set-pipeline: list, get, destroy, pause,
+//! unpause, rename; jobs and their pause; resources and their versions.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use hangar_api::pipelines::{VersionsQuery, DEFAULT_VERSIONS_PAGE, MAX_VERSIONS_PAGE};
+
+use crate::format::{ago, now_ms, table};
+use crate::target::Target;
+
+/// Where the pipeline lives: web, and the team.
+#[derive(clap::Args, Debug)]
+pub(crate) struct TeamArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// The team owning the pipelines.
+    #[arg(long, env = "HANGAR_TEAM", default_value = "main")]
+    pub team: String,
+}
+
+/// Refuses a name web would refuse, before anything is sent (a `..` or a
+/// `/` would change the URL itself).
+pub(crate) fn check_name(what: &str, name: &str) -> anyhow::Result<()> {
+    hangar_core::pipeline::check_name(what, name).map_err(anyhow::Error::msg)
+}
+
+/// Asks `question [yN]` on the terminal; off a terminal there is no one to
+/// ask, and the command says to pass --non-interactive.
+pub(crate) async fn confirm(question: &str) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        bail!("standard input is not a terminal to ask \"{question}\" on: pass --non-interactive to go ahead without asking");
+    }
+    print!("{question} [yN]: ");
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    let answer = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await??;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// `P/J` (or `P/R`) as fly's `-j` and `-r` take it.
+fn split_flag(what: &str, value: &str) -> anyhow::Result<(String, String)> {
+    let Some((pipeline, name)) = value.split_once('/') else {
+        bail!("{what} {value:?} is not PIPELINE/NAME");
+    };
+    check_name("pipeline", pipeline)?;
+    check_name(what, name)?;
+    Ok((pipeline.to_string(), name.to_string()))
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_string()
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    pub team: TeamArgs,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
+    let team = &args.team.team;
+    let pipelines = args.team.target.client()?.pipelines(team).await?;
+    if args.json {
+        crate::format::emit_json(&pipelines)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = now_ms();
+    let rows: Vec<Vec<String>> = pipelines
+        .iter()
+        .map(|p| {
+            vec![
+                p.id.to_string(),
+                p.name.clone(),
+                p.team.clone(),
+                yes_no(p.paused),
+                p.config_version.to_string(),
+                ago(now, p.updated_at),
+            ]
+        })
+        .collect();
+    crate::format::emit(&table(
+        &["id", "name", "team", "paused", "version", "updated"],
+        &rows,
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct PipelineArgs {
+    #[command(flatten)]
+    pub team: TeamArgs,
+    /// The pipeline's name.
+    #[arg(short = 'p', long = "pipeline")]
+    pub pipeline: String,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(crate) async fn get(args: PipelineArgs) -> anyhow::Result<ExitCode> {
+    check_name("pipeline", &args.pipeline)?;
+    let team = &args.team.team;
+    let Some(config) = args
+        .team
+        .target
+        .client()?
+        .pipeline_config(team, &args.pipeline)
+        .await?
+    else {
+        bail!("pipeline {team}/{} not found", args.pipeline);
+    };
+    if args.json {
+        crate::format::emit_json(&config.config)?;
+    } else {
+        crate::format::emit(&hangar_core::yaml_write::to_yaml(&config.config))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct NameArgs {
+    #[command(flatten)]
+    pub team: TeamArgs,
+    /// The pipeline's name.
+    #[arg(short = 'p', long = "pipeline")]
+    pub pipeline: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct DestroyArgs {
+    #[command(flatten)]
+    pub team: TeamArgs,
+    /// The pipeline's name.
+    #[arg(short = 'p', long = "pipeline")]
+    pub pipeline: String,
+    /// Destroy without asking. Off a terminal it is required.
+    #[arg(short = 'n', long = "non-interactive")]
+    pub non_interactive: bool,
+}
+
+pub(crate) async fn destroy(args: DestroyArgs) -> anyhow::Result<ExitCode> {
+    check_name("pipeline", &args.pipeline)?;
+    let team = &args.team.team;
+    let client = args.team.target.client()?;
+    println!(
+        "!!! this will remove all data for pipeline `{}`",
+        args.pipeline
+    );
+    if !args.non_interactive && !confirm("are you sure?").await? {
+        println!("bailing out");
+        return Ok(ExitCode::FAILURE);
+    }
+    client.destroy_pipeline(team, &args.pipeline).await?;
+    println!("`{}` deleted", args.pipeline);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn set_paused(args: NameArgs, paused: bool) -> anyhow::Result<ExitCode> {
+    check_name("pipeline", &args.pipeline)?;
+    let team = &args.team.team;
+    args.team
+        .target
+        .client()?
+        .pause_pipeline(team, &args.pipeline, paused)
+        .await?;
+    println!(
+        "{} '{}'",
+        if paused { "paused" } else { "unpaused" },
+        args.pipeline
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn pause(args: NameArgs) -> anyhow::Result<ExitCode> {
+    set_paused(args, true).await
+}
+
+pub(crate) async fn unpause(args: NameArgs) -> anyhow::Result<ExitCode> {
+    set_paused(args, false).await
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct RenameArgs {
+    #[command(flatten)]
+    pub team: TeamArgs,
+    /// The pipeline's current name.
+    #[arg(short = 'o', long = "old-name")]
+    pub old: String,
+    /// The new name.
+    #[arg(short = 'n', long = "new-name")]
+    pub new: String,
+}
+
+pub(crate) async fn rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
+    check_name("pipeline", &args.old)?;
+    check_name("new pipeline name", &args.new)?;
+    args.team
+        .target
+        .client()?
+        .rename_pipeline(&args.team.team, &args.old, &args.new)
+        .await?;
+    println!("pipeline successfully renamed to '{}'", args.new);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn jobs(args: PipelineArgs) -> anyhow::Result<ExitCode> {
+    check_name("pipeline", &args.pipeline)?;
+    let jobs = args
+        .team
+        .target
+        .client()?
+        .jobs(&args.team.team, &args.pipeline)
+        .await?;
+    if args.json {
+        crate::format::emit_json(&jobs)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|j| {
+            vec![
+                j.name.clone(),
+                yes_no(j.paused),
+                j.next_build_number.to_string(),
+            ]
+        })
+        .collect();
+    crate::format::emit(&table(&["name", "paused", "next build"], &rows))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct JobArgs {
+    #[command(flatten)]
+    pub team: TeamArgs,
+    /// The job: PIPELINE/JOB.
+    #[arg(short = 'j', long = "job")]
+    pub job: String,
+}
+
+async fn set_job_paused(args: JobArgs, paused: bool) -> anyhow::Result<ExitCode> {
+    let (pipeline, job) = split_flag("job", &args.job)?;
+    args.team
+        .target
+        .client()?
+        .pause_job(&args.team.team, &pipeline, &job, paused)
+        .await?;
+    println!("{} '{job}'", if paused { "paused" } else { "unpaused" });
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn pause_job(args: JobArgs) -> anyhow::Result<ExitCode> {
+    set_job_paused(args, true).await
+}
+
+pub(crate) async fn unpause_job(args: JobArgs) -> anyhow::Result<ExitCode> {
+    set_job_paused(args, false).await
+}
+
+pub(crate) async fn resources(args: PipelineArgs) -> anyhow::Result<ExitCode> {
+    check_name("pipeline", &args.pipeline)?;
+    let resources = args
+        .team
+        .target
+        .client()?
+        .resources(&args.team.team, &args.pipeline)
+        .await?;
+    if args.json {
+        crate::format::emit_json(&resources)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> = resources
+        .iter()
+        .map(|r| {
+            vec![
+                r.name.clone(),
+                r.resource_type.clone(),
+                r.pinned_version
+                    .as_ref()
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "n/a".into()),
+            ]
+        })
+        .collect();
+    crate::format::emit(&table(&["name", "type", "pinned"], &rows))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct VersionsArgs {
+    #[command(flatten)]
+    pub team: TeamArgs,
+    /// The resource: PIPELINE/RESOURCE.
+    #[arg(short = 'r', long = "resource")]
+    pub resource: String,
+    /// How many versions, newest first.
+    #[arg(long, default_value_t = DEFAULT_VERSIONS_PAGE,
+          value_parser = clap::value_parser!(i64).range(1..=MAX_VERSIONS_PAGE))]
+    pub count: i64,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(crate) async fn versions(args: VersionsArgs) -> anyhow::Result<ExitCode> {
+    let (pipeline, resource) = split_flag("resource", &args.resource)?;
+    let versions = args
+        .team
+        .target
+        .client()?
+        .resource_versions(
+            &args.team.team,
+            &pipeline,
+            &resource,
+            VersionsQuery {
+                limit: Some(args.count),
+                before: None,
+                after: None,
+            },
+        )
+        .await?;
+    if args.json {
+        crate::format::emit_json(&versions)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> = versions
+        .iter()
+        .map(|v| {
+            vec![
+                v.id.to_string(),
+                v.version.to_string(),
+                if v.enabled { "yes" } else { "no" }.to_string(),
+            ]
+        })
+        .collect();
+    crate::format::emit(&table(&["id", "version", "enabled"], &rows))?;
+    Ok(ExitCode::SUCCESS)
+}
