@@ -60,7 +60,7 @@ fn refuse_unresolved_vars(id: &str, step: &Step) -> Result<(), ApiError> {
             parts.extend(get.version.clone().map(serde_json::Value::Object));
             (&get.get, find_unresolved(&serde_json::Value::Array(parts)))
         }
-        Step::Do(_) | Step::InParallel(_) => return Ok(()),
+        Step::Do(_) | Step::InParallel(_) | Step::Try(_) | Step::Modified(_) => return Ok(()),
     };
     if left.is_empty() {
         return Ok(());
