@@ -65,6 +65,8 @@ struct State {
     next_endings: BTreeMap<String, VecDeque<Ending>>,
     /// Containers stay running until [`FakeWorkers::end_containers`].
     hold_containers: bool,
+    /// Containers of these programs keep running until ended.
+    held_programs: BTreeSet<String>,
     /// The version `check` finds.
     version: Option<serde_json::Value>,
     /// How the next resource actions of an action (`check`, `in`) on a
@@ -168,6 +170,12 @@ impl FakeWorkers {
     /// New containers keep running until [`FakeWorkers::end_containers`].
     pub fn hold_containers(&self, hold: bool) {
         self.with(|s| s.hold_containers = hold);
+    }
+
+    /// New containers of program `path` keep running until
+    /// [`FakeWorkers::end_containers`] (or until destroyed).
+    pub fn hold_program(&self, path: &str) {
+        self.with(|s| s.held_programs.insert(path.to_string()));
     }
 
     /// Ends every running container with exit 0.
@@ -463,7 +471,7 @@ impl Workers for FakeWorkers {
                     ));
                 }
                 let queued = s.next_endings.get_mut(worker).and_then(VecDeque::pop_front);
-                let ending = if s.hold_containers {
+                let ending = if s.hold_containers || s.held_programs.contains(&spec.path) {
                     None
                 } else {
                     Some(queued.unwrap_or_else(|| {

@@ -29,7 +29,7 @@ pub(crate) async fn run(
     if let Some(end) = done {
         return Ok(end);
     }
-    let max_attempts = step.attempts();
+    let max_attempts = step.infrastructure_attempts();
     let mut avoid = BTreeSet::new();
     loop {
         record.state = StepState::Running;
