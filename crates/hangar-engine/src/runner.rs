@@ -50,8 +50,11 @@ pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationTo
             }
         }
     });
-    let result = run_plan(&engine, &build, stop.clone()).await;
+    let abort = CancellationToken::new();
+    let abort_watch = tokio::spawn(watch_abort(engine.clone(), id, stop.clone(), abort.clone()));
+    let result = run_plan(&engine, &build, stop.clone(), abort).await;
     stop.cancel();
+    abort_watch.abort();
     if let Err(e) = lease.await {
         tracing::warn!(build = id, error = %e, "the lease keeper of the build ended badly");
     }
@@ -83,10 +86,30 @@ pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationTo
     engine.build_events().notify_waiters();
 }
 
+/// Cancels `abort` once a user asked for the build to be aborted.
+async fn watch_abort(engine: Engine, id: i64, stop: CancellationToken, abort: CancellationToken) {
+    loop {
+        match engine.store().build_abort_requested(id).await {
+            Ok(true) => {
+                tracing::info!(build = id, "aborting the build as asked");
+                abort.cancel();
+                return;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(build = id, error = %e, "cannot read whether the build is aborted"),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(engine.config().poll) => {}
+        }
+    }
+}
+
 async fn run_plan(
     engine: &Engine,
     build: &BuildRecord,
     stop: CancellationToken,
+    abort: CancellationToken,
 ) -> Result<StepEnd, Interrupted> {
     let invalid = |why: String| StepEnd {
         state: StepState::Errored,
@@ -139,7 +162,15 @@ async fn run_plan(
         )
         .await;
     }
-    run_sequence(&ctx, &plan, "", &Cut::none()).await
+    let root = Cut {
+        aborted: abort,
+        timed_out: CancellationToken::new(),
+    };
+    let end = run_sequence(&ctx, &plan, "", &root).await?;
+    if end.state == StepState::Aborted {
+        ctx.log(None, BuildEventKind::Infra, "the build was aborted").await;
+    }
+    Ok(end)
 }
 
 type Boxed<'a> = Pin<Box<dyn Future<Output = Result<StepEnd, Interrupted>> + Send + 'a>>;

@@ -257,3 +257,61 @@ async fn fail_fast_with_a_limit_never_starts_the_rest() {
     assert_eq!(h.finished(id).await, BuildStatus::Failed);
     assert_eq!(started(&h), ["fail"]);
 }
+
+async fn wait_running(h: &Harness, program: &str) {
+    let deadline = std::time::Instant::now() + support::HANG;
+    while !started(h).contains(&program.to_string()) {
+        assert!(std::time::Instant::now() < deadline, "{program} never started");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_aborted_build_runs_on_abort_and_ensure_only_and_stops() {
+    let h = harness(&["w1"]).await;
+    h.fake.hold_program("slow");
+    let step = hooked(task("slow"), "on-success", "ensure");
+    let id = h.submit(json!([step, task("after")])).await;
+    wait_running(&h, "slow").await;
+    assert_eq!(
+        h.store.request_build_abort(id, support::now()).await.unwrap(),
+        hangar_store::AbortRequest::Requested
+    );
+    assert_eq!(h.finished(id).await, BuildStatus::Aborted);
+    assert_eq!(started(&h), ["slow", "on-abort", "ensure"]);
+    assert!(h.fake.running_containers().is_empty(), "the slow container was destroyed");
+    let slow = &h.store.build_steps(id).await.unwrap()[0];
+    assert_eq!(slow.state, StepState::Aborted);
+}
+
+#[tokio::test]
+async fn a_build_waiting_for_a_worker_is_aborted() {
+    // No worker: the step waits for one to be placed on.
+    let h = harness(&[]).await;
+    let id = h.submit(json!([task("ok")])).await;
+    let deadline = std::time::Instant::now() + support::HANG;
+    while h.store.get_build(id).await.unwrap().unwrap().status != BuildStatus::Started {
+        assert!(std::time::Instant::now() < deadline, "never started");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    h.store.request_build_abort(id, support::now()).await.unwrap();
+    assert_eq!(h.finished(id).await, BuildStatus::Aborted);
+    assert!(started(&h).is_empty());
+}
+
+#[tokio::test]
+async fn an_abort_during_a_hook_lets_the_hook_finish() {
+    let h = harness(&["w1"]).await;
+    h.fake.hold_program("slow-ensure");
+    let step = with(task("ok"), "ensure", task("slow-ensure"));
+    let id = h.submit(json!([step, task("after")])).await;
+    wait_running(&h, "slow-ensure").await;
+    h.store.request_build_abort(id, support::now()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // The hook runs on (Concourse runs hooks on a context of their own).
+    assert_eq!(h.fake.running_containers().len(), 1);
+    h.fake.end_containers();
+    assert_eq!(h.finished(id).await, BuildStatus::Aborted);
+    assert_eq!(started(&h), ["ok", "slow-ensure"]);
+}

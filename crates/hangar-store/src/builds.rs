@@ -25,6 +25,18 @@ pub struct BuildRecord {
     pub error: Option<String>,
 }
 
+/// What asking to abort a build did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbortRequest {
+    /// It had not started: it is aborted now.
+    AbortedPending,
+    /// It runs: the node running it stops it.
+    Requested,
+    /// It had ended already, so: nothing changed.
+    AlreadyFinished(BuildStatus),
+    NotFound,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepRecord {
     pub build_id: i64,
@@ -205,6 +217,55 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Asks for a build to be aborted. A pending build ends aborted at
+    /// once (nothing of it ran); a started one is marked, and the node
+    /// running it stops it ([`Store::build_abort_requested`]); a finished
+    /// one is left as it is.
+    pub async fn request_build_abort(
+        &self,
+        id: i64,
+        now: UnixMillis,
+    ) -> Result<AbortRequest, StoreError> {
+        let pending = sqlx::query(
+            "UPDATE builds SET status = 'aborted', finished_at = $1, abort_requested_at = $1, \
+             error = 'aborted before it started' WHERE id = $2 AND status = 'pending'",
+        )
+        .bind(now)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if pending.rows_affected() == 1 {
+            return Ok(AbortRequest::AbortedPending);
+        }
+        let started = sqlx::query(
+            "UPDATE builds SET abort_requested_at = COALESCE(abort_requested_at, $1) \
+             WHERE id = $2 AND status = 'started'",
+        )
+        .bind(now)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if started.rows_affected() == 1 {
+            return Ok(AbortRequest::Requested);
+        }
+        Ok(match self.get_build(id).await? {
+            Some(b) => AbortRequest::AlreadyFinished(b.status),
+            None => AbortRequest::NotFound,
+        })
+    }
+
+    /// Whether a user asked for the build to be aborted.
+    pub async fn build_abort_requested(&self, id: i64) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT abort_requested_at FROM builds WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(r) => r.try_get::<Option<i64>, _>(0)?.is_some(),
+            None => false,
+        })
     }
 
     pub async fn get_build(&self, id: i64) -> Result<Option<BuildRecord>, StoreError> {

@@ -24,7 +24,7 @@ mod corrupt_tests;
 #[cfg(test)]
 mod test_db;
 
-pub use builds::{BuildEventRecord, BuildRecord, StepRecord};
+pub use builds::{AbortRequest, BuildEventRecord, BuildRecord, StepRecord};
 pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;

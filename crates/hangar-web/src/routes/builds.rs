@@ -9,6 +9,7 @@ use hangar_api::builds::{Build, BuildEvent, BuildEvents, BuildStep, CreateBuild}
 use hangar_core::names::validate_label;
 use hangar_core::plan::{leaf_steps, parse_build_plan, stored_plan, Step};
 use hangar_core::vars::find_unresolved;
+use hangar_core::build::BuildEventKind;
 use hangar_store::{BuildRecord, StepRecord};
 use serde::Deserialize;
 
@@ -206,6 +207,34 @@ pub(super) async fn show(
     _: Admin,
     Path(id): Path<i64>,
 ) -> Result<axum::Json<Build>, ApiError> {
+    let build = load(&web, id).await?;
+    let steps = web.store().build_steps(id).await?;
+    Ok(axum::Json(build_to_api(build, steps)))
+}
+
+/// Aborts a build (Concourse's `PUT /api/v1/builds/:id/abort`): a pending
+/// one at once, a started one by the node running it, which runs its
+/// `on_abort` and `ensure` hooks first; a finished one stays as it ended.
+/// Answers the build as it is now (Concourse answers 204 with no body).
+pub(super) async fn abort(
+    State(web): State<Web>,
+    _: Admin,
+    Path(id): Path<i64>,
+) -> Result<axum::Json<Build>, ApiError> {
+    let now = web.now();
+    match web.store().request_build_abort(id, now).await? {
+        hangar_store::AbortRequest::NotFound => {
+            return Err(ApiError::not_found(format!("build {id} not found")))
+        }
+        hangar_store::AbortRequest::AbortedPending => {
+            web.store()
+                .append_build_event(id, None, BuildEventKind::Status, "aborted", now)
+                .await?;
+        }
+        hangar_store::AbortRequest::Requested | hangar_store::AbortRequest::AlreadyFinished(_) => {}
+    }
+    web.engine().wake();
+    web.engine().build_events().notify_waiters();
     let build = load(&web, id).await?;
     let steps = web.store().build_steps(id).await?;
     Ok(axum::Json(build_to_api(build, steps)))
