@@ -15,6 +15,7 @@
 //! `attempts`).
 
 pub mod outcome;
+pub mod planner;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
