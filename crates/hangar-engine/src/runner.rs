@@ -7,9 +7,9 @@ use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use hangar_core::build::{BuildEventKind, StepState};
 use hangar_core::engine::{build_status, deciding_step, final_status_line};
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use hangar_core::plan::outcome::{self, Outcome};
 use hangar_core::plan::{self, parse_build_plan, Modified, Parallel, Step};
 use hangar_store::BuildRecord;
@@ -96,7 +96,9 @@ async fn watch_abort(engine: Engine, id: i64, stop: CancellationToken, abort: Ca
                 return;
             }
             Ok(false) => {}
-            Err(e) => tracing::warn!(build = id, error = %e, "cannot read whether the build is aborted"),
+            Err(e) => {
+                tracing::warn!(build = id, error = %e, "cannot read whether the build is aborted")
+            }
         }
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -168,7 +170,8 @@ async fn run_plan(
     };
     let end = run_sequence(&ctx, &plan, "", &root).await?;
     if end.state == StepState::Aborted {
-        ctx.log(None, BuildEventKind::Infra, "the build was aborted").await;
+        ctx.log(None, BuildEventKind::Infra, "the build was aborted")
+            .await;
     }
     Ok(end)
 }
@@ -345,7 +348,8 @@ fn run_modified<'a>(
             // Hooks run to their end whatever stopped the step (Concourse
             // runs them on a fresh context): only the node stopping
             // interrupts them.
-            let hook_end = run_step(ctx, hook_step, &plan::hook_id(id, *hook), &Cut::none()).await?;
+            let hook_end =
+                run_step(ctx, hook_step, &plan::hook_id(id, *hook), &Cut::none()).await?;
             let after = hook.combine(before, Some(Outcome::from_state(hook_end.state)));
             if after != before {
                 end = StepEnd {

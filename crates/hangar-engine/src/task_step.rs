@@ -47,7 +47,10 @@ pub(crate) async fn run(
             return Ok(give_up(ctx, &mut record, StepState::Failed, None, e.to_string()).await)
         }
     };
-    let max_attempts = step.infrastructure_attempts.unwrap_or(config.attempts).max(1);
+    let max_attempts = step
+        .infrastructure_attempts
+        .unwrap_or(config.attempts)
+        .max(1);
     let mut avoid = BTreeSet::new();
 
     // A previous run of this build left the step running: re-attach to its

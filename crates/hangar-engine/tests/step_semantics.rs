@@ -55,21 +55,45 @@ fn hooked(main: Value, on_success: &str, ensure: &str) -> Value {
 #[tokio::test]
 async fn hooks_run_as_concourse_runs_them_and_their_ends_count() {
     let cases = [
-        (hooked(task("ok"), "on-success", "ensure"), BuildStatus::Succeeded, vec!["ok", "on-success", "ensure"]),
-        (hooked(task("fail"), "on-success", "ensure"), BuildStatus::Failed, vec!["fail", "on-failure", "ensure"]),
+        (
+            hooked(task("ok"), "on-success", "ensure"),
+            BuildStatus::Succeeded,
+            vec!["ok", "on-success", "ensure"],
+        ),
+        (
+            hooked(task("fail"), "on-success", "ensure"),
+            BuildStatus::Failed,
+            vec!["fail", "on-failure", "ensure"],
+        ),
         // An error is not a failure: on_error runs, on_failure does not.
-        (hooked(erroring("err"), "on-success", "ensure"), BuildStatus::Errored, vec!["err", "on-error", "ensure"]),
+        (
+            hooked(erroring("err"), "on-success", "ensure"),
+            BuildStatus::Errored,
+            vec!["err", "on-error", "ensure"],
+        ),
         // ensure's failure fails a success.
-        (hooked(task("ok"), "on-success", "fail"), BuildStatus::Failed, vec!["ok", "on-success", "fail"]),
+        (
+            hooked(task("ok"), "on-success", "fail"),
+            BuildStatus::Failed,
+            vec!["ok", "on-success", "fail"],
+        ),
         // on_success's failure fails the step, and on_failure sees it.
-        (hooked(task("ok"), "fail", "ensure"), BuildStatus::Failed, vec!["ok", "fail", "on-failure", "ensure"]),
+        (
+            hooked(task("ok"), "fail", "ensure"),
+            BuildStatus::Failed,
+            vec!["ok", "fail", "on-failure", "ensure"],
+        ),
     ];
     for (step, status, ran) in cases {
         let h = harness(&["w1"]).await;
         let id = h.submit(json!([step])).await;
         let got = h.finished(id).await;
         let log = h.log(id, &["status", "step", "infra"]).await;
-        assert_eq!((got, started(&h)), (status, ran.iter().map(|s| s.to_string()).collect()), "{step}: {log:#?}");
+        assert_eq!(
+            (got, started(&h)),
+            (status, ran.iter().map(|s| s.to_string()).collect()),
+            "{step}: {log:#?}"
+        );
     }
 }
 
@@ -77,7 +101,11 @@ async fn hooks_run_as_concourse_runs_them_and_their_ends_count() {
 async fn hooks_are_steps_of_their_own_in_the_build() {
     let h = harness(&["w1"]).await;
     let id = h
-        .submit(json!([with(task("fail"), "on_failure", json!({"do": [task("notify")]}))]))
+        .submit(json!([with(
+            task("fail"),
+            "on_failure",
+            json!({"do": [task("notify")]})
+        )]))
         .await;
     assert_eq!(h.finished(id).await, BuildStatus::Failed);
     let steps: Vec<(String, StepState)> = h
@@ -101,9 +129,15 @@ async fn hooks_are_steps_of_their_own_in_the_build() {
 async fn try_makes_failures_and_errors_successes_and_the_build_goes_on() {
     for inner in [task("fail"), erroring("err")] {
         let h = harness(&["w1"]).await;
-        let id = h.submit(json!([{"try": inner.clone()}, task("after")])).await;
+        let id = h
+            .submit(json!([{"try": inner.clone()}, task("after")]))
+            .await;
         assert_eq!(h.finished(id).await, BuildStatus::Succeeded, "{inner}");
-        assert_eq!(started(&h).last().map(String::as_str), Some("after"), "{inner}");
+        assert_eq!(
+            started(&h).last().map(String::as_str),
+            Some("after"),
+            "{inner}"
+        );
     }
 }
 
@@ -111,7 +145,11 @@ async fn try_makes_failures_and_errors_successes_and_the_build_goes_on() {
 async fn attempts_run_a_failing_step_again_and_stop_at_the_last() {
     let h = harness(&["w1"]).await;
     let id = h
-        .submit(json!([with(with(task("fail"), "attempts", json!(3)), "on_failure", task("on-failure"))]))
+        .submit(json!([with(
+            with(task("fail"), "attempts", json!(3)),
+            "on_failure",
+            task("on-failure")
+        )]))
         .await;
     assert_eq!(h.finished(id).await, BuildStatus::Failed);
     assert_eq!(started(&h), ["fail", "fail", "fail", "on-failure"]);
@@ -136,7 +174,11 @@ async fn attempts_run_an_erroring_step_again_until_it_succeeds() {
     // infrastructure attempt is spent); the second succeeds.
     h.fake.end_next_on("w1", Ending::Lost);
     let id = h
-        .submit(json!([with(with(erroring("sh"), "attempts", json!(2)), "on_error", task("on-error"))]))
+        .submit(json!([with(
+            with(erroring("sh"), "attempts", json!(2)),
+            "on_error",
+            task("on-error")
+        )]))
         .await;
     assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
     assert_eq!(started(&h), ["sh", "sh"]);
@@ -146,16 +188,34 @@ async fn attempts_run_an_erroring_step_again_until_it_succeeds() {
 async fn infrastructure_retries_are_not_attempts_nor_errors() {
     let h = harness(&["w1", "w2"]).await;
     h.fake.end_next_on("w1", Ending::Lost);
-    let step = with(with(task("sh"), "attempts", json!(2)), "on_error", task("on-error"));
+    let step = with(
+        with(task("sh"), "attempts", json!(2)),
+        "on_error",
+        task("on-error"),
+    );
     let id = h.submit(json!([step])).await;
     assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
     // Retried below the step on the other worker: one user attempt, no
     // on_error.
     assert_eq!(started(&h), ["sh", "sh"]);
     let log = h.log(id, &["step", "infra"]).await;
-    assert!(log.iter().any(|l| l.contains("retrying task sh (attempt 2 of 3)")), "{log:#?}");
-    assert!(!log.iter().any(|l| l.contains("attempt 2 of 2")), "{log:#?}");
-    let ids: Vec<String> = h.store.build_steps(id).await.unwrap().into_iter().map(|s| s.step_id).collect();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("retrying task sh (attempt 2 of 3)")),
+        "{log:#?}"
+    );
+    assert!(
+        !log.iter().any(|l| l.contains("attempt 2 of 2")),
+        "{log:#?}"
+    );
+    let ids: Vec<String> = h
+        .store
+        .build_steps(id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.step_id)
+        .collect();
     assert_eq!(ids, ["0"]);
 }
 
@@ -169,9 +229,15 @@ async fn a_timeout_kills_the_step_and_fails_it_without_on_abort() {
     let id = h.submit(json!([step])).await;
     assert_eq!(h.finished(id).await, BuildStatus::Failed);
     assert_eq!(started(&h), ["slow", "on-failure"]);
-    assert!(h.fake.running_containers().is_empty(), "the slow container was destroyed");
+    assert!(
+        h.fake.running_containers().is_empty(),
+        "the slow container was destroyed"
+    );
     let slow = &h.store.build_steps(id).await.unwrap()[0];
-    assert_eq!((slow.state, slow.error.as_deref()), (StepState::Failed, Some("timed out")));
+    assert_eq!(
+        (slow.state, slow.error.as_deref()),
+        (StepState::Failed, Some("timed out"))
+    );
     let build = h.store.get_build(id).await.unwrap().unwrap();
     assert_eq!(build.error.as_deref(), Some("timed out after 300ms"));
 }
@@ -180,7 +246,11 @@ async fn a_timeout_kills_the_step_and_fails_it_without_on_abort() {
 async fn a_timeout_bounds_each_attempt() {
     let h = harness(&["w1"]).await;
     h.fake.hold_program("slow");
-    let step = with(with(task("slow"), "timeout", json!("200ms")), "attempts", json!(2));
+    let step = with(
+        with(task("slow"), "timeout", json!("200ms")),
+        "attempts",
+        json!(2),
+    );
     let id = h.submit(json!([{"try": step}, task("after")])).await;
     assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
     assert_eq!(started(&h), ["slow", "slow", "after"]);
@@ -223,7 +293,10 @@ async fn in_parallel_fail_fast_aborts_the_siblings_which_run_on_abort() {
     assert_eq!(h.finished(id).await, BuildStatus::Failed);
     let ran = started(&h);
     assert!(ran.contains(&"on-abort".to_string()), "{ran:?}");
-    assert!(h.fake.running_containers().is_empty(), "the slow container was destroyed");
+    assert!(
+        h.fake.running_containers().is_empty(),
+        "the slow container was destroyed"
+    );
     let states: Vec<(String, StepState)> = h
         .store
         .build_steps(id)
@@ -232,8 +305,14 @@ async fn in_parallel_fail_fast_aborts_the_siblings_which_run_on_abort() {
         .into_iter()
         .map(|s| (s.step_id, s.state))
         .collect();
-    assert!(states.contains(&("0.0".to_string(), StepState::Aborted)), "{states:?}");
-    assert!(states.contains(&("0.1".to_string(), StepState::Failed)), "{states:?}");
+    assert!(
+        states.contains(&("0.0".to_string(), StepState::Aborted)),
+        "{states:?}"
+    );
+    assert!(
+        states.contains(&("0.1".to_string(), StepState::Failed)),
+        "{states:?}"
+    );
 }
 
 #[tokio::test]
@@ -261,7 +340,10 @@ async fn fail_fast_with_a_limit_never_starts_the_rest() {
 async fn wait_running(h: &Harness, program: &str) {
     let deadline = std::time::Instant::now() + support::HANG;
     while !started(h).contains(&program.to_string()) {
-        assert!(std::time::Instant::now() < deadline, "{program} never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{program} never started"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
@@ -274,12 +356,18 @@ async fn an_aborted_build_runs_on_abort_and_ensure_only_and_stops() {
     let id = h.submit(json!([step, task("after")])).await;
     wait_running(&h, "slow").await;
     assert_eq!(
-        h.store.request_build_abort(id, support::now()).await.unwrap(),
+        h.store
+            .request_build_abort(id, support::now())
+            .await
+            .unwrap(),
         hangar_store::AbortRequest::Requested
     );
     assert_eq!(h.finished(id).await, BuildStatus::Aborted);
     assert_eq!(started(&h), ["slow", "on-abort", "ensure"]);
-    assert!(h.fake.running_containers().is_empty(), "the slow container was destroyed");
+    assert!(
+        h.fake.running_containers().is_empty(),
+        "the slow container was destroyed"
+    );
     let slow = &h.store.build_steps(id).await.unwrap()[0];
     assert_eq!(slow.state, StepState::Aborted);
 }
@@ -295,7 +383,10 @@ async fn a_build_waiting_for_a_worker_is_aborted() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    h.store.request_build_abort(id, support::now()).await.unwrap();
+    h.store
+        .request_build_abort(id, support::now())
+        .await
+        .unwrap();
     assert_eq!(h.finished(id).await, BuildStatus::Aborted);
     assert!(started(&h).is_empty());
 }
@@ -307,7 +398,10 @@ async fn an_abort_during_a_hook_lets_the_hook_finish() {
     let step = with(task("ok"), "ensure", task("slow-ensure"));
     let id = h.submit(json!([step, task("after")])).await;
     wait_running(&h, "slow-ensure").await;
-    h.store.request_build_abort(id, support::now()).await.unwrap();
+    h.store
+        .request_build_abort(id, support::now())
+        .await
+        .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     // The hook runs on (Concourse runs hooks on a context of their own).
     assert_eq!(h.fake.running_containers().len(), 1);

@@ -14,12 +14,23 @@ async fn a_build_is_aborted_as_its_status_allows(store: Store) {
         AbortRequest::AbortedPending
     );
     let b = store.get_build(pending.id).await.unwrap().unwrap();
-    assert_eq!((b.status, b.finished_at), (BuildStatus::Aborted, Some(T0 + 1)));
+    assert_eq!(
+        (b.status, b.finished_at),
+        (BuildStatus::Aborted, Some(T0 + 1))
+    );
     // Never claimed once aborted.
-    assert!(store.claim_build("node", T0 + 2, 1000).await.unwrap().is_none());
+    assert!(store
+        .claim_build("node", T0 + 2, 1000)
+        .await
+        .unwrap()
+        .is_none());
 
     let started = store.create_build("s", None, "[]", "{}", T0).await.unwrap();
-    let claimed = store.claim_build("node", T0 + 3, 1000).await.unwrap().unwrap();
+    let claimed = store
+        .claim_build("node", T0 + 3, 1000)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(claimed.id, started.id);
     assert_eq!(
         store.request_build_abort(started.id, T0 + 4).await.unwrap(),
@@ -34,14 +45,32 @@ async fn a_build_is_aborted_as_its_status_allows(store: Store) {
     let b = store.get_build(started.id).await.unwrap().unwrap();
     assert_eq!(b.status, BuildStatus::Started);
     store
-        .finish_build(started.id, "node", BuildStatus::Aborted, None, Some("aborted"), T0 + 6)
+        .finish_build(
+            started.id,
+            "node",
+            BuildStatus::Aborted,
+            None,
+            Some("aborted"),
+            T0 + 6,
+        )
         .await
         .unwrap();
 
     let done = store.create_build("d", None, "[]", "{}", T0).await.unwrap();
-    store.claim_build("node", T0 + 7, 1000).await.unwrap().unwrap();
     store
-        .finish_build(done.id, "node", BuildStatus::Succeeded, Some(0), None, T0 + 8)
+        .claim_build("node", T0 + 7, 1000)
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .finish_build(
+            done.id,
+            "node",
+            BuildStatus::Succeeded,
+            Some(0),
+            None,
+            T0 + 8,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -49,7 +78,10 @@ async fn a_build_is_aborted_as_its_status_allows(store: Store) {
         AbortRequest::AlreadyFinished(BuildStatus::Succeeded)
     );
     let b = store.get_build(done.id).await.unwrap().unwrap();
-    assert_eq!((b.status, b.finished_at), (BuildStatus::Succeeded, Some(T0 + 8)));
+    assert_eq!(
+        (b.status, b.finished_at),
+        (BuildStatus::Succeeded, Some(T0 + 8))
+    );
     assert!(!store.build_abort_requested(done.id).await.unwrap());
 
     assert_eq!(

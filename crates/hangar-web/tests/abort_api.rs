@@ -31,7 +31,10 @@ async fn a_pending_build_is_aborted_and_stays_so(store: Store) {
         .await
         .unwrap();
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
-    assert_eq!(t.admin.build(build.id).await.unwrap().status, BuildStatus::Pending);
+    assert_eq!(
+        t.admin.build(build.id).await.unwrap().status,
+        BuildStatus::Pending
+    );
 
     let aborted = t.admin.abort_build(build.id).await.unwrap();
     assert_eq!(aborted.status, BuildStatus::Aborted);
@@ -40,7 +43,10 @@ async fn a_pending_build_is_aborted_and_stays_so(store: Store) {
     assert_eq!(lines, ["aborted"]);
     // Again: the same build, as it ended.
     let again = t.admin.abort_build(build.id).await.unwrap();
-    assert_eq!((again.status, again.finished_at), (BuildStatus::Aborted, aborted.finished_at));
+    assert_eq!(
+        (again.status, again.finished_at),
+        (BuildStatus::Aborted, aborted.finished_at)
+    );
 
     match t.admin.abort_build(424242).await {
         Err(ClientError::Api { status, .. }) => assert_eq!(status, StatusCode::NOT_FOUND),

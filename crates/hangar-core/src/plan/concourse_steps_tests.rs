@@ -53,29 +53,98 @@ fn in_parallel_takes_a_list_or_steps_limit_and_fail_fast() {
 #[test]
 fn bad_concourse_steps_are_refused_saying_where_and_why() {
     let cases = [
-        (json!([{"put": "r", "params": {}}]), "plan: plan[0]: put steps are not run by hangar yet"),
-        (json!([{"load_var": "v", "file": "a/b"}]), "plan: plan[0]: load_var steps are not run"),
-        (json!([{"set_pipeline": "p", "file": "a/b"}]), "plan: plan[0]: set_pipeline steps need pipeline storage"),
-        (json!([{"do": [{"put": "r"}]}]), "plan: plan[0].do[0]: put steps are not run"),
-        (json!([{"task": "t", "config": {}, "across": []}]), "plan: plan[0]: `across` is not supported"),
-        (json!([{"task": "t", "file": "repo/ci/t.yml"}]), "plan: plan[0].file: a task config read from an artifact is not supported yet"),
-        (json!([{"task": "t", "config": {}, "retry_failures": true}]), "plan: plan[0].retry_failures: replaced by Concourse's `attempts`"),
-        (json!([{"task": "t", "config": {}, "attempts": 0}]), "plan: plan[0].attempts: 0 is not a whole number from 1 to 10"),
-        (json!([{"task": "t", "config": {}, "attempts": 11}]), "plan: plan[0].attempts: 11 is not"),
-        (json!([{"task": "t", "config": {}, "attempts": "2"}]), "plan: plan[0].attempts: \"2\" is not"),
-        (json!([{"task": "t", "config": {}, "timeout": 5}]), "plan: plan[0].timeout: expected a duration"),
-        (json!([{"task": "t", "config": {}, "timeout": "5 minutes"}]), "plan: plan[0].timeout:"),
-        (json!([{"task": "t", "config": {}, "timeout": "0s"}]), "plan: plan[0].timeout: 0s is not between"),
-        (json!([{"task": "t", "config": {}, "timeout": "200h"}]), "plan: plan[0].timeout: 200h is not between"),
-        (json!([{"task": "t", "config": {}, "ensure": []}]), "plan: plan[0].ensure: expected a step"),
-        (json!([{"task": "t", "config": {}, "on_error": {"put": "x"}}]), "plan: plan[0].on_error: put steps"),
-        (json!([{"try": task("a"), "x": 1}]), "plan: plan[0]: try takes nothing but its step(s)"),
-        (json!([{"try": [task("a")]}]), "plan: plan[0].try: expected a step"),
-        (json!([{"in_parallel": {"steps": [], "limit": 0}}]), "plan: plan[0].in_parallel.limit: 0 is not"),
-        (json!([{"in_parallel": {"steps": [], "fail_fast": "yes"}}]), "plan: plan[0].in_parallel.fail_fast: expected true or false"),
-        (json!([{"in_parallel": {"limit": 2}}]), "plan: plan[0].in_parallel: missing field `steps`"),
-        (json!([{"in_parallel": {"steps": [], "max": 1}}]), "plan: plan[0].in_parallel: unknown field `max`"),
-        (json!([{"in_parallel": {"steps": [{"put": "x"}]}}]), "plan: plan[0].in_parallel.steps[0]: put steps"),
+        (
+            json!([{"put": "r", "params": {}}]),
+            "plan: plan[0]: put steps are not run by hangar yet",
+        ),
+        (
+            json!([{"load_var": "v", "file": "a/b"}]),
+            "plan: plan[0]: load_var steps are not run",
+        ),
+        (
+            json!([{"set_pipeline": "p", "file": "a/b"}]),
+            "plan: plan[0]: set_pipeline steps need pipeline storage",
+        ),
+        (
+            json!([{"do": [{"put": "r"}]}]),
+            "plan: plan[0].do[0]: put steps are not run",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "across": []}]),
+            "plan: plan[0]: `across` is not supported",
+        ),
+        (
+            json!([{"task": "t", "file": "repo/ci/t.yml"}]),
+            "plan: plan[0].file: a task config read from an artifact is not supported yet",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "retry_failures": true}]),
+            "plan: plan[0].retry_failures: replaced by Concourse's `attempts`",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "attempts": 0}]),
+            "plan: plan[0].attempts: 0 is not a whole number from 1 to 10",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "attempts": 11}]),
+            "plan: plan[0].attempts: 11 is not",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "attempts": "2"}]),
+            "plan: plan[0].attempts: \"2\" is not",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "timeout": 5}]),
+            "plan: plan[0].timeout: expected a duration",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "timeout": "5 minutes"}]),
+            "plan: plan[0].timeout:",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "timeout": "0s"}]),
+            "plan: plan[0].timeout: 0s is not between",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "timeout": "200h"}]),
+            "plan: plan[0].timeout: 200h is not between",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "ensure": []}]),
+            "plan: plan[0].ensure: expected a step",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "on_error": {"put": "x"}}]),
+            "plan: plan[0].on_error: put steps",
+        ),
+        (
+            json!([{"try": task("a"), "x": 1}]),
+            "plan: plan[0]: try takes nothing but its step(s)",
+        ),
+        (
+            json!([{"try": [task("a")]}]),
+            "plan: plan[0].try: expected a step",
+        ),
+        (
+            json!([{"in_parallel": {"steps": [], "limit": 0}}]),
+            "plan: plan[0].in_parallel.limit: 0 is not",
+        ),
+        (
+            json!([{"in_parallel": {"steps": [], "fail_fast": "yes"}}]),
+            "plan: plan[0].in_parallel.fail_fast: expected true or false",
+        ),
+        (
+            json!([{"in_parallel": {"limit": 2}}]),
+            "plan: plan[0].in_parallel: missing field `steps`",
+        ),
+        (
+            json!([{"in_parallel": {"steps": [], "max": 1}}]),
+            "plan: plan[0].in_parallel: unknown field `max`",
+        ),
+        (
+            json!([{"in_parallel": {"steps": [{"put": "x"}]}}]),
+            "plan: plan[0].in_parallel.steps[0]: put steps",
+        ),
     ];
     for (plan, expected) in cases {
         let got = parse_plan(&plan).unwrap_err().to_string();

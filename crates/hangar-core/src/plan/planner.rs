@@ -124,9 +124,10 @@ fn step(config: &PipelineConfig, s: &Step, at: &str) -> Result<Value, PlannerErr
                     "{at}.file: a task config read from an artifact is not supported yet"
                 )));
             }
-            let mut task_config = task.config.clone().ok_or_else(|| {
-                PlannerError(format!("{at}: a task needs `config` (or `file`)"))
-            })?;
+            let mut task_config = task
+                .config
+                .clone()
+                .ok_or_else(|| PlannerError(format!("{at}: a task needs `config` (or `file`)")))?;
             if let Some(params) = &task.params {
                 let base = task_config
                     .as_object_mut()

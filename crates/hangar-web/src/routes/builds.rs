@@ -6,10 +6,10 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hangar_api::builds::{Build, BuildEvent, BuildEvents, BuildStep, CreateBuild};
+use hangar_core::build::BuildEventKind;
 use hangar_core::names::validate_label;
 use hangar_core::plan::{leaf_steps, parse_build_plan, stored_plan, Step};
 use hangar_core::vars::find_unresolved;
-use hangar_core::build::BuildEventKind;
 use hangar_store::{BuildRecord, StepRecord};
 use serde::Deserialize;
 

@@ -43,11 +43,26 @@ fn a_hook_s_own_end_changes_the_step_s_as_concourse() {
     use Hook::*;
     let cases = [
         // on_success failing fails the step, and on_failure then runs.
-        (S, vec![(OnSuccess, F), (OnFailure, S)], F, vec![OnSuccess, OnFailure]),
-        (S, vec![(OnSuccess, E), (OnError, S)], E, vec![OnSuccess, OnError]),
+        (
+            S,
+            vec![(OnSuccess, F), (OnFailure, S)],
+            F,
+            vec![OnSuccess, OnFailure],
+        ),
+        (
+            S,
+            vec![(OnSuccess, E), (OnError, S)],
+            E,
+            vec![OnSuccess, OnError],
+        ),
         // on_failure's own failure leaves a failure; its error is an error.
         (F, vec![(OnFailure, F)], F, vec![OnFailure]),
-        (F, vec![(OnFailure, E), (OnError, S)], E, vec![OnFailure, OnError]),
+        (
+            F,
+            vec![(OnFailure, E), (OnError, S)],
+            E,
+            vec![OnFailure, OnError],
+        ),
         // on_error and on_abort never change the step's end.
         (E, vec![(OnError, F)], E, vec![OnError]),
         (A, vec![(OnAbort, E)], A, vec![OnAbort]),
@@ -131,7 +146,11 @@ fn in_parallel_ends_and_fail_fast() {
         (F, false, false),
         (E, false, false),
     ] {
-        assert_eq!(stops_siblings(child, fail_fast), expected, "{child:?} {fail_fast}");
+        assert_eq!(
+            stops_siblings(child, fail_fast),
+            expected,
+            "{child:?} {fail_fast}"
+        );
     }
 }
 
@@ -145,7 +164,11 @@ fn in_parallel_limits() {
         (Some(1), 0, 1),
         (None, 0, 1),
     ] {
-        assert_eq!(parallel_limit(limit, children), expected, "{limit:?} {children}");
+        assert_eq!(
+            parallel_limit(limit, children),
+            expected,
+            "{limit:?} {children}"
+        );
     }
 }
 

@@ -45,7 +45,10 @@ jobs:
 "#,
     )
     .unwrap();
-    let steps = plan.stored.as_array().expect("a plan without custom types is a list");
+    let steps = plan
+        .stored
+        .as_array()
+        .expect("a plan without custom types is a list");
     assert_eq!(
         steps[0],
         json!({"get": "repo", "type": "git",
@@ -109,7 +112,10 @@ jobs:
         (a.attempts, a.timeout),
         (3, Some(std::time::Duration::from_secs(600)))
     );
-    let ids: Vec<String> = leaf_steps(&plan.plan.steps).into_iter().map(|(id, _)| id).collect();
+    let ids: Vec<String> = leaf_steps(&plan.plan.steps)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
     assert_eq!(ids, ["0.0", "0.1.0", "0.1.1.0", "0.on_failure", "0.ensure"]);
 }
 
@@ -135,7 +141,10 @@ jobs:
     .unwrap();
     assert_eq!(plan.plan.resource_types.len(), 1);
     assert_eq!(plan.plan.resource_types[0].name, "slack");
-    assert_eq!(plan.stored["resource_types"][0]["defaults"], json!({"channel": "#ci"}));
+    assert_eq!(
+        plan.stored["resource_types"][0]["defaults"],
+        json!({"channel": "#ci"})
+    );
 }
 
 #[test]
