@@ -182,7 +182,7 @@ fn step(config: &PipelineConfig, s: &Step, at: &str) -> Result<Value, PlannerErr
         }
         Action::Do(inner) => {
             let mut o = Map::new();
-            o.insert("do".into(), list(config, inner, &format!("{at}"))?);
+            o.insert("do".into(), list(config, inner, &at)?);
             o
         }
         Action::Try(inner) => {
