@@ -168,10 +168,9 @@ async fn run_plan(
         aborted: abort,
         timed_out: CancellationToken::new(),
     };
-    let end = run_sequence(&ctx, &plan, "", &root).await?;
+    let mut end = run_sequence(&ctx, &plan, "", &root).await?;
     if end.state == StepState::Aborted {
-        ctx.log(None, BuildEventKind::Infra, "the build was aborted")
-            .await;
+        end.error = Some("the build was aborted".into());
     }
     Ok(end)
 }

@@ -409,3 +409,78 @@ async fn an_abort_during_a_hook_lets_the_hook_finish() {
     assert_eq!(h.finished(id).await, BuildStatus::Aborted);
     assert_eq!(started(&h), ["ok", "slow-ensure"]);
 }
+
+#[tokio::test]
+async fn an_aborted_build_says_so_once_at_its_end() {
+    let h = harness(&["w1"]).await;
+    h.fake.hold_program("slow");
+    let id = h.submit(json!([task("slow")])).await;
+    wait_running(&h, "slow").await;
+    h.store
+        .request_build_abort(id, support::now())
+        .await
+        .unwrap();
+    assert_eq!(h.finished(id).await, BuildStatus::Aborted);
+    let log = h.log(id, &["status"]).await;
+    assert_eq!(
+        log,
+        ["status: started", "status: aborted: the build was aborted"]
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_also_bounds_the_wait_for_a_worker() {
+    let h = harness(&[]).await;
+    let step = with(
+        with(task("ok"), "timeout", json!("200ms")),
+        "on_failure",
+        json!({"try": task("x")}),
+    );
+    let id = h.submit(json!([step])).await;
+    // on_failure runs (and waits for a worker in its turn, inside a try
+    // that cannot end): abort to end the build.
+    let deadline = std::time::Instant::now() + support::HANG;
+    loop {
+        let steps = h.store.build_steps(id).await.unwrap();
+        if steps
+            .iter()
+            .any(|s| s.step_id == "0" && s.state == StepState::Failed)
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never timed out: {steps:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    h.store
+        .request_build_abort(id, support::now())
+        .await
+        .unwrap();
+    assert!(started(&h).is_empty());
+}
+
+#[tokio::test]
+async fn a_get_s_hooks_run_as_a_task_s() {
+    let get = json!({"get": "repo", "type": "mock", "source": {}});
+    for (fails, status, ran) in [
+        (false, BuildStatus::Succeeded, vec!["on-success", "ensure"]),
+        (true, BuildStatus::Failed, vec!["on-failure", "ensure"]),
+    ] {
+        let h = harness(&["w1"]).await;
+        if fails {
+            h.fake.exit_next_action("w1", "check", 1);
+        }
+        let id = h
+            .submit(json!([hooked(get.clone(), "on-success", "ensure")]))
+            .await;
+        assert_eq!(
+            h.finished(id).await,
+            status,
+            "{:#?}",
+            h.log(id, &["step", "infra"]).await
+        );
+        assert_eq!(started(&h), ran);
+    }
+}
