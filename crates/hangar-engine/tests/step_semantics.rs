@@ -484,3 +484,32 @@ async fn a_get_s_hooks_run_as_a_task_s() {
         assert_eq!(started(&h), ran);
     }
 }
+
+#[tokio::test]
+async fn a_resumed_build_runs_no_attempt_nor_hook_again() {
+    let mut a = harness(&["w1"]).await;
+    a.fake.hold_program("slow");
+    let step = with(
+        with(task("fail"), "attempts", json!(2)),
+        "ensure",
+        task("slow"),
+    );
+    let id = a.submit(json!([step])).await;
+    wait_running(&a, "slow").await;
+    // SIGTERM: the node stops; the ensure hook's container runs on.
+    a.stop().await;
+    let b = Harness::start(a.store.clone(), a.fake.clone(), "node-b");
+    let deadline = std::time::Instant::now() + support::HANG;
+    while !b
+        .log(id, &["infra"])
+        .await
+        .iter()
+        .any(|l| l.contains("resuming the build"))
+    {
+        assert!(std::time::Instant::now() < deadline, "never resumed");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    b.fake.end_containers();
+    assert_eq!(b.finished(id).await, BuildStatus::Failed);
+    assert_eq!(started(&b), ["fail", "fail", "slow"]);
+}
