@@ -236,9 +236,81 @@ pub(crate) fn get(call: Call<'_>) -> Result<Value, String> {
     }))
 }
 
-pub(crate) fn put(_call: Call<'_>) -> Result<Value, String> {
-    // Nothing a request could say would make this work: refused as it is.
-    Err("git: out (pushing) is not supported yet".into())
+/// `out`'s params. Concourse's git resource takes more (`tag`, `force`,
+/// `merge`, `notes`, …): each is refused by name as an unknown field.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OutParams {
+    /// The repository to push, a directory of the put's inputs.
+    pub repository: String,
+    /// Refused when true: hangar does not rebase on a moved branch yet.
+    #[serde(default)]
+    pub rebase: bool,
+}
+
+/// `out <src>`: pushes the HEAD of `src/<params.repository>` to
+/// `source.branch` of `source.uri`, a fast-forward only, and answers its
+/// commit as the new version.
+pub(crate) fn put(call: Call<'_>) -> Result<Value, String> {
+    let request: crate::OutRequest<Source, OutParams> = parse_request(call.request)?;
+    request.source.validate()?;
+    let params = request
+        .params
+        .ok_or("params.repository: required (the input directory to push)")?;
+    let Some(branch) = &request.source.branch else {
+        return Err("source.branch: required to push".into());
+    };
+    if params.rebase {
+        return Err(
+            "params.rebase: not supported by hangar yet; push from a repository that is \
+             up to date with the branch"
+                .into(),
+        );
+    }
+    let relative = Path::new(&params.repository);
+    let safe = !params.repository.is_empty()
+        && !params.repository.starts_with('-')
+        && relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !safe {
+        return Err(format!(
+            "params.repository: {:?} must be a relative path below the put's inputs",
+            shorten(&params.repository)
+        ));
+    }
+    let src = call.dir.expect("out has a directory");
+    let repo = src.join(relative);
+    if !repo.is_dir() {
+        return Err(format!(
+            "params.repository: {:?} is not a directory of the put's inputs",
+            shorten(&params.repository)
+        ));
+    }
+    let log = call.log;
+    let head = in_repo(
+        &repo,
+        &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+        log,
+    )
+    .map_err(|_| format!("git: {} has no commit to push", shorten(&params.repository)))?;
+    let sha = String::from_utf8_lossy(&head).trim().to_string();
+    let refspec = format!("HEAD:refs/heads/{branch}");
+    in_repo(
+        &repo,
+        &["push", "--quiet", "--", &request.source.uri, &refspec],
+        log,
+    )
+    .map_err(|e| {
+        format!(
+            "{e} (pushing to branch {branch:?} of {}: hangar pushes fast-forwards only)",
+            request.source.shown_uri()
+        )
+    })?;
+    Ok(json!({
+        "version": { "ref": sha },
+        "metadata": [metadata("commit", &sha)],
+    }))
 }
 
 /// Runs `git -C <repo> <args>`.
