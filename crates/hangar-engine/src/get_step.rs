@@ -377,6 +377,7 @@ pub(crate) async fn fetch_on(
         Some(v) => v.clone(),
         None => {
             let req = ResourceAction {
+                inputs: Default::default(),
                 image_volume: None,
                 resource_type: fetch.resource_type.clone(),
                 action: "check".into(),
@@ -447,6 +448,7 @@ pub(crate) async fn fetch_on(
         request["params"] = params.clone();
     }
     let req = ResourceAction {
+        inputs: Default::default(),
         image_volume: None,
         resource_type: fetch.resource_type.clone(),
         action: "in".into(),
