@@ -74,6 +74,7 @@ string_enum!(
     /// What a build step runs.
     StepKind {
         Get => "get",
+        Put => "put",
         Task => "task",
     }
 );

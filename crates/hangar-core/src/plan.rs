@@ -16,6 +16,9 @@
 
 pub mod outcome;
 pub mod planner;
+pub mod put;
+
+pub use put::{PutInputs, PutStep};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -40,6 +43,7 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 pub enum Step {
     Get(GetStep),
     Task(TaskStep),
+    Put(PutStep),
     Do(Vec<Step>),
     InParallel(Parallel),
     /// Concourse's `try`: the step's failure or error is a success.
@@ -245,12 +249,7 @@ fn parse_list(
 }
 
 /// Steps Concourse has that hangar does not run yet, each with why.
-const NOT_YET: [(&str, &str); 4] = [
-    (
-        "put",
-        "put steps are not run by hangar yet (the resource protocol's `out` is not wired to workers); \
-         push from a task for now",
-    ),
+const NOT_YET: [(&str, &str); 3] = [
     (
         "load_var",
         "load_var steps are not run by hangar yet (vars are filled in when the build is created)",
@@ -351,7 +350,7 @@ fn parse_kind(
     depth: usize,
     count: &mut usize,
 ) -> Result<Step, PlanError> {
-    let kinds: Vec<&str> = ["get", "task", "do", "in_parallel", "try"]
+    let kinds: Vec<&str> = ["get", "task", "put", "do", "in_parallel", "try"]
         .into_iter()
         .filter(|k| obj.contains_key(*k))
         .collect();
@@ -359,7 +358,7 @@ fn parse_kind(
         [one] => *one,
         [] => {
             return Err(PlanError(format!(
-                "{at}: a step needs one of get, task, do, in_parallel, try"
+                "{at}: a step needs one of get, task, put, do, in_parallel, try"
             )))
         }
         many => {
@@ -386,6 +385,18 @@ fn parse_kind(
             check_label(&step.resource_type, &format!("{at}.type"))?;
             check_common(&step.tags, step.infrastructure_attempts, at)?;
             Ok(Step::Get(step))
+        }
+        "put" => {
+            let step: PutStep = serde_path_to_error::deserialize(value).map_err(typed)?;
+            check_label(&step.put, &format!("{at}.put"))?;
+            check_label(&step.resource_type, &format!("{at}.type"))?;
+            if let PutInputs::Names(names) = &step.inputs {
+                for n in names {
+                    check_label(n, &format!("{at}.inputs"))?;
+                }
+            }
+            check_common(&step.tags, step.infrastructure_attempts, at)?;
+            Ok(Step::Put(step))
         }
         "task" => {
             if obj.contains_key("file") {
@@ -601,7 +612,7 @@ mod tests {
             (json!([1]), "plan: plan[0]: expected a step (an object)"),
             (
                 json!([{"puts": "x"}]),
-                "plan: plan[0]: a step needs one of get, task, do, in_parallel, try",
+                "plan: plan[0]: a step needs one of get, task, put, do, in_parallel, try",
             ),
             (
                 json!([{"get": "a", "task": "b"}]),

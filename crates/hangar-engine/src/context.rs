@@ -183,6 +183,7 @@ pub(crate) fn new_step_record(
         error: None,
         started_at: None,
         finished_at: None,
+        version: None,
     }
 }
 

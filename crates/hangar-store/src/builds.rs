@@ -56,6 +56,8 @@ pub struct StepRecord {
     pub error: Option<String>,
     pub started_at: Option<UnixMillis>,
     pub finished_at: Option<UnixMillis>,
+    /// A put step's new version (the JSON `out` answered), once known.
+    pub version: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +74,7 @@ const BUILD_COLUMNS: &str =
     "id, name, team, plan, artifacts, status, created_at, started_at, finished_at, exit_code, error";
 const STEP_COLUMNS: &str =
     "build_id, step_id, name, kind, state, attempt, worker_name, container_handle, \
-     log_offset, exit_code, outputs, error, started_at, finished_at";
+     log_offset, exit_code, outputs, error, started_at, finished_at, version";
 
 fn build_from_row(r: &AnyRow) -> Result<BuildRecord, StoreError> {
     Ok(BuildRecord {
@@ -106,6 +108,7 @@ fn step_from_row(r: &AnyRow) -> Result<StepRecord, StoreError> {
         error: r.try_get("error")?,
         started_at: r.try_get("started_at")?,
         finished_at: r.try_get("finished_at")?,
+        version: r.try_get("version")?,
     })
 }
 
@@ -292,10 +295,10 @@ impl Store {
     /// Inserts or replaces a step's row.
     pub async fn save_step(&self, s: &StepRecord) -> Result<(), StoreError> {
         sqlx::query(&format!(
-            "INSERT INTO build_steps ({STEP_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+            "INSERT INTO build_steps ({STEP_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
              ON CONFLICT (build_id, step_id) DO UPDATE SET name = $3, kind = $4, state = $5, attempt = $6, \
              worker_name = $7, container_handle = $8, log_offset = $9, exit_code = $10, outputs = $11, \
-             error = $12, started_at = $13, finished_at = $14"
+             error = $12, started_at = $13, finished_at = $14, version = $15"
         ))
         .bind(s.build_id)
         .bind(&s.step_id)
@@ -311,6 +314,7 @@ impl Store {
         .bind(&s.error)
         .bind(s.started_at)
         .bind(s.finished_at)
+        .bind(s.version.as_deref())
         .execute(&self.pool)
         .await?;
         Ok(())

@@ -55,7 +55,7 @@ fn bad_concourse_steps_are_refused_saying_where_and_why() {
     let cases = [
         (
             json!([{"put": "r", "params": {}}]),
-            "plan: plan[0]: put steps are not run by hangar yet",
+            "plan: plan[0]: missing field `type`",
         ),
         (
             json!([{"load_var": "v", "file": "a/b"}]),
@@ -66,8 +66,8 @@ fn bad_concourse_steps_are_refused_saying_where_and_why() {
             "plan: plan[0]: set_pipeline steps need pipeline storage",
         ),
         (
-            json!([{"do": [{"put": "r"}]}]),
-            "plan: plan[0].do[0]: put steps are not run",
+            json!([{"do": [{"put": "r", "type": "git", "source": {}, "inputs": "some"}]}]),
+            "plan: plan[0].do[0].inputs: \"some\": expected \"all\", \"detect\" or a list",
         ),
         (
             json!([{"task": "t", "config": {}, "across": []}]),
@@ -114,8 +114,8 @@ fn bad_concourse_steps_are_refused_saying_where_and_why() {
             "plan: plan[0].ensure: expected a step",
         ),
         (
-            json!([{"task": "t", "config": {}, "on_error": {"put": "x"}}]),
-            "plan: plan[0].on_error: put steps",
+            json!([{"task": "t", "config": {}, "on_error": {"load_var": "x"}}]),
+            "plan: plan[0].on_error: load_var steps",
         ),
         (
             json!([{"try": task("a"), "x": 1}]),
@@ -142,8 +142,8 @@ fn bad_concourse_steps_are_refused_saying_where_and_why() {
             "plan: plan[0].in_parallel: unknown field `max`",
         ),
         (
-            json!([{"in_parallel": {"steps": [{"put": "x"}]}}]),
-            "plan: plan[0].in_parallel.steps[0]: put steps",
+            json!([{"in_parallel": {"steps": [{"put": "x", "type": "git", "source": {}, "inputs": ["a b"]}]}}]),
+            "plan: plan[0].in_parallel.steps[0].inputs: invalid name",
         ),
     ];
     for (plan, expected) in cases {
@@ -168,6 +168,25 @@ fn thousands_of_nested_hooks_are_refused_by_the_bounds() {
         .collect();
     let got = parse_plan(&Value::Array(wide)).unwrap_err().to_string();
     assert!(got.contains("at most 256 steps"), "{got}");
+}
+
+#[test]
+fn a_put_parses_with_concourse_s_fields() {
+    let steps = parse_plan(&json!([{"put": "repo", "type": "git", "source": {"uri": "u", "branch": "main"},
+        "params": {"repository": "repo"}, "inputs": ["repo"], "get_params": {"depth": 1}, "no_get": true,
+        "attempts": 2}])).unwrap();
+    let Step::Modified(m) = &steps[0] else {
+        panic!()
+    };
+    let Step::Put(put) = &m.step else { panic!() };
+    assert_eq!(put.inputs, PutInputs::Names(vec!["repo".into()]));
+    assert!(put.no_get);
+    assert_eq!(
+        put.get_params,
+        Some(json!({"depth": 1}).as_object().unwrap().clone())
+    );
+    let ids: Vec<String> = leaf_steps(&steps).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, ["0"]);
 }
 
 #[test]

@@ -7,13 +7,14 @@
 //! config's, as in Concourse; the job's hooks wrap the whole plan. `passed`
 //! and `trigger` are the scheduler's, not the build's, and are not in a
 //! build plan. The result is read back through [`super::parse_build_plan`],
-//! so a job plan obeys every bound a plan sent to the API does. Steps the
-//! engine does not run yet are refused by name.
+//! so a job plan obeys every bound a plan sent to the API does. A put's
+//! resource is resolved as a get's. Steps the engine does not run yet are
+//! refused by name.
 
 use serde_json::{json, Map, Value};
 
 use super::{parse_build_plan, stored_plan, BuildPlan};
-use crate::pipeline::{Action, GetVersion, Step};
+use crate::pipeline::{Action, GetVersion, PutInputs, Step};
 use crate::pipeline::{Job, PipelineConfig};
 
 /// A job's build plan: as web stores it, and parsed.
@@ -165,10 +166,36 @@ fn step(config: &PipelineConfig, s: &Step, at: &str) -> Result<Value, PlannerErr
             }
             o
         }
-        Action::Put(_) => {
-            return Err(PlannerError(format!(
-                "{at}: put steps are not run by hangar yet"
-            )))
+        Action::Put(put) => {
+            let resource = config.resource(put.resource_name()).ok_or_else(|| {
+                PlannerError(format!("{at}: unknown resource {:?}", put.resource_name()))
+            })?;
+            let mut o = Map::new();
+            o.insert("put".into(), json!(put.name));
+            o.insert("type".into(), json!(resource.resource_type));
+            o.insert("source".into(), Value::Object(resource.source.clone()));
+            if let Some(p) = &put.params {
+                o.insert("params".into(), Value::Object(p.clone()));
+            }
+            if let Some(inputs) = &put.inputs {
+                let inputs = match inputs {
+                    PutInputs::All => json!("all"),
+                    PutInputs::Detect => json!("detect"),
+                    PutInputs::Names(n) => json!(n),
+                };
+                o.insert("inputs".into(), inputs);
+            }
+            if let Some(p) = &put.get_params {
+                o.insert("get_params".into(), Value::Object(p.clone()));
+            }
+            if put.no_get {
+                o.insert("no_get".into(), json!(true));
+            }
+            let tags = merged_tags(&resource.tags, &s.tags);
+            if !tags.is_empty() {
+                o.insert("tags".into(), json!(tags));
+            }
+            o
         }
         Action::SetPipeline(_) => {
             return Err(PlannerError(format!(
@@ -204,7 +231,8 @@ fn step(config: &PipelineConfig, s: &Step, at: &str) -> Result<Value, PlannerErr
             o
         }
     };
-    if !matches!(s.action, Action::Get(_) | Action::Task(_)) && !s.tags.is_empty() {
+    if !matches!(s.action, Action::Get(_) | Action::Task(_) | Action::Put(_)) && !s.tags.is_empty()
+    {
         return Err(PlannerError(format!(
             "{at}.tags: tags on a {} are not supported yet; put them on its steps",
             s.label().trim_start_matches('.')

@@ -151,10 +151,6 @@ jobs:
 fn steps_not_run_yet_are_refused_naming_where() {
     let cases = [
         (
-            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - put: r\n",
-            "job plan: jobs.j.plan[0].put(r): put steps are not run by hangar yet",
-        ),
-        (
             "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n  - task: t\n    file: r/t.yml\n",
             "job plan: jobs.j.plan[1].task(t).file: a task config read from an artifact",
         ),
@@ -163,12 +159,46 @@ fn steps_not_run_yet_are_refused_naming_where() {
             "job plan: jobs.j.plan[1].load_var(v): load_var steps are not run",
         ),
         (
-            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n    on_failure:\n      put: r\n",
-            "job plan: jobs.j.plan[0].get(r).on_failure.put(r): put steps",
+            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n    on_failure:\n      load_var: v\n      file: r/v\n",
+            "job plan: jobs.j.plan[0].get(r).on_failure.load_var(v): load_var steps",
         ),
     ];
     for (yaml, expected) in cases {
         let got = job_plan(yaml).unwrap_err().to_string();
         assert!(got.starts_with(expected), "{yaml}\n{got}");
     }
+}
+
+#[test]
+fn a_put_resolves_its_resource_and_keeps_its_fields() {
+    let plan = job_plan(
+        r#"
+resources:
+- name: repo
+  type: git
+  source: {uri: "https://example.com/r.git", branch: main}
+jobs:
+- name: j
+  plan:
+  - get: repo
+  - put: repo
+    inputs: [repo]
+    params: {repository: repo}
+    get_params: {depth: 1}
+  - put: bump
+    resource: repo
+    no_get: true
+    params: {repository: repo}
+"#,
+    )
+    .unwrap();
+    let steps = plan.stored.as_array().unwrap();
+    assert_eq!(
+        steps[1],
+        json!({"put": "repo", "type": "git",
+               "source": {"uri": "https://example.com/r.git", "branch": "main"},
+               "params": {"repository": "repo"}, "inputs": ["repo"], "get_params": {"depth": 1}})
+    );
+    assert_eq!(steps[2]["no_get"], json!(true));
+    assert!(matches!(plan.plan.steps[1], PlanStep::Put(_)));
 }
