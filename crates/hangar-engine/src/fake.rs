@@ -72,6 +72,8 @@ struct State {
     /// How the next resource actions of an action (`check`, `in`) on a
     /// worker exit, one each (default: 0).
     action_exits: BTreeMap<(String, String), VecDeque<i32>>,
+    /// The next actions of a name on a worker fail as calls, one each.
+    action_failures: BTreeMap<(String, String), VecDeque<CallError>>,
     /// Every resource action requested, by worker, in order.
     actions: Vec<(String, ResourceAction)>,
 }
@@ -184,6 +186,17 @@ impl FakeWorkers {
             for ending in s.containers.values_mut() {
                 ending.get_or_insert(Ending::Exit(0));
             }
+        });
+    }
+
+    /// The next `action` (`check`, `in`, `out`) on `worker` fails as a
+    /// call (the worker's failure, not the resource type's).
+    pub fn fail_next_action(&self, worker: &str, action: &str, error: CallError) {
+        self.with(|s| {
+            s.action_failures
+                .entry((worker.to_string(), action.to_string()))
+                .or_default()
+                .push_back(error)
         });
     }
 
@@ -422,6 +435,14 @@ impl Workers for FakeWorkers {
                 CallKind::ResourceAction
             };
             self.enter(worker, kind, line).await?;
+            let failure = self.with(|s| {
+                s.action_failures
+                    .get_mut(&(worker.to_string(), req.action.clone()))
+                    .and_then(VecDeque::pop_front)
+            });
+            if let Some(e) = failure {
+                return Err(e);
+            }
             self.with(|s| s.actions.push((worker.to_string(), req.clone())));
             let version = self.peek(|s| s.version.clone());
             let version = version.unwrap_or_else(|| serde_json::json!({"ref": "v1"}));
@@ -443,6 +464,18 @@ impl Workers for FakeWorkers {
                     response: Some(serde_json::json!([version])),
                     stderr: String::new(),
                 },
+                // out: a new version each time, numbered across the fleet.
+                "out" => {
+                    let n =
+                        self.peek(|s| s.actions.iter().filter(|(_, a)| a.action == "out").count());
+                    ResourceActionResult {
+                        exit_code: 0,
+                        response: Some(
+                            serde_json::json!({ "version": {"ref": format!("out-{n}")} }),
+                        ),
+                        stderr: String::new(),
+                    }
+                }
                 _ => ResourceActionResult {
                     exit_code: 0,
                     response: Some(serde_json::json!({ "version": req.request["version"] })),

@@ -138,7 +138,7 @@ async fn action(
     out
 }
 
-async fn plain_action(
+pub(crate) async fn plain_action(
     ctx: &BuildContext,
     worker: &str,
     seen: &WorkerSeen,

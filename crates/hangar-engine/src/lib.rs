@@ -18,6 +18,7 @@ mod get_step;
 mod http_workers;
 mod logs;
 pub mod placement;
+mod put_step;
 mod runner;
 mod task_step;
 mod volumes;

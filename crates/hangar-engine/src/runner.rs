@@ -16,7 +16,7 @@ use hangar_store::BuildRecord;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{give_up, BuildContext, Interrupted, StepEnd};
-use crate::{get_step, task_step, Engine};
+use crate::{get_step, put_step, task_step, Engine};
 
 pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationToken) {
     let lease_ms = engine.config().lease_ms;
@@ -297,7 +297,7 @@ fn run_step<'a>(ctx: &'a BuildContext, step: &'a Step, id: &'a str, cut: &'a Cut
         match step {
             Step::Do(inner) => run_sequence(ctx, inner, id, cut).await,
             Step::InParallel(parallel) => run_parallel(ctx, parallel, id, cut).await,
-            Step::Get(_) | Step::Task(_) => run_leaf(ctx, step, id, cut).await,
+            Step::Get(_) | Step::Task(_) | Step::Put(_) => run_leaf(ctx, step, id, cut).await,
             Step::Try(inner) => {
                 let end = run_step(ctx, inner, id, cut).await?;
                 Ok(match outcome::try_outcome(Outcome::from_state(end.state)) {
@@ -426,7 +426,8 @@ async fn run_leaf(
         match step {
             Step::Get(get) => get_step::run(ctx, id, get).await,
             Step::Task(task) => task_step::run(ctx, id, task).await,
-            _ => unreachable!("run_leaf runs gets and tasks"),
+            Step::Put(put) => put_step::run(ctx, id, put).await,
+            _ => unreachable!("run_leaf runs gets, tasks and puts"),
         }
     };
     let end = tokio::select! {

@@ -45,6 +45,10 @@ pub(super) fn build_to_api(b: BuildRecord, steps: Vec<StepRecord>) -> Build {
                 error: s.error,
                 started_at: s.started_at,
                 finished_at: s.finished_at,
+                version: s
+                    .version
+                    .as_deref()
+                    .and_then(|v| serde_json::from_str(v).ok()),
             })
             .collect(),
     }
@@ -60,6 +64,12 @@ fn refuse_unresolved_vars(id: &str, step: &Step) -> Result<(), ApiError> {
             parts.extend(get.params.clone().map(serde_json::Value::Object));
             parts.extend(get.version.clone().map(serde_json::Value::Object));
             (&get.get, find_unresolved(&serde_json::Value::Array(parts)))
+        }
+        Step::Put(put) => {
+            let mut parts = vec![serde_json::Value::Object(put.source.clone())];
+            parts.extend(put.params.clone().map(serde_json::Value::Object));
+            parts.extend(put.get_params.clone().map(serde_json::Value::Object));
+            (&put.put, find_unresolved(&serde_json::Value::Array(parts)))
         }
         Step::Do(_) | Step::InParallel(_) | Step::Try(_) | Step::Modified(_) => return Ok(()),
     };
@@ -106,6 +116,19 @@ async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
     }
     for (id, step) in leaf_steps(&plan.steps) {
         refuse_unresolved_vars(&id, step)?;
+        if let Step::Put(put) = step {
+            if plan
+                .resource_types
+                .iter()
+                .any(|t| t.name == put.resource_type)
+            {
+                return Err(ApiError::bad_request(format!(
+                    "plan step {id} ({}): put to custom resource type {:?}: not supported \
+                     yet (out runs with base types only)",
+                    put.put, put.resource_type
+                )));
+            }
+        }
         if let Step::Task(task) = step {
             let config = task.parse_config().map_err(|e| {
                 ApiError::bad_request(format!("plan step {id} ({}): {e}", task.task))
