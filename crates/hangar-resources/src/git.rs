@@ -288,29 +288,103 @@ pub(crate) fn put(call: Call<'_>) -> Result<Value, String> {
         ));
     }
     let log = call.log;
-    let head = in_repo(
+    // The repository was written by the build (a task, as its user): git
+    // is never run inside it, where its config and hooks could make this
+    // program run commands. Its objects are cloned over git's transport
+    // (which reads only protected config) into a repository of our own, in
+    // the action's own TMPDIR, and that one is pushed.
+    static SCRATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SCRATCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let scratch = std::env::temp_dir().join(format!("hangar-git-out-{}-{n}", std::process::id()));
+    std::fs::create_dir(&scratch).map_err(|e| format!("git: make a scratch dir: {e}"))?;
+    let pushed = push_from_copy(
         &repo,
+        &scratch,
+        &params.repository,
+        branch,
+        &request.source,
+        log,
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+    let sha = pushed?;
+    Ok(json!({
+        "version": { "ref": sha },
+        "metadata": [metadata("commit", &sha)],
+    }))
+}
+
+/// Clones `repo`'s objects into `scratch` and pushes its HEAD to the
+/// branch; answers the commit pushed.
+fn push_from_copy(
+    repo: &Path,
+    scratch: &Path,
+    name: &str,
+    branch: &str,
+    source: &Source,
+    log: &mut dyn std::io::Write,
+) -> Result<String, String> {
+    let ours = scratch.join("push.git");
+    // Owned by the task user, not by us: trusted for this one read, as a
+    // worktree and as its `.git`. Through a global config file of this
+    // action's own: git does not pass `-c` on to the upload-pack it runs
+    // in a local repository.
+    let config = scratch.join("gitconfig");
+    let escape = |p: &Path| {
+        p.display()
+            .to_string()
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "[safe]\n\tdirectory = \"{}\"\n\tdirectory = \"{}\"\n[init]\n\tdefaultBranch = main\n",
+            escape(repo),
+            escape(&repo.join(".git"))
+        ),
+    )
+    .map_err(|e| format!("git: write a config: {e}"))?;
+    git_with(
+        &[
+            OsStr::new("clone"),
+            OsStr::new("--quiet"),
+            OsStr::new("--bare"),
+            OsStr::new("--no-local"),
+            OsStr::new("--"),
+            repo.as_os_str(),
+            ours.as_os_str(),
+        ],
+        Some(&config),
+        log,
+    )
+    .map_err(|e| format!("{e} (reading the repository {})", shorten(name)))?;
+    let head = in_repo(
+        &ours,
         &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
         log,
     )
-    .map_err(|_| format!("git: {} has no commit to push", shorten(&params.repository)))?;
+    .map_err(|_| format!("git: {} has no commit to push", shorten(name)))?;
     let sha = String::from_utf8_lossy(&head).trim().to_string();
-    let refspec = format!("HEAD:refs/heads/{branch}");
+    let refspec = format!("{sha}:refs/heads/{branch}");
     in_repo(
-        &repo,
-        &["push", "--quiet", "--", &request.source.uri, &refspec],
+        &ours,
+        &[
+            "push",
+            "--quiet",
+            "--no-verify",
+            "--",
+            &source.uri,
+            &refspec,
+        ],
         log,
     )
     .map_err(|e| {
         format!(
             "{e} (pushing to branch {branch:?} of {}: hangar pushes fast-forwards only)",
-            request.source.shown_uri()
+            source.shown_uri()
         )
     })?;
-    Ok(json!({
-        "version": { "ref": sha },
-        "metadata": [metadata("commit", &sha)],
-    }))
+    Ok(sha)
 }
 
 /// Runs `git -C <repo> <args>`.
@@ -324,7 +398,20 @@ fn in_repo(repo: &Path, args: &[&str], log: &mut dyn std::io::Write) -> Result<V
 /// the log as it is (it is the resource's log); a failure names the git
 /// subcommand and repeats git's last line.
 fn git(args: &[&OsStr], log: &mut dyn std::io::Write) -> Result<Vec<u8>, String> {
-    let output = Command::new("git")
+    git_with(args, None, log)
+}
+
+/// [`git`], with `global_config` as git's global config file when given.
+fn git_with(
+    args: &[&OsStr],
+    global_config: Option<&Path>,
+    log: &mut dyn std::io::Write,
+) -> Result<Vec<u8>, String> {
+    let mut command = Command::new("git");
+    if let Some(config) = global_config {
+        command.env("GIT_CONFIG_GLOBAL", config);
+    }
+    let output = command
         .args(["-c", "protocol.ext.allow=never"])
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")

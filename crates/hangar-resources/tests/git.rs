@@ -307,10 +307,27 @@ fn out_pushes_the_repository_s_head_to_the_branch() {
     git(&clone, &["add", "."]);
     git(&clone, &["commit", "--quiet", "-m", "Third commit"]);
     let third = git(&clone, &["rev-parse", "HEAD"]);
+    // What the build wrote into the repository never runs: hooks and
+    // config that run commands.
+    let marker = src.join("ran");
+    let hook = clone.join(".git/hooks/pre-push");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let touch = format!("touch {}", marker.display());
+    git(&clone, &["config", "core.fsmonitor", &touch]);
+    git(&clone, &["config", "core.sshCommand", &touch]);
+    git(
+        &clone,
+        &["config", "credential.helper", &format!("!{touch}")],
+    );
     let request = json!({"source": {"uri": bare.to_str().unwrap(), "branch": "main"},
                          "params": {"repository": "repo"}});
     let (code, out, err) = call("out", &[&src], &request);
     assert_eq!(code, 0, "{err}");
+    assert!(!marker.exists(), "the repository's hook or config ran");
     assert_eq!(answer(&out)["version"], json!({"ref": third}));
     assert_eq!(git(&bare, &["rev-parse", "refs/heads/main"]), third);
     // The version out answers is what check then finds.
