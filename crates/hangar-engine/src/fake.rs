@@ -72,6 +72,8 @@ struct State {
     /// How the next resource actions of an action (`check`, `in`) on a
     /// worker exit, one each (default: 0).
     action_exits: BTreeMap<(String, String), VecDeque<i32>>,
+    /// Resource actions of these names (`in`, `out`) wait until released.
+    held_actions: BTreeSet<String>,
     /// The next actions of a name on a worker fail as calls, one each.
     action_failures: BTreeMap<(String, String), VecDeque<CallError>>,
     /// Every resource action requested, by worker, in order.
@@ -197,6 +199,17 @@ impl FakeWorkers {
                 .entry((worker.to_string(), action.to_string()))
                 .or_default()
                 .push_back(error)
+        });
+    }
+
+    /// Resource actions named `action` wait (`true`) until released.
+    pub fn hold_action(&self, action: &str, held: bool) {
+        self.with(|s| {
+            if held {
+                s.held_actions.insert(action.to_string());
+            } else {
+                s.held_actions.remove(action);
+            }
         });
     }
 
@@ -442,6 +455,9 @@ impl Workers for FakeWorkers {
             });
             if let Some(e) = failure {
                 return Err(e);
+            }
+            while self.peek(|s| s.held_actions.contains(&req.action)) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
             self.with(|s| s.actions.push((worker.to_string(), req.clone())));
             let version = self.peek(|s| s.version.clone());

@@ -453,27 +453,33 @@ async fn cut_short(ctx: &BuildContext, id: &str, end: &StepEnd) {
             return;
         }
     };
-    let Some(mut record) = records.into_iter().find(|r| r.step_id == id) else {
-        return;
-    };
-    if let (Some(worker), Some(container)) = (record.worker.clone(), record.container.clone()) {
-        if let Err(e) = ctx
-            .engine
-            .workers()
-            .destroy_container(&worker, &container)
-            .await
-        {
-            tracing::warn!(build = ctx.build_id, step = id, error = ?e, "cannot destroy the container of a step cut short");
+    // The leaf's own record, and a put's implicit get; only what had not
+    // ended (a step that ended as the cut came keeps its end).
+    let implicit_get = format!("{id}.get");
+    let unfinished = records.into_iter().filter(|r| {
+        (r.step_id == id || r.step_id == implicit_get)
+            && matches!(r.state, StepState::Pending | StepState::Running)
+    });
+    for mut record in unfinished {
+        if let (Some(worker), Some(container)) = (record.worker.clone(), record.container.clone()) {
+            if let Err(e) = ctx
+                .engine
+                .workers()
+                .destroy_container(&worker, &container)
+                .await
+            {
+                tracing::warn!(build = ctx.build_id, step = %record.step_id, error = ?e, "cannot destroy the container of a step cut short");
+            }
         }
+        give_up(
+            ctx,
+            &mut record,
+            end.state,
+            None,
+            end.error.clone().unwrap_or_default(),
+        )
+        .await;
     }
-    give_up(
-        ctx,
-        &mut record,
-        end.state,
-        None,
-        end.error.clone().unwrap_or_default(),
-    )
-    .await;
 }
 
 /// What cuts a sub-plan short: an abort (the build's, or a `fail_fast`

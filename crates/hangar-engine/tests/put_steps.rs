@@ -195,3 +195,35 @@ async fn a_resumed_build_never_runs_out_again() {
         .collect();
     assert_eq!(outs, ["w1 out"]);
 }
+
+#[tokio::test]
+async fn an_abort_during_the_implicit_get_keeps_the_put_s_version_and_ends_the_get() {
+    let h = Harness::new(&["w1"]).await;
+    h.fake.hold_action("in", true);
+    let id = h.submit(json!([put("p")])).await;
+    h.fake.called("resource_action w1 mock in").await;
+    h.store
+        .request_build_abort(id, support::now())
+        .await
+        .unwrap();
+    assert_eq!(h.finished(id).await, BuildStatus::Aborted);
+    let steps: Vec<(String, StepState, Option<String>)> = h
+        .store
+        .build_steps(id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.step_id, s.state, s.version))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (
+                "0".to_string(),
+                StepState::Succeeded,
+                Some(r#"{"ref":"out-1"}"#.to_string())
+            ),
+            ("0.get".to_string(), StepState::Aborted, None),
+        ]
+    );
+}
