@@ -57,6 +57,9 @@ pub struct BuildStep {
     pub error: Option<String>,
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
+    /// A put step's new version, as its `out` answered it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<serde_json::Value>,
 }
 
 /// One entry of a build's log.

@@ -1,4 +1,4 @@
-//! Running a base resource type's programs on a worker (`check`, `in`).
+//! Running a resource type's programs on a worker (`check`, `in`, `out`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,7 +17,7 @@ pub struct ResourceAction {
     /// the name of the custom type whose image that volume holds (for
     /// messages only).
     pub resource_type: String,
-    /// `check` or `in`.
+    /// `check`, `in` or `out`.
     pub action: String,
     /// For `in`: the volume to fetch into.
     #[serde(default)]
@@ -28,6 +28,10 @@ pub struct ResourceAction {
     /// type's program.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_volume: Option<String>,
+    /// For `out`: the put's inputs, artifact name → volume on this worker,
+    /// each at `<source dir>/<name>` as Concourse lays them out.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub inputs: std::collections::BTreeMap<String, String>,
     /// The JSON the program reads on stdin.
     pub request: Value,
 }

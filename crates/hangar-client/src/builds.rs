@@ -23,6 +23,17 @@ impl Client {
             .await
     }
 
+    /// Aborts the build (see `PUT /api/v1/builds/{id}/abort`); answers the
+    /// build as it is right after.
+    pub async fn abort_build(&self, id: i64) -> Result<Build, ClientError> {
+        self.call::<(), _>(
+            Method::PUT,
+            self.url(&["builds", &id.to_string(), "abort"]),
+            None,
+        )
+        .await
+    }
+
     /// The build's events after `after`, waiting up to `wait_ms` for some.
     pub async fn build_events(
         &self,

@@ -58,12 +58,15 @@ impl BuildStatus {
 }
 
 string_enum!(
+    /// A step's state; `aborted`: stopped from outside (the build was
+    /// aborted, or a sibling of a `fail_fast` in_parallel did not succeed).
     StepState {
         Pending => "pending",
         Running => "running",
         Succeeded => "succeeded",
         Failed => "failed",
         Errored => "errored",
+        Aborted => "aborted",
     }
 );
 
@@ -71,6 +74,7 @@ string_enum!(
     /// What a build step runs.
     StepKind {
         Get => "get",
+        Put => "put",
         Task => "task",
     }
 );

@@ -274,6 +274,7 @@ pub fn build_status(deciding: StepState) -> BuildStatus {
     match deciding {
         StepState::Succeeded => BuildStatus::Succeeded,
         StepState::Failed => BuildStatus::Failed,
+        StepState::Aborted => BuildStatus::Aborted,
         StepState::Errored | StepState::Pending | StepState::Running => BuildStatus::Errored,
     }
 }

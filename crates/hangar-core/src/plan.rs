@@ -1,8 +1,27 @@
 //! A build plan: `get` and `task` steps, in sequence (`do`) or in parallel
-//! (`in_parallel`), in Concourse's shape. Parsed from JSON with errors that
-//! name where in the plan the problem is.
+//! (`in_parallel`), `try`, and on any step Concourse's modifiers
+//! (`attempts`, `timeout`) and hooks (`on_success`, `on_failure`,
+//! `on_error`, `on_abort`, `ensure`), in the shape of Concourse's step YAML
+//! as JSON. Parsed from JSON with errors that name where in the plan the
+//! problem is. How a step's end combines with its modifiers is
+//! [`outcome`]'s.
+//!
+//! Two kinds of attempts, never mixed: `attempts` on any step is
+//! Concourse's (the step runs again when it fails or errors, each run a
+//! user-visible attempt); `infrastructure_attempts` on a get or task is
+//! hangar's own (a leaf step tried again on another worker when the
+//! infrastructure failed it, below `attempts` and never seen by
+//! `on_error` unless they run out: default 3, or the task config's
+//! `attempts`).
+
+pub mod outcome;
+pub mod planner;
+pub mod put;
+
+pub use put::{PutInputs, PutStep};
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -15,13 +34,44 @@ pub const MAX_STEPS: usize = 256;
 pub const MAX_DEPTH: usize = 8;
 /// Infrastructure attempts of a step unless it says otherwise.
 pub const DEFAULT_ATTEMPTS: u32 = 3;
+/// The most (Concourse) attempts a step may ask for.
+pub const MAX_USER_ATTEMPTS: u32 = 10;
+/// The longest `timeout` a step may ask for: a week.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
     Get(GetStep),
     Task(TaskStep),
+    Put(PutStep),
     Do(Vec<Step>),
-    InParallel(Vec<Step>),
+    InParallel(Parallel),
+    /// Concourse's `try`: the step's failure or error is a success.
+    Try(Box<Step>),
+    /// A step with modifiers or hooks.
+    Modified(Box<Modified>),
+}
+
+/// Concourse's `in_parallel`, as a list or as `{steps, limit, fail_fast}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parallel {
+    pub steps: Vec<Step>,
+    /// At most this many children run at once (`None`: all).
+    pub limit: Option<u32>,
+    /// A child that does not succeed aborts the others.
+    pub fail_fast: bool,
+}
+
+/// A step and Concourse's modifiers around it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Modified {
+    pub step: Step,
+    /// Concourse's `attempts` (1: run once).
+    pub attempts: u32,
+    /// Each attempt is cut short after this long, and then fails.
+    pub timeout: Option<Duration>,
+    /// The hooks given, innermost first ([`outcome::Hook::ORDER`]).
+    pub hooks: Vec<(outcome::Hook, Step)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -38,8 +88,9 @@ pub struct GetStep {
     pub params: Option<serde_json::Map<String, Value>>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// hangar's infrastructure attempts (not Concourse's `attempts`).
     #[serde(default)]
-    pub attempts: Option<u32>,
+    pub infrastructure_attempts: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -60,11 +111,10 @@ pub struct TaskStep {
     pub image: Option<String>,
     #[serde(default)]
     pub tags: Vec<String>,
-    /// Also retry the task's own failures (non-zero exit), up to `attempts`.
+    /// hangar's infrastructure attempts (not Concourse's `attempts`);
+    /// default: the task config's `attempts`.
     #[serde(default)]
-    pub retry_failures: bool,
-    #[serde(default)]
-    pub attempts: Option<u32>,
+    pub infrastructure_attempts: Option<u32>,
     /// Job-level identity of the step, for task caches that persist across
     /// builds of the same job (`<job>/<task>`). Set by web, not users.
     #[serde(skip)]
@@ -72,16 +122,12 @@ pub struct TaskStep {
 }
 
 impl GetStep {
-    pub fn attempts(&self) -> u32 {
-        self.attempts.unwrap_or(DEFAULT_ATTEMPTS)
+    pub fn infrastructure_attempts(&self) -> u32 {
+        self.infrastructure_attempts.unwrap_or(DEFAULT_ATTEMPTS)
     }
 }
 
 impl TaskStep {
-    pub fn attempts(&self) -> u32 {
-        self.attempts.unwrap_or(DEFAULT_ATTEMPTS)
-    }
-
     /// The step's task config, parsed and checked against what the step
     /// gives it ([`crate::task::TaskConfig::check_runnable`]).
     pub fn parse_config(&self) -> Result<crate::task::TaskConfig, crate::task::TaskConfigError> {
@@ -202,6 +248,30 @@ fn parse_list(
         .collect()
 }
 
+/// Steps Concourse has that hangar does not run yet, each with why.
+const NOT_YET: [(&str, &str); 3] = [
+    (
+        "load_var",
+        "load_var steps are not run by hangar yet (vars are filled in when the build is created)",
+    ),
+    (
+        "set_pipeline",
+        "set_pipeline steps need pipeline storage, which a build plan cannot reach yet",
+    ),
+    ("across", "`across` is not supported by hangar"),
+];
+
+/// The keys of Concourse's modifiers and hooks, allowed on any step.
+const MODIFIER_KEYS: [&str; 7] = [
+    "attempts",
+    "timeout",
+    "on_success",
+    "on_failure",
+    "on_abort",
+    "on_error",
+    "ensure",
+];
+
 fn parse_step(value: &Value, at: &str, depth: usize, count: &mut usize) -> Result<Step, PlanError> {
     *count += 1;
     if *count > MAX_STEPS {
@@ -209,10 +279,78 @@ fn parse_step(value: &Value, at: &str, depth: usize, count: &mut usize) -> Resul
             "{at}: a plan holds at most {MAX_STEPS} steps"
         )));
     }
+    if depth > MAX_DEPTH {
+        return Err(PlanError(format!(
+            "{at}: nested deeper than {MAX_DEPTH} levels"
+        )));
+    }
     let obj = value
         .as_object()
         .ok_or_else(|| PlanError(format!("{at}: expected a step (an object)")))?;
-    let kinds: Vec<&str> = ["get", "task", "do", "in_parallel"]
+    for (key, why) in NOT_YET {
+        if obj.contains_key(key) {
+            return Err(PlanError(format!("{at}: {why}")));
+        }
+    }
+    if !obj.keys().any(|k| MODIFIER_KEYS.contains(&k.as_str())) {
+        return parse_kind(value, obj, at, depth, count);
+    }
+    let mut rest = obj.clone();
+    let attempts = match rest.remove("attempts") {
+        None => 1,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=u64::from(MAX_USER_ATTEMPTS)).contains(&n) => n as u32,
+            _ => {
+                return Err(PlanError(format!(
+                    "{at}.attempts: {v} is not a whole number from 1 to {MAX_USER_ATTEMPTS}"
+                )))
+            }
+        },
+    };
+    let timeout = match rest.remove("timeout") {
+        None => None,
+        Some(v) => Some(parse_timeout(&v, &format!("{at}.timeout"))?),
+    };
+    let mut hooks = Vec::new();
+    for hook in outcome::Hook::ORDER {
+        if let Some(v) = rest.remove(hook.key()) {
+            let hook_at = format!("{at}.{}", hook.key());
+            hooks.push((hook, parse_step(&v, &hook_at, depth + 1, count)?));
+        }
+    }
+    let inner_value = Value::Object(rest);
+    let inner_obj = inner_value.as_object().unwrap_or(obj);
+    let step = parse_kind(&inner_value, inner_obj, at, depth, count)?;
+    Ok(Step::Modified(Box::new(Modified {
+        step,
+        attempts,
+        timeout,
+        hooks,
+    })))
+}
+
+fn parse_timeout(v: &Value, at: &str) -> Result<Duration, PlanError> {
+    let text = v
+        .as_str()
+        .ok_or_else(|| PlanError(format!("{at}: expected a duration such as \"30m\"")))?;
+    let d = crate::task::parse_go_duration(text).map_err(|e| PlanError(format!("{at}: {e}")))?;
+    if d.is_zero() || d > MAX_TIMEOUT {
+        return Err(PlanError(format!(
+            "{at}: {text} is not between 1ns and {}h",
+            MAX_TIMEOUT.as_secs() / 3600
+        )));
+    }
+    Ok(d)
+}
+
+fn parse_kind(
+    value: &Value,
+    obj: &serde_json::Map<String, Value>,
+    at: &str,
+    depth: usize,
+    count: &mut usize,
+) -> Result<Step, PlanError> {
+    let kinds: Vec<&str> = ["get", "task", "put", "do", "in_parallel", "try"]
         .into_iter()
         .filter(|k| obj.contains_key(*k))
         .collect();
@@ -220,7 +358,7 @@ fn parse_step(value: &Value, at: &str, depth: usize, count: &mut usize) -> Resul
         [one] => *one,
         [] => {
             return Err(PlanError(format!(
-                "{at}: a step needs one of get, task, do, in_parallel"
+                "{at}: a step needs one of get, task, put, do, in_parallel, try"
             )))
         }
         many => {
@@ -245,10 +383,34 @@ fn parse_step(value: &Value, at: &str, depth: usize, count: &mut usize) -> Resul
             let step: GetStep = serde_path_to_error::deserialize(value).map_err(typed)?;
             check_label(&step.get, &format!("{at}.get"))?;
             check_label(&step.resource_type, &format!("{at}.type"))?;
-            check_common(&step.tags, step.attempts, at)?;
+            check_common(&step.tags, step.infrastructure_attempts, at)?;
             Ok(Step::Get(step))
         }
+        "put" => {
+            let step: PutStep = serde_path_to_error::deserialize(value).map_err(typed)?;
+            check_label(&step.put, &format!("{at}.put"))?;
+            check_label(&step.resource_type, &format!("{at}.type"))?;
+            if let PutInputs::Names(names) = &step.inputs {
+                for n in names {
+                    check_label(n, &format!("{at}.inputs"))?;
+                }
+            }
+            check_common(&step.tags, step.infrastructure_attempts, at)?;
+            Ok(Step::Put(step))
+        }
         "task" => {
+            if obj.contains_key("file") {
+                return Err(PlanError(format!(
+                    "{at}.file: a task config read from an artifact is not supported yet; \
+                     give the config inline as `config`"
+                )));
+            }
+            if obj.contains_key("retry_failures") {
+                return Err(PlanError(format!(
+                    "{at}.retry_failures: replaced by Concourse's `attempts`, which runs the \
+                     step again when it fails or errors"
+                )));
+            }
             let step: TaskStep = serde_path_to_error::deserialize(value).map_err(typed)?;
             check_label(&step.task, &format!("{at}.task"))?;
             for (k, v) in step.input_mapping.iter().chain(step.output_mapping.iter()) {
@@ -258,23 +420,88 @@ fn parse_step(value: &Value, at: &str, depth: usize, count: &mut usize) -> Resul
             if let Some(image) = &step.image {
                 check_label(image, &format!("{at}.image"))?;
             }
-            check_common(&step.tags, step.attempts, at)?;
+            check_common(&step.tags, step.infrastructure_attempts, at)?;
             Ok(Step::Task(step))
         }
-        other => {
-            if obj.len() != 1 {
-                return Err(PlanError(format!(
-                    "{at}: {other} takes nothing but its list of steps"
-                )));
-            }
-            let inner = parse_list(&obj[other], &format!("{at}.{other}"), depth + 1, count)?;
-            Ok(if other == "do" {
-                Step::Do(inner)
-            } else {
-                Step::InParallel(inner)
-            })
+        "try" => {
+            only_key(obj, "try", at)?;
+            let inner = parse_step(&obj["try"], &format!("{at}.try"), depth + 1, count)?;
+            Ok(Step::Try(Box::new(inner)))
         }
+        "do" => {
+            only_key(obj, "do", at)?;
+            let inner = parse_list(&obj["do"], &format!("{at}.do"), depth + 1, count)?;
+            Ok(Step::Do(inner))
+        }
+        _ => parse_parallel(obj, at, depth, count),
     }
+}
+
+fn only_key(obj: &serde_json::Map<String, Value>, key: &str, at: &str) -> Result<(), PlanError> {
+    match obj.keys().find(|k| k.as_str() != key) {
+        Some(other) => Err(PlanError(format!(
+            "{at}: {key} takes nothing but its step(s) and the modifiers \
+             (attempts, timeout, hooks), not `{other}`"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `in_parallel: [steps]` or `in_parallel: {steps, limit, fail_fast}`.
+fn parse_parallel(
+    obj: &serde_json::Map<String, Value>,
+    at: &str,
+    depth: usize,
+    count: &mut usize,
+) -> Result<Step, PlanError> {
+    only_key(obj, "in_parallel", at)?;
+    let at = format!("{at}.in_parallel");
+    let body = &obj["in_parallel"];
+    let Some(config) = body.as_object() else {
+        let steps = parse_list(body, &at, depth + 1, count)?;
+        return Ok(Step::InParallel(Parallel {
+            steps,
+            limit: None,
+            fail_fast: false,
+        }));
+    };
+    if let Some(k) = config
+        .keys()
+        .find(|k| !matches!(k.as_str(), "steps" | "limit" | "fail_fast"))
+    {
+        return Err(PlanError(format!(
+            "{at}: unknown field `{k}`, expected steps, limit, fail_fast"
+        )));
+    }
+    let steps = match config.get("steps") {
+        Some(v) => parse_list(v, &format!("{at}.steps"), depth + 1, count)?,
+        None => return Err(PlanError(format!("{at}: missing field `steps`"))),
+    };
+    let limit = match config.get("limit") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= 1 && n <= MAX_STEPS as u64 => Some(n as u32),
+            _ => {
+                return Err(PlanError(format!(
+                    "{at}.limit: {v} is not a whole number from 1 to {MAX_STEPS}"
+                )))
+            }
+        },
+    };
+    let fail_fast = match config.get("fail_fast") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            return Err(PlanError(format!(
+                "{at}.fail_fast: expected true or false, not {v}"
+            )))
+        }
+    };
+    Ok(Step::InParallel(Parallel {
+        steps,
+        limit,
+        fail_fast,
+    }))
 }
 
 fn check_label(s: &str, at: &str) -> Result<(), PlanError> {
@@ -288,14 +515,31 @@ fn check_common(tags: &[String], attempts: Option<u32>, at: &str) -> Result<(), 
     if let Some(n) = attempts {
         if !(1..=10).contains(&n) {
             return Err(PlanError(format!(
-                "{at}.attempts: {n} is out of range 1..=10"
+                "{at}.infrastructure_attempts: {n} is out of range 1..=10"
             )));
         }
     }
     Ok(())
 }
 
-/// Every leaf step with its id (`0`, `2.1`, …), in plan order.
+/// The id of a step's hook (`2.1.on_failure`).
+pub fn hook_id(step_id: &str, hook: outcome::Hook) -> String {
+    format!("{step_id}.{}", hook.key())
+}
+
+/// The id of a step's Concourse attempt `n` (the first keeps the step's
+/// own id, so a plan without `attempts` has the ids it always had).
+pub fn attempt_id(step_id: &str, n: u32) -> String {
+    if n <= 1 {
+        step_id.to_string()
+    } else {
+        format!("{step_id}#{n}")
+    }
+}
+
+/// Every leaf step with its id (`0`, `2.1`, `3.ensure`, …), in plan
+/// order, a step's hooks after it; a `try` and a modified step
+/// keep the id of the step inside. Later attempts are not listed.
 pub fn leaf_steps(steps: &[Step]) -> Vec<(String, &Step)> {
     fn walk<'a>(steps: &'a [Step], prefix: &str, out: &mut Vec<(String, &'a Step)>) {
         for (i, s) in steps.iter().enumerate() {
@@ -304,10 +548,21 @@ pub fn leaf_steps(steps: &[Step]) -> Vec<(String, &Step)> {
             } else {
                 format!("{prefix}.{i}")
             };
-            match s {
-                Step::Do(inner) | Step::InParallel(inner) => walk(inner, &id, out),
-                leaf => out.push((id, leaf)),
+            walk_one(s, id, out);
+        }
+    }
+    fn walk_one<'a>(s: &'a Step, id: String, out: &mut Vec<(String, &'a Step)>) {
+        match s {
+            Step::Do(inner) => walk(inner, &id, out),
+            Step::InParallel(p) => walk(&p.steps, &id, out),
+            Step::Try(inner) => walk_one(inner, id, out),
+            Step::Modified(m) => {
+                walk_one(&m.step, id.clone(), out);
+                for (hook, step) in &m.hooks {
+                    walk_one(step, hook_id(&id, *hook), out);
+                }
             }
+            leaf => out.push((id, leaf)),
         }
     }
     let mut out = Vec::new();
@@ -330,7 +585,7 @@ mod tests {
             {"get": "repo", "type": "git", "source": {"uri": "/r"}},
             {"in_parallel": [
                 {"task": "unit", "config": {"platform": "linux"}, "input_mapping": {"src": "repo"}},
-                {"task": "lint", "config": {}, "attempts": 5}
+                {"task": "lint", "config": {}, "infrastructure_attempts": 5}
             ]},
         ]);
         let steps = parse_plan(&plan).unwrap();
@@ -339,14 +594,14 @@ mod tests {
         let Step::InParallel(inner) = &steps[1] else {
             panic!()
         };
-        let Step::Task(unit) = &inner[0] else {
+        let Step::Task(unit) = &inner.steps[0] else {
             panic!()
         };
         assert_eq!(
             (unit.input_artifact("src"), unit.input_artifact("other")),
             ("repo", "other")
         );
-        assert_eq!(unit.attempts(), 3);
+        assert_eq!(unit.infrastructure_attempts, None);
     }
 
     #[test]
@@ -356,8 +611,8 @@ mod tests {
             (json!([]), "plan: a plan needs at least one step"),
             (json!([1]), "plan: plan[0]: expected a step (an object)"),
             (
-                json!([{"put": "x"}]),
-                "plan: plan[0]: a step needs one of get, task, do, in_parallel",
+                json!([{"puts": "x"}]),
+                "plan: plan[0]: a step needs one of get, task, put, do, in_parallel, try",
             ),
             (
                 json!([{"get": "a", "task": "b"}]),
@@ -380,8 +635,8 @@ mod tests {
                 "plan: plan[0].get: invalid name",
             ),
             (
-                json!([{"task": "t", "config": {}, "attempts": 0}]),
-                "plan: plan[0].attempts: 0 is out of range 1..=10",
+                json!([{"task": "t", "config": {}, "infrastructure_attempts": 0}]),
+                "plan: plan[0].infrastructure_attempts: 0 is out of range 1..=10",
             ),
             (
                 json!([{"do": [{"task": "t", "config": {}, "tags": ["a b"]}]}]),
@@ -389,7 +644,7 @@ mod tests {
             ),
             (
                 json!([{"do": [], "x": 1}]),
-                "plan: plan[0]: do takes nothing but its list of steps",
+                "plan: plan[0]: do takes nothing but its step(s)",
             ),
         ];
         for (plan, expected) in cases {
@@ -432,3 +687,6 @@ mod tests {
         assert!(err(wide).contains("at most 256 steps"));
     }
 }
+
+#[cfg(test)]
+mod concourse_steps_tests;

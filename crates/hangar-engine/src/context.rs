@@ -201,6 +201,7 @@ pub(crate) fn new_step_record(
         error: None,
         started_at: None,
         finished_at: None,
+        version: None,
     }
 }
 
@@ -219,11 +220,13 @@ pub(crate) fn stored_outputs(record: &StepRecord) -> Result<BTreeMap<String, Str
 /// The end of a step a previous run already finished.
 pub(crate) fn already_done_end(record: &StepRecord) -> Option<StepEnd> {
     match record.state {
-        StepState::Succeeded | StepState::Failed | StepState::Errored => Some(StepEnd {
-            state: record.state,
-            exit_code: record.exit_code,
-            error: record.error.clone(),
-        }),
+        StepState::Succeeded | StepState::Failed | StepState::Errored | StepState::Aborted => {
+            Some(StepEnd {
+                state: record.state,
+                exit_code: record.exit_code,
+                error: record.error.clone(),
+            })
+        }
         _ => None,
     }
 }

@@ -65,6 +65,8 @@ struct State {
     next_endings: BTreeMap<String, VecDeque<Ending>>,
     /// Containers stay running until [`FakeWorkers::end_containers`].
     hold_containers: bool,
+    /// Containers of these programs keep running until ended.
+    held_programs: BTreeSet<String>,
     /// The version `check` finds.
     version: Option<serde_json::Value>,
     /// How the next resource actions of an action (`check`, `in`) on a
@@ -77,6 +79,10 @@ struct State {
     /// Actions (`check`, `in`) on workers that, once they wrote their
     /// stderr, wait (until released) before they end.
     pause_after_output: BTreeSet<(String, String)>,
+    /// Resource actions of these names (`in`, `out`) wait until released.
+    held_actions: BTreeSet<String>,
+    /// The next actions of a name on a worker fail as calls, one each.
+    action_failures: BTreeMap<(String, String), VecDeque<CallError>>,
     /// Every resource action requested, by worker, in order.
     actions: Vec<(String, ResourceAction)>,
 }
@@ -177,11 +183,39 @@ impl FakeWorkers {
         self.with(|s| s.hold_containers = hold);
     }
 
+    /// New containers of program `path` keep running until
+    /// [`FakeWorkers::end_containers`] (or until destroyed).
+    pub fn hold_program(&self, path: &str) {
+        self.with(|s| s.held_programs.insert(path.to_string()));
+    }
+
     /// Ends every running container with exit 0.
     pub fn end_containers(&self) {
         self.with(|s| {
             for ending in s.containers.values_mut() {
                 ending.get_or_insert(Ending::Exit(0));
+            }
+        });
+    }
+
+    /// The next `action` (`check`, `in`, `out`) on `worker` fails as a
+    /// call (the worker's failure, not the resource type's).
+    pub fn fail_next_action(&self, worker: &str, action: &str, error: CallError) {
+        self.with(|s| {
+            s.action_failures
+                .entry((worker.to_string(), action.to_string()))
+                .or_default()
+                .push_back(error)
+        });
+    }
+
+    /// Resource actions named `action` wait (`true`) until released.
+    pub fn hold_action(&self, action: &str, held: bool) {
+        self.with(|s| {
+            if held {
+                s.held_actions.insert(action.to_string());
+            } else {
+                s.held_actions.remove(action);
             }
         });
     }
@@ -482,6 +516,17 @@ impl Workers for FakeWorkers {
                 CallKind::ResourceAction
             };
             self.enter(worker, kind, line).await?;
+            let failure = self.with(|s| {
+                s.action_failures
+                    .get_mut(&(worker.to_string(), req.action.clone()))
+                    .and_then(VecDeque::pop_front)
+            });
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            while self.peek(|s| s.held_actions.contains(&req.action)) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             self.with(|s| s.actions.push((worker.to_string(), req.clone())));
             let version = self.peek(|s| s.version.clone());
             let version = version.unwrap_or_else(|| serde_json::json!({"ref": "v1"}));
@@ -514,6 +559,19 @@ impl Workers for FakeWorkers {
                     stderr: String::new(),
                     failure: None,
                 },
+                // out: a new version each time, numbered across the fleet.
+                "out" => {
+                    let n =
+                        self.peek(|s| s.actions.iter().filter(|(_, a)| a.action == "out").count());
+                    ResourceActionResult {
+                        exit_code: 0,
+                        response: Some(
+                            serde_json::json!({ "version": {"ref": format!("out-{n}")} }),
+                        ),
+                        stderr: String::new(),
+                        failure: None,
+                    }
+                }
                 _ => ResourceActionResult {
                     exit_code: 0,
                     response: Some(serde_json::json!({ "version": req.request["version"] })),
@@ -543,7 +601,7 @@ impl Workers for FakeWorkers {
                     ));
                 }
                 let queued = s.next_endings.get_mut(worker).and_then(VecDeque::pop_front);
-                let ending = if s.hold_containers {
+                let ending = if s.hold_containers || s.held_programs.contains(&spec.path) {
                     None
                 } else {
                     Some(queued.unwrap_or_else(|| {

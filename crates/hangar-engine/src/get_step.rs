@@ -29,7 +29,7 @@ pub(crate) async fn run(
     if let Some(end) = done {
         return Ok(end);
     }
-    let max_attempts = step.attempts();
+    let max_attempts = step.infrastructure_attempts();
     let mut avoid = BTreeSet::new();
     loop {
         record.state = StepState::Running;
@@ -140,7 +140,7 @@ async fn action(
     out
 }
 
-async fn plain_action(
+pub(crate) async fn plain_action(
     ctx: &BuildContext,
     step_id: &str,
     worker: &str,
@@ -169,7 +169,7 @@ async fn plain_action(
 /// The failure of an action that exited non-zero: the infrastructure's
 /// when the worker says so (its own type could not reach what it fetches
 /// from), tried on another worker; else the resource's own.
-fn exit_failure(worker: &str, out: &ResourceActionResult) -> StepFailure {
+pub(crate) fn exit_failure(worker: &str, out: &ResourceActionResult) -> StepFailure {
     if out.infrastructure_failure() {
         StepFailure::SourceUnavailable {
             worker: worker.to_string(),
@@ -430,6 +430,7 @@ pub(crate) async fn fetch_on(
         }
         (None, None) => {
             let req = ResourceAction {
+                inputs: Default::default(),
                 image_volume: None,
                 resource_type: fetch.resource_type.clone(),
                 action: "check".into(),
@@ -501,6 +502,7 @@ pub(crate) async fn fetch_on(
         request["params"] = params.clone();
     }
     let req = ResourceAction {
+        inputs: Default::default(),
         image_volume: None,
         resource_type: fetch.resource_type.clone(),
         action: "in".into(),

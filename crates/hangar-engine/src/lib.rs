@@ -19,6 +19,7 @@ mod get_step;
 mod http_workers;
 mod logs;
 pub mod placement;
+mod put_step;
 mod recent_checks;
 mod runner;
 mod secrets;

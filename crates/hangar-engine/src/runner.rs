@@ -7,14 +7,16 @@ use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use hangar_core::build::{BuildEventKind, StepState};
 use hangar_core::engine::{build_status, deciding_step, final_status_line};
-use hangar_core::plan::{parse_build_plan, Step};
+use hangar_core::plan::outcome::{self, Outcome};
+use hangar_core::plan::{self, parse_build_plan, Modified, Parallel, Step};
 use hangar_store::BuildRecord;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{BuildContext, Interrupted, StepEnd};
-use crate::{get_step, task_step, Engine};
+use crate::context::{give_up, BuildContext, Interrupted, StepEnd};
+use crate::{get_step, put_step, task_step, Engine};
 
 pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationToken) {
     let lease_ms = engine.config().lease_ms;
@@ -48,8 +50,11 @@ pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationTo
             }
         }
     });
-    let result = run_plan(&engine, &build, stop.clone()).await;
+    let abort = CancellationToken::new();
+    let abort_watch = tokio::spawn(watch_abort(engine.clone(), id, stop.clone(), abort.clone()));
+    let result = run_plan(&engine, &build, stop.clone(), abort).await;
     stop.cancel();
+    abort_watch.abort();
     if let Err(e) = lease.await {
         tracing::warn!(build = id, error = %e, "the lease keeper of the build ended badly");
     }
@@ -81,10 +86,32 @@ pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationTo
     engine.build_events().notify_waiters();
 }
 
+/// Cancels `abort` once a user asked for the build to be aborted.
+async fn watch_abort(engine: Engine, id: i64, stop: CancellationToken, abort: CancellationToken) {
+    loop {
+        match engine.store().build_abort_requested(id).await {
+            Ok(true) => {
+                tracing::info!(build = id, "aborting the build as asked");
+                abort.cancel();
+                return;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(build = id, error = %e, "cannot read whether the build is aborted")
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(engine.config().poll) => {}
+        }
+    }
+}
+
 async fn run_plan(
     engine: &Engine,
     build: &BuildRecord,
     stop: CancellationToken,
+    abort: CancellationToken,
 ) -> Result<StepEnd, Interrupted> {
     let invalid = |why: String| StepEnd {
         state: StepState::Errored,
@@ -161,7 +188,14 @@ async fn run_plan(
         )
         .await;
     }
-    let mut end = run_list(&ctx, &plan, "", false).await?;
+    let root = Cut {
+        aborted: abort,
+        timed_out: CancellationToken::new(),
+    };
+    let mut end = run_sequence(&ctx, &plan, "", &root).await?;
+    if end.state == StepState::Aborted {
+        end.error = Some("the build was aborted".into());
+    }
     // The build's error is stored and shown: no secret in it.
     end.error = end.error.map(|e| ctx.secrets.redact(&e));
     Ok(end)
@@ -169,60 +203,349 @@ async fn run_plan(
 
 type Boxed<'a> = Pin<Box<dyn Future<Output = Result<StepEnd, Interrupted>> + Send + 'a>>;
 
-/// Runs steps in order (stopping at the first that does not succeed) or all
-/// at once (the first unsuccessful one, in plan order, decides).
-fn run_list<'a>(
+fn child_id(prefix: &str, i: usize) -> String {
+    if prefix.is_empty() {
+        i.to_string()
+    } else {
+        format!("{prefix}.{i}")
+    }
+}
+
+fn succeeded() -> StepEnd {
+    StepEnd {
+        state: StepState::Succeeded,
+        exit_code: Some(0),
+        error: None,
+    }
+}
+
+/// Runs steps in order, stopping at the first that does not succeed.
+fn run_sequence<'a>(
     ctx: &'a BuildContext,
     steps: &'a [Step],
     prefix: &'a str,
-    parallel: bool,
+    cut: &'a Cut,
 ) -> Boxed<'a> {
     Box::pin(async move {
-        let id = |i: usize| {
-            if prefix.is_empty() {
-                i.to_string()
-            } else {
-                format!("{prefix}.{i}")
-            }
-        };
-        let ok = StepEnd {
-            state: StepState::Succeeded,
-            exit_code: Some(0),
-            error: None,
-        };
-        if parallel {
-            let ids: Vec<String> = (0..steps.len()).map(id).collect();
-            let runs = steps
-                .iter()
-                .zip(ids.iter())
-                .map(|(s, i)| run_step(ctx, s, i));
-            let ends = futures_util::future::join_all(runs)
-                .await
-                .into_iter()
-                .collect::<Result<Vec<StepEnd>, Interrupted>>()?;
-            let states: Vec<StepState> = ends.iter().map(|e| e.state).collect();
-            return Ok(match deciding_step(&states) {
-                Some(i) => ends[i].clone(),
-                None => ok,
-            });
-        }
         for (i, step) in steps.iter().enumerate() {
-            let end = run_step(ctx, step, &id(i)).await?;
+            let end = run_step(ctx, step, &child_id(prefix, i), cut).await?;
             if deciding_step(&[end.state]).is_some() {
                 return Ok(end);
             }
         }
-        Ok(ok)
+        Ok(succeeded())
     })
 }
 
-fn run_step<'a>(ctx: &'a BuildContext, step: &'a Step, id: &'a str) -> Boxed<'a> {
+/// Runs `in_parallel`'s children, at most `limit` at once; with
+/// `fail_fast` the first that does not succeed aborts the others (and
+/// those not started never start).
+fn run_parallel<'a>(
+    ctx: &'a BuildContext,
+    parallel: &'a Parallel,
+    prefix: &'a str,
+    cut: &'a Cut,
+) -> Boxed<'a> {
+    Box::pin(async move {
+        let limit = outcome::parallel_limit(parallel.limit, parallel.steps.len());
+        let siblings = cut.child();
+        let mut ends: Vec<Option<StepEnd>> = vec![None; parallel.steps.len()];
+        let mut running = FuturesUnordered::new();
+        let mut next = 0;
+        loop {
+            while running.len() < limit
+                && next < parallel.steps.len()
+                && !siblings.aborted.is_cancelled()
+            {
+                let (i, step, siblings) = (next, &parallel.steps[next], &siblings);
+                running.push(async move {
+                    let id = child_id(prefix, i);
+                    (i, run_step(ctx, step, &id, siblings).await)
+                });
+                next += 1;
+            }
+            let Some((i, end)) = running.next().await else {
+                break;
+            };
+            let end = end?;
+            if outcome::stops_siblings(Outcome::from_state(end.state), parallel.fail_fast) {
+                siblings.aborted.cancel();
+            }
+            ends[i] = Some(end);
+        }
+        if cut.aborted.is_cancelled() {
+            return Ok(aborted_end());
+        }
+        let outcomes: Vec<Outcome> = ends
+            .iter()
+            .flatten()
+            .map(|e| Outcome::from_state(e.state))
+            .collect();
+        let result = outcome::parallel_outcome(&outcomes);
+        if result == Outcome::Succeeded {
+            return Ok(succeeded());
+        }
+        // The first child in plan order that ended so speaks for it.
+        let deciding = ends
+            .iter()
+            .flatten()
+            .find(|e| Outcome::from_state(e.state) == result)
+            .or_else(|| {
+                ends.iter()
+                    .flatten()
+                    .find(|e| e.state != StepState::Succeeded)
+            })
+            .cloned();
+        Ok(match deciding {
+            Some(mut end) => {
+                end.state = result.state();
+                end
+            }
+            None => StepEnd {
+                state: result.state(),
+                exit_code: None,
+                error: Some("in_parallel stopped by fail_fast".into()),
+            },
+        })
+    })
+}
+
+fn aborted_end() -> StepEnd {
+    StepEnd {
+        state: StepState::Aborted,
+        exit_code: None,
+        error: Some("aborted".into()),
+    }
+}
+
+fn run_step<'a>(ctx: &'a BuildContext, step: &'a Step, id: &'a str, cut: &'a Cut) -> Boxed<'a> {
     Box::pin(async move {
         match step {
-            Step::Do(inner) => run_list(ctx, inner, id, false).await,
-            Step::InParallel(inner) => run_list(ctx, inner, id, true).await,
-            Step::Get(get) => get_step::run(ctx, id, get).await,
-            Step::Task(task) => task_step::run(ctx, id, task).await,
+            Step::Do(inner) => run_sequence(ctx, inner, id, cut).await,
+            Step::InParallel(parallel) => run_parallel(ctx, parallel, id, cut).await,
+            Step::Get(_) | Step::Task(_) | Step::Put(_) => run_leaf(ctx, step, id, cut).await,
+            Step::Try(inner) => {
+                let end = run_step(ctx, inner, id, cut).await?;
+                Ok(match outcome::try_outcome(Outcome::from_state(end.state)) {
+                    Outcome::Succeeded => succeeded(),
+                    _ => end,
+                })
+            }
+            Step::Modified(modified) => run_modified(ctx, modified, id, cut).await,
         }
     })
+}
+
+/// A step with Concourse's modifiers: its attempts (each bounded by the
+/// timeout), then its hooks, innermost first.
+fn run_modified<'a>(
+    ctx: &'a BuildContext,
+    modified: &'a Modified,
+    id: &'a str,
+    cut: &'a Cut,
+) -> Boxed<'a> {
+    Box::pin(async move {
+        let mut attempt = 1;
+        let mut end = loop {
+            let attempt_id = plan::attempt_id(id, attempt);
+            let end = run_attempt(ctx, modified, &attempt_id, cut).await?;
+            let ended = Outcome::from_state(end.state);
+            if !outcome::attempt_again(ended, attempt, modified.attempts) || cut.is_cut() {
+                break end;
+            }
+            attempt += 1;
+            ctx.log(
+                Some(id),
+                BuildEventKind::Step,
+                &format!(
+                    "{}; attempt {attempt} of {}",
+                    end.error.as_deref().unwrap_or(end.state.as_str()),
+                    modified.attempts
+                ),
+            )
+            .await;
+        };
+        for (hook, hook_step) in &modified.hooks {
+            let before = Outcome::from_state(end.state);
+            if !hook.runs_after(before) {
+                continue;
+            }
+            // Hooks run to their end whatever stopped the step (Concourse
+            // runs them on a fresh context): only the node stopping
+            // interrupts them.
+            let hook_end =
+                run_step(ctx, hook_step, &plan::hook_id(id, *hook), &Cut::none()).await?;
+            let after = hook.combine(before, Some(Outcome::from_state(hook_end.state)));
+            if after != before {
+                end = StepEnd {
+                    state: after.state(),
+                    exit_code: hook_end.exit_code,
+                    error: Some(format!(
+                        "{} hook: {}",
+                        hook.key(),
+                        hook_end.error.as_deref().unwrap_or(hook_end.state.as_str())
+                    )),
+                };
+            }
+        }
+        Ok(end)
+    })
+}
+
+/// One attempt of a modified step, cut short by its timeout.
+async fn run_attempt(
+    ctx: &BuildContext,
+    modified: &Modified,
+    id: &str,
+    cut: &Cut,
+) -> Result<StepEnd, Interrupted> {
+    let Some(timeout) = modified.timeout else {
+        return run_step(ctx, &modified.step, id, cut).await;
+    };
+    let timed = cut.child();
+    let deadline = tokio::spawn({
+        let timed_out = timed.timed_out.clone();
+        async move {
+            tokio::time::sleep(timeout).await;
+            timed_out.cancel();
+        }
+    });
+    let end = run_step(ctx, &modified.step, id, &timed).await;
+    deadline.abort();
+    let end = end?;
+    if timed.timed_out.is_cancelled() && !cut.is_cut() && end.state != StepState::Succeeded {
+        ctx.log(
+            Some(id),
+            BuildEventKind::Step,
+            &format!("timed out after {}", humantime(timeout)),
+        )
+        .await;
+        return Ok(StepEnd {
+            state: outcome::TIMED_OUT.state(),
+            exit_code: None,
+            error: Some(format!("timed out after {}", humantime(timeout))),
+        });
+    }
+    Ok(end)
+}
+
+fn humantime(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// A get or a task, cut short (its container destroyed, its record ended)
+/// when the step is aborted or times out.
+async fn run_leaf(
+    ctx: &BuildContext,
+    step: &Step,
+    id: &str,
+    cut: &Cut,
+) -> Result<StepEnd, Interrupted> {
+    if let Some(end) = cut.end_now() {
+        return Ok(end);
+    }
+    let leaf = async {
+        match step {
+            Step::Get(get) => get_step::run(ctx, id, get).await,
+            Step::Task(task) => task_step::run(ctx, id, task).await,
+            Step::Put(put) => put_step::run(ctx, id, put).await,
+            _ => unreachable!("run_leaf runs gets, tasks and puts"),
+        }
+    };
+    let end = tokio::select! {
+        end = leaf => return end,
+        _ = cut.aborted.cancelled() => aborted_end(),
+        _ = cut.timed_out.cancelled() => StepEnd {
+            state: outcome::TIMED_OUT.state(),
+            exit_code: None,
+            error: Some("timed out".into()),
+        },
+    };
+    cut_short(ctx, id, &end).await;
+    Ok(end)
+}
+
+/// Ends the record of a step cut short and destroys its container, so
+/// that nothing of it keeps running.
+async fn cut_short(ctx: &BuildContext, id: &str, end: &StepEnd) {
+    let records = match ctx.engine.store().build_steps(ctx.build_id).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(build = ctx.build_id, step = id, error = %e, "cannot read the step cut short");
+            return;
+        }
+    };
+    // The leaf's own record, and a put's implicit get; only what had not
+    // ended (a step that ended as the cut came keeps its end).
+    let implicit_get = format!("{id}.get");
+    let unfinished = records.into_iter().filter(|r| {
+        (r.step_id == id || r.step_id == implicit_get)
+            && matches!(r.state, StepState::Pending | StepState::Running)
+    });
+    for mut record in unfinished {
+        if let (Some(worker), Some(container)) = (record.worker.clone(), record.container.clone()) {
+            if let Err(e) = ctx
+                .engine
+                .workers()
+                .destroy_container(&worker, &container)
+                .await
+            {
+                tracing::warn!(build = ctx.build_id, step = %record.step_id, error = ?e, "cannot destroy the container of a step cut short");
+            }
+        }
+        give_up(
+            ctx,
+            &mut record,
+            end.state,
+            None,
+            end.error.clone().unwrap_or_default(),
+        )
+        .await;
+    }
+}
+
+/// What cuts a sub-plan short: an abort (the build's, or a `fail_fast`
+/// sibling's) or a timeout. Each is a token a child scope inherits.
+struct Cut {
+    aborted: CancellationToken,
+    timed_out: CancellationToken,
+}
+
+impl Cut {
+    fn none() -> Cut {
+        Cut {
+            aborted: CancellationToken::new(),
+            timed_out: CancellationToken::new(),
+        }
+    }
+
+    fn child(&self) -> Cut {
+        Cut {
+            aborted: self.aborted.child_token(),
+            timed_out: self.timed_out.child_token(),
+        }
+    }
+
+    fn is_cut(&self) -> bool {
+        self.aborted.is_cancelled() || self.timed_out.is_cancelled()
+    }
+
+    /// The end of a step that must not start: already aborted or timed out.
+    fn end_now(&self) -> Option<StepEnd> {
+        if self.aborted.is_cancelled() {
+            Some(aborted_end())
+        } else if self.timed_out.is_cancelled() {
+            Some(StepEnd {
+                state: outcome::TIMED_OUT.state(),
+                exit_code: None,
+                error: Some("timed out".into()),
+            })
+        } else {
+            None
+        }
+    }
 }

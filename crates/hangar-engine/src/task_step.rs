@@ -47,7 +47,10 @@ pub(crate) async fn run(
             return Ok(give_up(ctx, &mut record, StepState::Failed, None, e.to_string()).await)
         }
     };
-    let max_attempts = step.attempts.unwrap_or(config.attempts).max(1);
+    let max_attempts = step
+        .infrastructure_attempts
+        .unwrap_or(config.attempts)
+        .max(1);
     let mut avoid = BTreeSet::new();
 
     // A previous run of this build left the step running: re-attach to its
@@ -109,7 +112,7 @@ pub(crate) async fn run(
             }
             Err(failure) => {
                 let attempt = record.attempt as u32;
-                match decide_retry(&failure, attempt, max_attempts, step.retry_failures) {
+                match decide_retry(&failure, attempt, max_attempts, false) {
                     RetryDecision::Retry { next_attempt } => {
                         ctx.announce_retry(
                             step_id,

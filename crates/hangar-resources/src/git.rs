@@ -236,9 +236,155 @@ pub(crate) fn get(call: Call<'_>) -> Result<Value, String> {
     }))
 }
 
-pub(crate) fn put(_call: Call<'_>) -> Result<Value, String> {
-    // Nothing a request could say would make this work: refused as it is.
-    Err("git: out (pushing) is not supported yet".into())
+/// `out`'s params. Concourse's git resource takes more (`tag`, `force`,
+/// `merge`, `notes`, …): each is refused by name as an unknown field.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OutParams {
+    /// The repository to push, a directory of the put's inputs.
+    pub repository: String,
+    /// Refused when true: hangar does not rebase on a moved branch yet.
+    #[serde(default)]
+    pub rebase: bool,
+}
+
+/// `out <src>`: pushes the HEAD of `src/<params.repository>` to
+/// `source.branch` of `source.uri`, a fast-forward only, and answers its
+/// commit as the new version.
+pub(crate) fn put(call: Call<'_>) -> Result<Value, String> {
+    let request: crate::OutRequest<Source, OutParams> = parse_request(call.request)?;
+    request.source.validate()?;
+    let params = request
+        .params
+        .ok_or("params.repository: required (the input directory to push)")?;
+    let Some(branch) = &request.source.branch else {
+        return Err("source.branch: required to push".into());
+    };
+    if params.rebase {
+        return Err(
+            "params.rebase: not supported by hangar yet; push from a repository that is \
+             up to date with the branch"
+                .into(),
+        );
+    }
+    let relative = Path::new(&params.repository);
+    let safe = !params.repository.is_empty()
+        && !params.repository.starts_with('-')
+        && relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !safe {
+        return Err(format!(
+            "params.repository: {:?} must be a relative path below the put's inputs",
+            shorten(&params.repository)
+        ));
+    }
+    let src = call.dir.expect("out has a directory");
+    let repo = src.join(relative);
+    if !repo.is_dir() {
+        return Err(format!(
+            "params.repository: {:?} is not a directory of the put's inputs",
+            shorten(&params.repository)
+        ));
+    }
+    let log = call.log;
+    // The repository was written by the build (a task, as its user): git
+    // is never run inside it, where its config and hooks could make this
+    // program run commands. Its objects are cloned over git's transport
+    // (which reads only protected config) into a repository of our own, in
+    // the action's own TMPDIR, and that one is pushed.
+    static SCRATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SCRATCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let scratch = std::env::temp_dir().join(format!("hangar-git-out-{}-{n}", std::process::id()));
+    std::fs::create_dir(&scratch).map_err(|e| format!("git: make a scratch dir: {e}"))?;
+    let pushed = push_from_copy(
+        &repo,
+        &scratch,
+        &params.repository,
+        branch,
+        &request.source,
+        log,
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+    let sha = pushed?;
+    Ok(json!({
+        "version": { "ref": sha },
+        "metadata": [metadata("commit", &sha)],
+    }))
+}
+
+/// Clones `repo`'s objects into `scratch` and pushes its HEAD to the
+/// branch; answers the commit pushed.
+fn push_from_copy(
+    repo: &Path,
+    scratch: &Path,
+    name: &str,
+    branch: &str,
+    source: &Source,
+    log: &mut dyn std::io::Write,
+) -> Result<String, String> {
+    let ours = scratch.join("push.git");
+    // Owned by the task user, not by us: trusted for this one read, as a
+    // worktree and as its `.git`. Through a global config file of this
+    // action's own: git does not pass `-c` on to the upload-pack it runs
+    // in a local repository.
+    let config = scratch.join("gitconfig");
+    let escape = |p: &Path| {
+        p.display()
+            .to_string()
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "[safe]\n\tdirectory = \"{}\"\n\tdirectory = \"{}\"\n[init]\n\tdefaultBranch = main\n",
+            escape(repo),
+            escape(&repo.join(".git"))
+        ),
+    )
+    .map_err(|e| format!("git: write a config: {e}"))?;
+    git_with(
+        &[
+            OsStr::new("clone"),
+            OsStr::new("--quiet"),
+            OsStr::new("--bare"),
+            OsStr::new("--no-local"),
+            OsStr::new("--"),
+            repo.as_os_str(),
+            ours.as_os_str(),
+        ],
+        Some(&config),
+        log,
+    )
+    .map_err(|e| format!("{e} (reading the repository {})", shorten(name)))?;
+    let head = in_repo(
+        &ours,
+        &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+        log,
+    )
+    .map_err(|_| format!("git: {} has no commit to push", shorten(name)))?;
+    let sha = String::from_utf8_lossy(&head).trim().to_string();
+    let refspec = format!("{sha}:refs/heads/{branch}");
+    in_repo(
+        &ours,
+        &[
+            "push",
+            "--quiet",
+            "--no-verify",
+            "--",
+            &source.uri,
+            &refspec,
+        ],
+        log,
+    )
+    .map_err(|e| {
+        format!(
+            "{e} (pushing to branch {branch:?} of {}: hangar pushes fast-forwards only)",
+            source.shown_uri()
+        )
+    })?;
+    Ok(sha)
 }
 
 /// Runs `git -C <repo> <args>`.
@@ -252,7 +398,20 @@ fn in_repo(repo: &Path, args: &[&str], log: &mut dyn std::io::Write) -> Result<V
 /// the log as it is (it is the resource's log); a failure names the git
 /// subcommand and repeats git's last line.
 fn git(args: &[&OsStr], log: &mut dyn std::io::Write) -> Result<Vec<u8>, String> {
-    let output = Command::new("git")
+    git_with(args, None, log)
+}
+
+/// [`git`], with `global_config` as git's global config file when given.
+fn git_with(
+    args: &[&OsStr],
+    global_config: Option<&Path>,
+    log: &mut dyn std::io::Write,
+) -> Result<Vec<u8>, String> {
+    let mut command = Command::new("git");
+    if let Some(config) = global_config {
+        command.env("GIT_CONFIG_GLOBAL", config);
+    }
+    let output = command
         .args(["-c", "protocol.ext.allow=never"])
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")

@@ -183,7 +183,7 @@ fn bad_requests_are_refused_with_the_field_named() {
             "out",
             &["/tmp"],
             "{\"source\":{\"uri\":\"/r\"}}",
-            "error: git: out (pushing) is not supported yet\n",
+            "error: params.repository: required (the input directory to push)\n",
         ),
         // mock
         (

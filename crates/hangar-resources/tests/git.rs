@@ -277,16 +277,128 @@ fn in_refuses_an_unknown_commit_and_bad_requests() {
     }
 }
 
+/// A bare repository on disk holding `repo`'s `main`, and a clone of it
+/// in a put's source dir as the input `repo`.
+fn push_setup(origin: &Repo) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let bare = dir.path().join("bare.git");
+    git(
+        dir.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            origin.path.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    git(&src, &["clone", "--quiet", bare.to_str().unwrap(), "repo"]);
+    (dir, bare, src)
+}
+
 #[test]
-fn out_is_not_supported() {
-    let work = tempfile::tempdir().unwrap();
-    let (code, out, err) = call(
-        "out",
-        &[work.path()],
-        &json!({"source": {"uri": "/r"}, "params": {"repository": "repo"}}),
+fn out_pushes_the_repository_s_head_to_the_branch() {
+    let origin = repo();
+    let (_dir, bare, src) = push_setup(&origin);
+    let clone = src.join("repo");
+    std::fs::write(clone.join("THIRD"), "third\n").unwrap();
+    git(&clone, &["add", "."]);
+    git(&clone, &["commit", "--quiet", "-m", "Third commit"]);
+    let third = git(&clone, &["rev-parse", "HEAD"]);
+    // What the build wrote into the repository never runs: hooks and
+    // config that run commands.
+    let marker = src.join("ran");
+    let hook = clone.join(".git/hooks/pre-push");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let touch = format!("touch {}", marker.display());
+    git(&clone, &["config", "core.fsmonitor", &touch]);
+    git(&clone, &["config", "core.sshCommand", &touch]);
+    git(
+        &clone,
+        &["config", "credential.helper", &format!("!{touch}")],
     );
-    assert_eq!(
-        (code, out.as_str(), err.as_str()),
-        (1, "", "error: git: out (pushing) is not supported yet\n")
+    let request = json!({"source": {"uri": bare.to_str().unwrap(), "branch": "main"},
+                         "params": {"repository": "repo"}});
+    let (code, out, err) = call("out", &[&src], &request);
+    assert_eq!(code, 0, "{err}");
+    assert!(!marker.exists(), "the repository's hook or config ran");
+    assert_eq!(answer(&out)["version"], json!({"ref": third}));
+    assert_eq!(git(&bare, &["rev-parse", "refs/heads/main"]), third);
+    // The version out answers is what check then finds.
+    let (_, out, _) = call(
+        "check",
+        &[],
+        &json!({"source": {"uri": bare.to_str().unwrap(), "branch": "main"}}),
     );
+    assert_eq!(answer(&out), json!([{"ref": third}]));
+    // To a new branch too.
+    let request = json!({"source": {"uri": bare.to_str().unwrap(), "branch": "release/1"},
+                         "params": {"repository": "repo"}});
+    assert_eq!(call("out", &[&src], &request).0, 0);
+    assert_eq!(git(&bare, &["rev-parse", "refs/heads/release/1"]), third);
+}
+
+#[test]
+fn out_refuses_a_non_fast_forward_and_bad_requests_and_pushes_nothing() {
+    let origin = repo();
+    let (_dir, bare, src) = push_setup(&origin);
+    let clone = src.join("repo");
+    // The clone goes back to the first commit and commits beside the branch.
+    git(&clone, &["reset", "--quiet", "--hard", &origin.first]);
+    std::fs::write(clone.join("SIDE"), "side\n").unwrap();
+    git(&clone, &["add", "."]);
+    git(&clone, &["commit", "--quiet", "-m", "Side"]);
+    let uri = bare.to_str().unwrap();
+    let before = git(&bare, &["rev-parse", "refs/heads/main"]);
+    assert_eq!(before, origin.second);
+    let cases = [
+        (
+            json!({"source": {"uri": uri, "branch": "main"}, "params": {"repository": "repo"}}),
+            "hangar pushes fast-forwards only",
+        ),
+        (
+            json!({"source": {"uri": uri, "branch": "main"}, "params": {"repository": "repo", "rebase": true}}),
+            "error: params.rebase: not supported by hangar yet",
+        ),
+        (
+            json!({"source": {"uri": uri, "branch": "main"}, "params": {"repository": "repo", "force": true}}),
+            "error: invalid request: params: unknown field `force`",
+        ),
+        (
+            json!({"source": {"uri": uri}, "params": {"repository": "repo"}}),
+            "error: source.branch: required to push",
+        ),
+        (
+            json!({"source": {"uri": uri, "branch": "main"}}),
+            "error: params.repository: required",
+        ),
+        (
+            json!({"source": {"uri": uri, "branch": "main"}, "params": {"repository": "../etc"}}),
+            "error: params.repository: \"../etc\" must be a relative path",
+        ),
+        (
+            json!({"source": {"uri": uri, "branch": "main"}, "params": {"repository": "/etc"}}),
+            "error: params.repository: \"/etc\" must be a relative path",
+        ),
+        (
+            json!({"source": {"uri": uri, "branch": "main"}, "params": {"repository": "missing"}}),
+            "error: params.repository: \"missing\" is not a directory",
+        ),
+    ];
+    for (request, expected) in cases {
+        let (code, out, err) = call("out", &[&src], &request);
+        assert_eq!((code, out.as_str()), (1, ""), "{request}");
+        assert!(err.contains(expected), "{request}: {err}");
+        assert_eq!(
+            git(&bare, &["rev-parse", "refs/heads/main"]),
+            before,
+            "{request}"
+        );
+    }
 }

@@ -25,6 +25,18 @@ pub struct BuildRecord {
     pub error: Option<String>,
 }
 
+/// What asking to abort a build did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbortRequest {
+    /// It had not started: it is aborted now.
+    AbortedPending,
+    /// It runs: the node running it stops it.
+    Requested,
+    /// It had ended already, so: nothing changed.
+    AlreadyFinished(BuildStatus),
+    NotFound,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepRecord {
     pub build_id: i64,
@@ -44,6 +56,8 @@ pub struct StepRecord {
     pub error: Option<String>,
     pub started_at: Option<UnixMillis>,
     pub finished_at: Option<UnixMillis>,
+    /// A put step's new version (the JSON `out` answered), once known.
+    pub version: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +74,7 @@ const BUILD_COLUMNS: &str =
     "id, name, team, plan, artifacts, status, created_at, started_at, finished_at, exit_code, error";
 const STEP_COLUMNS: &str =
     "build_id, step_id, name, kind, state, attempt, worker_name, container_handle, \
-     log_offset, exit_code, outputs, error, started_at, finished_at";
+     log_offset, exit_code, outputs, error, started_at, finished_at, version";
 
 fn build_from_row(r: &AnyRow) -> Result<BuildRecord, StoreError> {
     Ok(BuildRecord {
@@ -94,6 +108,7 @@ fn step_from_row(r: &AnyRow) -> Result<StepRecord, StoreError> {
         error: r.try_get("error")?,
         started_at: r.try_get("started_at")?,
         finished_at: r.try_get("finished_at")?,
+        version: r.try_get("version")?,
     })
 }
 
@@ -207,6 +222,55 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Asks for a build to be aborted. A pending build ends aborted at
+    /// once (nothing of it ran); a started one is marked, and the node
+    /// running it stops it ([`Store::build_abort_requested`]); a finished
+    /// one is left as it is.
+    pub async fn request_build_abort(
+        &self,
+        id: i64,
+        now: UnixMillis,
+    ) -> Result<AbortRequest, StoreError> {
+        let pending = sqlx::query(
+            "UPDATE builds SET status = 'aborted', finished_at = $1, abort_requested_at = $1, \
+             error = 'aborted before it started' WHERE id = $2 AND status = 'pending'",
+        )
+        .bind(now)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if pending.rows_affected() == 1 {
+            return Ok(AbortRequest::AbortedPending);
+        }
+        let started = sqlx::query(
+            "UPDATE builds SET abort_requested_at = COALESCE(abort_requested_at, $1) \
+             WHERE id = $2 AND status = 'started'",
+        )
+        .bind(now)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if started.rows_affected() == 1 {
+            return Ok(AbortRequest::Requested);
+        }
+        Ok(match self.get_build(id).await? {
+            Some(b) => AbortRequest::AlreadyFinished(b.status),
+            None => AbortRequest::NotFound,
+        })
+    }
+
+    /// Whether a user asked for the build to be aborted.
+    pub async fn build_abort_requested(&self, id: i64) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT abort_requested_at FROM builds WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(r) => r.try_get::<Option<i64>, _>(0)?.is_some(),
+            None => false,
+        })
+    }
+
     pub async fn get_build(&self, id: i64) -> Result<Option<BuildRecord>, StoreError> {
         sqlx::query(&format!("SELECT {BUILD_COLUMNS} FROM builds WHERE id = $1"))
             .bind(id)
@@ -231,10 +295,10 @@ impl Store {
     /// Inserts or replaces a step's row.
     pub async fn save_step(&self, s: &StepRecord) -> Result<(), StoreError> {
         sqlx::query(&format!(
-            "INSERT INTO build_steps ({STEP_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+            "INSERT INTO build_steps ({STEP_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
              ON CONFLICT (build_id, step_id) DO UPDATE SET name = $3, kind = $4, state = $5, attempt = $6, \
              worker_name = $7, container_handle = $8, log_offset = $9, exit_code = $10, outputs = $11, \
-             error = $12, started_at = $13, finished_at = $14"
+             error = $12, started_at = $13, finished_at = $14, version = $15"
         ))
         .bind(s.build_id)
         .bind(&s.step_id)
@@ -250,6 +314,7 @@ impl Store {
         .bind(&s.error)
         .bind(s.started_at)
         .bind(s.finished_at)
+        .bind(s.version.as_deref())
         .execute(&self.pool)
         .await?;
         Ok(())

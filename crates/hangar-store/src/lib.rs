@@ -27,7 +27,7 @@ mod pipeline_rows_tests;
 #[cfg(test)]
 mod test_db;
 
-pub use builds::{BuildEventRecord, BuildRecord, StepRecord};
+pub use builds::{AbortRequest, BuildEventRecord, BuildRecord, StepRecord};
 pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;

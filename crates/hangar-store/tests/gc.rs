@@ -469,6 +469,7 @@ async fn orphans_caches_and_artifacts_are_marked_destroying_by_their_rules(store
             error: None,
             started_at: Some(T0),
             finished_at: None,
+            version: None,
         })
         .await
         .unwrap();

@@ -126,9 +126,11 @@ impl From<ActionError> for ApiError {
     fn from(e: ActionError) -> ApiError {
         let message = e.to_string();
         match e {
-            ActionError::UnknownAction(_) | ActionError::NoVolume | ActionError::Input(_) => {
-                ApiError::bad_request(message)
-            }
+            ActionError::UnknownAction(_)
+            | ActionError::NoVolume
+            | ActionError::Misplaced(_)
+            | ActionError::BadInput(_)
+            | ActionError::Input(_) => ApiError::bad_request(message),
             ActionError::NoResourceType(_) | ActionError::VolumeNotFound(_) => {
                 ApiError::not_found(message)
             }

@@ -124,12 +124,16 @@ fn authorized(headers: &HeaderMap, key: &str) -> bool {
 /// status of each.
 #[derive(Debug, thiserror::Error)]
 pub enum ActionError {
-    #[error("unknown action {0:?}: use check or in")]
+    #[error("unknown action {0:?}: use check, in or out")]
     UnknownAction(String),
     #[error("this worker has no resource type {0:?}")]
     NoResourceType(String),
     #[error("in needs a volume")]
     NoVolume,
+    #[error("{0}")]
+    Misplaced(&'static str),
+    #[error("{0}")]
+    BadInput(String),
     #[error("volume {0:?} not found")]
     VolumeNotFound(String),
     #[error("{0}")]
@@ -192,8 +196,22 @@ async fn execute(
     req: ResourceAction,
     stderr: Stderr,
 ) -> Result<ResourceActionResult, ActionError> {
-    if !matches!(req.action.as_str(), "check" | "in") {
+    if !matches!(req.action.as_str(), "check" | "in" | "out") {
         return Err(ActionError::UnknownAction(req.action));
+    }
+    match (req.action.as_str(), &req.volume, req.inputs.is_empty()) {
+        ("out", Some(_), _) => {
+            return Err(ActionError::Misplaced("out takes `inputs`, not `volume`"))
+        }
+        ("check" | "in", _, false) => {
+            return Err(ActionError::Misplaced("only out takes `inputs`"))
+        }
+        _ => {}
+    }
+    if req.action == "out" && req.image_volume.is_some() {
+        return Err(ActionError::Misplaced(
+            "out of a resource type from an image is not supported by hangar yet",
+        ));
     }
     if let Some(image) = req.image_volume.clone() {
         return execute_in_image(runner, req, image, stderr).await;
@@ -231,11 +249,33 @@ async fn execute(
         fetched_into = Some(info.path);
     }
     let input = serde_json::to_vec(&req.request).map_err(ActionError::Input)?;
+    let mut inputs = Vec::new();
+    for (name, handle) in &req.inputs {
+        hangar_core::names::validate_label(name)
+            .map_err(|e| ActionError::BadInput(format!("inputs: {e}")))?;
+        inputs.push((name.clone(), volume_path(runner, handle.clone()).await?));
+    }
     let actions = runner.actions.clone();
     let mut dir = tokio::task::spawn_blocking(move || actions.make())
         .await
         .map_err(ActionError::Panicked)?
         .map_err(ActionError::PrivateDir)?;
+    if req.action == "out" {
+        // Concourse's layout: each input a directory of the source dir.
+        // Links, so that nothing is copied; removing the action's dir
+        // removes the links, never what they point at.
+        let source = dir.path().join("put");
+        let made = std::fs::create_dir(&source).and_then(|()| {
+            inputs
+                .iter()
+                .try_for_each(|(name, path)| std::os::unix::fs::symlink(path, source.join(name)))
+        });
+        if let Err(e) = made {
+            dir.finish().await;
+            return Err(ActionError::PrivateDir(e));
+        }
+        command.arg(&source);
+    }
     // Made from nothing: the worker's key, settings, HOME and TMPDIR are
     // not the resource type's business, and what one action leaves in its
     // HOME or TMPDIR no other action sees.

@@ -126,6 +126,19 @@ echo now > "$dest/now"
 echo '{"version":{"ref":"1"}}'
 "#,
     );
+    // `out <src>`: what the source dir holds, and a file of an input.
+    script(&types, "lister", "check", "echo '[]'\n");
+    script(&types, "lister", "in", "echo '{}'\n");
+    script(
+        &types,
+        "lister",
+        "out",
+        r#"cat >/dev/null
+echo "src=$(ls -A "$1" | tr '\n' ' ')" >&2
+echo "file=$(cat "$1/repo/file")" >&2
+echo '{"version":{"ref":"pushed"},"metadata":[]}'
+"#,
+    );
     types
 }
 
@@ -219,6 +232,7 @@ impl Worker {
     ) -> ResourceActionResult {
         let resp = self
             .post(ResourceAction {
+                inputs: Default::default(),
                 image_volume: None,
                 resource_type: resource_type.into(),
                 action: action.into(),
@@ -242,6 +256,7 @@ async fn streamed(w: &Worker, resource_type: &str) -> (Vec<String>, ResourceActi
         resource_type: resource_type.into(),
         action: "check".into(),
         volume: None,
+        inputs: Default::default(),
         request: json!({"source": {}}),
     };
     let mut events = api.resource_action_events(&req).await.unwrap();
@@ -317,6 +332,7 @@ async fn an_action_that_times_out_after_writing_ends_its_streamed_answer_with_th
         resource_type: "chatty".into(),
         action: "check".into(),
         volume: None,
+        inputs: Default::default(),
         request: json!({"source": {}}),
     };
     let mut events = api.resource_action_events(&req).await.unwrap();
@@ -405,6 +421,7 @@ async fn an_action_that_times_out_is_killed_with_its_helpers_and_its_dir_removed
     let dirfile = w.dir.path().join("action.dir");
     let resp = w
         .post(ResourceAction {
+            inputs: Default::default(),
             image_volume: None,
             resource_type: "slow".into(),
             action: "check".into(),
@@ -453,6 +470,7 @@ async fn an_action_whose_dir_cannot_be_made_fails_clearly_and_runs_nothing() {
     std::fs::remove_dir_all(w.actions_dir()).unwrap();
     let resp = w
         .post(ResourceAction {
+            inputs: Default::default(),
             image_volume: None,
             resource_type: "env".into(),
             action: "check".into(),
@@ -523,6 +541,7 @@ async fn a_program_that_cannot_be_run_is_the_worker_s_failure_with_or_without_a_
         std::fs::set_permissions(&check, std::fs::Permissions::from_mode(0o644)).unwrap();
         let resp = w
             .post(ResourceAction {
+                inputs: Default::default(),
                 image_volume: None,
                 resource_type: "env".into(),
                 action: "check".into(),
@@ -562,4 +581,91 @@ async fn gone(pid: i32) -> bool {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     false
+}
+
+#[tokio::test]
+async fn out_gets_its_inputs_laid_out_as_concourse_does() {
+    let w = Worker::start(Duration::from_secs(10)).await;
+    let repo = w.volume("vol-repo");
+    std::fs::write(repo.join("file"), "content").unwrap();
+    w.volume("vol-other");
+    let action = |inputs: &[(&str, &str)], volume: Option<&str>, action: &str| ResourceAction {
+        image_volume: None,
+        resource_type: "lister".into(),
+        action: action.into(),
+        volume: volume.map(Into::into),
+        inputs: inputs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        request: json!({"source": {}, "params": {}}),
+    };
+    let resp = w
+        .post(action(
+            &[("repo", "vol-repo"), ("other", "vol-other")],
+            None,
+            "out",
+        ))
+        .await;
+    assert_eq!(resp.status(), reqwest::StatusCode::OK);
+    let result: ResourceActionResult = resp.json().await.unwrap();
+    assert_eq!(result.exit_code, 0, "{}", result.stderr);
+    assert_eq!(
+        result.response,
+        Some(json!({"version": {"ref": "pushed"}, "metadata": []}))
+    );
+    let r = report(&result.stderr);
+    assert_eq!(
+        (r["src"].as_str(), r["file"].as_str()),
+        ("other repo", "content")
+    );
+    // The inputs are intact once the action's dir is gone.
+    assert_eq!(
+        std::fs::read_to_string(repo.join("file")).unwrap(),
+        "content"
+    );
+    assert!(w.action_dirs().is_empty());
+
+    // Refused, each with a clear 4xx, nothing run.
+    let cases = [
+        (
+            action(&[], Some("vol-repo"), "out"),
+            400,
+            "out takes `inputs`, not `volume`",
+        ),
+        (
+            action(&[("repo", "vol-repo")], None, "check"),
+            400,
+            "only out takes `inputs`",
+        ),
+        (
+            action(&[("repo", "vol-missing")], None, "out"),
+            404,
+            "volume \"vol-missing\" not found",
+        ),
+        (
+            action(&[("bad name", "vol-repo")], None, "out"),
+            400,
+            "inputs: invalid name",
+        ),
+        (
+            ResourceAction {
+                image_volume: Some("vol-other".into()),
+                ..action(&[("repo", "vol-repo")], None, "out")
+            },
+            400,
+            "out of a resource type from an image is not supported by hangar yet",
+        ),
+    ];
+    for (req, status, says) in cases {
+        let resp = w.post(req.clone()).await;
+        assert_eq!(resp.status().as_u16(), status, "{req:?}");
+        let body: ErrorBody = resp.json().await.unwrap();
+        assert!(
+            body.error.message.contains(says),
+            "{req:?}: {}",
+            body.error.message
+        );
+    }
+    assert!(w.action_dirs().is_empty());
 }

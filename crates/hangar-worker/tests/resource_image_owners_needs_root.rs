@@ -84,6 +84,7 @@ async fn an_image_keeps_its_owners_and_anything_else_goes_to_the_task_user() {
                 .post(format!("{url}/resource-actions"))
                 .bearer_auth(KEY)
                 .json(&ResourceAction {
+                    inputs: Default::default(),
                     resource_type: resource_type.into(),
                     action: "in".into(),
                     volume: Some(handle.into()),

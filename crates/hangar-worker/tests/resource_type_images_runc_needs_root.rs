@@ -117,6 +117,7 @@ impl Api {
             .post(format!("{}/resource-actions", self.url))
             .bearer_auth(KEY)
             .json(&ResourceAction {
+                inputs: Default::default(),
                 resource_type: "rss".into(),
                 action: action.into(),
                 volume: volume.map(Into::into),
@@ -289,6 +290,7 @@ async fn runc_an_action_whose_caller_hangs_up_is_killed_with_its_container() {
         .post(format!("{}/resource-actions", api.url))
         .bearer_auth(KEY)
         .json(&ResourceAction {
+            inputs: Default::default(),
             resource_type: "rss".into(),
             action: "check".into(),
             volume: None,

@@ -38,6 +38,8 @@ enum Command {
     Volumes(cmd::volumes::Args),
     /// List the builds, newest first.
     Builds(cmd::builds::Args),
+    /// Abort a build; its on_abort and ensure hooks still run.
+    AbortBuild(cmd::builds::AbortArgs),
     /// Follow a build's log until it ends; exit with its exit code.
     Watch(cmd::watch::Args),
     /// Run one task with local directories as its inputs and outputs.
@@ -117,6 +119,7 @@ fn main() -> std::process::ExitCode {
             Command::Volumes(args) => cmd::volumes::run(args).await,
             Command::Builds(args) => cmd::builds::run(args).await,
             Command::Watch(args) => cmd::watch::run(args).await,
+            Command::AbortBuild(args) => cmd::builds::abort(args).await,
             Command::Execute(args) => cmd::execute::run(args).await,
             Command::Events(args) => cmd::events::run(args).await,
             Command::LandWorker(args) => cmd::worker_commands::land(args).await,

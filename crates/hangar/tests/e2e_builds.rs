@@ -362,3 +362,61 @@ fn a_step_whose_worker_is_killed_is_retried_on_another_worker_and_the_build_succ
     );
     assert!(!format!("{out}{err}").contains("disappeared"));
 }
+
+#[test]
+fn a_put_pushes_a_task_s_commit_to_a_git_repository_and_gets_it_back() {
+    let c = Cluster::start();
+    let _w = c.worker("worker-p");
+    started(&c, &["worker-p"]);
+    let dir = tempfile::tempdir().unwrap();
+    let origin = dir.path().join("origin");
+    let bare = dir.path().join("bare.git");
+    let git = |cwd: &Path, args: &[&str]| -> String {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.email=e2e@hangar", "-c", "user.name=e2e"])
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    std::fs::create_dir(&origin).unwrap();
+    git(&origin, &["init", "-q", "--initial-branch=main"]);
+    write(&origin, "README", "first\n");
+    git(&origin, &["add", "."]);
+    git(&origin, &["commit", "-qm", "first"]);
+    git(dir.path(), &["clone", "-q", "--bare", "origin", "bare.git"]);
+    let source = serde_json::json!({"uri": bare.display().to_string(), "branch": "main"});
+    let plan = serde_json::json!([
+        {"get": "repo", "type": "git", "source": source},
+        {"task": "commit", "config": {"platform": "linux",
+            "inputs": [{"name": "repo"}], "outputs": [{"name": "repo"}],
+            "run": {"path": "sh", "args": ["-c",
+                "cd repo && echo second > SECOND && git add SECOND && \
+                 git -c user.email=t@hangar -c user.name=t commit -qm second"]}}},
+        {"put": "pushed", "type": "git", "source": source, "params": {"repository": "repo"}},
+        {"task": "show", "config": {"platform": "linux", "inputs": [{"name": "pushed"}],
+            "run": {"path": "cat", "args": ["pushed/SECOND"]}}}
+    ]);
+    let client = Client::new(&c.url, ADMIN, Duration::from_secs(30)).unwrap();
+    let build = block(client.create_build(&hangar_api::builds::CreateBuild {
+        resource_types: serde_json::Value::Null,
+        name: Some("put-job".into()),
+        plan,
+        artifacts: Default::default(),
+    }))
+    .unwrap();
+    let watch = c.cli(&["watch", "-b", &build.id.to_string()]);
+    let (out, err) = text(&watch);
+    assert!(watch.status.success(), "{out}\n{err}");
+    assert_eq!(out, "second\n");
+    let head = git(&bare, &["rev-parse", "refs/heads/main"]);
+    let finished = block(client.build(build.id)).unwrap();
+    let put = finished.steps.iter().find(|s| s.step_id == "2").unwrap();
+    assert_eq!(put.version, Some(serde_json::json!({"ref": head})));
+}

@@ -74,6 +74,7 @@ async fn run(
         action: action.into(),
         volume: volume.map(Into::into),
         image_volume: None,
+        inputs: Default::default(),
         request,
     };
     let mut events = w.api.resource_action_events(&req).await.unwrap();

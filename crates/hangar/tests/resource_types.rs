@@ -139,16 +139,17 @@ fn installed_scripts_run_the_builtin_types_through_the_binary() {
         "{stderr}"
     );
 
-    // The git type is there too, and refuses what it cannot do.
+    // The git type is there too, and refuses a put that names no
+    // repository to push.
     let output = run_script(
         &types_dir.join("git/out"),
         &[work.path()],
-        &json!({"source": {"uri": "/nowhere"}}),
+        &json!({"source": {"uri": "/nowhere", "branch": "main"}}),
     );
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
-        "error: git: out (pushing) is not supported yet\n"
+        "error: params.repository: required (the input directory to push)\n"
     );
 }
 

@@ -6,6 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hangar_api::builds::{Build, BuildEvent, BuildEvents, BuildStep, CreateBuild};
+use hangar_core::build::BuildEventKind;
 use hangar_core::names::validate_label;
 use hangar_core::plan::{leaf_steps, parse_build_plan, stored_plan, Step};
 use hangar_core::vars::find_unresolved;
@@ -48,6 +49,10 @@ pub(super) fn build_to_api(b: BuildRecord, steps: Vec<StepRecord>) -> Build {
                 error: s.error,
                 started_at: s.started_at,
                 finished_at: s.finished_at,
+                version: s
+                    .version
+                    .as_deref()
+                    .and_then(|v| serde_json::from_str(v).ok()),
             })
             .collect(),
     }
@@ -64,7 +69,13 @@ fn refuse_unresolved_vars(id: &str, step: &Step) -> Result<(), ApiError> {
             parts.extend(get.version.clone().map(serde_json::Value::Object));
             (&get.get, find_unresolved(&serde_json::Value::Array(parts)))
         }
-        Step::Do(_) | Step::InParallel(_) => return Ok(()),
+        Step::Put(put) => {
+            let mut parts = vec![serde_json::Value::Object(put.source.clone())];
+            parts.extend(put.params.clone().map(serde_json::Value::Object));
+            parts.extend(put.get_params.clone().map(serde_json::Value::Object));
+            (&put.put, find_unresolved(&serde_json::Value::Array(parts)))
+        }
+        Step::Do(_) | Step::InParallel(_) | Step::Try(_) | Step::Modified(_) => return Ok(()),
     };
     if left.is_empty() {
         return Ok(());
@@ -131,6 +142,19 @@ async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
     }
     for (id, step) in leaf_steps(&plan.steps) {
         refuse_unresolved_vars(&id, step)?;
+        if let Step::Put(put) = step {
+            if plan
+                .resource_types
+                .iter()
+                .any(|t| t.name == put.resource_type)
+            {
+                return Err(ApiError::bad_request(format!(
+                    "plan step {id} ({}): put to custom resource type {:?}: not supported \
+                     yet (out runs with base types only)",
+                    put.put, put.resource_type
+                )));
+            }
+        }
         if let Step::Task(task) = step {
             let config = task.parse_config().map_err(|e| {
                 ApiError::bad_request(format!("plan step {id} ({}): {e}", task.task))
@@ -232,6 +256,34 @@ pub(super) async fn show(
     _: Admin,
     Path(id): Path<i64>,
 ) -> Result<axum::Json<Build>, ApiError> {
+    let build = load(&web, id).await?;
+    let steps = web.store().build_steps(id).await?;
+    Ok(axum::Json(build_to_api(build, steps)))
+}
+
+/// Aborts a build (Concourse's `PUT /api/v1/builds/:id/abort`): a pending
+/// one at once, a started one by the node running it, which runs its
+/// `on_abort` and `ensure` hooks first; a finished one stays as it ended.
+/// Answers the build as it is now (Concourse answers 204 with no body).
+pub(super) async fn abort(
+    State(web): State<Web>,
+    _: Admin,
+    Path(id): Path<i64>,
+) -> Result<axum::Json<Build>, ApiError> {
+    let now = web.now();
+    match web.store().request_build_abort(id, now).await? {
+        hangar_store::AbortRequest::NotFound => {
+            return Err(ApiError::not_found(format!("build {id} not found")))
+        }
+        hangar_store::AbortRequest::AbortedPending => {
+            web.store()
+                .append_build_event(id, None, BuildEventKind::Status, "aborted", now)
+                .await?;
+        }
+        hangar_store::AbortRequest::Requested | hangar_store::AbortRequest::AlreadyFinished(_) => {}
+    }
+    web.engine().wake();
+    web.engine().build_events().notify_waiters();
     let build = load(&web, id).await?;
     let steps = web.store().build_steps(id).await?;
     Ok(axum::Json(build_to_api(build, steps)))

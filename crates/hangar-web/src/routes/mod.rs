@@ -34,6 +34,7 @@ pub(crate) fn router(web: Web) -> Router {
             ),
         )
         .route("/builds/{id}", get(builds::show))
+        .route("/builds/{id}/abort", put(builds::abort))
         .route("/builds/{id}/events", get(builds::events))
         .route("/builds/{id}/artifacts/{name}", get(builds::artifact))
         // Uploads stream through to the worker, which enforces its limits.

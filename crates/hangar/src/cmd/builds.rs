@@ -46,3 +46,26 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     ))?;
     Ok(ExitCode::SUCCESS)
 }
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct AbortArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// The build to abort.
+    #[arg(long, short = 'b')]
+    pub build: i64,
+}
+
+/// Aborts a build (`fly abort-build`): a pending one at once, a started
+/// one once its node stopped it and ran its `on_abort` and `ensure` hooks.
+pub(crate) async fn abort(args: AbortArgs) -> anyhow::Result<ExitCode> {
+    let build = args.target.client()?.abort_build(args.build).await?;
+    let line = match build.status {
+        hangar_api::builds::BuildStatus::Started => {
+            format!("build {}: aborting (`hangar watch` follows it)\n", build.id)
+        }
+        status => format!("build {}: {status}\n", build.id),
+    };
+    crate::format::emit(&line)?;
+    Ok(ExitCode::SUCCESS)
+}

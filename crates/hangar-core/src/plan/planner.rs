@@ -1,0 +1,282 @@
+//! A pipeline job's plan as a build plan: what a job build will run.
+//!
+//! Resource names become their type, source and tags; a custom type of the
+//! pipeline travels with the plan as the build's `resource_types`; a get's
+//! pinned `version` (the step's, else the resource's) and `params` carry
+//! over; a task's step `params` and `container_limits` override its
+//! config's, as in Concourse; the job's hooks wrap the whole plan. `passed`
+//! and `trigger` are the scheduler's, not the build's, and are not in a
+//! build plan. The result is read back through [`super::parse_build_plan`],
+//! so a job plan obeys every bound a plan sent to the API does. A put's
+//! resource is resolved as a get's. Steps the engine does not run yet are
+//! refused by name.
+
+use serde_json::{json, Map, Value};
+
+use super::{parse_build_plan, stored_plan, BuildPlan};
+use crate::pipeline::{Action, GetVersion, PutInputs, Step};
+use crate::pipeline::{Job, PipelineConfig};
+
+/// A job's build plan: as web stores it, and parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobPlan {
+    pub stored: Value,
+    pub plan: BuildPlan,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannerError(pub String);
+
+impl std::fmt::Display for PlannerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "job plan: {}", self.0)
+    }
+}
+
+impl std::error::Error for PlannerError {}
+
+/// The build plan of `job` of `config`.
+pub fn plan_job(config: &PipelineConfig, job: &Job) -> Result<JobPlan, PlannerError> {
+    let at = format!("jobs.{}.plan", job.name);
+    let steps = job
+        .plan
+        .iter()
+        .enumerate()
+        .map(|(i, s)| step(config, s, &format!("{at}[{i}]")))
+        .collect::<Result<Vec<Value>, _>>()?;
+    let mut plan = Value::Array(steps);
+    let hooks: Vec<(&str, &Option<Box<Step>>)> = vec![
+        ("on_success", &job.on_success),
+        ("on_failure", &job.on_failure),
+        ("on_abort", &job.on_abort),
+        ("on_error", &job.on_error),
+        ("ensure", &job.ensure),
+    ];
+    if hooks.iter().any(|(_, h)| h.is_some()) {
+        let mut wrapper = Map::new();
+        wrapper.insert("do".into(), plan);
+        for (key, hook) in hooks {
+            if let Some(hook) = hook {
+                wrapper.insert(
+                    key.into(),
+                    step(config, hook, &format!("jobs.{}.{key}", job.name))?,
+                );
+            }
+        }
+        plan = json!([Value::Object(wrapper)]);
+    }
+    let types = if config.resource_types.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(config.resource_types.iter().map(resource_type).collect())
+    };
+    let stored = stored_plan(&plan, &types);
+    let plan = parse_build_plan(&stored).map_err(|e| PlannerError(e.0))?;
+    Ok(JobPlan { stored, plan })
+}
+
+fn resource_type(t: &crate::pipeline::ResourceType) -> Value {
+    let mut out = Map::new();
+    out.insert("name".into(), json!(t.name));
+    out.insert("type".into(), json!(t.resource_type));
+    out.insert("source".into(), Value::Object(t.source.clone()));
+    if let Some(p) = &t.params {
+        out.insert("params".into(), Value::Object(p.clone()));
+    }
+    if !t.tags.is_empty() {
+        out.insert("tags".into(), json!(t.tags));
+    }
+    if let Some(d) = &t.defaults {
+        out.insert("defaults".into(), Value::Object(d.clone()));
+    }
+    Value::Object(out)
+}
+
+fn step(config: &PipelineConfig, s: &Step, at: &str) -> Result<Value, PlannerError> {
+    let at = format!("{at}{}", s.label());
+    let mut out = match &s.action {
+        Action::Get(get) => {
+            let resource = config.resource(get.resource_name()).ok_or_else(|| {
+                PlannerError(format!("{at}: unknown resource {:?}", get.resource_name()))
+            })?;
+            let mut o = Map::new();
+            o.insert("get".into(), json!(get.name));
+            o.insert("type".into(), json!(resource.resource_type));
+            o.insert("source".into(), Value::Object(resource.source.clone()));
+            let version = match &get.version {
+                Some(GetVersion::Pinned(v)) => Some(v.clone()),
+                _ => resource.version.clone(),
+            };
+            if let Some(v) = version {
+                o.insert("version".into(), Value::Object(v));
+            }
+            if let Some(p) = &get.params {
+                o.insert("params".into(), Value::Object(p.clone()));
+            }
+            let tags = merged_tags(&resource.tags, &s.tags);
+            if !tags.is_empty() {
+                o.insert("tags".into(), json!(tags));
+            }
+            o
+        }
+        Action::Task(task) => {
+            if task.file.is_some() {
+                return Err(PlannerError(format!(
+                    "{at}.file: a task config read from an artifact is not supported yet"
+                )));
+            }
+            let mut task_config = task
+                .config
+                .clone()
+                .ok_or_else(|| PlannerError(format!("{at}: a task needs `config` (or `file`)")))?;
+            if let Some(params) = &task.params {
+                let base = task_config
+                    .as_object_mut()
+                    .ok_or_else(|| PlannerError(format!("{at}.config: expected a mapping")))?;
+                let merged = base
+                    .entry("params")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Some(merged) = merged.as_object_mut() {
+                    for (k, v) in params {
+                        merged.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            if let Some(limits) = &task.container_limits {
+                let limits = serde_json::to_value(limits)
+                    .map_err(|e| PlannerError(format!("{at}.container_limits: {e}")))?;
+                if let Some(base) = task_config.as_object_mut() {
+                    base.insert("container_limits".into(), limits);
+                }
+            }
+            let mut o = Map::new();
+            o.insert("task".into(), json!(task.name));
+            o.insert("config".into(), task_config);
+            if !task.input_mapping.is_empty() {
+                o.insert("input_mapping".into(), json!(task.input_mapping));
+            }
+            if !task.output_mapping.is_empty() {
+                o.insert("output_mapping".into(), json!(task.output_mapping));
+            }
+            if let Some(image) = &task.image {
+                o.insert("image".into(), json!(image));
+            }
+            if !s.tags.is_empty() {
+                o.insert("tags".into(), json!(s.tags));
+            }
+            o
+        }
+        Action::Put(put) => {
+            let resource = config.resource(put.resource_name()).ok_or_else(|| {
+                PlannerError(format!("{at}: unknown resource {:?}", put.resource_name()))
+            })?;
+            let mut o = Map::new();
+            o.insert("put".into(), json!(put.name));
+            o.insert("type".into(), json!(resource.resource_type));
+            o.insert("source".into(), Value::Object(resource.source.clone()));
+            if let Some(p) = &put.params {
+                o.insert("params".into(), Value::Object(p.clone()));
+            }
+            if let Some(inputs) = &put.inputs {
+                let inputs = match inputs {
+                    PutInputs::All => json!("all"),
+                    PutInputs::Detect => json!("detect"),
+                    PutInputs::Names(n) => json!(n),
+                };
+                o.insert("inputs".into(), inputs);
+            }
+            if let Some(p) = &put.get_params {
+                o.insert("get_params".into(), Value::Object(p.clone()));
+            }
+            if put.no_get {
+                o.insert("no_get".into(), json!(true));
+            }
+            let tags = merged_tags(&resource.tags, &s.tags);
+            if !tags.is_empty() {
+                o.insert("tags".into(), json!(tags));
+            }
+            o
+        }
+        Action::SetPipeline(_) => {
+            return Err(PlannerError(format!(
+                "{at}: set_pipeline steps are not run by hangar yet"
+            )))
+        }
+        Action::LoadVar(_) => {
+            return Err(PlannerError(format!(
+                "{at}: load_var steps are not run by hangar yet"
+            )))
+        }
+        Action::Do(inner) => {
+            let mut o = Map::new();
+            o.insert("do".into(), list(config, inner, &at)?);
+            o
+        }
+        Action::Try(inner) => {
+            let mut o = Map::new();
+            o.insert("try".into(), step(config, inner, &at)?);
+            o
+        }
+        Action::InParallel(p) => {
+            let mut body = Map::new();
+            body.insert("steps".into(), list(config, &p.steps, &at)?);
+            if let Some(limit) = p.limit.filter(|l| *l > 0) {
+                body.insert("limit".into(), json!(limit));
+            }
+            if p.fail_fast {
+                body.insert("fail_fast".into(), json!(true));
+            }
+            let mut o = Map::new();
+            o.insert("in_parallel".into(), Value::Object(body));
+            o
+        }
+    };
+    if !matches!(s.action, Action::Get(_) | Action::Task(_) | Action::Put(_)) && !s.tags.is_empty()
+    {
+        return Err(PlannerError(format!(
+            "{at}.tags: tags on a {} are not supported yet; put them on its steps",
+            s.label().trim_start_matches('.')
+        )));
+    }
+    if let Some(n) = s.attempts {
+        out.insert("attempts".into(), json!(n));
+    }
+    if let Some(t) = &s.timeout {
+        out.insert("timeout".into(), json!(t.text));
+    }
+    for (key, hook) in [
+        ("on_success", &s.on_success),
+        ("on_failure", &s.on_failure),
+        ("on_abort", &s.on_abort),
+        ("on_error", &s.on_error),
+        ("ensure", &s.ensure),
+    ] {
+        if let Some(hook) = hook {
+            out.insert(key.into(), step(config, hook, &format!("{at}.{key}"))?);
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+fn list(config: &PipelineConfig, steps: &[Step], at: &str) -> Result<Value, PlannerError> {
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| step(config, s, &format!("{at}[{i}]")))
+        .collect::<Result<Vec<Value>, _>>()
+        .map(Value::Array)
+}
+
+/// A resource's tags and the step's, each once.
+fn merged_tags(resource: &[String], step: &[String]) -> Vec<String> {
+    let mut tags: Vec<String> = resource.to_vec();
+    for t in step {
+        if !tags.contains(t) {
+            tags.push(t.clone());
+        }
+    }
+    tags
+}
+
+#[cfg(test)]
+mod tests;

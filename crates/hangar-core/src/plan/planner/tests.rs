@@ -1,0 +1,204 @@
+use super::*;
+use crate::pipeline::parse_pipeline;
+use crate::plan::outcome::Hook;
+use crate::plan::{leaf_steps, Step as PlanStep};
+
+fn job_plan(yaml: &str) -> Result<JobPlan, PlannerError> {
+    let config = parse_pipeline(yaml).expect("a valid pipeline").config;
+    let job = config.jobs[0].clone();
+    plan_job(&config, &job)
+}
+
+#[test]
+fn resources_become_type_source_tags_and_pinned_versions() {
+    let plan = job_plan(
+        r#"
+resources:
+- name: repo
+  type: git
+  source: {uri: "https://example.com/r.git", branch: main}
+  tags: [linux]
+- name: pinned
+  type: mock
+  source: {}
+  version: {ref: abc}
+jobs:
+- name: unit
+  plan:
+  - get: repo
+    trigger: true
+    params: {depth: 1}
+    tags: [big]
+  - get: code
+    resource: pinned
+  - get: old
+    resource: repo
+    version: {ref: "123"}
+  - task: test
+    config:
+      platform: linux
+      inputs: [{name: repo}]
+      params: {A: "1", B: "2"}
+      run: {path: make}
+    params: {B: "3"}
+    input_mapping: {repo: code}
+"#,
+    )
+    .unwrap();
+    let steps = plan
+        .stored
+        .as_array()
+        .expect("a plan without custom types is a list");
+    assert_eq!(
+        steps[0],
+        json!({"get": "repo", "type": "git",
+               "source": {"uri": "https://example.com/r.git", "branch": "main"},
+               "params": {"depth": 1}, "tags": ["linux", "big"]})
+    );
+    assert_eq!(
+        steps[1],
+        json!({"get": "code", "type": "mock", "source": {}, "version": {"ref": "abc"}})
+    );
+    assert_eq!(steps[2]["version"], json!({"ref": "123"}));
+    // The step's params override the config's, as in Concourse.
+    assert_eq!(steps[3]["config"]["params"], json!({"A": "1", "B": "3"}));
+    assert_eq!(steps[3]["input_mapping"], json!({"repo": "code"}));
+    assert_eq!(leaf_steps(&plan.plan.steps).len(), 4);
+}
+
+#[test]
+fn job_hooks_wrap_the_whole_plan_and_step_modifiers_carry_over() {
+    let plan = job_plan(
+        r#"
+jobs:
+- name: j
+  on_failure: {task: alert, config: {platform: linux, run: {path: alert}}}
+  ensure: {task: clean, config: {platform: linux, run: {path: clean}}}
+  plan:
+  - try:
+      task: flaky
+      config: {platform: linux, run: {path: flaky}}
+  - in_parallel:
+      limit: 2
+      fail_fast: true
+      steps:
+      - task: a
+        attempts: 3
+        timeout: 10m
+        config: {platform: linux, run: {path: a}}
+      - do:
+        - task: b
+          config: {platform: linux, run: {path: b}}
+"#,
+    )
+    .unwrap();
+    let [PlanStep::Modified(job)] = plan.plan.steps.as_slice() else {
+        panic!("{:?}", plan.plan.steps)
+    };
+    let hooks: Vec<Hook> = job.hooks.iter().map(|(h, _)| *h).collect();
+    assert_eq!(hooks, [Hook::OnFailure, Hook::Ensure]);
+    let PlanStep::Do(inner) = &job.step else {
+        panic!()
+    };
+    assert!(matches!(&inner[0], PlanStep::Try(_)));
+    let PlanStep::InParallel(p) = &inner[1] else {
+        panic!()
+    };
+    assert_eq!((p.limit, p.fail_fast), (Some(2), true));
+    let PlanStep::Modified(a) = &p.steps[0] else {
+        panic!()
+    };
+    assert_eq!(
+        (a.attempts, a.timeout),
+        (3, Some(std::time::Duration::from_secs(600)))
+    );
+    let ids: Vec<String> = leaf_steps(&plan.plan.steps)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(ids, ["0.0", "0.1.0", "0.1.1.0", "0.on_failure", "0.ensure"]);
+}
+
+#[test]
+fn custom_resource_types_travel_with_the_plan() {
+    let plan = job_plan(
+        r##"
+resource_types:
+- name: slack
+  type: registry-image
+  source: {repository: example/slack}
+  defaults: {channel: "#ci"}
+resources:
+- name: notify
+  type: slack
+  source: {url: "https://hooks.example.com"}
+jobs:
+- name: j
+  plan:
+  - get: notify
+"##,
+    )
+    .unwrap();
+    assert_eq!(plan.plan.resource_types.len(), 1);
+    assert_eq!(plan.plan.resource_types[0].name, "slack");
+    assert_eq!(
+        plan.stored["resource_types"][0]["defaults"],
+        json!({"channel": "#ci"})
+    );
+}
+
+#[test]
+fn steps_not_run_yet_are_refused_naming_where() {
+    let cases = [
+        (
+            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n  - task: t\n    file: r/t.yml\n",
+            "job plan: jobs.j.plan[1].task(t).file: a task config read from an artifact",
+        ),
+        (
+            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n  - load_var: v\n    file: r/v\n",
+            "job plan: jobs.j.plan[1].load_var(v): load_var steps are not run",
+        ),
+        (
+            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n    on_failure:\n      load_var: v\n      file: r/v\n",
+            "job plan: jobs.j.plan[0].get(r).on_failure.load_var(v): load_var steps",
+        ),
+    ];
+    for (yaml, expected) in cases {
+        let got = job_plan(yaml).unwrap_err().to_string();
+        assert!(got.starts_with(expected), "{yaml}\n{got}");
+    }
+}
+
+#[test]
+fn a_put_resolves_its_resource_and_keeps_its_fields() {
+    let plan = job_plan(
+        r#"
+resources:
+- name: repo
+  type: git
+  source: {uri: "https://example.com/r.git", branch: main}
+jobs:
+- name: j
+  plan:
+  - get: repo
+  - put: repo
+    inputs: [repo]
+    params: {repository: repo}
+    get_params: {depth: 1}
+  - put: bump
+    resource: repo
+    no_get: true
+    params: {repository: repo}
+"#,
+    )
+    .unwrap();
+    let steps = plan.stored.as_array().unwrap();
+    assert_eq!(
+        steps[1],
+        json!({"put": "repo", "type": "git",
+               "source": {"uri": "https://example.com/r.git", "branch": "main"},
+               "params": {"repository": "repo"}, "inputs": ["repo"], "get_params": {"depth": 1}})
+    );
+    assert_eq!(steps[2]["no_get"], json!(true));
+    assert!(matches!(plan.plan.steps[1], PlanStep::Put(_)));
+}

@@ -1,0 +1,294 @@
+//! A put step: the resource type's `out` on a worker with the put's inputs
+//! (copy-on-write children of the build's artifacts, or copies streamed
+//! from the worker that has them), its new version recorded with the step,
+//! then the implicit get of that version (a step of its own, `<id>.get`)
+//! into the artifact named like the put, unless `no_get`.
+//!
+//! The version is saved before the get starts: a build resumed after its
+//! node or the get's worker died finds it and never runs `out` again; only
+//! the get is retried.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hangar_api::resources::ResourceAction;
+use hangar_core::build::{
+    decide_retry, BuildEventKind, RetryDecision, StepFailure, StepKind, StepState,
+};
+use hangar_core::engine::Observed;
+use hangar_core::placement::Requirement;
+use hangar_core::plan::{GetStep, PutStep};
+use hangar_core::volumes::OwnerKind;
+use serde_json::{json, Map, Value};
+
+use crate::context::{give_up, BuildContext, Interrupted, StepEnd};
+use crate::placement::{place_waiting, Wants};
+use crate::task_step::op_failure;
+use crate::{get_step, watch, Source};
+
+pub(crate) async fn run(
+    ctx: &BuildContext,
+    step_id: &str,
+    step: &PutStep,
+) -> Result<StepEnd, Interrupted> {
+    let (mut record, done) = ctx.resume_step(step_id, &step.put, StepKind::Put).await;
+    let version = match done {
+        Some(end) if end.state != StepState::Succeeded => return Ok(end),
+        Some(end) => match record
+            .version
+            .as_deref()
+            .map(serde_json::from_str::<Map<String, Value>>)
+        {
+            Some(Ok(v)) => v,
+            // Succeeded without a readable version: nothing to get.
+            _ if step.no_get => return Ok(end),
+            _ => {
+                let why = format!("the recorded version of put {} is unreadable", step.put);
+                return Ok(give_up(ctx, &mut record, StepState::Errored, None, why).await);
+            }
+        },
+        None => match out(ctx, step_id, step, &mut record).await? {
+            Ok(v) => v,
+            Err(end) => return Ok(end),
+        },
+    };
+    if step.no_get {
+        return Ok(StepEnd {
+            state: StepState::Succeeded,
+            exit_code: Some(0),
+            error: None,
+        });
+    }
+    let get = GetStep {
+        get: step.put.clone(),
+        resource_type: step.resource_type.clone(),
+        source: step.source.clone(),
+        version: Some(version),
+        params: step.get_params.clone(),
+        tags: step.tags.clone(),
+        infrastructure_attempts: step.infrastructure_attempts,
+    };
+    get_step::run(ctx, &format!("{step_id}.get"), &get).await
+}
+
+/// Runs `out` (retried on another worker after an infrastructure failure)
+/// and records the version it answered.
+async fn out(
+    ctx: &BuildContext,
+    step_id: &str,
+    step: &PutStep,
+    record: &mut hangar_store::StepRecord,
+) -> Result<Result<Map<String, Value>, StepEnd>, Interrupted> {
+    let max_attempts = step.infrastructure_attempts();
+    let mut avoid = BTreeSet::new();
+    loop {
+        record.state = StepState::Running;
+        record.started_at.get_or_insert(ctx.engine.now());
+        ctx.save(record).await;
+        ctx.log(
+            Some(step_id),
+            BuildEventKind::Step,
+            &format!("pushing {} ({})", step.put, step.resource_type),
+        )
+        .await;
+        match attempt(ctx, step_id, step, &avoid).await? {
+            Ok((worker, version)) => {
+                record.worker = Some(worker.clone());
+                record.version = Some(Value::Object(version.clone()).to_string());
+                record.state = StepState::Succeeded;
+                record.exit_code = Some(0);
+                record.finished_at = Some(ctx.engine.now());
+                ctx.save(record).await;
+                ctx.log(
+                    Some(step_id),
+                    BuildEventKind::Step,
+                    &format!(
+                        "pushed version {} on worker {worker}",
+                        Value::Object(version.clone())
+                    ),
+                )
+                .await;
+                return Ok(Ok(version));
+            }
+            Err(failure) => {
+                match decide_retry(&failure, record.attempt as u32, max_attempts, false) {
+                    RetryDecision::Retry { next_attempt } => {
+                        ctx.announce_retry(
+                            step_id,
+                            "put",
+                            &step.put,
+                            &failure,
+                            next_attempt,
+                            max_attempts,
+                            &mut avoid,
+                        )
+                        .await?;
+                        record.attempt = i64::from(next_attempt);
+                    }
+                    RetryDecision::GiveUp(state) => {
+                        let code = failure.exit_code();
+                        let end = give_up(ctx, record, state, code, failure.describe()).await;
+                        return Ok(Err(end));
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn attempt(
+    ctx: &BuildContext,
+    step_id: &str,
+    step: &PutStep,
+    avoid: &BTreeSet<String>,
+) -> Result<Result<(String, Map<String, Value>), StepFailure>, Interrupted> {
+    let invalid = |reason: String| Ok(Err(StepFailure::Invalid { reason }));
+    match hangar_core::resource_types::chain(&ctx.resource_types, &step.resource_type) {
+        Ok(chain) if chain.is_empty() => {}
+        Ok(_) => {
+            return invalid(format!(
+                "put {}: a resource type from an image cannot be put to by hangar yet",
+                step.put
+            ))
+        }
+        Err(e) => return invalid(e.0),
+    }
+    let artifacts: BTreeMap<String, String> = ctx
+        .artifacts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let names = match step.input_names(&artifacts.keys().cloned().collect()) {
+        Ok(n) => n,
+        Err(e) => return invalid(format!("put {}: {e}", step.put)),
+    };
+    let inputs: Vec<(String, String)> = names
+        .into_iter()
+        .filter_map(|n| artifacts.get(&n).map(|h| (n, h.clone())))
+        .collect();
+    let wants = Wants {
+        requirement: Requirement {
+            platform: String::new(),
+            tags: step.tags.iter().cloned().collect(),
+            team: None,
+            wants: vec![],
+            avoid: avoid.clone(),
+            memory: None,
+        },
+        resource_type: Some(step.resource_type.clone()),
+        volumes: inputs.iter().map(|(_, h)| h.clone()).collect(),
+        caches: vec![],
+    };
+    let worker = place_waiting(ctx, step_id, wants).await?;
+    let Observed::Present(seen) = watch::seen(&ctx.engine, &worker).await else {
+        return Ok(Err(StepFailure::WorkerGone { worker }));
+    };
+    let mut release = Vec::new();
+    let placed = ctx
+        .call(
+            &[(worker.as_str(), &seen)],
+            place_inputs(ctx, step_id, &worker, &inputs, &mut release),
+        )
+        .await;
+    let placed = match placed {
+        Ok(Ok(Ok(p))) => p,
+        Ok(Ok(Err(f))) | Ok(Err(f)) => {
+            release_all(ctx, &release).await;
+            return Ok(Err(f));
+        }
+        Err(i) => {
+            release_all(ctx, &release).await;
+            return Err(i);
+        }
+    };
+    let req = ResourceAction {
+        resource_type: step.resource_type.clone(),
+        action: "out".into(),
+        volume: None,
+        image_volume: None,
+        inputs: placed,
+        request: json!({
+            "source": step.source,
+            "params": step.params.clone().map_or(Value::Null, Value::Object),
+        }),
+    };
+    let answer = get_step::plain_action(ctx, step_id, &worker, &seen, &req).await;
+    release_all(ctx, &release).await;
+    let answer = match answer? {
+        Ok(a) => a,
+        Err(f) => return Ok(Err(f)),
+    };
+    // Its stderr is in the build log already (`plain_action`).
+    if answer.exit_code != 0 {
+        return Ok(Err(get_step::exit_failure(&worker, &answer)));
+    }
+    match answer
+        .response
+        .as_ref()
+        .and_then(|r| r.get("version"))
+        .and_then(Value::as_object)
+    {
+        Some(v) => Ok(Ok((worker, v.clone()))),
+        None => invalid(format!("put {}: out answered no version", step.put)),
+    }
+}
+
+/// Each input as a volume on `worker`: a copy-on-write child of the
+/// artifact where it lives, else a copy from the worker that has it. Every
+/// volume made is in `release` however this ends.
+async fn place_inputs(
+    ctx: &BuildContext,
+    step_id: &str,
+    worker: &str,
+    inputs: &[(String, String)],
+    release: &mut Vec<String>,
+) -> Result<BTreeMap<String, String>, StepFailure> {
+    let engine = &ctx.engine;
+    let mut placed = BTreeMap::new();
+    for (name, handle) in inputs {
+        let Ok(Some(vol)) = engine.store().get_volume(handle).await else {
+            return Err(StepFailure::VolumeLost {
+                worker: worker.to_string(),
+                handle: handle.clone(),
+            });
+        };
+        let made = if vol.worker == worker {
+            engine
+                .make_volume(
+                    worker,
+                    Source::CopyOnWrite {
+                        parent: vol.handle.clone(),
+                    },
+                    OwnerKind::Container,
+                    None,
+                )
+                .await
+        } else {
+            ctx.log(
+                Some(step_id),
+                BuildEventKind::Infra,
+                &format!(
+                    "copying input {name} from worker {} to {worker}",
+                    vol.worker
+                ),
+            )
+            .await;
+            engine
+                .copy_volume_between_workers(&vol, worker, OwnerKind::Container, None)
+                .await
+        };
+        match made {
+            Ok(v) => {
+                release.push(v.handle.clone());
+                placed.insert(name.clone(), v.handle);
+            }
+            Err(e) => return Err(op_failure(worker, e)),
+        }
+    }
+    Ok(placed)
+}
+
+async fn release_all(ctx: &BuildContext, handles: &[String]) {
+    for h in handles {
+        ctx.engine.release_volume(h).await;
+    }
+}

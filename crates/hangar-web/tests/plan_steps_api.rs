@@ -1,0 +1,86 @@
+//! Concourse's steps through `POST /api/v1/builds`: accepted as Concourse
+//! writes them, refused with a 400 that says where, a refusal storing
+//! nothing. On SQLite and PostgreSQL alike.
+
+mod common;
+
+use common::TestWeb;
+use hangar_api::builds::CreateBuild;
+use hangar_client::ClientError;
+use hangar_store::Store;
+use hangar_testkit::on_both_databases;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+fn req(plan: Value, resource_types: Value) -> CreateBuild {
+    CreateBuild {
+        resource_types,
+        name: Some("b".into()),
+        plan,
+        artifacts: Default::default(),
+    }
+}
+
+fn task(name: &str) -> Value {
+    json!({"task": name, "config": {"platform": "linux", "run": {"path": "true"}}})
+}
+
+async fn concourse_steps_are_taken_and_bad_ones_refused_storing_nothing(store: Store) {
+    let t = TestWeb::start(store.clone()).await;
+    let types = json!([{"name": "slack", "type": "registry-image", "source": {"repository": "x"}}]);
+    let refused = [
+        (
+            json!([{"put": "n", "type": "slack", "source": {}}]),
+            types.clone(),
+            "plan step 0 (n): put to custom resource type \"slack\": not supported yet",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "retry_failures": true}]),
+            Value::Null,
+            "plan: plan[0].retry_failures: replaced by Concourse's `attempts`",
+        ),
+        (
+            json!([{"load_var": "v", "file": "a/b"}]),
+            Value::Null,
+            "plan: plan[0]: load_var steps are not run by hangar yet",
+        ),
+        (
+            json!([{"put": "r", "type": "git", "source": {"uri": "((uri))"}}]),
+            Value::Null,
+            "plan step 0 (r): unresolved vars: uri;",
+        ),
+        (
+            json!([{"do": [task("a")], "ensure": {"put": "r", "type": "mock", "source": {}, "params": {"p": "((secret))"}}}]),
+            Value::Null,
+            "plan step 0.ensure (r): unresolved vars: secret;",
+        ),
+    ];
+    for (plan, types, says) in refused {
+        match t.admin.create_build(&req(plan.clone(), types)).await {
+            Err(ClientError::Api {
+                status, message, ..
+            }) => {
+                assert_eq!(status, StatusCode::BAD_REQUEST, "{plan}: {message}");
+                assert!(message.contains(says), "{plan}: {message}");
+            }
+            other => panic!("{plan}: expected a refusal, got {other:?}"),
+        }
+    }
+    assert!(
+        store.list_builds(10).await.unwrap().is_empty(),
+        "a refusal stores nothing"
+    );
+
+    let plan = json!([
+        {"get": "repo", "type": "mock", "source": {}},
+        {"in_parallel": {"steps": [task("a"), {"try": task("b")}], "limit": 1, "fail_fast": true}},
+        {"put": "repo", "type": "mock", "source": {}, "inputs": "detect", "params": {"file": "repo/v"},
+         "attempts": 2, "timeout": "1m", "on_failure": task("alert"), "ensure": task("clean")}
+    ]);
+    let build = t.admin.create_build(&req(plan, Value::Null)).await.unwrap();
+    assert_eq!(store.list_builds(10).await.unwrap().len(), 1);
+    assert_eq!(build.status, hangar_core::build::BuildStatus::Pending);
+    t.stop().await;
+}
+
+on_both_databases!(concourse_steps_are_taken_and_bad_ones_refused_storing_nothing);
