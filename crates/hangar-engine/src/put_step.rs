@@ -12,18 +12,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use hangar_api::resources::ResourceAction;
 use hangar_core::build::{
-    decide_retry, BuildEventKind, RetryDecision, StepFailure, StepKind, StepState,
+    decide_retry, BuildEventKind, RetryDecision, StepFailure, StepKind, StepState, WorkerSeen,
 };
 use hangar_core::engine::Observed;
 use hangar_core::placement::Requirement;
 use hangar_core::plan::{GetStep, PutStep};
-use hangar_core::volumes::OwnerKind;
 use serde_json::{json, Map, Value};
 
 use crate::context::{give_up, BuildContext, Interrupted, StepEnd};
 use crate::placement::{place_waiting, Wants};
-use crate::task_step::op_failure;
-use crate::{get_step, watch, Source};
+use crate::{get_step, watch};
 
 pub(crate) async fn run(
     ctx: &BuildContext,
@@ -186,7 +184,7 @@ async fn attempt(
     let placed = ctx
         .call(
             &[(worker.as_str(), &seen)],
-            place_inputs(ctx, step_id, &worker, &inputs, &mut release),
+            place_inputs(ctx, step_id, &worker, &seen, &inputs, &mut release),
         )
         .await;
     let placed = match placed {
@@ -232,57 +230,23 @@ async fn attempt(
     }
 }
 
-/// Each input as a volume on `worker`: a copy-on-write child of the
-/// artifact where it lives, else a copy from the worker that has it. Every
-/// volume made is in `release` however this ends.
+/// Each input as a volume on `worker` (see
+/// [`crate::task_step::input_volume`]). Every volume made is in `release`
+/// however this ends.
 async fn place_inputs(
     ctx: &BuildContext,
     step_id: &str,
     worker: &str,
+    seen: &WorkerSeen,
     inputs: &[(String, String)],
     release: &mut Vec<String>,
 ) -> Result<BTreeMap<String, String>, StepFailure> {
-    let engine = &ctx.engine;
     let mut placed = BTreeMap::new();
     for (name, handle) in inputs {
-        let Ok(Some(vol)) = engine.store().get_volume(handle).await else {
-            return Err(StepFailure::VolumeLost {
-                worker: worker.to_string(),
-                handle: handle.clone(),
-            });
-        };
-        let made = if vol.worker == worker {
-            engine
-                .make_volume(
-                    worker,
-                    Source::CopyOnWrite {
-                        parent: vol.handle.clone(),
-                    },
-                    OwnerKind::Container,
-                    None,
-                )
-                .await
-        } else {
-            ctx.log(
-                Some(step_id),
-                BuildEventKind::Infra,
-                &format!(
-                    "copying input {name} from worker {} to {worker}",
-                    vol.worker
-                ),
-            )
-            .await;
-            engine
-                .copy_volume_between_workers(&vol, worker, OwnerKind::Container, None)
-                .await
-        };
-        match made {
-            Ok(v) => {
-                release.push(v.handle.clone());
-                placed.insert(name.clone(), v.handle);
-            }
-            Err(e) => return Err(op_failure(worker, e)),
-        }
+        let volume =
+            crate::task_step::input_volume(ctx, step_id, worker, seen, name, handle).await?;
+        release.push(volume.clone());
+        placed.insert(name.clone(), volume);
     }
     Ok(placed)
 }

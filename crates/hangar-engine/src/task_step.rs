@@ -594,6 +594,70 @@ async fn make_cache(
         .map_err(|e| op_failure(worker, e))
 }
 
+/// An artifact as a volume of a step on `worker` (seen as `at_start`): a
+/// copy-on-write child where the artifact lives, else a copy streamed from
+/// the worker that has it, watched on both ends. Its handle; the caller
+/// releases it. An input its worker says it lacks is marked missing, so
+/// the retry fetches it anew. Task inputs and a put's inputs both come
+/// this way.
+pub(crate) async fn input_volume(
+    ctx: &BuildContext,
+    step_id: &str,
+    worker: &str,
+    at_start: &WorkerSeen,
+    name: &str,
+    handle: &str,
+) -> Result<String, StepFailure> {
+    let engine = &ctx.engine;
+    let Ok(Some(vol)) = engine.store().get_volume(handle).await else {
+        return Err(StepFailure::VolumeLost {
+            worker: worker.to_string(),
+            handle: handle.to_string(),
+        });
+    };
+    let child = if vol.worker == worker {
+        engine
+            .make_volume(
+                worker,
+                Source::CopyOnWrite {
+                    parent: vol.handle.clone(),
+                },
+                OwnerKind::Container,
+                None,
+            )
+            .await
+    } else {
+        ctx.log(
+            Some(step_id),
+            BuildEventKind::Infra,
+            &format!(
+                "copying input {name} from worker {} to {worker}",
+                vol.worker
+            ),
+        )
+        .await;
+        let Observed::Present(source_seen) = watch::seen(engine, &vol.worker).await else {
+            return Err(StepFailure::VolumeLost {
+                worker: vol.worker.clone(),
+                handle: vol.handle.clone(),
+            });
+        };
+        // Watched on both ends; the caller's call() around the step's
+        // preparation observes the build's cancellation.
+        let copy = engine.copy_volume_between_workers(&vol, worker, OwnerKind::Container, None);
+        watch::guarded(
+            engine,
+            &[(vol.worker.as_str(), &source_seen), (worker, at_start)],
+            copy,
+        )
+        .await?
+    };
+    match child {
+        Ok(c) => Ok(c.handle),
+        Err(e) => Err(input_failure(engine, &vol, worker, e).await),
+    }
+}
+
 /// Makes the step's volumes on its worker: inputs, outputs, caches, image.
 async fn prepare_volumes(
     ctx: &BuildContext,
@@ -614,65 +678,14 @@ async fn prepare_volumes(
     // Inputs: a copy-on-write child of the artifact where it lives, else a
     // copy streamed from the worker that has it.
     for (input, handle) in &placed.inputs {
-        let Ok(Some(vol)) = engine.store().get_volume(handle).await else {
-            return Err(StepFailure::VolumeLost {
-                worker: worker.to_string(),
-                handle: handle.clone(),
-            });
-        };
-        let child = if vol.worker == worker {
-            engine
-                .make_volume(
-                    worker,
-                    Source::CopyOnWrite {
-                        parent: vol.handle.clone(),
-                    },
-                    OwnerKind::Container,
-                    None,
-                )
-                .await
-        } else {
-            ctx.log(
-                Some(step_id),
-                BuildEventKind::Infra,
-                &format!(
-                    "copying input {} from worker {} to {worker}",
-                    input.name, vol.worker
-                ),
-            )
-            .await;
-            let Observed::Present(source_seen) = watch::seen(engine, &vol.worker).await else {
-                return Err(StepFailure::VolumeLost {
-                    worker: vol.worker.clone(),
-                    handle: vol.handle.clone(),
-                });
-            };
-            // Watched on both ends; the caller's call() around this whole
-            // preparation observes the build's cancellation.
-            let copy = engine.copy_volume_between_workers(&vol, worker, OwnerKind::Container, None);
-            match watch::guarded(
-                engine,
-                &[(vol.worker.as_str(), &source_seen), (worker, at_start)],
-                copy,
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(f) => return Err(f),
-            }
-        };
-        match child {
-            Ok(c) => {
-                scratch.release.push(c.handle.clone());
-                input_volumes.insert(input.name.clone(), c.handle.clone());
-                mounts.push(Mount {
-                    volume: c.handle,
-                    path: input.path.clone().unwrap_or_else(|| input.name.clone()),
-                    read_only: false,
-                });
-            }
-            Err(e) => return Err(input_failure(engine, &vol, worker, e).await),
-        }
+        let child = input_volume(ctx, step_id, worker, at_start, &input.name, handle).await?;
+        scratch.release.push(child.clone());
+        input_volumes.insert(input.name.clone(), child.clone());
+        mounts.push(Mount {
+            volume: child,
+            path: input.path.clone().unwrap_or_else(|| input.name.clone()),
+            read_only: false,
+        });
     }
     let mut outputs = BTreeMap::new();
     for output in &config.outputs {
