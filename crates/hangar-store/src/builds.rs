@@ -70,13 +70,13 @@ pub struct BuildEventRecord {
     pub at: UnixMillis,
 }
 
-const BUILD_COLUMNS: &str =
+pub(crate) const BUILD_COLUMNS: &str =
     "id, name, team, plan, artifacts, status, created_at, started_at, finished_at, exit_code, error";
 const STEP_COLUMNS: &str =
     "build_id, step_id, name, kind, state, attempt, worker_name, container_handle, \
      log_offset, exit_code, outputs, error, started_at, finished_at, version";
 
-fn build_from_row(r: &AnyRow) -> Result<BuildRecord, StoreError> {
+pub(crate) fn build_from_row(r: &AnyRow) -> Result<BuildRecord, StoreError> {
     Ok(BuildRecord {
         id: r.try_get("id")?,
         name: r.try_get("name")?,

@@ -15,6 +15,7 @@ mod error;
 mod events;
 mod gc;
 mod health;
+mod job_builds;
 mod pipelines;
 mod records;
 mod volumes;
@@ -31,6 +32,7 @@ pub use builds::{AbortRequest, BuildEventRecord, BuildRecord, StepRecord};
 pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;
+pub use job_builds::JobBuildRecord;
 pub use pipelines::{
     JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,
     SetOutcome, TeamRecord, VersionPage,

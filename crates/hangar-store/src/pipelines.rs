@@ -420,6 +420,13 @@ impl Store {
         .bind(pipeline.id)
         .execute(&mut *tx)
         .await?;
+        // Its jobs' builds stay, as one-off builds; only their numbering goes.
+        sqlx::query(
+            "DELETE FROM job_builds WHERE job_id IN (SELECT id FROM jobs WHERE pipeline_id = $1)",
+        )
+        .bind(pipeline.id)
+        .execute(&mut *tx)
+        .await?;
         for table in ["resources", "resource_types", "jobs", "pipeline_configs"] {
             sqlx::query(&format!("DELETE FROM {table} WHERE pipeline_id = $1"))
                 .bind(pipeline.id)

@@ -1,0 +1,161 @@
+//! Builds of a pipeline's jobs, numbered per job, on both databases.
+
+use hangar_core::pipeline::parse_pipeline;
+use hangar_store::{Store, StoreError};
+use hangar_testkit::on_both_databases;
+
+const T0: i64 = 1_700_000_000_000;
+
+const PIPELINE: &str = "
+resources:
+- name: repo
+  type: mock
+  source: {}
+jobs:
+- name: build
+  plan:
+  - get: repo
+- name: test
+  plan:
+  - get: repo
+";
+
+async fn set(store: &Store) {
+    let config = parse_pipeline(PIPELINE).unwrap().config;
+    store
+        .set_pipeline("main", "p", &config, None, T0)
+        .await
+        .unwrap();
+}
+
+async fn builds_are_numbered_per_job_from_one(store: Store) {
+    set(&store).await;
+    let build = store.job("main", "p", "build").await.unwrap();
+    let test = store.job("main", "p", "test").await.unwrap();
+    let b1 = store
+        .create_job_build(build.id, "p/build", "[]", T0)
+        .await
+        .unwrap();
+    let b2 = store
+        .create_job_build(build.id, "p/build", "[]", T0)
+        .await
+        .unwrap();
+    let t1 = store
+        .create_job_build(test.id, "p/test", "[]", T0)
+        .await
+        .unwrap();
+    assert_eq!((b1.number, b2.number, t1.number), (1, 2, 1));
+    assert_eq!(b2.build.name, "p/build #2");
+    assert_eq!(t1.build.name, "p/test #1");
+    assert_eq!(
+        store
+            .job("main", "p", "build")
+            .await
+            .unwrap()
+            .next_build_number,
+        3
+    );
+    let listed: Vec<(i64, String)> = store
+        .job_builds(build.id, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|b| (b.number, b.build.name))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![(2, "p/build #2".to_string()), (1, "p/build #1".to_string())]
+    );
+    assert_eq!(store.job_builds(build.id, 1).await.unwrap().len(), 1);
+    let one = store.job_build(build.id, 1).await.unwrap().unwrap();
+    assert_eq!(one.build.id, b1.build.id);
+    assert!(store.job_build(build.id, 3).await.unwrap().is_none());
+    // The build is an ordinary build too.
+    let plain = store.get_build(b1.build.id).await.unwrap().unwrap();
+    assert_eq!(plain.name, "p/build #1");
+}
+
+async fn concurrent_triggers_never_share_a_number(store: Store) {
+    set(&store).await;
+    let job = store.job("main", "p", "build").await.unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.create_job_build(job.id, "p/build", "[]", T0).await })
+        })
+        .collect();
+    let mut numbers = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(b) => numbers.push(b.number),
+            // SQLite may refuse a writer while another holds the lock;
+            // a refused trigger takes no number.
+            Err(StoreError::Database(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    numbers.sort_unstable();
+    let expected: Vec<i64> = (1..=numbers.len() as i64).collect();
+    assert_eq!(numbers, expected);
+    assert!(!numbers.is_empty());
+}
+
+async fn a_removed_or_unknown_job_takes_no_build(store: Store) {
+    set(&store).await;
+    let job = store.job("main", "p", "test").await.unwrap();
+    let only_build = parse_pipeline(
+        "
+resources:
+- name: repo
+  type: mock
+  source: {}
+jobs:
+- name: build
+  plan:
+  - get: repo
+",
+    )
+    .unwrap()
+    .config;
+    store
+        .set_pipeline("main", "p", &only_build, None, T0)
+        .await
+        .unwrap();
+    let err = store
+        .create_job_build(job.id, "p/test", "[]", T0)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound(_)), "{err}");
+    assert!(store
+        .create_job_build(999_999, "x", "[]", T0)
+        .await
+        .is_err());
+    assert!(store.list_builds(10).await.unwrap().is_empty());
+}
+
+async fn destroying_the_pipeline_keeps_its_builds_and_frees_the_numbering(store: Store) {
+    set(&store).await;
+    let job = store.job("main", "p", "build").await.unwrap();
+    let b = store
+        .create_job_build(job.id, "p/build", "[]", T0)
+        .await
+        .unwrap();
+    store.destroy_pipeline("main", "p").await.unwrap();
+    assert!(store.job_builds(job.id, 10).await.unwrap().is_empty());
+    assert!(store.get_build(b.build.id).await.unwrap().is_some());
+    // The same name set again starts its numbering anew.
+    set(&store).await;
+    let job = store.job("main", "p", "build").await.unwrap();
+    let again = store
+        .create_job_build(job.id, "p/build", "[]", T0)
+        .await
+        .unwrap();
+    assert_eq!(again.number, 1);
+}
+
+on_both_databases!(
+    builds_are_numbered_per_job_from_one,
+    concurrent_triggers_never_share_a_number,
+    a_removed_or_unknown_job_takes_no_build,
+    destroying_the_pipeline_keeps_its_builds_and_frees_the_numbering,
+);
