@@ -196,3 +196,43 @@ impl Client {
         self.call::<(), _>(Method::GET, url, None).await
     }
 }
+
+impl Client {
+    /// Starts a build of a job (`trigger-job`): `P/J #N`, pending.
+    pub async fn trigger_job(
+        &self,
+        team: &str,
+        pipeline: &str,
+        job: &str,
+    ) -> Result<hangar_api::builds::Build, ClientError> {
+        let url = self.pipelines_url(team, &[pipeline, "jobs", job, "builds"]);
+        self.call::<(), _>(Method::POST, url, None).await
+    }
+
+    /// A job's builds, newest first.
+    pub async fn job_builds(
+        &self,
+        team: &str,
+        pipeline: &str,
+        job: &str,
+        limit: u32,
+    ) -> Result<Vec<hangar_api::builds::Build>, ClientError> {
+        let mut url = self.pipelines_url(team, &[pipeline, "jobs", job, "builds"]);
+        url.query_pairs_mut()
+            .append_pair("limit", &limit.to_string());
+        self.call::<(), _>(Method::GET, url, None).await
+    }
+
+    /// Build number `number` of a job, with its steps.
+    pub async fn job_build(
+        &self,
+        team: &str,
+        pipeline: &str,
+        job: &str,
+        number: i64,
+    ) -> Result<hangar_api::builds::Build, ClientError> {
+        let n = number.to_string();
+        let url = self.pipelines_url(team, &[pipeline, "jobs", job, "builds", &n]);
+        self.call::<(), _>(Method::GET, url, None).await
+    }
+}

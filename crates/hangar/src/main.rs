@@ -68,6 +68,9 @@ enum Command {
     RenamePipeline(cmd::pipelines::RenameArgs),
     /// List a pipeline's jobs.
     Jobs(cmd::pipelines::PipelineArgs),
+    /// Start a build of a job from the pipeline's current config:
+    /// -j PIPELINE/JOB; -w follows it and exits as it ended.
+    TriggerJob(cmd::pipelines::TriggerArgs),
     /// Pause a job: -j PIPELINE/JOB.
     PauseJob(cmd::pipelines::JobArgs),
     /// Unpause a job: -j PIPELINE/JOB.
@@ -133,6 +136,7 @@ fn main() -> std::process::ExitCode {
             Command::UnpausePipeline(args) => cmd::pipelines::unpause(args).await,
             Command::RenamePipeline(args) => cmd::pipelines::rename(args).await,
             Command::Jobs(args) => cmd::pipelines::jobs(args).await,
+            Command::TriggerJob(args) => cmd::pipelines::trigger_job(args).await,
             Command::PauseJob(args) => cmd::pipelines::pause_job(args).await,
             Command::UnpauseJob(args) => cmd::pipelines::unpause_job(args).await,
             Command::Resources(args) => cmd::pipelines::resources(args).await,

@@ -98,7 +98,7 @@ fn refuse_unresolved_vars(id: &str, step: &Step) -> Result<(), ApiError> {
 
 /// Checks a plan whole before anything is stored: its shape, every task
 /// config, its resource types, and the artifacts it starts with.
-async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
+pub(super) async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
     if let Some(name) = &req.name {
         validate_label(name).map_err(|e| ApiError::bad_request(format!("name: {e}")))?;
     }

@@ -5,6 +5,7 @@ mod artifacts;
 mod builds;
 mod events;
 mod info;
+mod job_builds;
 mod pipelines;
 mod volumes;
 mod workers;
@@ -95,6 +96,11 @@ fn pipeline_routes() -> Router<Web> {
         .route(JOB, get(pipelines::job))
         .route(&format!("{JOB}/pause"), put(pipelines::pause_job))
         .route(&format!("{JOB}/unpause"), put(pipelines::unpause_job))
+        .route(
+            &format!("{JOB}/builds"),
+            get(job_builds::list).post(job_builds::trigger),
+        )
+        .route(&format!("{JOB}/builds/{{number}}"), get(job_builds::show))
         .route("/{name}/resources", get(pipelines::resources))
         .route(
             "/{name}/resources/{resource}/versions",

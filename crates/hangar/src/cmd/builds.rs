@@ -13,10 +13,25 @@ pub(crate) struct Args {
     /// Print JSON for scripts.
     #[arg(long)]
     pub json: bool,
+    /// Only the builds of this job: PIPELINE/JOB.
+    #[arg(short = 'j', long = "job")]
+    pub job: Option<String>,
+    /// The team owning the job's pipeline.
+    #[arg(long, env = "HANGAR_TEAM", default_value = "main")]
+    pub team: String,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let builds = args.target.client()?.builds(args.limit).await?;
+    let client = args.target.client()?;
+    let builds = match &args.job {
+        Some(job) => {
+            let (pipeline, job) = crate::cmd::pipelines::split_flag("job", job)?;
+            client
+                .job_builds(&args.team, &pipeline, &job, args.limit)
+                .await?
+        }
+        None => client.builds(args.limit).await?,
+    };
     if args.json {
         crate::format::emit_json(&builds)?;
         return Ok(ExitCode::SUCCESS);

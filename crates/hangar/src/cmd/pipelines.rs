@@ -44,7 +44,7 @@ pub(crate) async fn confirm(question: &str) -> anyhow::Result<bool> {
 }
 
 /// `P/J` (or `P/R`) as fly's `-j` and `-r` take it.
-fn split_flag(what: &str, value: &str) -> anyhow::Result<(String, String)> {
+pub(crate) fn split_flag(what: &str, value: &str) -> anyhow::Result<(String, String)> {
     let Some((pipeline, name)) = value.split_once('/') else {
         bail!("{what} {value:?} is not PIPELINE/NAME");
     };
@@ -343,5 +343,29 @@ pub(crate) async fn versions(args: VersionsArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     crate::format::emit(&table(&["id", "version", "enabled"], &rows))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct TriggerArgs {
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// Follow the build's log until it ends, and exit as it did.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+}
+
+/// `trigger-job -j P/J [-w]`: a build of the job from the pipeline's
+/// current config.
+pub(crate) async fn trigger_job(args: TriggerArgs) -> anyhow::Result<ExitCode> {
+    let (pipeline, job) = split_flag("job", &args.job.job)?;
+    let client = args.job.team.target.client()?;
+    let build = client
+        .trigger_job(&args.job.team.team, &pipeline, &job)
+        .await?;
+    println!("started {} (build {})", build.name, build.id);
+    if args.watch {
+        return crate::cmd::watch::follow(&client, build.id).await;
+    }
     Ok(ExitCode::SUCCESS)
 }

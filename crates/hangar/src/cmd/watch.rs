@@ -9,14 +9,39 @@ use crate::target::Target;
 pub(crate) struct Args {
     #[command(flatten)]
     pub target: Target,
-    /// The build's id.
+    /// The build: its id, or with --job its number in the job (default:
+    /// the job's latest build).
     #[arg(short = 'b', long = "build")]
-    pub build: i64,
+    pub build: Option<i64>,
+    /// A job's build: PIPELINE/JOB.
+    #[arg(short = 'j', long = "job")]
+    pub job: Option<String>,
+    /// The team owning the job's pipeline.
+    #[arg(long, env = "HANGAR_TEAM", default_value = "main")]
+    pub team: String,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = args.target.client()?;
-    follow(&client, args.build).await
+    let id = match (&args.job, args.build) {
+        (None, Some(id)) => id,
+        (None, None) => anyhow::bail!("say which build: -b ID, or -j PIPELINE/JOB [-b NUMBER]"),
+        (Some(job), number) => {
+            let (pipeline, job) = crate::cmd::pipelines::split_flag("job", job)?;
+            match number {
+                Some(n) => client.job_build(&args.team, &pipeline, &job, n).await?.id,
+                None => match client
+                    .job_builds(&args.team, &pipeline, &job, 1)
+                    .await?
+                    .first()
+                {
+                    Some(b) => b.id,
+                    None => anyhow::bail!("job {pipeline}/{job} has no builds yet"),
+                },
+            }
+        }
+    };
+    follow(&client, id).await
 }
 
 /// Prints a build's log as it grows (its output on stdout, what hangar did

@@ -1,0 +1,154 @@
+//! `/api/v1/teams/{team}/pipelines/{name}/jobs/{job}/builds…`: a job's
+//! builds, numbered per job (`P/J #N`). A manual trigger plans the job
+//! from the pipeline's current config (`hangar_core::plan::plan_job`) and
+//! checks the plan as `POST /builds` checks one.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use hangar_api::builds::{Build, CreateBuild};
+use hangar_api::codes;
+use hangar_core::names::validate_label;
+use hangar_core::pipeline::{check_name, parse_pipeline_value};
+use hangar_core::plan::planner::plan_job;
+use hangar_store::StoreError;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::builds::{build_to_api, validate};
+use crate::auth::Admin;
+use crate::error::ApiError;
+use crate::Web;
+
+fn check_path(team: &str, pipeline: &str, job: &str) -> Result<(), ApiError> {
+    validate_label(team).map_err(|e| ApiError::bad_request(format!("team: {e}")))?;
+    check_name("pipeline", pipeline).map_err(ApiError::bad_request)?;
+    check_name("job", job).map_err(ApiError::bad_request)
+}
+
+/// Triggers a build of the job (`hangar trigger-job`).
+pub(super) async fn trigger(
+    State(web): State<Web>,
+    Path((team, pipeline, job)): Path<(String, String, String)>,
+    _: Admin,
+) -> Result<(StatusCode, axum::Json<Build>), ApiError> {
+    check_path(&team, &pipeline, &job)?;
+    let p = web.store().pipeline(&team, &pipeline).await?;
+    let j = web.store().job(&team, &pipeline, &job).await?;
+    // Concourse creates the build and holds it pending until the pipeline
+    // or job is unpaused; hangar refuses, so a trigger never waits unseen.
+    if p.paused {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            codes::CONFLICT,
+            format!(
+                "pipeline {pipeline} is paused: unpause it first (hangar unpause-pipeline -p \
+                 {pipeline}); Concourse would hold the build pending until then"
+            ),
+        ));
+    }
+    if j.paused {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            codes::CONFLICT,
+            format!(
+                "job {pipeline}/{job} is paused: unpause it first (hangar unpause-job -j \
+                 {pipeline}/{job}); Concourse would hold the build pending until then"
+            ),
+        ));
+    }
+    let (_, config) = web.store().pipeline_config(&team, &pipeline, None).await?;
+    let config = parse_pipeline_value(&config)
+        .map_err(|e| {
+            StoreError::Corrupt(format!("pipeline_configs: the config of {pipeline}: {e}"))
+        })?
+        .config;
+    let job_config = config
+        .job(&job)
+        .ok_or_else(|| ApiError::not_found(format!("job {pipeline}/{job} not found")))?;
+    let planned = plan_job(&config, job_config)
+        .map_err(|e| ApiError::bad_request(format!("{pipeline}/{job}: {e}")))?;
+    let (plan, resource_types) = match &planned.stored {
+        Value::Object(o) => (
+            o.get("steps").cloned().unwrap_or(Value::Null),
+            o.get("resource_types").cloned().unwrap_or(Value::Null),
+        ),
+        steps => (steps.clone(), Value::Null),
+    };
+    validate(
+        &web,
+        &CreateBuild {
+            name: None,
+            plan,
+            artifacts: Default::default(),
+            resource_types,
+        },
+    )
+    .await
+    .map_err(|mut e| {
+        e.message = format!("{pipeline}/{job}: {}", e.message);
+        e
+    })?;
+    let created = web
+        .store()
+        .create_job_build(
+            j.id,
+            &format!("{pipeline}/{job}"),
+            &planned.stored.to_string(),
+            web.now(),
+        )
+        .await?;
+    web.engine().wake();
+    tracing::info!(build = created.build.id, %pipeline, %job, number = created.number, "job build created");
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(build_to_api(created.build, vec![])),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ListQuery {
+    limit: Option<i64>,
+}
+
+/// A job's builds, newest first (`hangar builds -j P/J`).
+pub(super) async fn list(
+    State(web): State<Web>,
+    Path((team, pipeline, job)): Path<(String, String, String)>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+    _: Admin,
+) -> Result<axum::Json<Vec<Build>>, ApiError> {
+    check_path(&team, &pipeline, &job)?;
+    let Query(q) =
+        query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit {limit} is out of range 1..=1000"
+        )));
+    }
+    let j = web.store().job(&team, &pipeline, &job).await?;
+    let builds = web.store().job_builds(j.id, limit).await?;
+    Ok(axum::Json(
+        builds
+            .into_iter()
+            .map(|b| build_to_api(b.build, vec![]))
+            .collect(),
+    ))
+}
+
+/// Build `number` of a job, with its steps (`hangar watch -j P/J -b N`).
+pub(super) async fn show(
+    State(web): State<Web>,
+    Path((team, pipeline, job, number)): Path<(String, String, String, i64)>,
+    _: Admin,
+) -> Result<axum::Json<Build>, ApiError> {
+    check_path(&team, &pipeline, &job)?;
+    let j = web.store().job(&team, &pipeline, &job).await?;
+    let found = web.store().job_build(j.id, number).await?.ok_or_else(|| {
+        ApiError::not_found(format!("build {pipeline}/{job} #{number} not found"))
+    })?;
+    let steps = web.store().build_steps(found.build.id).await?;
+    Ok(axum::Json(build_to_api(found.build, steps)))
+}
