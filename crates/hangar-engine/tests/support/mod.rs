@@ -24,6 +24,8 @@ pub(crate) struct Harness {
     pub engine: Engine,
     pub shutdown: CancellationToken,
     pub task: Option<JoinHandle<()>>,
+    /// The database's directory, for the harness that made it.
+    _db_dir: Option<tempfile::TempDir>,
 }
 
 pub(crate) fn info(name: &str, identity: &str) -> WorkerInfo {
@@ -70,7 +72,16 @@ impl Harness {
         workers: &[&str],
         tune: impl FnOnce(&mut EngineConfig),
     ) -> Harness {
-        let store = hangar_testkit::sqlite_store().await;
+        // A file, not `:memory:`: a node stopped mid-query may lose its
+        // connection, and a new connection to `:memory:` is an empty
+        // database, which a second node over the same store would see.
+        let dir = tempfile::tempdir().expect("a dir for the database");
+        let store = Store::open(&format!(
+            "sqlite://{}?synchronous=normal",
+            dir.path().join("hangar.db").display()
+        ))
+        .await
+        .expect("open the test database");
         for w in workers {
             store
                 .register_worker(&info(w, &format!("sid-{w}")), now())
@@ -80,7 +91,9 @@ impl Harness {
         let fake = FakeWorkers::new();
         let mut config = config("node-a");
         tune(&mut config);
-        Harness::start_with(store, fake, config)
+        let mut h = Harness::start_with(store, fake, config);
+        h._db_dir = Some(dir);
+        h
     }
 
     /// A node running an engine over `store` and `fake`.
@@ -104,6 +117,7 @@ impl Harness {
             engine,
             shutdown,
             task: Some(task),
+            _db_dir: None,
         }
     }
 
