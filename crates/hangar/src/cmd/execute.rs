@@ -40,8 +40,16 @@ pub(crate) struct Args {
     /// A directory holding a root filesystem to run the task in (runc).
     #[arg(long)]
     pub image: Option<PathBuf>,
-    /// A value for a `((var))` in the task config, as a string: NAME=VALUE
-    /// (repeat for each; `-v creds.user=me` sets a field of `creds`).
+    #[command(flatten)]
+    pub var_flags: VarFlags,
+}
+
+/// fly's `-v`, `-y` and `-l`, for every command that fills in `((vars))`
+/// (`execute`, `set-pipeline`).
+#[derive(clap::Args, Debug)]
+pub(crate) struct VarFlags {
+    /// A value for a `((var))`, as a string: NAME=VALUE (repeat for each;
+    /// `-v creds.user=me` sets a field of `creds`).
     #[arg(short = 'v', long = "var", value_name = "NAME=STRING", value_parser = parse_string_var)]
     pub vars: Vec<(VarRef, serde_json::Value)>,
     /// A value for a `((var))` read as YAML, keeping its type: NAME=YAML
@@ -53,6 +61,15 @@ pub(crate) struct Args {
     /// the files, and a later file over an earlier one.
     #[arg(short = 'l', long = "load-vars-from", value_name = "FILE")]
     pub var_files: Vec<PathBuf>,
+}
+
+impl VarFlags {
+    /// The vars the flags give, in fly's order of precedence: `-v` and
+    /// `-y` pairs (a `-y` after every `-v`, a later pair over an earlier
+    /// one), then the `-l` files, the last one first.
+    pub(crate) fn load(&self) -> anyhow::Result<Vars> {
+        vars_from(&self.vars, &self.yaml_vars, &self.var_files)
+    }
 }
 
 fn parse_pair(s: &str) -> Result<(String, PathBuf), String> {
@@ -83,12 +100,12 @@ fn split_var(s: &str) -> Result<(VarRef, &str), String> {
     Ok((var, value))
 }
 
-pub(crate) fn parse_string_var(s: &str) -> Result<(VarRef, serde_json::Value), String> {
+fn parse_string_var(s: &str) -> Result<(VarRef, serde_json::Value), String> {
     let (var, value) = split_var(s)?;
     Ok((var, serde_json::Value::String(value.to_string())))
 }
 
-pub(crate) fn parse_yaml_var(s: &str) -> Result<(VarRef, serde_json::Value), String> {
+fn parse_yaml_var(s: &str) -> Result<(VarRef, serde_json::Value), String> {
     let (var, value) = split_var(s)?;
     let value = read_yaml(value).map_err(|e| format!("{var}: not YAML: {e:#}"))?;
     Ok((var, value))
@@ -106,15 +123,8 @@ fn read_small(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))
 }
 
-/// The vars the flags give, in fly's order of precedence: `-v` and `-y`
-/// pairs (a `-y` after every `-v`, a later pair over an earlier one), then
-/// the `-l` files, the last one first.
-fn load_vars(args: &Args) -> anyhow::Result<Vars> {
-    vars_from(&args.vars, &args.yaml_vars, &args.var_files)
-}
-
-/// [`load_vars`] for any command taking `-v`, `-y` and `-l`.
-pub(crate) fn vars_from(
+/// [`VarFlags::load`].
+fn vars_from(
     vars: &[(VarRef, serde_json::Value)],
     yaml_vars: &[(VarRef, serde_json::Value)],
     var_files: &[PathBuf],
@@ -193,7 +203,7 @@ fn task_config(args: &Args, web_resolves: bool) -> anyhow::Result<serde_json::Va
     let yaml = read_small(&args.config)?;
     let template = read_yaml(&yaml).with_context(|| format!("read {shown} as data"))?;
     let vars = FlagVars {
-        vars: load_vars(args)?,
+        vars: args.var_flags.load()?,
         web_resolves,
         kept: Default::default(),
     };

@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use hangar_client::ClientError;
 use hangar_core::pipeline::{self, parse_pipeline_value, PipelineConfig};
-use hangar_core::vars::{interpolate_leaving_undefined, VarRef};
+use hangar_core::vars::interpolate_leaving_undefined;
 
-use crate::cmd::execute::{parse_string_var, parse_yaml_var, read_yaml, vars_from};
+use crate::cmd::execute::{read_yaml, VarFlags};
 use crate::cmd::pipelines::{check_name, confirm, TeamArgs};
 
 #[derive(clap::Args, Debug)]
@@ -25,15 +25,8 @@ pub(crate) struct Args {
     /// The pipeline config (YAML).
     #[arg(short = 'c', long = "config")]
     pub config: PathBuf,
-    /// A value for a `((var))`, as a string: NAME=VALUE (repeatable).
-    #[arg(short = 'v', long = "var", value_name = "NAME=STRING", value_parser = parse_string_var)]
-    pub vars: Vec<(VarRef, serde_json::Value)>,
-    /// A value for a `((var))` read as YAML: NAME=YAML (repeatable).
-    #[arg(short = 'y', long = "yaml-var", value_name = "NAME=YAML", value_parser = parse_yaml_var)]
-    pub yaml_vars: Vec<(VarRef, serde_json::Value)>,
-    /// A YAML file of vars (repeatable); -v and -y win over it.
-    #[arg(short = 'l', long = "load-vars-from", value_name = "FILE")]
-    pub var_files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub var_flags: VarFlags,
     /// Apply without asking. Off a terminal it is required: there is no one
     /// to ask.
     #[arg(short = 'n', long = "non-interactive")]
@@ -78,7 +71,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = args.team.target.client()?;
     let text = read_config(&args.config)?;
     let template = read_yaml(&text).with_context(|| format!("read {}", args.config.display()))?;
-    let vars = vars_from(&args.vars, &args.yaml_vars, &args.var_files)?;
+    let vars = args.var_flags.load()?;
     let value = interpolate_leaving_undefined(&template, &vars)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
     let new = match parse_pipeline_value(&value) {
