@@ -229,12 +229,7 @@ pub(super) async fn list(
 ) -> Result<axum::Json<Vec<Build>>, ApiError> {
     let Query(q) =
         query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::bad_request(format!(
-            "limit {limit} is out of range 1..=1000"
-        )));
-    }
+    let limit = list_limit(q.limit)?;
     let builds = web.store().list_builds(limit).await?;
     Ok(axum::Json(
         builds
@@ -242,6 +237,17 @@ pub(super) async fn list(
             .map(|b| build_to_api(b, vec![]))
             .collect(),
     ))
+}
+
+/// How many builds a listing answers: 50 unless asked, at most 1,000.
+pub(super) fn list_limit(asked: Option<i64>) -> Result<i64, ApiError> {
+    let limit = asked.unwrap_or(50);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit {limit} is out of range 1..=1000"
+        )));
+    }
+    Ok(limit)
 }
 
 async fn load(web: &Web, id: i64) -> Result<BuildRecord, ApiError> {

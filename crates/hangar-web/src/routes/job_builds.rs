@@ -15,7 +15,7 @@ use hangar_store::StoreError;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::builds::{build_to_api, validate};
+use super::builds::{build_to_api, list_limit, validate};
 use crate::auth::Admin;
 use crate::error::ApiError;
 use crate::Web;
@@ -122,12 +122,7 @@ pub(super) async fn list(
     check_path(&team, &pipeline, &job)?;
     let Query(q) =
         query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::bad_request(format!(
-            "limit {limit} is out of range 1..=1000"
-        )));
-    }
+    let limit = list_limit(q.limit)?;
     let j = web.store().job(&team, &pipeline, &job).await?;
     let builds = web.store().job_builds(j.id, limit).await?;
     Ok(axum::Json(
