@@ -24,6 +24,7 @@ pub mod pressure;
 pub mod registration;
 pub mod resource_types;
 pub mod rng;
+pub mod scheduling;
 pub mod task;
 pub mod users;
 pub mod vars;
