@@ -301,6 +301,22 @@ impl PipelineConfig {
         self.resource_types.iter().find(|t| t.name == name)
     }
 
+    /// The jobs a get's `passed` names, patterns expanded, each once, in
+    /// config order. (Validation refused a pattern that does not compile.)
+    pub fn passed_jobs(&self, get: &GetStep) -> Vec<&str> {
+        let globs: Vec<glob::Glob> = get
+            .passed
+            .iter()
+            .filter(|p| glob::is_pattern(p))
+            .filter_map(|p| glob::Glob::compile(p).ok())
+            .collect();
+        self.jobs
+            .iter()
+            .filter(|j| get.passed.contains(&j.name) || globs.iter().any(|g| g.matches(&j.name)))
+            .map(|j| j.name.as_str())
+            .collect()
+    }
+
     /// The pipeline's custom types as a build carries them.
     pub fn build_resource_types(&self) -> Vec<crate::resource_types::ResourceType> {
         self.resource_types

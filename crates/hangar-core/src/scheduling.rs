@@ -20,10 +20,12 @@
 //! loads a wider window; it never needs a pipeline's whole history in
 //! memory, which is how Concourse's first algorithm ran web out of memory.
 
+mod config;
 mod decide;
 mod resolve;
 mod start;
 
+pub use config::{job_inputs, jobs_downstream_of, jobs_reading, NamedInput, NamedVersion};
 pub use decide::{decide, JobGate, NextBuild, Waiting};
 pub use resolve::{resolve, NeedMore, Resolution, Resolved, Unresolved};
 pub use start::{startable, PendingBuild, RunningBuild, StartLimits};

@@ -11,6 +11,8 @@
 //! resource is resolved as a get's. Steps the engine does not run yet are
 //! refused by name.
 
+use std::collections::BTreeMap;
+
 use serde_json::{json, Map, Value};
 
 use super::{parse_build_plan, stored_plan, BuildPlan};
@@ -35,8 +37,23 @@ impl std::fmt::Display for PlannerError {
 
 impl std::error::Error for PlannerError {}
 
-/// The build plan of `job` of `config`.
+/// The versions the scheduler chose, by get name (the artifact name).
+pub type InputVersions = BTreeMap<String, Map<String, Value>>;
+
+/// The build plan of `job` of `config`, its gets taking their pinned
+/// versions (or, without one, the newest at run time).
 pub fn plan_job(config: &PipelineConfig, job: &Job) -> Result<JobPlan, PlannerError> {
+    plan_job_with_versions(config, job, &InputVersions::new())
+}
+
+/// The build plan of `job` with the versions the scheduler resolved: a get
+/// named in `versions` fetches that version.
+pub fn plan_job_with_versions(
+    config: &PipelineConfig,
+    job: &Job,
+    versions: &InputVersions,
+) -> Result<JobPlan, PlannerError> {
+    let config = &Planner { config, versions };
     let at = format!("jobs.{}.plan", job.name);
     let steps = job
         .plan
@@ -92,7 +109,20 @@ fn resource_type(t: &crate::pipeline::ResourceType) -> Value {
     Value::Object(out)
 }
 
-fn step(config: &PipelineConfig, s: &Step, at: &str) -> Result<Value, PlannerError> {
+/// The config and the versions chosen for this build.
+struct Planner<'a> {
+    config: &'a PipelineConfig,
+    versions: &'a InputVersions,
+}
+
+impl std::ops::Deref for Planner<'_> {
+    type Target = PipelineConfig;
+    fn deref(&self) -> &PipelineConfig {
+        self.config
+    }
+}
+
+fn step(config: &Planner, s: &Step, at: &str) -> Result<Value, PlannerError> {
     let at = format!("{at}{}", s.label());
     let mut out = match &s.action {
         Action::Get(get) => {
@@ -103,9 +133,10 @@ fn step(config: &PipelineConfig, s: &Step, at: &str) -> Result<Value, PlannerErr
             o.insert("get".into(), json!(get.name));
             o.insert("type".into(), json!(resource.resource_type));
             o.insert("source".into(), Value::Object(resource.source.clone()));
-            let version = match &get.version {
-                Some(GetVersion::Pinned(v)) => Some(v.clone()),
-                _ => resource.version.clone(),
+            let version = match (config.versions.get(&get.name), &get.version) {
+                (Some(chosen), _) => Some(chosen.clone()),
+                (None, Some(GetVersion::Pinned(v))) => Some(v.clone()),
+                (None, _) => resource.version.clone(),
             };
             if let Some(v) = version {
                 o.insert("version".into(), Value::Object(v));
@@ -258,7 +289,7 @@ fn step(config: &PipelineConfig, s: &Step, at: &str) -> Result<Value, PlannerErr
     Ok(Value::Object(out))
 }
 
-fn list(config: &PipelineConfig, steps: &[Step], at: &str) -> Result<Value, PlannerError> {
+fn list(config: &Planner, steps: &[Step], at: &str) -> Result<Value, PlannerError> {
     steps
         .iter()
         .enumerate()

@@ -202,3 +202,43 @@ jobs:
     assert_eq!(steps[2]["no_get"], json!(true));
     assert!(matches!(plan.plan.steps[1], PlanStep::Put(_)));
 }
+
+#[test]
+fn the_scheduler_s_versions_go_to_their_gets_hooks_included() {
+    let config = parse_pipeline(
+        r#"
+resources:
+- {name: repo, type: mock, source: {}}
+- {name: other, type: mock, source: {}}
+jobs:
+- name: unit
+  plan:
+  - get: repo
+  - get: other
+  on_failure:
+    get: again
+    resource: repo
+"#,
+    )
+    .expect("a valid pipeline")
+    .config;
+    let mut chosen = Map::new();
+    chosen.insert("ref".into(), json!("v7"));
+    let mut hook = Map::new();
+    hook.insert("ref".into(), json!("v8"));
+    let versions = InputVersions::from([("repo".to_string(), chosen), ("again".to_string(), hook)]);
+    let planned = plan_job_with_versions(&config, &config.jobs[0], &versions).unwrap();
+    let text = planned.stored.to_string();
+    // The plan's get and the hook's each take theirs; `other` takes none.
+    assert_eq!(
+        text.matches(r#""version":{"ref":"v7"}"#).count(),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        text.matches(r#""version":{"ref":"v8"}"#).count(),
+        1,
+        "{text}"
+    );
+    assert_eq!(text.matches(r#""version""#).count(), 2, "{text}");
+}
