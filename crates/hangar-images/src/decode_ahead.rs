@@ -650,6 +650,30 @@ mod tests {
         assert!(read_all(streams.next().unwrap()).unwrap() == expected(10, 0));
     }
 
+    #[test]
+    fn a_decoder_that_panics_fails_its_layer_and_ends_the_fetch_instead_of_hanging() {
+        let panics: Source = Box::new(|| panic!("a decoder bug"));
+        let (streams, _decoding) = start_with(
+            vec![source(pieces(10, 0)), panics, source(pieces(10, 2))],
+            // No room ahead: the third layer waits for the second's end.
+            MemoryBudget::new(CHUNK, 0),
+        )
+        .unwrap();
+        let mut streams = streams.into_iter();
+        // The first layer was whole before the panic or is cut by it.
+        let mut first = streams.next().unwrap();
+        let _ = first.read_to_end(&mut Vec::new());
+        drop(first);
+        match streams.next().unwrap().ready() {
+            Err(ApplyError::Io { source, .. }) => {
+                assert_eq!(source.to_string(), "the layer's decoder failed");
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        let mut third = streams.next().unwrap();
+        assert!(third.read_to_end(&mut Vec::new()).is_err());
+    }
+
     /// Endless input that records being dropped: only a stopped decoder
     /// drops it.
     struct Endless(Arc<AtomicBool>);
