@@ -94,8 +94,6 @@ fn sniff(reader: &mut impl BufRead) -> io::Result<Compression> {
     })
 }
 
-/// Applies the layer in `blob` (already verified against its digest) onto
-/// `root`. `root` must exist and be a directory the caller owns.
 /// What the layers of one image may still unpack: decompressed tar bytes
 /// (headers included) and entries, counted on what is read, as the volume
 /// store bounds a stream-in.
@@ -128,13 +126,11 @@ impl<R: Read> Read for Meter<R> {
     }
 }
 
-pub(crate) fn apply_layer(
+/// The decompressed tar stream of a layer's blob, its compression sniffed
+/// from its first bytes. Runs on a decoder thread ([`crate::decode_ahead`]).
+pub(crate) fn decoder(
     blob: impl Read + Send + 'static,
-    root: &Path,
-    chown: bool,
-    budget: &mut Budget,
-    limits: (u64, u64),
-) -> Result<(Compression, Applied), ApplyError> {
+) -> Result<(Compression, Box<dyn Read + Send>), ApplyError> {
     let mut reader = BufReader::with_capacity(256 * 1024, blob);
     let compression = sniff(&mut reader).map_err(io_err("read the layer"))?;
     let decoded: Box<dyn Read + Send> = match compression {
@@ -145,7 +141,19 @@ pub(crate) fn apply_layer(
         ),
         Compression::None => Box::new(reader),
     };
-    let stream = crate::read_ahead::ReadAhead::start(decoded);
+    Ok((compression, decoded))
+}
+
+/// Applies the layer whose tar stream is `stream` (from [`decoder`]) onto
+/// `root`, counting what it unpacks against `budget`. `root` must exist and
+/// be a directory the caller owns.
+pub(crate) fn apply_layer(
+    stream: impl Read,
+    root: &Path,
+    chown: bool,
+    budget: &mut Budget,
+    limits: (u64, u64),
+) -> Result<Applied, ApplyError> {
     let left = Rc::new(Cell::new(budget.bytes_left));
     let over = Rc::new(Cell::new(false));
     let metered = Meter {
@@ -174,7 +182,7 @@ pub(crate) fn apply_layer(
         other => other,
     })?;
     budget.entries_left -= applied.entries;
-    Ok((compression, applied))
+    Ok(applied)
 }
 
 const TOO_MANY_ENTRIES: &str = "too many entries";

@@ -42,9 +42,9 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde::{Deserialize, Serialize};
 
+mod decode_ahead;
 mod layer;
 mod pull;
-mod read_ahead;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -817,21 +817,42 @@ async fn fetch_into<P: FnMut(Progress)>(
         bytes_left: limits.max_bytes,
         entries_left: limits.max_entries,
     };
-    for ((index, layer), incoming) in manifest.layers.iter().enumerate().zip(incoming) {
-        let root = rootfs.clone();
-        let mut layer_budget = budget;
-        let limit_pair = (limits.max_bytes, limits.max_entries);
-        let opener = incoming.opener();
-        let apply = tokio::task::spawn_blocking(move || {
-            let applied = match opener.open() {
-                Ok(reader) => {
-                    layer::apply_layer(reader, &root, chown, &mut layer_budget, limit_pair)
-                }
+    // Layers are decompressed ahead, in parallel with the applying below,
+    // which takes them strictly in order.
+    let sources = incoming
+        .iter()
+        .map(|incoming| {
+            let opener = incoming.opener();
+            let source: decode_ahead::Source = Box::new(move || match opener.open() {
+                Ok(reader) => layer::decoder(reader),
                 Err(e) => Err(layer::ApplyError::Io {
                     context: "open a downloaded layer".into(),
                     source: e,
                 }),
-            };
+            });
+            source
+        })
+        .collect();
+    let (streams, _decoding) =
+        decode_ahead::start(sources).map_err(io_ctx("start the layer decoders"))?;
+    for (((index, layer), incoming), stream) in manifest
+        .layers
+        .iter()
+        .enumerate()
+        .zip(incoming)
+        .zip(streams)
+    {
+        let root = rootfs.clone();
+        let mut layer_budget = budget;
+        let limit_pair = (limits.max_bytes, limits.max_entries);
+        let apply = tokio::task::spawn_blocking(move || {
+            // The stream is dropped here, once applied: the next layer's
+            // decoder gets the reserve.
+            let mut stream = stream;
+            let applied = stream.ready().and_then(|compression| {
+                layer::apply_layer(&mut stream, &root, chown, &mut layer_budget, limit_pair)
+                    .map(|applied| (compression, applied))
+            });
             (applied, layer_budget)
         });
         tokio::pin!(apply);

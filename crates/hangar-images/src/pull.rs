@@ -2,11 +2,11 @@
 //!
 //! A pull is network time plus unpack time; done one after the other they
 //! add up. Here up to [`DOWNLOADS_AT_ONCE`] layers download at once, each
-//! into its own file, and the applier (on the blocking pool) reads layer
-//! `i` from that file *while it is being written*: a [`Following`] reader
-//! waits for more bytes instead of seeing the end of a file that is still
-//! growing. Layers are still applied strictly in order (whiteouts of a
-//! layer act on the layers below it).
+//! into its own file, and layer `i`'s decoder (`decode_ahead.rs`, feeding
+//! the applier) reads it from that file *while it is being written*: a
+//! [`Following`] reader waits for more bytes instead of seeing the end of
+//! a file that is still growing. Layers are still applied strictly in
+//! order (whiteouts of a layer act on the layers below it).
 //!
 //! A layer's last bytes reach the applier only after its digest has been
 //! verified (`oci-client` checks it at the end of the stream), so a layer
