@@ -468,7 +468,7 @@ pub mod codes {
     pub const INSUFFICIENT_STORAGE: &str = "insufficient_storage";
     /// A file asked of a volume is missing, not a regular file, too large
     /// or out of the volume: the asker's fault, not the worker's.
-    pub const FILE_UNREADABLE: &str = "file_unreadable";
+    pub const FILE_UNREADABLE: &str = hangar_core::engine::FILE_UNREADABLE;
 }
 
 #[cfg(test)]
