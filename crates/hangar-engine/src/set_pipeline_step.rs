@@ -105,6 +105,9 @@ pub(crate) async fn run(
     let old = current.as_ref().map(|(_, c)| c.clone()).unwrap_or_default();
     let changes = diff(&old, &validated.config);
     if current.is_some() && changes.is_empty() {
+        // In the step's output, as Concourse's.
+        ctx.log(Some(step_id), BuildEventKind::Log, "no changes to apply")
+            .await;
         let line = format!("set_pipeline {team}/{name}: no changes to apply");
         return Ok(succeed(ctx, &mut record, &line).await);
     }
@@ -130,6 +133,7 @@ pub(crate) async fn run(
         .await;
     match set {
         Ok(outcome) => {
+            ctx.log(Some(step_id), BuildEventKind::Log, "done").await;
             record.version = Some(
                 serde_json::json!({ "config_version": outcome.version.to_string() }).to_string(),
             );
