@@ -264,3 +264,83 @@ async fn set_pipeline_writes_a_new_unpaused_pipeline_once_and_refuses_what_it_ca
         2
     );
 }
+
+#[tokio::test]
+async fn set_pipeline_self_sets_the_job_build_s_own_pipeline_in_its_team() {
+    let h = Harness::new(&["w1"]).await;
+    let first = hangar_core::pipeline::parse_pipeline(
+        "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan: [{get: r}]\n",
+    )
+    .unwrap()
+    .config;
+    h.store
+        .set_pipeline("main", "app", &first, Some(0), support::now())
+        .await
+        .unwrap();
+    h.fake.put_file(
+        "self.yml",
+        b"resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan: [{get: r}]\n\
+          - name: k\n  plan: [{get: r}]\n",
+    );
+    let job = h.store.job("main", "app", "j").await.unwrap();
+    let plan = json!([make_out(), {"set_pipeline": "self", "file": "out/self.yml"},
+                      {"set_pipeline": "sibling", "file": "out/self.yml", "team": "main"}]);
+    let build = h
+        .store
+        .create_job_build(job.id, "app/j", &plan.to_string(), support::now())
+        .await
+        .unwrap();
+    h.engine.wake();
+    assert_eq!(h.finished(build.build.id).await, BuildStatus::Succeeded);
+    let app = h.store.pipeline("main", "app").await.unwrap();
+    assert_eq!(app.config_version, 2);
+    // An existing pipeline keeps its paused flag (set-pipeline made it
+    // paused); only a pipeline the step creates starts unpaused.
+    assert!(app.paused);
+    let jobs: Vec<String> = h
+        .store
+        .jobs("main", "app", false)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.name)
+        .collect();
+    assert_eq!(jobs, ["j", "k"]);
+    assert!(!h.store.pipeline("main", "sibling").await.unwrap().paused);
+}
+
+#[tokio::test]
+async fn a_build_resumed_on_another_node_loads_its_vars_again() {
+    let mut a = Harness::new(&["w1"]).await;
+    a.fake.put_file("v.txt", b"value-1");
+    a.fake.hold_program("held");
+    let id = a
+        .submit(json!([
+            make_out(),
+            {"load_var": "v", "file": "out/v.txt"},
+            task_with("held", json!({"V": "((.:v))"})),
+            task_with("after", json!({"W": "((.:v))"})),
+        ]))
+        .await;
+    a.fake.called("create_container w1 held").await;
+    a.stop().await;
+    let b = Harness::start(a.store.clone(), a.fake.clone(), "node-b");
+    let resumed = async {
+        while !b
+            .log(id, &["infra"])
+            .await
+            .iter()
+            .any(|l| l.contains("re-attaching"))
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(support::HANG, resumed)
+        .await
+        .expect("another node resumes the build");
+    b.fake.end_containers();
+    assert_eq!(b.finished(id).await, BuildStatus::Succeeded);
+    // The value is in no database: node b read the file again.
+    assert_eq!(b.fake.calls_of("read_file").len(), 2);
+    assert_eq!(env_of(&b, "after")["W"], "value-1");
+}
