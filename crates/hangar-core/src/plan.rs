@@ -1,5 +1,7 @@
-//! A build plan: `get` and `task` steps, in sequence (`do`) or in parallel
-//! (`in_parallel`), `try`, and on any step Concourse's modifiers
+//! A build plan: `get`, `task`, `put`, `load_var` and `set_pipeline`
+//! steps ([`file_steps`] for the ones that read files of artifacts), in
+//! sequence (`do`) or in parallel (`in_parallel`), `try`, and on any step
+//! Concourse's modifiers
 //! (`attempts`, `timeout`) and hooks (`on_success`, `on_failure`,
 //! `on_error`, `on_abort`, `ensure`), in the shape of Concourse's step YAML
 //! as JSON. Parsed from JSON with errors that name where in the plan the
