@@ -466,6 +466,9 @@ pub mod codes {
     pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
     /// The worker's disk (or quota) is full: try another worker, or later.
     pub const INSUFFICIENT_STORAGE: &str = "insufficient_storage";
+    /// A file asked of a volume is missing, not a regular file, too large
+    /// or out of the volume: the asker's fault, not the worker's.
+    pub const FILE_UNREADABLE: &str = hangar_core::engine::FILE_UNREADABLE;
 }
 
 #[cfg(test)]

@@ -157,6 +157,25 @@ impl WorkerApi {
         }
     }
 
+    /// One regular file of the volume, whole (the worker bounds its size
+    /// and refuses any path leading out of the volume).
+    pub async fn read_file(&self, handle: &str, path: &str) -> Result<Vec<u8>, ClientError> {
+        let mut url = self.url(&["volumes", handle, "file"]);
+        url.query_pairs_mut().append_pair("path", path);
+        let resp = self.send(self.http.get(url.clone()), &url).await?;
+        if !resp.status().is_success() {
+            return Err(decode::<serde_json::Value>(url, resp).await.unwrap_err());
+        }
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|source| ClientError::Transport {
+                url: url.to_string(),
+                source,
+            })?;
+        Ok(body.to_vec())
+    }
+
     /// Asks the worker process whether it is the one holding this client's
     /// token: only that process answers `Ok` (a new process at the same
     /// address has a token of its own and refuses).

@@ -76,6 +76,8 @@ string_enum!(
         Get => "get",
         Put => "put",
         Task => "task",
+        LoadVar => "load-var",
+        SetPipeline => "set-pipeline",
     }
 );
 

@@ -165,6 +165,28 @@ pub fn input_call_failure(
     (call_failure(called, e), false)
 }
 
+/// What a worker answers when a file asked of a volume is missing, not a
+/// regular file, too large, or leads out of the volume.
+pub const FILE_UNREADABLE: &str = "file_unreadable";
+
+/// The failure of reading `file` from volume `handle` on `holder`, and
+/// whether the volume's row must be marked missing at once: a file the
+/// worker could not give is the step's own failure (as Concourse fails a
+/// build whose file is not there); the volume itself missing means it was
+/// lost, as [`input_call_failure`] says; anything else is the worker's.
+pub fn read_file_failure(
+    holder: &str,
+    handle: &str,
+    file: &str,
+    e: &CallError,
+) -> (StepFailure, bool) {
+    if e.code.as_deref() == Some(FILE_UNREADABLE) {
+        let reason = format!("{file}: {}", e.message);
+        return (StepFailure::Invalid { reason }, false);
+    }
+    input_call_failure(holder, handle, holder, e)
+}
+
 /// The failure of importing a task's `rootfs_uri` on `worker`: a path the
 /// worker does not allow or does not have is the task's own mistake.
 pub fn import_failure(uri: &str, worker: &str, e: &CallError) -> StepFailure {

@@ -1,5 +1,7 @@
-//! A build plan: `get` and `task` steps, in sequence (`do`) or in parallel
-//! (`in_parallel`), `try`, and on any step Concourse's modifiers
+//! A build plan: `get`, `task`, `put`, `load_var` and `set_pipeline`
+//! steps ([`file_steps`] for the ones that read files of artifacts), in
+//! sequence (`do`) or in parallel (`in_parallel`), `try`, and on any step
+//! Concourse's modifiers
 //! (`attempts`, `timeout`) and hooks (`on_success`, `on_failure`,
 //! `on_error`, `on_abort`, `ensure`), in the shape of Concourse's step YAML
 //! as JSON. Parsed from JSON with errors that name where in the plan the
@@ -14,10 +16,13 @@
 //! `on_error` unless they run out: default 3, or the task config's
 //! `attempts`).
 
+pub mod file_steps;
+pub mod local_vars;
 pub mod outcome;
 pub mod planner;
 pub mod put;
 
+pub use file_steps::{ArtifactFile, LoadVarStep, SetPipelineStep};
 pub use put::{PutInputs, PutStep};
 
 use std::collections::BTreeMap;
@@ -44,6 +49,10 @@ pub enum Step {
     Get(GetStep),
     Task(TaskStep),
     Put(PutStep),
+    /// Concourse's `load_var`: a local var from a file of an artifact.
+    LoadVar(LoadVarStep),
+    /// Concourse's `set_pipeline`: a pipeline configured from a file.
+    SetPipeline(SetPipelineStep),
     Do(Vec<Step>),
     InParallel(Parallel),
     /// Concourse's `try`: the step's failure or error is a success.
@@ -98,8 +107,23 @@ pub struct GetStep {
 pub struct TaskStep {
     pub task: String,
     /// The task config (Concourse's `task.yml` as JSON); parsed by
-    /// [`TaskStep::parse_config`].
-    pub config: Value,
+    /// [`TaskStep::parse_config`]. Exactly one of it and `file`.
+    #[serde(default)]
+    pub config: Option<Value>,
+    /// `artifact/path/task.yml`: the config read from an artifact of the
+    /// build when the step runs ([`file_steps::task_config_from_file`]).
+    #[serde(default)]
+    pub file: Option<String>,
+    /// Values for the `((vars))` of the `file`.
+    #[serde(default)]
+    pub vars: Option<serde_json::Map<String, Value>>,
+    /// Over the config's params (merged into an inline `config` when the
+    /// plan is read, into a file's config when it is read).
+    #[serde(default)]
+    pub params: Option<serde_json::Map<String, Value>>,
+    /// Over the config's `container_limits`, as `params`.
+    #[serde(default)]
+    pub container_limits: Option<Value>,
     /// task input name → artifact name.
     #[serde(default)]
     pub input_mapping: BTreeMap<String, String>,
@@ -121,6 +145,21 @@ pub struct TaskStep {
     pub cache_scope: Option<String>,
 }
 
+impl TaskStep {
+    /// The step with `config` (read from its `file`) as its inline config,
+    /// the step's overrides applied: what runs.
+    pub fn with_config(&self, config: Value) -> TaskStep {
+        TaskStep {
+            config: Some(config),
+            file: None,
+            vars: None,
+            params: None,
+            container_limits: None,
+            ..self.clone()
+        }
+    }
+}
+
 impl GetStep {
     pub fn infrastructure_attempts(&self) -> u32 {
         self.infrastructure_attempts.unwrap_or(DEFAULT_ATTEMPTS)
@@ -131,7 +170,13 @@ impl TaskStep {
     /// The step's task config, parsed and checked against what the step
     /// gives it ([`crate::task::TaskConfig::check_runnable`]).
     pub fn parse_config(&self) -> Result<crate::task::TaskConfig, crate::task::TaskConfigError> {
-        let config = crate::task::parse_task_value(self.config.clone())?;
+        let Some(config) = &self.config else {
+            return Err(crate::task::TaskConfigError::document(format!(
+                "the config is read from `file` ({}) when the step runs",
+                self.file.as_deref().unwrap_or("none given")
+            )));
+        };
+        let config = crate::task::parse_task_value(config.clone())?;
         config.check_runnable(self.image.is_some())?;
         Ok(config)
     }
@@ -215,6 +260,7 @@ pub fn parse_build_plan(stored: &Value) -> Result<BuildPlan, PlanError> {
     };
     let resource_types = crate::resource_types::parse_resource_types(types)?;
     let steps = parse_plan(plan)?;
+    local_vars::check_defined(&steps)?;
     for (id, step) in leaf_steps(&steps) {
         if let Step::Get(get) = step {
             crate::resource_types::chain(&resource_types, &get.resource_type)
@@ -248,17 +294,19 @@ fn parse_list(
         .collect()
 }
 
-/// Steps Concourse has that hangar does not run yet, each with why.
-const NOT_YET: [(&str, &str); 3] = [
-    (
-        "load_var",
-        "load_var steps are not run by hangar yet (vars are filled in when the build is created)",
-    ),
-    (
-        "set_pipeline",
-        "set_pipeline steps need pipeline storage, which a build plan cannot reach yet",
-    ),
-    ("across", "`across` is not supported by hangar"),
+/// Steps Concourse has that hangar does not run, each with why.
+const NOT_YET: [(&str, &str); 1] = [("across", "`across` is not supported by hangar")];
+
+/// The step kinds of a plan.
+const KINDS: [&str; 8] = [
+    "get",
+    "task",
+    "put",
+    "load_var",
+    "set_pipeline",
+    "do",
+    "in_parallel",
+    "try",
 ];
 
 /// The keys of Concourse's modifiers and hooks, allowed on any step.
@@ -350,15 +398,13 @@ fn parse_kind(
     depth: usize,
     count: &mut usize,
 ) -> Result<Step, PlanError> {
-    let kinds: Vec<&str> = ["get", "task", "put", "do", "in_parallel", "try"]
-        .into_iter()
-        .filter(|k| obj.contains_key(*k))
-        .collect();
+    let kinds: Vec<&str> = KINDS.into_iter().filter(|k| obj.contains_key(*k)).collect();
     let kind = match kinds.as_slice() {
         [one] => *one,
         [] => {
             return Err(PlanError(format!(
-                "{at}: a step needs one of get, task, put, do, in_parallel, try"
+                "{at}: a step needs one of {}",
+                KINDS.join(", ")
             )))
         }
         many => {
@@ -398,21 +444,80 @@ fn parse_kind(
             check_common(&step.tags, step.infrastructure_attempts, at)?;
             Ok(Step::Put(step))
         }
-        "task" => {
-            if obj.contains_key("file") {
+        "load_var" => {
+            let step: LoadVarStep = serde_path_to_error::deserialize(value).map_err(typed)?;
+            check_label(&step.load_var, &format!("{at}.load_var"))?;
+            step.artifact_file()
+                .map_err(|e| PlanError(format!("{at}.file: {e}")))?;
+            step.format().map_err(|e| PlanError(format!("{at}.{e}")))?;
+            Ok(Step::LoadVar(step))
+        }
+        "set_pipeline" => {
+            if obj.contains_key("instance_vars") {
                 return Err(PlanError(format!(
-                    "{at}.file: a task config read from an artifact is not supported yet; \
-                     give the config inline as `config`"
+                    "{at}.instance_vars: instanced pipelines are not supported by hangar; \
+                     name each pipeline instead"
                 )));
             }
+            let step: SetPipelineStep = serde_path_to_error::deserialize(value).map_err(typed)?;
+            if !step.is_self() {
+                crate::pipeline::check_name("pipeline", &step.set_pipeline)
+                    .map_err(|e| PlanError(format!("{at}.set_pipeline: {e}")))?;
+            }
+            if let Some(team) = &step.team {
+                check_label(team, &format!("{at}.team"))?;
+            }
+            for (field, file) in std::iter::once(("file", &step.file))
+                .chain(step.var_files.iter().map(|f| ("var_files", f)))
+            {
+                ArtifactFile::parse(file).map_err(|e| PlanError(format!("{at}.{field}: {e}")))?;
+            }
+            Ok(Step::SetPipeline(step))
+        }
+        "task" => {
             if obj.contains_key("retry_failures") {
                 return Err(PlanError(format!(
                     "{at}.retry_failures: replaced by Concourse's `attempts`, which runs the \
                      step again when it fails or errors"
                 )));
             }
-            let step: TaskStep = serde_path_to_error::deserialize(value).map_err(typed)?;
+            let mut step: TaskStep = serde_path_to_error::deserialize(value).map_err(typed)?;
             check_label(&step.task, &format!("{at}.task"))?;
+            match (&mut step.config, &step.file) {
+                (Some(_), Some(_)) => {
+                    return Err(PlanError(format!(
+                        "{at}: give one of `config` or `file`, not both"
+                    )))
+                }
+                (None, None) => {
+                    return Err(PlanError(format!("{at}: a task needs `config` or `file`")))
+                }
+                (Some(config), None) => {
+                    if step.vars.is_some() {
+                        return Err(PlanError(format!(
+                            "{at}.vars: fill the vars of a task `file`; an inline `config` \
+                             has its vars filled with the plan's"
+                        )));
+                    }
+                    file_steps::apply_task_overrides(
+                        config,
+                        step.params.as_ref(),
+                        step.container_limits.as_ref(),
+                    );
+                    step.params = None;
+                    step.container_limits = None;
+                }
+                (None, Some(file)) => {
+                    ArtifactFile::parse(file).map_err(|e| PlanError(format!("{at}.file: {e}")))?;
+                }
+            }
+            if let Some(limits) = &step.container_limits {
+                if !limits.is_object() {
+                    return Err(PlanError(format!(
+                        "{at}.container_limits: expected a mapping of cpu and memory"
+                    )));
+                }
+            }
             for (k, v) in step.input_mapping.iter().chain(step.output_mapping.iter()) {
                 check_label(k, &format!("{at} mapping key"))?;
                 check_label(v, &format!("{at} mapping value"))?;
@@ -612,7 +717,8 @@ mod tests {
             (json!([1]), "plan: plan[0]: expected a step (an object)"),
             (
                 json!([{"puts": "x"}]),
-                "plan: plan[0]: a step needs one of get, task, put, do, in_parallel, try",
+                "plan: plan[0]: a step needs one of get, task, put, load_var, set_pipeline, do, \
+                 in_parallel, try",
             ),
             (
                 json!([{"get": "a", "task": "b"}]),

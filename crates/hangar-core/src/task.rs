@@ -575,7 +575,7 @@ impl TaskConfigError {
         }
     }
 
-    fn document(message: impl Into<String>) -> Self {
+    pub(crate) fn document(message: impl Into<String>) -> Self {
         TaskConfigError {
             place: Place::Document,
             message: message.into(),

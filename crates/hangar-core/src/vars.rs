@@ -52,6 +52,10 @@ pub const MAX_DEPTH: usize = 128;
 /// every use of every var.
 pub const MAX_INSERTED_BYTES: usize = 8 * 1024 * 1024;
 
+/// The source name of a build's local vars: `((.:name))`, set by a
+/// `load_var` step for the steps after it (Concourse's local build vars).
+pub const LOCAL_SOURCE: &str = ".";
+
 /// A var as written between `((` and `))`, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VarRef {
@@ -100,6 +104,12 @@ impl VarRef {
             path,
             fields: segments,
         })
+    }
+
+    /// A build's local var (`((.:name))`): it exists only once a
+    /// `load_var` step of the build ran, so it is interpolated at run time.
+    pub fn is_local(&self) -> bool {
+        self.source.as_deref() == Some(LOCAL_SOURCE)
     }
 }
 
@@ -282,7 +292,7 @@ pub fn take_fields<'v>(mut value: &'v Value, r: &VarRef) -> Result<&'v Value, St
     Ok(value)
 }
 
-fn kind(v: &Value) -> &'static str {
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "bool",
@@ -319,6 +329,9 @@ impl std::error::Error for VarsError {}
 
 struct Interpolator<'a> {
     vars: &'a dyn VarLookup,
+    /// Local vars (`((.:x))`) are not looked up and stay as written, for
+    /// the engine to fill in when the step runs.
+    keep_local: bool,
     undefined: BTreeSet<String>,
     problems: BTreeSet<String>,
     inserted: usize,
@@ -459,6 +472,9 @@ impl<'a> Interpolator<'a> {
                 return None;
             }
         };
+        if self.keep_local && r.is_local() {
+            return None;
+        }
         match vars.lookup(&r) {
             Lookup::Found(v) => Some(v),
             Lookup::Undefined => {
@@ -505,6 +521,33 @@ pub fn interpolate(template: &Value, vars: &Vars) -> Result<Value, VarsError> {
 pub fn interpolate_with(template: &Value, vars: &dyn VarLookup) -> Result<Value, VarsError> {
     let mut i = Interpolator {
         vars,
+        keep_local: false,
+        undefined: BTreeSet::new(),
+        problems: BTreeSet::new(),
+        inserted: 0,
+        sizes: HashMap::new(),
+    };
+    let out = i.value(template, 0);
+    if i.undefined.is_empty() && i.problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(VarsError {
+            undefined: i.undefined.into_iter().collect(),
+            problems: i.problems.into_iter().collect(),
+        })
+    }
+}
+
+/// As [`interpolate_with`], but local vars (`((.:x))`) stay in place as
+/// written: what a build's plan becomes before it runs, its local vars
+/// filled in step by step as `load_var` steps define them.
+pub fn interpolate_keeping_local(
+    template: &Value,
+    vars: &dyn VarLookup,
+) -> Result<Value, VarsError> {
+    let mut i = Interpolator {
+        vars,
+        keep_local: true,
         undefined: BTreeSet::new(),
         problems: BTreeSet::new(),
         inserted: 0,
@@ -527,6 +570,7 @@ pub fn interpolate_with(template: &Value, vars: &dyn VarLookup) -> Result<Value,
 pub fn interpolate_leaving_undefined(template: &Value, vars: &Vars) -> Result<Value, VarsError> {
     let mut i = Interpolator {
         vars,
+        keep_local: false,
         undefined: BTreeSet::new(),
         problems: BTreeSet::new(),
         inserted: 0,
@@ -553,6 +597,22 @@ pub fn find_unresolved(value: &Value) -> Vec<String> {
             Ok(r) => r.to_string(),
             Err(_) => inner.to_string(),
         });
+    });
+    names.into_iter().collect()
+}
+
+/// As [`find_unresolved`], without the build's local vars (`((.:x))`),
+/// which only exist once the build runs.
+pub fn find_unresolved_except_local(value: &Value) -> Vec<String> {
+    let mut names = BTreeSet::new();
+    for_each_var(value, |inner| match VarRef::parse(inner) {
+        Ok(r) if r.is_local() => {}
+        Ok(r) => {
+            names.insert(r.to_string());
+        }
+        Err(_) => {
+            names.insert(inner.to_string());
+        }
     });
     names.into_iter().collect()
 }

@@ -5,6 +5,9 @@ use std::future::Future;
 use std::sync::Mutex;
 
 use hangar_core::build::{BuildEventKind, StepFailure, StepKind, StepState, WorkerSeen};
+use hangar_core::plan::local_vars::LocalVars;
+use hangar_core::plan::Step;
+use hangar_core::vars::redact::{secret_texts, Secrets};
 use hangar_store::StepRecord;
 use tokio_util::sync::CancellationToken;
 
@@ -24,9 +27,14 @@ pub(crate) struct BuildContext {
     pub previous: BTreeMap<String, StepRecord>,
     /// The build's custom resource types (Concourse's `resource_types`).
     pub resource_types: Vec<hangar_core::resource_types::ResourceType>,
-    /// The values of the vars resolved for this build: redacted from
+    /// The values of the vars resolved for this build, and of the local
+    /// vars its `load_var` steps loaded without `reveal`: redacted from
     /// everything it writes to the log or stores as an error.
-    pub secrets: hangar_core::vars::redact::Secrets,
+    pub secrets: Mutex<Secrets>,
+    /// The local vars (`((.:name))`) its `load_var` steps loaded so far.
+    pub local_vars: Mutex<LocalVars>,
+    /// The team and pipeline of a job build (none for the plan API's).
+    pub pipeline: Option<(String, String)>,
     /// Cancelled when this node stops or loses the build's lease: the build
     /// stops where it is, to be resumed elsewhere.
     pub stop: CancellationToken,
@@ -63,6 +71,53 @@ impl BuildContext {
             .insert(name.to_string(), handle.to_string());
     }
 
+    /// The build's secrets as they are now.
+    pub(crate) fn secrets(&self) -> Secrets {
+        self.secrets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn redact(&self, text: &str) -> String {
+        self.secrets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .redact(text)
+    }
+
+    /// A `load_var`'s value becomes `((.:name))` for the steps after it,
+    /// and unless `reveal`, a secret of the build (every string and number
+    /// in it), as Concourse's local vars.
+    pub(crate) fn set_local_var(&self, name: &str, value: serde_json::Value, reveal: bool) {
+        if !reveal {
+            let mut secrets = self.secrets.lock().unwrap_or_else(|p| p.into_inner());
+            *secrets = secrets.extended(secret_texts([&value]));
+        }
+        self.local_vars
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set(name, value);
+    }
+
+    /// `step` with the local vars loaded so far filled into its values.
+    pub(crate) fn fill_local_vars(&self, step: &Step) -> Result<Step, String> {
+        self.local_vars
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .fill(step)
+    }
+
+    /// A value read when its step runs (a task's file) with the local vars
+    /// filled in; any other var left is undefined.
+    pub(crate) fn fill_local_vars_in(
+        &self,
+        value: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let vars = self.local_vars.lock().unwrap_or_else(|p| p.into_inner());
+        hangar_core::vars::interpolate_with(value, &*vars).map_err(|e| e.to_string())
+    }
+
     /// Runs `work` (calls to workers) while watching the workers it depends
     /// on and the build's cancellation: if one of them stalls, restarts or
     /// leaves meanwhile, the work is abandoned (dropped) with that failure
@@ -82,7 +137,7 @@ impl BuildContext {
     /// Appends a line to the build log (and wakes watchers). A failure to
     /// write the log is logged, not fatal: the build goes on.
     pub(crate) async fn log(&self, step: Option<&str>, kind: BuildEventKind, line: &str) {
-        let line = self.secrets.redact(line);
+        let line = self.redact(line);
         if let Err(e) = self
             .engine
             .store()
@@ -164,10 +219,11 @@ impl BuildContext {
     /// on, and a resumed build redoes what the database did not record.
     pub(crate) async fn save(&self, record: &StepRecord) {
         let redacted;
+        let secrets = self.secrets();
         let record = match &record.error {
-            Some(error) if !self.secrets.is_empty() => {
+            Some(error) if !secrets.is_empty() => {
                 redacted = StepRecord {
-                    error: Some(self.secrets.redact(error)),
+                    error: Some(secrets.redact(error)),
                     ..record.clone()
                 };
                 &redacted
@@ -253,5 +309,21 @@ pub(crate) async fn give_up(
         state,
         exit_code,
         error: Some(why),
+    }
+}
+
+/// Ends a step that succeeded, saying `line` in the build log.
+pub(crate) async fn succeed(ctx: &BuildContext, record: &mut StepRecord, line: &str) -> StepEnd {
+    record.state = StepState::Succeeded;
+    record.exit_code = Some(0);
+    record.error = None;
+    record.finished_at = Some(ctx.engine.now());
+    ctx.save(record).await;
+    ctx.log(Some(&record.step_id), BuildEventKind::Step, line)
+        .await;
+    StepEnd {
+        state: StepState::Succeeded,
+        exit_code: Some(0),
+        error: None,
     }
 }

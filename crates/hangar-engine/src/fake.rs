@@ -27,6 +27,7 @@ pub enum CallKind {
     /// held and failed by its own kind, so a test can reach it past the
     /// image's fetch).
     ResourceActionInImage,
+    ReadFile,
     CreateContainer,
     WaitContainer,
     ContainerLogs,
@@ -85,6 +86,8 @@ struct State {
     action_failures: BTreeMap<(String, String), VecDeque<CallError>>,
     /// Every resource action requested, by worker, in order.
     actions: Vec<(String, ResourceAction)>,
+    /// Files every volume holds, by path inside it (what tasks wrote).
+    files: BTreeMap<String, Vec<u8>>,
 }
 
 /// The fake. Cheap to clone; clones share their state.
@@ -276,6 +279,12 @@ impl FakeWorkers {
     /// Volumes `worker` has now.
     pub fn volumes_on(&self, worker: &str) -> BTreeSet<String> {
         self.peek(|s| s.volumes.get(worker).cloned().unwrap_or_default())
+    }
+
+    /// Every volume holds a file at `path` with `content` from now on (a
+    /// test's stand-in for what a task wrote into its outputs).
+    pub fn put_file(&self, path: &str, content: &[u8]) {
+        self.with(|s| s.files.insert(path.to_string(), content.to_vec()));
     }
 
     /// Forgets everything `worker` had (its disk was wiped).
@@ -578,6 +587,35 @@ impl Workers for FakeWorkers {
                     stderr: String::new(),
                     failure: None,
                 },
+            })
+        }
+        .boxed()
+    }
+
+    fn read_file<'a>(
+        &'a self,
+        worker: &'a str,
+        handle: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<u8>, CallError>> {
+        async move {
+            let line = format!("read_file {worker} {path}");
+            self.enter(worker, CallKind::ReadFile, line).await?;
+            self.peek(|s| {
+                if !s.volumes.get(worker).is_some_and(|v| v.contains(handle)) {
+                    return Err(CallError::refused(
+                        404,
+                        "not_found",
+                        format!("volume {handle:?} not found"),
+                    ));
+                }
+                s.files.get(path).cloned().ok_or_else(|| {
+                    CallError::refused(
+                        422,
+                        hangar_core::engine::FILE_UNREADABLE,
+                        format!("path {path:?} not found in the volume"),
+                    )
+                })
             })
         }
         .boxed()

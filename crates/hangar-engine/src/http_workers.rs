@@ -158,6 +158,21 @@ impl Workers for HttpWorkers {
         .boxed()
     }
 
+    fn read_file<'a>(
+        &'a self,
+        worker: &'a str,
+        handle: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<u8>, CallError>> {
+        async move {
+            let api = self.api(worker, SHORT).await?;
+            api.read_file(handle, path)
+                .await
+                .map_err(|e| call_error(&e))
+        }
+        .boxed()
+    }
+
     fn create_container<'a>(
         &'a self,
         worker: &'a str,

@@ -10,6 +10,7 @@
 //! cancellation ([`context::BuildContext::call`]).
 
 mod action_log;
+mod artifact_files;
 mod caches;
 mod clock;
 mod context;
@@ -17,12 +18,14 @@ mod context;
 pub mod fake;
 mod get_step;
 mod http_workers;
+mod load_var_step;
 mod logs;
 pub mod placement;
 mod put_step;
 mod recent_checks;
 mod runner;
 mod secrets;
+mod set_pipeline_step;
 mod task_step;
 mod volumes;
 mod watch;

@@ -24,7 +24,7 @@ pub(crate) async fn pump(
     let mut pending: Vec<u8> = Vec::new();
     // Secrets split between two chunks are redacted too: the redactor holds
     // back what could begin one, and `offset` counts only what was written.
-    let mut redactor = Redactor::new(ctx.secrets.clone());
+    let mut redactor = Redactor::new(ctx.secrets());
     // The worker refusing the stream and the build log refusing a chunk
     // (web's own disk full) each back off, and each says so once.
     let mut stream_errors = Backoff::new(Duration::from_millis(200), Duration::from_secs(10));

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use hangar_core::build::{BuildEventKind, StepState};
+use hangar_core::build::{BuildEventKind, StepKind, StepState};
 use hangar_core::engine::{build_status, deciding_step, final_status_line};
 use hangar_core::plan::outcome::{self, Outcome};
 use hangar_core::plan::{self, parse_build_plan, Modified, Parallel, Step};
@@ -16,7 +16,7 @@ use hangar_store::BuildRecord;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{give_up, BuildContext, Interrupted, StepEnd};
-use crate::{get_step, put_step, task_step, Engine};
+use crate::{get_step, load_var_step, put_step, set_pipeline_step, task_step, Engine};
 
 pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationToken) {
     let lease_ms = engine.config().lease_ms;
@@ -132,7 +132,7 @@ async fn run_plan(
         None => {
             // Another node with a credential manager accepted this plan:
             // never run its tasks with the literal `((var))` text.
-            let left = hangar_core::vars::find_unresolved(&stored);
+            let left = hangar_core::vars::find_unresolved_except_local(&stored);
             if !left.is_empty() {
                 return Ok(invalid(format!(
                     "the plan holds vars ({}) and this web node has no credential manager: \
@@ -160,6 +160,15 @@ async fn run_plan(
             return Err(Interrupted);
         }
     };
+    // Where a set_pipeline step's `self` and team come from: the database,
+    // never the plan.
+    let pipeline = match engine.store().build_pipeline(build.id).await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(build = build.id, error = %e, "cannot read the build's pipeline; leaving it to be resumed");
+            return Err(Interrupted);
+        }
+    };
     let ctx = BuildContext {
         engine: engine.clone(),
         build_id: build.id,
@@ -174,7 +183,9 @@ async fn run_plan(
             .collect(),
         previous,
         resource_types,
-        secrets,
+        secrets: Mutex::new(secrets),
+        local_vars: Mutex::new(Default::default()),
+        pipeline,
         stop,
         action_output: Mutex::new(BTreeMap::new()),
     };
@@ -197,7 +208,7 @@ async fn run_plan(
         end.error = Some("the build was aborted".into());
     }
     // The build's error is stored and shown: no secret in it.
-    end.error = end.error.map(|e| ctx.secrets.redact(&e));
+    end.error = end.error.map(|e| ctx.redact(&e));
     Ok(end)
 }
 
@@ -323,7 +334,11 @@ fn run_step<'a>(ctx: &'a BuildContext, step: &'a Step, id: &'a str, cut: &'a Cut
         match step {
             Step::Do(inner) => run_sequence(ctx, inner, id, cut).await,
             Step::InParallel(parallel) => run_parallel(ctx, parallel, id, cut).await,
-            Step::Get(_) | Step::Task(_) | Step::Put(_) => run_leaf(ctx, step, id, cut).await,
+            Step::Get(_)
+            | Step::Task(_)
+            | Step::Put(_)
+            | Step::LoadVar(_)
+            | Step::SetPipeline(_) => run_leaf(ctx, step, id, cut).await,
             Step::Try(inner) => {
                 let end = run_step(ctx, inner, id, cut).await?;
                 Ok(match outcome::try_outcome(Outcome::from_state(end.state)) {
@@ -448,12 +463,20 @@ async fn run_leaf(
     if let Some(end) = cut.end_now() {
         return Ok(end);
     }
+    // The local vars the build's load_var steps loaded so far, filled in
+    // just before the step runs.
+    let step = match ctx.fill_local_vars(step) {
+        Ok(filled) => filled,
+        Err(why) => return Ok(unfillable(ctx, id, step, why).await),
+    };
     let leaf = async {
-        match step {
+        match &step {
             Step::Get(get) => get_step::run(ctx, id, get).await,
             Step::Task(task) => task_step::run(ctx, id, task).await,
             Step::Put(put) => put_step::run(ctx, id, put).await,
-            _ => unreachable!("run_leaf runs gets, tasks and puts"),
+            Step::LoadVar(load) => load_var_step::run(ctx, id, load).await,
+            Step::SetPipeline(set) => set_pipeline_step::run(ctx, id, set).await,
+            _ => unreachable!("run_leaf runs leaf steps"),
         }
     };
     let end = tokio::select! {
@@ -467,6 +490,25 @@ async fn run_leaf(
     };
     cut_short(ctx, id, &end).await;
     Ok(end)
+}
+
+/// The end of a leaf whose vars cannot be filled in: its own failure, as a
+/// task config that does not parse.
+async fn unfillable(ctx: &BuildContext, id: &str, step: &Step, why: String) -> StepEnd {
+    let (name, kind) = match step {
+        Step::Get(g) => (g.get.as_str(), StepKind::Get),
+        Step::Task(t) => (t.task.as_str(), StepKind::Task),
+        Step::Put(p) => (p.put.as_str(), StepKind::Put),
+        Step::LoadVar(l) => (l.load_var.as_str(), StepKind::LoadVar),
+        Step::SetPipeline(s) => (s.set_pipeline.as_str(), StepKind::SetPipeline),
+        _ => unreachable!("only leaf steps have vars"),
+    };
+    let (mut record, done) = ctx.resume_step(id, name, kind).await;
+    if let Some(end) = done {
+        return end;
+    }
+    let why = format!("cannot fill in its vars: {why}");
+    give_up(ctx, &mut record, StepState::Failed, None, why).await
 }
 
 /// Ends the record of a step cut short and destroys its container, so

@@ -6,7 +6,7 @@
 //! of the API. What they are is also handed to the build's redactor.
 
 use hangar_core::vars::credentials::Resolved;
-use hangar_core::vars::interpolate_with;
+use hangar_core::vars::interpolate_keeping_local;
 use hangar_core::vars::redact::Secrets;
 use serde_json::Value;
 
@@ -26,7 +26,7 @@ pub async fn resolve_plan(
     credentials: &hangar_creds::Credentials,
     plan: &Value,
 ) -> Result<(Value, Secrets), PlanVarsError> {
-    if hangar_core::vars::find_unresolved(plan).is_empty() {
+    if hangar_core::vars::find_unresolved_except_local(plan).is_empty() {
         return Ok((plan.clone(), Secrets::default()));
     }
     let resolved: Resolved =
@@ -47,8 +47,10 @@ pub async fn resolve_plan(
                     PlanVarsError::Unavailable(format!("credentials: {m}"))
                 }
             })?;
-    let out =
-        interpolate_with(plan, &resolved).map_err(|e| PlanVarsError::Refused(e.to_string()))?;
+    // Local vars (`((.:x))`) exist once the build's load_var steps ran:
+    // they stay for the engine to fill in step by step.
+    let out = interpolate_keeping_local(plan, &resolved)
+        .map_err(|e| PlanVarsError::Refused(e.to_string()))?;
     Ok((out, Secrets::new(resolved.secret_values())))
 }
 

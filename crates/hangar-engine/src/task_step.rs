@@ -41,6 +41,21 @@ pub(crate) async fn run(
     if let Some(end) = done {
         return Ok(end);
     }
+    // A config in a file of an artifact is read now, on every run (also
+    // when a resumed run re-attaches: the container's outputs need it).
+    let from_file;
+    let step = match &step.file {
+        None => step,
+        Some(file) => {
+            match crate::artifact_files::task_from_file(ctx, step_id, step, file).await? {
+                Ok(resolved) => {
+                    from_file = resolved;
+                    &from_file
+                }
+                Err((state, why)) => return Ok(give_up(ctx, &mut record, state, None, why).await),
+            }
+        }
+    };
     let config = match step.parse_config() {
         Ok(c) => c,
         Err(e) => {
@@ -152,7 +167,7 @@ struct Scratch {
 type Attempt = Result<BTreeMap<String, String>, StepFailure>;
 
 /// Whether an input artifact can be used now (`hangar_core::engine::input_check`).
-async fn input_usable(ctx: &BuildContext, handle: &str) -> InputCheck {
+pub(crate) async fn input_usable(ctx: &BuildContext, handle: &str) -> InputCheck {
     let read = ctx.engine.store().get_volume(handle).await;
     let volume = Observed::from_read(read);
     let seen = match &volume {

@@ -50,6 +50,15 @@ pub trait Workers: Send + Sync + 'static {
         stderr: ActionStderr,
     ) -> BoxFuture<'a, Result<ResourceActionResult, CallError>>;
 
+    /// The content of one regular file of volume `handle`, at `path`
+    /// inside it (bounded by the worker; never outside the volume).
+    fn read_file<'a>(
+        &'a self,
+        worker: &'a str,
+        handle: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<u8>, CallError>>;
+
     fn create_container<'a>(
         &'a self,
         worker: &'a str,

@@ -83,3 +83,26 @@ async fn a_node_without_a_manager_never_runs_a_plan_holding_vars() {
     );
     assert!(h.fake.calls().is_empty());
 }
+
+#[tokio::test]
+async fn local_vars_are_left_for_the_run_by_the_credential_manager() {
+    let h = Harness::new(&["w1"]).await;
+    let (_dir, creds) = creds_dir(&[("main/tool", SECRET_PATH)]);
+    h.engine.set_credentials(creds).unwrap();
+    h.fake.put_file("v.txt", b"from-a-file");
+    let id = h
+        .submit(serde_json::json!([
+            {"task": "make", "config": {"platform": "linux", "run": {"path": "make"},
+             "outputs": [{"name": "out"}]}},
+            {"load_var": "v", "file": "out/v.txt"},
+            {"task": "t", "config": {"platform": "linux", "run": {"path": "((tool))"},
+             "params": {"V": "((.:v))"}}}
+        ]))
+        .await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    let (_, spec) = h.fake.container_specs().pop().unwrap();
+    assert_eq!(
+        (spec.path.as_str(), spec.env["V"].as_str()),
+        (SECRET_PATH, "from-a-file")
+    );
+}

@@ -34,7 +34,7 @@ pub use db::{Backend, Store};
 pub use error::StoreError;
 pub use job_builds::JobBuildRecord;
 pub use pipelines::{
-    JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,
+    Created, JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,
     SetOutcome, TeamRecord, VersionPage,
 };
 pub use records::{EventRecord, WorkerInfo, WorkerRecord};

@@ -92,8 +92,15 @@ pub struct SetOutcome {
     pub pipeline_id: i64,
     /// The version the set wrote.
     pub version: i64,
-    /// True when the pipeline did not exist before (it starts paused).
+    /// True when the pipeline did not exist before.
     pub created: bool,
+}
+
+/// How a pipeline a set creates starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    Paused,
+    Unpaused,
 }
 
 /// A page of resource versions, newest first, by id.
@@ -227,6 +234,7 @@ impl Store {
     /// version the caller's change was made from (0: the pipeline must not
     /// exist yet); another version is a [`StoreError::Conflict`] and nothing
     /// changes. An unknown team is [`StoreError::NotFound`].
+    /// A pipeline it creates starts paused, as `fly set-pipeline`'s.
     pub async fn set_pipeline(
         &self,
         team: &str,
@@ -235,14 +243,31 @@ impl Store {
         expected: Option<i64>,
         now: UnixMillis,
     ) -> Result<SetOutcome, StoreError> {
+        self.set_pipeline_as(team, name, config, expected, Created::Paused, now)
+            .await
+    }
+
+    /// [`Store::set_pipeline`], a pipeline it creates starting as
+    /// `created` says (a `set_pipeline` step's starts unpaused, as in
+    /// Concourse). An existing pipeline keeps its paused flag.
+    pub async fn set_pipeline_as(
+        &self,
+        team: &str,
+        name: &str,
+        config: &PipelineConfig,
+        expected: Option<i64>,
+        created: Created,
+        now: UnixMillis,
+    ) -> Result<SetOutcome, StoreError> {
         let team_id = self.team_id(team).await?;
         let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO pipelines (team_id, name, paused, config_version, created_at, updated_at) \
-             VALUES ($1, $2, 1, 1, $3, $3) ON CONFLICT (team_id, name) DO NOTHING RETURNING id",
+             VALUES ($1, $2, $3, 1, $4, $4) ON CONFLICT (team_id, name) DO NOTHING RETURNING id",
         )
         .bind(team_id)
         .bind(name)
+        .bind(i64::from(created == Created::Paused))
         .bind(now)
         .fetch_optional(&mut *tx)
         .await?;
@@ -338,6 +363,26 @@ impl Store {
             version,
             created,
         })
+    }
+
+    /// The team and pipeline a job build belongs to; none for a build of
+    /// the plan API, or once its pipeline was destroyed.
+    pub async fn build_pipeline(
+        &self,
+        build_id: i64,
+    ) -> Result<Option<(String, String)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT t.name AS team, p.name AS pipeline FROM job_builds jb \
+             JOIN jobs j ON j.id = jb.job_id \
+             JOIN pipelines p ON p.id = j.pipeline_id \
+             JOIN teams t ON t.id = p.team_id \
+             WHERE jb.build_id = $1",
+        )
+        .bind(build_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Ok((r.try_get("team")?, r.try_get("pipeline")?)))
+            .transpose()
     }
 
     /// The team's pipelines, oldest first.

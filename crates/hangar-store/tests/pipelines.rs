@@ -2,7 +2,7 @@
 //! sets, renames and destruction, on both databases.
 
 use hangar_core::pipeline::{parse_pipeline, PipelineConfig};
-use hangar_store::{Store, StoreError, VersionPage};
+use hangar_store::{Created, Store, StoreError, VersionPage};
 use hangar_testkit::on_both_databases;
 use serde_json::json;
 
@@ -405,7 +405,57 @@ async fn destroy_removes_the_pipeline_and_everything_under_it(store: Store) {
     assert_eq!(store.jobs("main", "kept", true).await.unwrap().len(), 1);
 }
 
+async fn a_set_from_a_build_creates_unpaused_and_a_build_knows_its_pipeline(store: Store) {
+    let made = store
+        .set_pipeline_as(
+            "main",
+            "p",
+            &config(ONE_JOB),
+            Some(0),
+            Created::Unpaused,
+            T0,
+        )
+        .await
+        .unwrap();
+    assert!(made.created);
+    assert!(!store.pipeline("main", "p").await.unwrap().paused);
+    // An existing pipeline keeps its paused flag, whoever sets it.
+    store
+        .set_pipeline_paused("main", "p", true, T0)
+        .await
+        .unwrap();
+    store
+        .set_pipeline_as(
+            "main",
+            "p",
+            &config(TWO_JOBS),
+            Some(1),
+            Created::Unpaused,
+            T0,
+        )
+        .await
+        .unwrap();
+    assert!(store.pipeline("main", "p").await.unwrap().paused);
+    let job = store.job("main", "p", "build").await.unwrap();
+    let build = store
+        .create_job_build(job.id, "p/build", "[]", T0)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.build_pipeline(build.build.id).await.unwrap(),
+        Some(("main".to_string(), "p".to_string()))
+    );
+    let one_off = store
+        .create_build("one-off", None, "[]", "{}", T0)
+        .await
+        .unwrap();
+    assert_eq!(store.build_pipeline(one_off.id).await.unwrap(), None);
+    store.destroy_pipeline("main", "p").await.unwrap();
+    assert_eq!(store.build_pipeline(build.build.id).await.unwrap(), None);
+}
+
 on_both_databases!(
+    a_set_from_a_build_creates_unpaused_and_a_build_knows_its_pipeline,
     a_set_writes_a_new_version_and_keeps_the_previous_readable,
     derived_rows_follow_the_config_and_removed_jobs_keep_their_history,
     old_name_renames_a_job_and_a_resource_in_place,

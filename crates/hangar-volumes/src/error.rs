@@ -55,6 +55,9 @@ pub enum VolumeError {
     #[error("path {path:?} not found in the volume: {missing} does not exist")]
     PathNotFound { path: String, missing: String },
 
+    #[error("file {path:?} is larger than the {limit} bytes a file read whole may have")]
+    FileTooLarge { path: String, limit: u64 },
+
     #[error("invalid path {path:?}: {reason}")]
     InvalidPath { path: String, reason: String },
 

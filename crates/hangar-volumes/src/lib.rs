@@ -60,6 +60,7 @@ mod manager;
 mod meta;
 pub mod os;
 mod paths;
+mod read_file;
 pub mod tar_in;
 mod tar_out;
 
@@ -68,6 +69,7 @@ pub use error::{LimitKind, VolumeError};
 pub use fsutil::copy_tree;
 pub use manager::{OpenReport, Strategy, VolumeInfo, VolumeManager, VolumeSpec};
 pub use meta::{validate_handle, StrategyKind};
+pub use read_file::MAX_READ_FILE_BYTES;
 pub use tar_in::{extract_into_dir, Limits, StreamInReport};
 pub use tar_out::StreamOutSource;
 

@@ -543,6 +543,19 @@ impl VolumeManager {
         tar_out::source(&data, sub)
     }
 
+    /// The content of one regular file of the volume, read whole, at most
+    /// `limit` bytes (see [`crate::read_file`] for what is refused).
+    pub fn read_file(
+        &self,
+        handle: &str,
+        subpath: &str,
+        limit: u64,
+    ) -> Result<Vec<u8>, VolumeError> {
+        let meta = self.require(handle)?;
+        let data = self.mounted_data(&meta)?;
+        crate::read_file::read_file(&data, subpath, limit)
+    }
+
     /// Paths on disk that are not complete volumes: temp dirs of
     /// interrupted creations/removals/stream-ins, and unrecognized entries.
     pub fn leftovers(&self) -> Result<Vec<PathBuf>, VolumeError> {

@@ -40,9 +40,21 @@ async fn concourse_steps_are_taken_and_bad_ones_refused_storing_nothing(store: S
             "plan: plan[0].retry_failures: replaced by Concourse's `attempts`",
         ),
         (
-            json!([{"load_var": "v", "file": "a/b"}]),
+            json!([{"put": "r", "type": "mock", "source": {"v": "((.:v))"}},
+                   {"load_var": "v", "file": "r/v"}]),
             Value::Null,
-            "plan: plan[0]: load_var steps are not run by hangar yet",
+            "plan step 0: local var ((.:v)) is not defined by a load_var step before it",
+        ),
+        (
+            json!([{"load_var": "v", "file": "a/b"},
+                   {"task": "t", "file": "a/t.yml", "params": {"A": "((.:v)) ((.:w.x))"}}]),
+            Value::Null,
+            "plan step 1: local var ((.:w.x)) is not defined",
+        ),
+        (
+            json!([{"set_pipeline": "p", "file": "a/p.yml", "instance_vars": {"a": 1}}]),
+            Value::Null,
+            "plan: plan[0].instance_vars: instanced pipelines are not supported by hangar",
         ),
         (
             json!([{"put": "r", "type": "git", "source": {"uri": "((uri))"}}]),
@@ -79,6 +91,20 @@ async fn concourse_steps_are_taken_and_bad_ones_refused_storing_nothing(store: S
     ]);
     let build = t.admin.create_build(&req(plan, Value::Null)).await.unwrap();
     assert_eq!(store.list_builds(10).await.unwrap().len(), 1);
+    // Local vars a load_var before defines are the build's, filled in when
+    // it runs; a task from a file is checked then too.
+    let plan = json!([
+        {"get": "repo", "type": "mock", "source": {}},
+        {"load_var": "v", "file": "repo/v.yml", "reveal": false},
+        {"task": "t", "file": "repo/t.yml", "vars": {"a": "((.:v.a))"},
+         "params": {"B": "((.:v))"}, "container_limits": {"memory": 1000}},
+        {"task": "inline", "config": {"platform": "linux", "run": {"path": "x"},
+         "container_limits": {"memory": "((.:v.mem))"}}},
+        {"set_pipeline": "p", "file": "repo/p.yml", "var_files": ["repo/v.yml"],
+         "vars": {"x": "((.:v.x))"}}
+    ]);
+    t.admin.create_build(&req(plan, Value::Null)).await.unwrap();
+    assert_eq!(store.list_builds(10).await.unwrap().len(), 2);
     assert_eq!(build.status, hangar_core::build::BuildStatus::Pending);
     t.stop().await;
 }

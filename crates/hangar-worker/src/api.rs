@@ -152,6 +152,7 @@ pub fn router(api: VolumeApi) -> Router {
             put(stream_in).layer(axum::extract::DefaultBodyLimit::disable()),
         )
         .route("/volumes/{handle}/stream-out", get(stream_out))
+        .route("/volumes/{handle}/file", get(read_file))
         // Answers only with this process's own token: how web tells the
         // live holder of a name from a new process at the same address.
         .route(
@@ -419,6 +420,34 @@ async fn stream_out(
     Ok((
         [(header::CONTENT_TYPE, content_type)],
         Body::from_stream(ReaderStream::new(reader)),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileQuery {
+    path: String,
+}
+
+/// One regular file of the volume, whole (at most
+/// [`hangar_volumes::MAX_READ_FILE_BYTES`]), never anything outside it.
+async fn read_file(
+    State(api): State<VolumeApi>,
+    Path(handle): Path<String>,
+    query: Result<Query<FileQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(bad_query)?;
+    let m = api.manager.clone();
+    let content = tokio::task::spawn_blocking(move || {
+        m.read_file(&handle, &q.path, hangar_volumes::MAX_READ_FILE_BYTES)
+    })
+    .await
+    .map_err(|e| error::panicked("reading a file", e))?
+    .map_err(error::read_file)?;
+    Ok((
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        content,
     )
         .into_response())
 }

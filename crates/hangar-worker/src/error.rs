@@ -67,6 +67,22 @@ pub fn import_path(path: &str, e: &io::Error) -> ApiError {
     }
 }
 
+/// A volume store error of reading one file: a path that is missing,
+/// refused or too large is the asker's (422 `file_unreadable`), told apart
+/// from the volume itself missing (404), which means it was lost.
+pub fn read_file(e: VolumeError) -> ApiError {
+    match &e {
+        VolumeError::PathNotFound { .. }
+        | VolumeError::InvalidPath { .. }
+        | VolumeError::FileTooLarge { .. } => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            codes::FILE_UNREADABLE,
+            e.to_string(),
+        ),
+        _ => volume(e),
+    }
+}
+
 /// A volume store error.
 pub fn volume(e: VolumeError) -> ApiError {
     let message = e.to_string();
@@ -77,7 +93,9 @@ pub fn volume(e: VolumeError) -> ApiError {
         VolumeError::AlreadyExists { .. } | VolumeError::HasChildren { .. } => {
             (StatusCode::CONFLICT, codes::CONFLICT)
         }
-        VolumeError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, codes::TOO_LARGE),
+        VolumeError::TooLarge { .. } | VolumeError::FileTooLarge { .. } => {
+            (StatusCode::PAYLOAD_TOO_LARGE, codes::TOO_LARGE)
+        }
         // An archive that could not be written out for want of room is
         // not a bad archive.
         VolumeError::BadArchive { source, .. } if is_storage_full(source) => {

@@ -390,3 +390,68 @@ async fn stream_out_of_a_bad_or_missing_path_is_an_error_not_an_empty_archive() 
         .unwrap();
     assert!(String::from_utf8_lossy(&out).contains("f.txt"));
 }
+
+#[tokio::test]
+async fn a_file_is_read_whole_and_nothing_outside_the_volume_ever_is() {
+    let host = start(Limits::default()).await;
+    host.api.create_volume(&empty("v1")).await.unwrap();
+    host.api
+        .stream_in(
+            "v1",
+            "",
+            false,
+            tar_of(&[("dir/task.yml", b"platform: linux\n")]),
+        )
+        .await
+        .unwrap();
+    let data = host.manager.get("v1").unwrap().unwrap().path;
+    let outside = data.parent().unwrap().parent().unwrap().join("outside.txt");
+    std::fs::write(&outside, "not yours").unwrap();
+    std::os::unix::fs::symlink(&outside, data.join("abs")).unwrap();
+    std::os::unix::fs::symlink("../../outside.txt", data.join("rel")).unwrap();
+    std::os::unix::fs::symlink("dir/task.yml", data.join("inside")).unwrap();
+    std::fs::write(
+        data.join("big"),
+        vec![b'x'; hangar_volumes::MAX_READ_FILE_BYTES as usize + 1],
+    )
+    .unwrap();
+    assert_eq!(
+        host.api.read_file("v1", "dir/task.yml").await.unwrap(),
+        b"platform: linux\n"
+    );
+    assert_eq!(
+        host.api.read_file("v1", "inside").await.unwrap(),
+        b"platform: linux\n"
+    );
+    for (path, says) in [
+        ("dir/missing.yml", "not found"),
+        ("../outside.txt", "'..'"),
+        ("%2e%2e/outside.txt", "not found"),
+        ("/etc/passwd", "absolute"),
+        ("abs", "leads out of the volume"),
+        ("rel", "leads out of the volume"),
+        ("dir", "not a regular file"),
+        ("big", "larger than the 1048576 bytes"),
+    ] {
+        let (status, code, message) = api_error(host.api.read_file("v1", path).await.unwrap_err());
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "file_unreadable"),
+            "{path}: {message}"
+        );
+        assert!(message.contains(says), "{path}: {message}");
+        assert!(!message.contains("not yours"), "{path}: {message}");
+    }
+    // The volume itself missing is not the file's fault: 404, as a lost
+    // volume is told apart by the engine.
+    let (status, code, _) = api_error(host.api.read_file("gone", "x").await.unwrap_err());
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+    // Without the key nothing is read.
+    let resp = reqwest::get(format!("{}/volumes/v1/file?path=dir/task.yml", host.url))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+}

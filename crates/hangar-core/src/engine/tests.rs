@@ -159,6 +159,50 @@ fn an_input_its_holder_does_not_have_is_lost_at_once() {
 }
 
 #[test]
+fn a_file_the_worker_cannot_give_is_the_step_s_a_lost_volume_the_infrastructure_s() {
+    let cases = [
+        (
+            CallError::refused(422, FILE_UNREADABLE, "path \"t.yml\" not found"),
+            F::Invalid {
+                reason: "out/t.yml: path \"t.yml\" not found".into(),
+            },
+            false,
+        ),
+        (
+            CallError::refused(404, "not_found", "volume \"h\" not found"),
+            F::VolumeLost {
+                worker: "w1".into(),
+                handle: "h".into(),
+            },
+            true,
+        ),
+        (
+            CallError::unreachable("connection refused"),
+            F::WorkerUnreachable {
+                worker: "w1".into(),
+                reason: "connection refused".into(),
+            },
+            false,
+        ),
+        (
+            CallError::refused(500, "internal", "boom"),
+            F::WorkerUnreachable {
+                worker: "w1".into(),
+                reason: "boom (500)".into(),
+            },
+            false,
+        ),
+    ];
+    for (e, want, mark) in cases {
+        assert_eq!(
+            read_file_failure("w1", "h", "out/t.yml", &e),
+            (want, mark),
+            "{e:?}"
+        );
+    }
+}
+
+#[test]
 fn import_failures_name_the_task_or_the_worker() {
     type Expect = fn(&F) -> bool;
     let cases: [(CallError, Expect); 4] = [

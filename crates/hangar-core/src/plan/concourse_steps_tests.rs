@@ -58,12 +58,52 @@ fn bad_concourse_steps_are_refused_saying_where_and_why() {
             "plan: plan[0]: missing field `type`",
         ),
         (
-            json!([{"load_var": "v", "file": "a/b"}]),
-            "plan: plan[0]: load_var steps are not run",
+            json!([{"load_var": "v", "file": "b"}]),
+            "plan: plan[0].file: \"b\" does not say which artifact",
         ),
         (
-            json!([{"set_pipeline": "p", "file": "a/b"}]),
-            "plan: plan[0]: set_pipeline steps need pipeline storage",
+            json!([{"load_var": "v", "file": "a/b", "format": "toml"}]),
+            "plan: plan[0].format: \"toml\" is not one of json, yaml, yml, trim, raw",
+        ),
+        (
+            json!([{"load_var": "v", "file": "a/b", "reveal": "yes"}]),
+            "plan: plan[0].reveal: invalid type",
+        ),
+        (
+            json!([{"load_var": "a b", "file": "a/b"}]),
+            "plan: plan[0].load_var: invalid name",
+        ),
+        (
+            json!([{"set_pipeline": "p", "file": "a/b", "instance_vars": {"x": 1}}]),
+            "plan: plan[0].instance_vars: instanced pipelines are not supported by hangar",
+        ),
+        (
+            json!([{"set_pipeline": "p", "file": "a/b", "var_files": ["v.yml"]}]),
+            "plan: plan[0].var_files: \"v.yml\" does not say which artifact",
+        ),
+        (
+            json!([{"set_pipeline": "../p", "file": "a/b"}]),
+            "plan: plan[0].set_pipeline: pipeline",
+        ),
+        (
+            json!([{"set_pipeline": "p"}]),
+            "plan: plan[0]: missing field `file`",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "file": "a/t.yml"}]),
+            "plan: plan[0]: give one of `config` or `file`, not both",
+        ),
+        (
+            json!([{"task": "t"}]),
+            "plan: plan[0]: a task needs `config` or `file`",
+        ),
+        (
+            json!([{"task": "t", "config": {}, "vars": {"a": 1}}]),
+            "plan: plan[0].vars: fill the vars of a task `file`",
+        ),
+        (
+            json!([{"task": "t", "file": "a/t.yml", "container_limits": 5}]),
+            "plan: plan[0].container_limits: expected a mapping",
         ),
         (
             json!([{"do": [{"put": "r", "type": "git", "source": {}, "inputs": "some"}]}]),
@@ -74,8 +114,8 @@ fn bad_concourse_steps_are_refused_saying_where_and_why() {
             "plan: plan[0]: `across` is not supported",
         ),
         (
-            json!([{"task": "t", "file": "repo/ci/t.yml"}]),
-            "plan: plan[0].file: a task config read from an artifact is not supported yet",
+            json!([{"task": "t", "file": "t.yml"}]),
+            "plan: plan[0].file: \"t.yml\" does not say which artifact",
         ),
         (
             json!([{"task": "t", "config": {}, "retry_failures": true}]),
@@ -115,7 +155,7 @@ fn bad_concourse_steps_are_refused_saying_where_and_why() {
         ),
         (
             json!([{"task": "t", "config": {}, "on_error": {"load_var": "x"}}]),
-            "plan: plan[0].on_error: load_var steps",
+            "plan: plan[0].on_error: missing field `file`",
         ),
         (
             json!([{"try": task("a"), "x": 1}]),

@@ -8,13 +8,15 @@
 //! and `trigger` are the scheduler's, not the build's, and are not in a
 //! build plan. The result is read back through [`super::parse_build_plan`],
 //! so a job plan obeys every bound a plan sent to the API does. A put's
-//! resource is resolved as a get's. Steps the engine does not run yet are
-//! refused by name.
+//! resource is resolved as a get's. A task's `file`, `load_var` and
+//! `set_pipeline` carry over as written: they read artifacts of the build
+//! when they run. Steps the engine does not run are refused by name.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
+use super::file_steps::apply_task_overrides;
 use super::{parse_build_plan, stored_plan, BuildPlan};
 use crate::pipeline::{Action, GetVersion, PutInputs, Step};
 use crate::pipeline::{Job, PipelineConfig};
@@ -151,38 +153,49 @@ fn step(config: &Planner, s: &Step, at: &str) -> Result<Value, PlannerError> {
             o
         }
         Action::Task(task) => {
-            if task.file.is_some() {
-                return Err(PlannerError(format!(
-                    "{at}.file: a task config read from an artifact is not supported yet"
-                )));
-            }
-            let mut task_config = task
-                .config
-                .clone()
-                .ok_or_else(|| PlannerError(format!("{at}: a task needs `config` (or `file`)")))?;
-            if let Some(params) = &task.params {
-                let base = task_config
-                    .as_object_mut()
-                    .ok_or_else(|| PlannerError(format!("{at}.config: expected a mapping")))?;
-                let merged = base
-                    .entry("params")
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if let Some(merged) = merged.as_object_mut() {
-                    for (k, v) in params {
-                        merged.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-            if let Some(limits) = &task.container_limits {
-                let limits = serde_json::to_value(limits)
-                    .map_err(|e| PlannerError(format!("{at}.container_limits: {e}")))?;
-                if let Some(base) = task_config.as_object_mut() {
-                    base.insert("container_limits".into(), limits);
-                }
-            }
+            let limits = task
+                .container_limits
+                .as_ref()
+                .map(serde_json::to_value)
+                .transpose()
+                .map_err(|e| PlannerError(format!("{at}.container_limits: {e}")))?;
             let mut o = Map::new();
             o.insert("task".into(), json!(task.name));
-            o.insert("config".into(), task_config);
+            match (&task.config, &task.file) {
+                (Some(config), _) => {
+                    if task.vars.is_some() {
+                        return Err(PlannerError(format!(
+                            "{at}.vars: fill the vars of a task `file`; an inline `config` \
+                             has its vars filled with the pipeline's"
+                        )));
+                    }
+                    let mut config = config.clone();
+                    if !config.is_object() {
+                        return Err(PlannerError(format!("{at}.config: expected a mapping")));
+                    }
+                    apply_task_overrides(&mut config, task.params.as_ref(), limits.as_ref());
+                    o.insert("config".into(), config);
+                }
+                (None, Some(file)) => {
+                    // Read, with the step's vars and overrides, when the
+                    // step runs (the file is an artifact of the build).
+                    o.insert("file".into(), json!(file));
+                    if let Some(vars) = &task.vars {
+                        o.insert("vars".into(), Value::Object(vars.clone()));
+                    }
+                    if let Some(params) = &task.params {
+                        o.insert("params".into(), Value::Object(params.clone()));
+                    }
+                    if let Some(limits) = limits {
+                        o.insert("container_limits".into(), limits);
+                    }
+                }
+                (None, None) => {
+                    return Err(PlannerError(format!(
+                        "{at}: a task needs `config` or `file`"
+                    )))
+                }
+            }
             if !task.input_mapping.is_empty() {
                 o.insert("input_mapping".into(), json!(task.input_mapping));
             }
@@ -228,15 +241,38 @@ fn step(config: &Planner, s: &Step, at: &str) -> Result<Value, PlannerError> {
             }
             o
         }
-        Action::SetPipeline(_) => {
-            return Err(PlannerError(format!(
-                "{at}: set_pipeline steps are not run by hangar yet"
-            )))
+        Action::SetPipeline(set) => {
+            if set.instance_vars.is_some() {
+                return Err(PlannerError(format!(
+                    "{at}.instance_vars: instanced pipelines are not supported by hangar; \
+                     name each pipeline instead"
+                )));
+            }
+            let mut o = Map::new();
+            o.insert("set_pipeline".into(), json!(set.name));
+            o.insert("file".into(), json!(set.file));
+            if let Some(vars) = &set.vars {
+                o.insert("vars".into(), Value::Object(vars.clone()));
+            }
+            if !set.var_files.is_empty() {
+                o.insert("var_files".into(), json!(set.var_files));
+            }
+            if let Some(team) = &set.team {
+                o.insert("team".into(), json!(team));
+            }
+            o
         }
-        Action::LoadVar(_) => {
-            return Err(PlannerError(format!(
-                "{at}: load_var steps are not run by hangar yet"
-            )))
+        Action::LoadVar(load) => {
+            let mut o = Map::new();
+            o.insert("load_var".into(), json!(load.name));
+            o.insert("file".into(), json!(load.file));
+            if let Some(format) = load.format {
+                o.insert("format".into(), json!(format.as_str()));
+            }
+            if load.reveal {
+                o.insert("reveal".into(), json!(true));
+            }
+            o
         }
         Action::Do(inner) => {
             let mut o = Map::new();

@@ -228,18 +228,7 @@ impl Resolved {
     /// Every string and number the resolved vars hold: what the build's
     /// output must not show.
     pub fn secret_values(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut stack: Vec<&Value> = self.values.values().collect();
-        while let Some(v) = stack.pop() {
-            match v {
-                Value::String(s) => out.push(s.clone()),
-                Value::Number(n) => out.push(n.to_string()),
-                Value::Array(items) => stack.extend(items),
-                Value::Object(m) => stack.extend(m.values()),
-                Value::Bool(_) | Value::Null => {}
-            }
-        }
-        out
+        super::redact::secret_texts(self.values.values())
     }
 }
 

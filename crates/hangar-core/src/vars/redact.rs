@@ -65,6 +65,17 @@ impl Secrets {
         self.needles.is_empty()
     }
 
+    /// These secrets and `more` (a `load_var` adds its value to the
+    /// build's secrets once it ran).
+    pub fn extended<I, S>(&self, more: I) -> Secrets
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let more: Vec<String> = more.into_iter().map(|s| s.as_ref().to_string()).collect();
+        Secrets::new(self.needles.iter().cloned().chain(more))
+    }
+
     fn longest(&self) -> usize {
         self.needles.first().map_or(0, String::len)
     }
@@ -76,6 +87,24 @@ impl Secrets {
         }
         scan(self, text, true).0
     }
+}
+
+/// Every string and number `values` hold: what a build's output must not
+/// show of them.
+pub fn secret_texts<'a>(values: impl IntoIterator<Item = &'a serde_json::Value>) -> Vec<String> {
+    use serde_json::Value;
+    let mut out = Vec::new();
+    let mut stack: Vec<&Value> = values.into_iter().collect();
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::String(s) => out.push(s.clone()),
+            Value::Number(n) => out.push(n.to_string()),
+            Value::Array(items) => stack.extend(items),
+            Value::Object(m) => stack.extend(m.values()),
+            Value::Bool(_) | Value::Null => {}
+        }
+    }
+    out
 }
 
 /// What one position of the text is.

@@ -417,3 +417,22 @@ fn set_pipeline_interpolation_leaves_undefined_vars_as_written() {
         "{e}"
     );
 }
+
+#[test]
+fn local_vars_stay_for_the_run_and_are_not_unresolved_before_it() {
+    let vars = Vars::new(vec![json!({"a": "A"}).as_object().unwrap().clone()]);
+    let template = json!({"x": "((a))-((.:v.f))", "y": "((.:w))", "z": "((b))"});
+    let err = interpolate_keeping_local(&template, &vars).unwrap_err();
+    assert_eq!(err.undefined, vec!["b".to_string()]);
+    let template = json!({"x": "((a))-((.:v.f))", "y": "((.:w))"});
+    assert_eq!(
+        interpolate_keeping_local(&template, &vars).unwrap(),
+        json!({"x": "A-((.:v.f))", "y": "((.:w))"})
+    );
+    assert_eq!(
+        find_unresolved_except_local(&json!(["((.:v))", "((b))", "((src:c))"])),
+        vec!["b".to_string(), "src:c".to_string()]
+    );
+    assert!(VarRef::parse(".:v.f").unwrap().is_local());
+    assert!(!VarRef::parse("v").unwrap().is_local());
+}

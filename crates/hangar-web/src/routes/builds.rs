@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Response};
 use hangar_api::builds::{Build, BuildEvent, BuildEvents, BuildStep, CreateBuild};
 use hangar_core::build::BuildEventKind;
 use hangar_core::names::validate_label;
-use hangar_core::plan::{leaf_steps, parse_build_plan, stored_plan, Step};
-use hangar_core::vars::find_unresolved;
+use hangar_core::plan::{leaf_steps, local_vars, parse_build_plan, stored_plan, Step};
+use hangar_core::vars::{find_refs, find_unresolved, find_unresolved_except_local};
 use hangar_store::{BuildRecord, StepRecord};
 use serde::Deserialize;
 
@@ -61,22 +61,17 @@ pub(super) fn build_to_api(b: BuildRecord, steps: Vec<StepRecord>) -> Build {
 /// Refuses a step that still holds a `((var))`: web has nothing to resolve
 /// it from, and running it would hand the task the literal text.
 fn refuse_unresolved_vars(id: &str, step: &Step) -> Result<(), ApiError> {
-    let (name, left) = match step {
-        Step::Task(task) => (&task.task, find_unresolved(&task.config)),
-        Step::Get(get) => {
-            let mut parts = vec![serde_json::Value::Object(get.source.clone())];
-            parts.extend(get.params.clone().map(serde_json::Value::Object));
-            parts.extend(get.version.clone().map(serde_json::Value::Object));
-            (&get.get, find_unresolved(&serde_json::Value::Array(parts)))
-        }
-        Step::Put(put) => {
-            let mut parts = vec![serde_json::Value::Object(put.source.clone())];
-            parts.extend(put.params.clone().map(serde_json::Value::Object));
-            parts.extend(put.get_params.clone().map(serde_json::Value::Object));
-            (&put.put, find_unresolved(&serde_json::Value::Array(parts)))
-        }
+    let name = match step {
+        Step::Task(task) => &task.task,
+        Step::Get(get) => &get.get,
+        Step::Put(put) => &put.put,
+        Step::LoadVar(load) => &load.load_var,
+        Step::SetPipeline(set) => &set.set_pipeline,
         Step::Do(_) | Step::InParallel(_) | Step::Try(_) | Step::Modified(_) => return Ok(()),
     };
+    // Local vars (`((.:x))`) are the build's own, filled in when it runs;
+    // the plan's parse already refused one no load_var defines.
+    let left = find_unresolved_except_local(&local_vars::var_fields(step));
     if left.is_empty() {
         return Ok(());
     }
@@ -94,6 +89,11 @@ fn refuse_unresolved_vars(id: &str, step: &Step) -> Result<(), ApiError> {
     Err(ApiError::bad_request(format!(
         "plan step {id} ({name}): unresolved vars: {names}; {NO_MANAGER}"
     )))
+}
+
+/// Whether a step's values use a local var (`((.:x))`).
+fn uses_local_vars(step: &Step) -> bool {
+    find_refs(&local_vars::var_fields(step)).is_ok_and(|refs| refs.iter().any(|r| r.is_local()))
 }
 
 /// Checks a plan whole before anything is stored: its shape, every task
@@ -155,7 +155,13 @@ pub(super) async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiErro
                 )));
             }
         }
-        if let Step::Task(task) = step {
+        // A task whose config is in a file, or uses local vars, is checked
+        // when it runs, once they are known.
+        let checked_now = match step {
+            Step::Task(t) if t.file.is_none() && !uses_local_vars(step) => Some(t),
+            _ => None,
+        };
+        if let Some(task) = checked_now {
             let config = task.parse_config().map_err(|e| {
                 ApiError::bad_request(format!("plan step {id} ({}): {e}", task.task))
             })?;

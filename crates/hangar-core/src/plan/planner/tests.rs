@@ -148,19 +148,64 @@ jobs:
 }
 
 #[test]
-fn steps_not_run_yet_are_refused_naming_where() {
+fn file_steps_carry_over_as_written_to_run_with_the_build_s_artifacts() {
+    let plan = job_plan(
+        r#"
+resources: [{name: r, type: mock, source: {}}]
+jobs:
+- name: j
+  plan:
+  - get: r
+  - load_var: version
+    file: r/version.json
+    format: json
+    reveal: true
+  - task: t
+    file: r/t.yml
+    vars: {image: busybox}
+    params: {V: ((.:version.n))}
+    container_limits: {memory: 1000}
+    input_mapping: {src: r}
+  - set_pipeline: self
+    file: r/p.yml
+    vars: {v: ((.:version))}
+    var_files: [r/vars.yml]
+"#,
+    )
+    .unwrap();
+    let steps = plan.stored.as_array().unwrap();
+    assert_eq!(
+        steps[1],
+        json!({"load_var": "version", "file": "r/version.json", "format": "json", "reveal": true})
+    );
+    assert_eq!(
+        steps[2],
+        json!({"task": "t", "file": "r/t.yml", "vars": {"image": "busybox"},
+               "params": {"V": "((.:version.n))"}, "container_limits": {"memory": 1000},
+               "input_mapping": {"src": "r"}})
+    );
+    assert_eq!(
+        steps[3],
+        json!({"set_pipeline": "self", "file": "r/p.yml", "vars": {"v": "((.:version))"},
+               "var_files": ["r/vars.yml"]})
+    );
+    assert!(matches!(plan.plan.steps[1], PlanStep::LoadVar(_)));
+}
+
+#[test]
+fn file_steps_that_cannot_run_are_refused_naming_where() {
     let cases = [
         (
-            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n  - task: t\n    file: r/t.yml\n",
-            "job plan: jobs.j.plan[1].task(t).file: a task config read from an artifact",
+            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n  - set_pipeline: p\n    file: r/p.yml\n    instance_vars: {a: 1}\n",
+            "job plan: jobs.j.plan[1].set_pipeline(p).instance_vars: instanced pipelines are not supported",
         ),
         (
-            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n  - load_var: v\n    file: r/v\n",
-            "job plan: jobs.j.plan[1].load_var(v): load_var steps are not run",
+            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n  - task: t\n    config: {platform: linux, run: {path: x}}\n    vars: {a: 1}\n",
+            "job plan: jobs.j.plan[1].task(t).vars: fill the vars of a task `file`",
         ),
         (
-            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n    on_failure:\n      load_var: v\n      file: r/v\n",
-            "job plan: jobs.j.plan[0].get(r).on_failure.load_var(v): load_var steps",
+            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n    params: {a: ((.:v))}\n  - load_var: v\n    file: r/v\n",
+            "job plan: plan step 0: local var ((.:v)) is not defined by a load_var step before it",
         ),
     ];
     for (yaml, expected) in cases {
