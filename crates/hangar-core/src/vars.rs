@@ -519,23 +519,7 @@ pub fn interpolate(template: &Value, vars: &Vars) -> Result<Value, VarsError> {
 
 /// [`interpolate`] with vars from any [`VarLookup`].
 pub fn interpolate_with(template: &Value, vars: &dyn VarLookup) -> Result<Value, VarsError> {
-    let mut i = Interpolator {
-        vars,
-        keep_local: false,
-        undefined: BTreeSet::new(),
-        problems: BTreeSet::new(),
-        inserted: 0,
-        sizes: HashMap::new(),
-    };
-    let out = i.value(template, 0);
-    if i.undefined.is_empty() && i.problems.is_empty() {
-        Ok(out)
-    } else {
-        Err(VarsError {
-            undefined: i.undefined.into_iter().collect(),
-            problems: i.problems.into_iter().collect(),
-        })
-    }
+    interpolate_as(template, vars, false)
 }
 
 /// As [`interpolate_with`], but local vars (`((.:x))`) stay in place as
@@ -545,9 +529,17 @@ pub fn interpolate_keeping_local(
     template: &Value,
     vars: &dyn VarLookup,
 ) -> Result<Value, VarsError> {
+    interpolate_as(template, vars, true)
+}
+
+fn interpolate_as(
+    template: &Value,
+    vars: &dyn VarLookup,
+    keep_local: bool,
+) -> Result<Value, VarsError> {
     let mut i = Interpolator {
         vars,
-        keep_local: true,
+        keep_local,
         undefined: BTreeSet::new(),
         problems: BTreeSet::new(),
         inserted: 0,
