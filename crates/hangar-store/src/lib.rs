@@ -7,6 +7,7 @@
 //! its own text. Times are passed in by the caller, never read here, so tests
 //! drive the lifecycle in virtual time.
 
+mod build_versions;
 mod builds;
 mod bulk;
 mod containers;
@@ -28,6 +29,7 @@ mod pipeline_rows_tests;
 #[cfg(test)]
 mod test_db;
 
+pub use build_versions::BuildVersionRecord;
 pub use builds::{AbortRequest, BuildEventRecord, BuildRecord, StepRecord};
 pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
