@@ -173,7 +173,11 @@ mod tests {
             (Some(i64::MAX), Some(500), Some(i64::MAX)),
         ];
         for (every, last, want) in cases {
-            assert_eq!(next_check_at(every, last, 1_000), want, "{every:?} {last:?}");
+            assert_eq!(
+                next_check_at(every, last, 1_000),
+                want,
+                "{every:?} {last:?}"
+            );
         }
     }
 
