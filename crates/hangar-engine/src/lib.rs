@@ -12,6 +12,7 @@
 mod action_log;
 mod artifact_files;
 mod caches;
+pub mod check;
 mod clock;
 mod context;
 #[cfg(feature = "fake")]
