@@ -319,24 +319,30 @@ impl Store {
     }
 
     /// Gives a claim back without a result (no worker could run the
-    /// check, or the node is stopping): the scope is due again at
-    /// `retry_at`, and a request stays.
+    /// check, the node is stopping, or no member wants a check any more):
+    /// the scope is due again at `retry_at` if its members still want
+    /// periodic checks, and a request stays.
     pub async fn release_check(
         &self,
         scope_id: i64,
         owner: &str,
         retry_at: UnixMillis,
     ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let (every, timeout) = schedule(&members(&mut tx, scope_id).await?);
         sqlx::query(
             "UPDATE resource_scopes SET claim_owner = NULL, claim_until = NULL, \
-             next_check_at = CASE WHEN check_every_ms IS NULL THEN NULL ELSE $1 END \
-             WHERE id = $2 AND claim_owner = $3",
+             check_every_ms = $1, check_timeout_ms = $2, next_check_at = $3 \
+             WHERE id = $4 AND claim_owner = $5",
         )
-        .bind(retry_at)
+        .bind(every)
+        .bind(timeout)
+        .bind(every.map(|_| retry_at))
         .bind(scope_id)
         .bind(owner)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
     }
 

@@ -1,0 +1,165 @@
+//! The check loop: every pass claims the resource scopes due a check (or
+//! asked for one) and runs their checks on workers, several at a time,
+//! recording what each found.
+//!
+//! A pass with nothing due is two indexed queries. Claims are leases in
+//! the database (`hangar-store/src/checks.rs`), so of several web nodes
+//! exactly one runs a scope's check; a node that dies leaves its claims to
+//! run out and the scope becomes due again. Checks run in tasks the loop
+//! owns, so a slow check never holds back the others or the next pass.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use hangar_engine::check::{run_check, CheckEnd, CheckJob};
+use hangar_store::{ClaimedCheck, StoreError};
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::Web;
+
+/// Checks one node runs at once.
+pub(crate) const MAX_CONCURRENT_CHECKS: usize = 32;
+/// How soon a check that could not run (no worker fits, workers lost) is
+/// tried again.
+const RETRY_DEFERRED_MS: i64 = 10_000;
+
+/// Rung by a webhook or `check-resource`: the loop claims at once instead
+/// of at its next tick.
+#[derive(Default)]
+pub(crate) struct CheckWakeup(Notify);
+
+impl CheckWakeup {
+    pub(crate) fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
+    let mut running = JoinSet::new();
+    loop {
+        while running.try_join_next().is_some() {}
+        if let Err(e) = claim_and_start(&web, &mut running, &shutdown).await {
+            tracing::warn!(error = %e, "cannot claim due checks");
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(interval) => {}
+            _ = web.inner.check_wakeup.0.notified() => {}
+        }
+    }
+    // Each check sees the token and gives its claim back.
+    while running.join_next().await.is_some() {}
+}
+
+/// One pass run to its end (tests drive the loop with it): answers how
+/// many checks it ran.
+pub(crate) async fn pass(web: &Web) -> Result<usize, StoreError> {
+    let mut running = JoinSet::new();
+    let started = claim_and_start(web, &mut running, &CancellationToken::new()).await?;
+    while running.join_next().await.is_some() {}
+    Ok(started)
+}
+
+async fn claim_and_start(
+    web: &Web,
+    running: &mut JoinSet<()>,
+    stop: &CancellationToken,
+) -> Result<usize, StoreError> {
+    let free = MAX_CONCURRENT_CHECKS.saturating_sub(running.len());
+    if free == 0 {
+        return Ok(0);
+    }
+    let claimed = web
+        .store()
+        .claim_due_checks(owner(web), web.now(), free as i64)
+        .await?;
+    let n = claimed.len();
+    for check in claimed {
+        running.spawn(check_scope(web.clone(), check, stop.clone()));
+    }
+    Ok(n)
+}
+
+fn owner(web: &Web) -> &str {
+    &web.engine().config().node_id
+}
+
+async fn check_scope(web: Web, claimed: ClaimedCheck, stop: CancellationToken) {
+    let scope = claimed.scope_id;
+    let end = match job_for(&web, &claimed).await {
+        Ok(job) => run_check(web.engine(), &job, &stop).await,
+        Err(end) => end,
+    };
+    let store = web.store();
+    let recorded = match &end {
+        CheckEnd::Found(versions) => store
+            .finish_check(scope, owner(&web), versions, None, web.now())
+            .await
+            .map(|new| {
+                if new.unwrap_or(0) > 0 {
+                    web.wake_scheduler();
+                }
+            }),
+        CheckEnd::Failed(error) => {
+            tracing::info!(scope, %error, "check failed");
+            store
+                .finish_check(scope, owner(&web), &[], Some(error), web.now())
+                .await
+                .map(|_| ())
+        }
+        CheckEnd::Deferred(why) => {
+            tracing::info!(scope, reason = %why, "check deferred");
+            store
+                .release_check(scope, owner(&web), web.now() + RETRY_DEFERRED_MS)
+                .await
+        }
+    };
+    if let Err(e) = recorded {
+        // The claim runs out and another pass checks the scope again.
+        tracing::warn!(scope, error = %e, "cannot record a check");
+    }
+}
+
+/// What to run for a claimed scope, or how it ends without running.
+async fn job_for(web: &Web, claimed: &ClaimedCheck) -> Result<CheckJob, CheckEnd> {
+    let store = web.store();
+    let members = store
+        .check_members(claimed.scope_id)
+        .await
+        .map_err(|e| CheckEnd::Deferred(format!("cannot read the scope's resources: {e}")))?;
+    // Periodic checks skip paused pipelines (explicit ones run).
+    let Some(member) = members.iter().find(|m| claimed.requested || !m.paused) else {
+        return Err(CheckEnd::Deferred("no resource wants a check".into()));
+    };
+    let types = store
+        .pipeline_resource_types(&member.team, &member.pipeline)
+        .await
+        .map_err(|e| CheckEnd::Deferred(format!("cannot read resource types: {e}")))?;
+    if types.iter().any(|t| t.name == claimed.resource_type) {
+        return Err(CheckEnd::Failed(format!(
+            "resources of custom type {} are not checked by web yet; a get step of the resource \
+             checks it when it runs",
+            claimed.resource_type
+        )));
+    }
+    let tags: BTreeSet<String> = member
+        .config
+        .get("tags")
+        .and_then(Value::as_array)
+        .map(|t| {
+            t.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(CheckJob {
+        resource_type: claimed.resource_type.clone(),
+        source: claimed.source.clone(),
+        from: claimed.from.clone(),
+        tags,
+        timeout: Duration::from_millis(claimed.timeout_ms.max(1) as u64),
+    })
+}
