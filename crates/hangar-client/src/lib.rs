@@ -9,10 +9,12 @@ use hangar_api::{
 };
 
 mod builds;
+mod checks;
 mod pipelines;
 mod resource_api;
 mod worker_api;
 use reqwest::{Method, StatusCode, Url};
+pub use checks::Checked;
 pub use resource_api::ActionEvents;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
