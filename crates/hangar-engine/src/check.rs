@@ -50,20 +50,25 @@ pub enum CheckEnd {
     Deferred(String),
 }
 
-/// Runs `job` within its timeout.
+/// Runs `job` within its timeout. The timeout cuts the call to the
+/// worker only, never a database read under way (an SQLite connection
+/// dropped mid-query is closed).
 pub async fn run_check(engine: &Engine, job: &CheckJob, stop: &CancellationToken) -> CheckEnd {
-    let timeout = job.timeout;
+    let deadline = tokio::time::Instant::now() + job.timeout;
     tokio::select! {
         _ = stop.cancelled() => CheckEnd::Deferred("web is stopping".into()),
-        end = tokio::time::timeout(timeout, attempts(engine, job)) => end.unwrap_or_else(|_| {
-            CheckEnd::Failed(format!(
-                "check timed out after {timeout:?} (check_timeout)"
-            ))
-        }),
+        end = attempts(engine, job, deadline) => end,
     }
 }
 
-async fn attempts(engine: &Engine, job: &CheckJob) -> CheckEnd {
+fn timed_out(job: &CheckJob) -> CheckEnd {
+    CheckEnd::Failed(format!(
+        "check timed out after {:?} (check_timeout)",
+        job.timeout
+    ))
+}
+
+async fn attempts(engine: &Engine, job: &CheckJob, deadline: tokio::time::Instant) -> CheckEnd {
     let mut avoid = BTreeSet::new();
     let mut last = String::new();
     for _ in 0..MAX_ATTEMPTS {
@@ -85,7 +90,10 @@ async fn attempts(engine: &Engine, job: &CheckJob) -> CheckEnd {
             Ok(Err(NoWorker(why))) => return CheckEnd::Deferred(why),
             Err(e) => return CheckEnd::Deferred(format!("cannot read workers: {e}")),
         };
-        match on_worker(engine, &worker, job).await {
+        if tokio::time::Instant::now() >= deadline {
+            return timed_out(job);
+        }
+        match on_worker(engine, &worker, job, deadline).await {
             Ok(end) => return end,
             Err(failure) => {
                 last = failure.describe();
@@ -98,7 +106,12 @@ async fn attempts(engine: &Engine, job: &CheckJob) -> CheckEnd {
 }
 
 /// One try on `worker`: an end, or the infrastructure's failure.
-async fn on_worker(engine: &Engine, worker: &str, job: &CheckJob) -> Result<CheckEnd, StepFailure> {
+async fn on_worker(
+    engine: &Engine,
+    worker: &str,
+    job: &CheckJob,
+    deadline: tokio::time::Instant,
+) -> Result<CheckEnd, StepFailure> {
     let Observed::Present(seen) = crate::watch::seen(engine, worker).await else {
         return Err(StepFailure::WorkerGone {
             worker: worker.to_string(),
@@ -125,7 +138,19 @@ async fn on_worker(engine: &Engine, worker: &str, job: &CheckJob) -> Result<Chec
         };
         tokio::join!(call, collect)
     };
-    let (out, streamed) = crate::watch::guarded(engine, &[(worker, &seen)], work).await?;
+    tokio::pin!(work);
+    // The worker is watched between waits, not inside them: the deadline
+    // never cuts a read of its row.
+    let (out, streamed) = loop {
+        tokio::select! {
+            out = &mut work => break out,
+            _ = tokio::time::sleep_until(deadline) => return Ok(timed_out(job)),
+            _ = tokio::time::sleep(crate::watch::WATCH_EVERY) => {}
+        }
+        if let Some(failure) = crate::watch::check(engine, worker, &seen).await {
+            return Err(failure);
+        }
+    };
     match out {
         Err(e) => match call_failure(worker, &e) {
             StepFailure::Invalid { reason } => Ok(CheckEnd::Failed(reason)),
