@@ -398,6 +398,26 @@ impl Store {
             .collect()
     }
 
+    /// The scope's newest version (by check order): what a check starts
+    /// from, as Concourse gives `check` the current version.
+    pub async fn latest_scope_version(&self, scope_id: i64) -> Result<Option<Value>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, version FROM resource_versions WHERE scope_id = $1 \
+             ORDER BY check_order DESC LIMIT 1",
+        )
+        .bind(scope_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            let id: i64 = r.try_get("id")?;
+            let text: String = r.try_get("version")?;
+            serde_json::from_str(&text).map_err(|e| {
+                StoreError::Corrupt(format!("resource_versions row id {id}, column version: {e}"))
+            })
+        })
+        .transpose()
+    }
+
     /// The scope of a pipeline's active resource type.
     pub async fn resource_type_scope(
         &self,

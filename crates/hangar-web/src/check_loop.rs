@@ -155,10 +155,18 @@ async fn job_for(web: &Web, claimed: &ClaimedCheck) -> Result<CheckJob, CheckEnd
                 .collect()
         })
         .unwrap_or_default();
+    // Without `-f`, from the newest version known, as Concourse checks.
+    let from = match &claimed.from {
+        Some(from) => Some(from.clone()),
+        None => store
+            .latest_scope_version(claimed.scope_id)
+            .await
+            .map_err(|e| CheckEnd::Deferred(format!("cannot read the newest version: {e}")))?,
+    };
     Ok(CheckJob {
         resource_type: claimed.resource_type.clone(),
         source: claimed.source.clone(),
-        from: claimed.from.clone(),
+        from,
         tags,
         timeout: Duration::from_millis(claimed.timeout_ms.max(1) as u64),
     })

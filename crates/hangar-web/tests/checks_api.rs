@@ -201,6 +201,11 @@ async fn due_resources_are_checked_and_their_versions_saved_in_order(store: Stor
     t.advance(1);
     w.set(r#"[{"ref":"3"},{"ref":"4"}]"#);
     assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    // Checked from the newest version known, as Concourse does.
+    assert_eq!(
+        w.last_request(),
+        json!({"source": {"uri": "one"}, "version": {"ref": "3"}})
+    );
     assert_eq!(versions(&t, "repo").await[0], ("4".into(), 4));
     assert_eq!(versions(&t, "repo").await.len(), 4);
     t.stop().await;
