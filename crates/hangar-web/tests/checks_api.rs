@@ -479,7 +479,98 @@ async fn the_webhook_asks_for_a_check_with_the_resource_token_only(store: Store)
     t.stop().await;
 }
 
+/// A worker that cannot be reached is the infrastructure's failure: the
+/// check runs on another worker, and with none left it is tried again
+/// later, never recorded as the resource's error.
+async fn a_check_on_a_lost_worker_runs_on_another(store: Store) {
+    let t = TestWeb::start(store).await;
+    // Registered with an API nobody serves any more (placement takes
+    // workers by name among equals: this one first).
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mut lost = registration("a-lost", "a-lost");
+    lost.api_url = Some(format!("http://{}", closed.local_addr().unwrap()));
+    lost.api_token = Some(API_TOKEN.into());
+    lost.resource_types = vec![BaseResourceType {
+        type_name: "sh".into(),
+        path: "/nowhere".into(),
+        version: None,
+    }];
+    drop(closed);
+    t.register_with(&lost).await;
+    set_pipeline(&t, true).await;
+    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    let status = t
+        .admin
+        .check_status("main", "p", Checked::Resource, "repo")
+        .await
+        .unwrap();
+    assert_eq!(status.check_error, None, "{status:?}");
+    assert_eq!(status.last_check_finished_at, None);
+    assert_eq!(status.next_check_at, Some(1_700_000_000_000 + 10_000));
+    let w = CheckWorker::start(&t, "b-live").await;
+    t.advance(10_000);
+    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(w.calls(), 1);
+    assert_eq!(versions(&t, "repo").await.len(), 3);
+    assert_eq!(resource(&t, "repo").await.check_error, None);
+    t.stop().await;
+}
+
+/// A resource type is checked as a resource of its type is; a resource
+/// of a custom type says web does not check it yet.
+async fn resource_types_are_checked_and_custom_typed_resources_say_why_not(store: Store) {
+    let t = TestWeb::start(store).await;
+    let w = CheckWorker::start(&t, "w1").await;
+    let yaml = "
+resource_types:
+- name: custom
+  type: sh
+  source: {uri: image}
+resources:
+- name: thing
+  type: custom
+  source: {x: y}
+jobs:
+- name: j
+  plan: [{get: thing}]
+";
+    t.admin.set_pipeline("main", "p", yaml, None).await.unwrap();
+    let asked = t
+        .admin
+        .request_check(
+            "main",
+            "p",
+            Checked::ResourceType,
+            "custom",
+            &CheckRequest::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(
+        w.last_request(),
+        json!({"source": {"uri": "image"}, "version": null})
+    );
+    let status = t
+        .admin
+        .check_status("main", "p", Checked::ResourceType, "custom")
+        .await
+        .unwrap();
+    assert!(status.answers(asked.requested_at), "{status:?}");
+    assert_eq!(status.check_error, None);
+    t.admin.pause_pipeline("main", "p", false).await.unwrap();
+    t.advance(60_000);
+    // Both the type (due again) and the resource (due at once).
+    assert_eq!(t.web.run_checks_once().await.unwrap(), 2);
+    let error = resource(&t, "thing").await.check_error.unwrap();
+    assert!(error.contains("custom type custom"), "{error}");
+    assert_eq!(w.calls(), 2);
+    t.stop().await;
+}
+
 on_both_databases!(
+    a_check_on_a_lost_worker_runs_on_another,
+    resource_types_are_checked_and_custom_typed_resources_say_why_not,
     due_resources_are_checked_and_their_versions_saved_in_order,
     a_failing_check_shows_its_error_until_one_succeeds,
     a_check_past_its_timeout_fails_saying_so,
