@@ -41,13 +41,22 @@ pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToke
     let mut running = JoinSet::new();
     loop {
         while running.try_join_next().is_some() {}
-        if let Err(e) = claim_and_start(&web, &mut running, &shutdown).await {
-            tracing::warn!(error = %e, "cannot claim due checks");
-        }
+        let free = MAX_CONCURRENT_CHECKS.saturating_sub(running.len());
+        // Every free slot taken: more may be due, so a check's end is
+        // reason enough to claim again (thousands of resources a minute
+        // are not held to one batch a tick).
+        let saturated = match claim_and_start(&web, &mut running, &shutdown).await {
+            Ok(started) => started >= free,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot claim due checks");
+                false
+            }
+        };
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(interval) => {}
             _ = web.inner.check_wakeup.0.notified() => {}
+            Some(_) = running.join_next(), if saturated => {}
         }
     }
     // Each check sees the token and gives its claim back.
