@@ -13,8 +13,10 @@ use std::time::Duration;
 
 use hangar_api::resources::{ResourceAction, ResourceActionResult};
 use hangar_core::build::StepFailure;
+use hangar_core::build::{decide_retry, RetryDecision};
 use hangar_core::engine::{call_failure, Observed};
 use hangar_core::placement::{NoWorker, Requirement};
+use hangar_core::resource_types::{self, ResourceType};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -36,6 +38,10 @@ pub struct CheckJob {
     pub from: Option<Value>,
     pub tags: BTreeSet<String>,
     pub timeout: Duration,
+    /// The pipeline's custom resource types: a resource of one is checked
+    /// with its type's image, fetched on the worker first, as a get step
+    /// of a custom type is.
+    pub resource_types: Vec<ResourceType>,
 }
 
 /// How a check ended.
@@ -69,19 +75,38 @@ fn timed_out(job: &CheckJob) -> CheckEnd {
 }
 
 async fn attempts(engine: &Engine, job: &CheckJob, deadline: tokio::time::Instant) -> CheckEnd {
+    let chain = match resource_types::chain(&job.resource_types, &job.resource_type) {
+        Ok(c) => c,
+        Err(e) => return CheckEnd::Failed(e.0),
+    };
     let mut avoid = BTreeSet::new();
     let mut last = String::new();
     for _ in 0..MAX_ATTEMPTS {
+        // As a get step's: a custom type's image is a Linux container and
+        // carries each type's tags.
         let wants = Wants {
             requirement: Requirement {
-                platform: String::new(),
-                tags: job.tags.clone(),
+                platform: if chain.is_empty() {
+                    String::new()
+                } else {
+                    "linux".into()
+                },
+                tags: job
+                    .tags
+                    .iter()
+                    .chain(chain.iter().flat_map(|t| t.tags.iter()))
+                    .cloned()
+                    .collect(),
                 team: None,
                 wants: vec![],
                 avoid: avoid.clone(),
                 memory: None,
             },
-            resource_type: Some(job.resource_type.clone()),
+            resource_type: Some(
+                chain
+                    .last()
+                    .map_or(job.resource_type.clone(), |t| t.resource_type.clone()),
+            ),
             volumes: vec![],
             caches: vec![],
         };
@@ -93,7 +118,12 @@ async fn attempts(engine: &Engine, job: &CheckJob, deadline: tokio::time::Instan
         if tokio::time::Instant::now() >= deadline {
             return timed_out(job);
         }
-        match on_worker(engine, &worker, job, deadline).await {
+        let tried = if chain.is_empty() {
+            on_worker(engine, &worker, job, deadline).await
+        } else {
+            with_type_image(engine, &worker, job, &chain, deadline).await
+        };
+        match tried {
             Ok(end) => return end,
             Err(failure) => {
                 last = failure.describe();
@@ -158,6 +188,113 @@ async fn on_worker(
         },
         Ok(out) => ended(worker, out, streamed),
     }
+}
+
+/// One try of a custom type's check on `worker`: the chain's images
+/// fetched there, then `check` in a container of the outermost, through
+/// the get step's own code, with the type's `defaults` under the source.
+async fn with_type_image(
+    engine: &Engine,
+    worker: &str,
+    job: &CheckJob,
+    chain: &[&ResourceType],
+    deadline: tokio::time::Instant,
+) -> Result<CheckEnd, StepFailure> {
+    let Observed::Present(seen) = crate::watch::seen(engine, worker).await else {
+        return Err(StepFailure::WorkerGone {
+            worker: worker.to_string(),
+        });
+    };
+    let stop = CancellationToken::new();
+    let ctx = crate::context::BuildContext {
+        engine: engine.clone(),
+        build_id: 0,
+        job: "check".into(),
+        artifacts: Default::default(),
+        producers: Default::default(),
+        previous: Default::default(),
+        resource_types: job.resource_types.clone(),
+        secrets: Default::default(),
+        local_vars: Default::default(),
+        pipeline: None,
+        stop: stop.clone(),
+        action_output: Default::default(),
+        log_sink: Some(Default::default()),
+    };
+    // The deadline stops the context, as a build's abort stops its steps.
+    let _timer = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(deadline).await;
+            stop.cancel();
+        })
+        .abort_handle()
+    };
+    let run = async {
+        let image =
+            match crate::get_step::fetch_type_images(&ctx, "check", worker, &seen, chain).await? {
+                Ok(image) => image,
+                Err(f) => return Ok(Err((true, f))),
+            };
+        let source = match (chain.first(), job.source.as_object()) {
+            (Some(t), Some(source)) => Value::Object(t.apply_defaults(source)),
+            _ => job.source.clone(),
+        };
+        let req = ResourceAction {
+            resource_type: job.resource_type.clone(),
+            action: "check".into(),
+            volume: None,
+            image_volume: None,
+            inputs: Default::default(),
+            request: json!({ "source": source, "version": job.from.clone().unwrap_or(Value::Null) }),
+        };
+        Ok(
+            crate::get_step::action(&ctx, "check", worker, &seen, Some(&image), &req)
+                .await?
+                .map_err(|f| (false, f)),
+        )
+    };
+    let out = run.await;
+    let log = std::mem::take(
+        &mut *ctx
+            .log_sink
+            .as_ref()
+            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()))
+            .expect("a check's context keeps its log"),
+    );
+    match out {
+        Err(crate::context::Interrupted) => Ok(timed_out(job)),
+        Ok(Ok(result)) => ended(worker, result, log),
+        Ok(Err((fetching_image, failure))) => {
+            if matches!(
+                decide_retry(&failure, 1, 2, false),
+                RetryDecision::Retry { .. }
+            ) {
+                return Err(failure);
+            }
+            let what = match chain.first() {
+                Some(t) if fetching_image => {
+                    format!("fetching the image of resource type {}", t.name)
+                }
+                _ => "check".to_string(),
+            };
+            let log = log.trim_end();
+            Ok(CheckEnd::Failed(if log.is_empty() {
+                format!("{what}: {}", failure.describe())
+            } else {
+                format!("{what}: {}: {log}", failure.describe())
+            }))
+        }
+    }
+}
+
+/// Adds a line to a check's kept log, keeping its end.
+pub(crate) fn keep_log(log: &mut String, line: &str) {
+    log.push_str(line);
+    if !line.ends_with('\n') {
+        log.push('\n');
+    }
+    keep_end(log);
 }
 
 fn ended(

@@ -188,6 +188,7 @@ async fn run_plan(
         pipeline,
         stop,
         action_output: Mutex::new(BTreeMap::new()),
+        log_sink: None,
     };
     if ctx.previous.is_empty() {
         ctx.log(None, BuildEventKind::Status, "started").await;

@@ -147,13 +147,17 @@ async fn job_for(web: &Web, claimed: &ClaimedCheck) -> Result<CheckJob, CheckEnd
         .pipeline_resource_types(&member.team, &member.pipeline)
         .await
         .map_err(|e| CheckEnd::Deferred(format!("cannot read resource types: {e}")))?;
-    if types.iter().any(|t| t.name == claimed.resource_type) {
-        return Err(CheckEnd::Failed(format!(
-            "resources of custom type {} are not checked by web yet; a get step of the resource \
-             checks it when it runs",
-            claimed.resource_type
-        )));
-    }
+    // The pipeline's custom types, as a build of it carries them: a
+    // resource of one is checked with its type's image.
+    let resource_types = types
+        .iter()
+        .map(|t| build_type(&t.config))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            CheckEnd::Failed(format!(
+                "a resource type of the pipeline is unreadable: {e}"
+            ))
+        })?;
     let tags: BTreeSet<String> = member
         .config
         .get("tags")
@@ -178,5 +182,19 @@ async fn job_for(web: &Web, claimed: &ClaimedCheck) -> Result<CheckJob, CheckEnd
         from,
         tags,
         timeout: Duration::from_millis(claimed.timeout_ms.max(1) as u64),
+        resource_types,
     })
+}
+
+/// A stored resource type config (the pipeline's) as a build's type: the
+/// fields a build's type has, the others (`check_every`) left out.
+fn build_type(config: &str) -> Result<hangar_core::resource_types::ResourceType, String> {
+    let value: Value = serde_json::from_str(config).map_err(|e| e.to_string())?;
+    let mut fields = serde_json::Map::new();
+    for key in ["name", "type", "source", "params", "tags", "defaults"] {
+        if let Some(v) = value.get(key) {
+            fields.insert(key.to_string(), v.clone());
+        }
+    }
+    serde_json::from_value(Value::Object(fields)).map_err(|e| e.to_string())
 }

@@ -52,7 +52,10 @@ esac
 echo "$v"
 "#
         );
-        for (file, text) in [("check", check.as_str()), ("in", "#!/bin/sh\nexit 1\n")] {
+        for (file, text) in [
+            ("check", check.as_str()),
+            ("in", "#!/bin/sh\necho no image here >&2\nexit 1\n"),
+        ] {
             let path = types.join("sh").join(file);
             std::fs::write(&path, text).unwrap();
             use std::os::unix::fs::PermissionsExt;
@@ -517,8 +520,10 @@ async fn a_check_on_a_lost_worker_runs_on_another(store: Store) {
 }
 
 /// A resource type is checked as a resource of its type is; a resource
-/// of a custom type says web does not check it yet.
-async fn resource_types_are_checked_and_custom_typed_resources_say_why_not(store: Store) {
+/// of a custom type is checked with its type's image, fetched on the
+/// worker first as a get step does (here the worker has no runtime for
+/// the image's container, so the check fails saying where).
+async fn resource_types_and_custom_typed_resources_are_checked(store: Store) {
     let t = TestWeb::start(store).await;
     let w = CheckWorker::start(&t, "w1").await;
     let yaml = "
@@ -563,14 +568,19 @@ jobs:
     // Both the type (due again) and the resource (due at once).
     assert_eq!(t.web.run_checks_once().await.unwrap(), 2);
     let error = resource(&t, "thing").await.check_error.unwrap();
-    assert!(error.contains("custom type custom"), "{error}");
-    assert_eq!(w.calls(), 2);
+    assert!(
+        error.contains("fetching the image of resource type custom: exited with code 1")
+            && error.contains("no image here"),
+        "{error}"
+    );
+    // The type's image was checked for it: a third call.
+    assert!(w.calls() >= 3, "{}", w.calls());
     t.stop().await;
 }
 
 on_both_databases!(
     a_check_on_a_lost_worker_runs_on_another,
-    resource_types_are_checked_and_custom_typed_resources_say_why_not,
+    resource_types_and_custom_typed_resources_are_checked,
     due_resources_are_checked_and_their_versions_saved_in_order,
     a_failing_check_shows_its_error_until_one_succeeds,
     a_check_past_its_timeout_fails_saying_so,
