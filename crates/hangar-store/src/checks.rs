@@ -412,7 +412,9 @@ impl Store {
             let id: i64 = r.try_get("id")?;
             let text: String = r.try_get("version")?;
             serde_json::from_str(&text).map_err(|e| {
-                StoreError::Corrupt(format!("resource_versions row id {id}, column version: {e}"))
+                StoreError::Corrupt(format!(
+                    "resource_versions row id {id}, column version: {e}"
+                ))
             })
         })
         .transpose()
