@@ -64,6 +64,9 @@ pub(crate) async fn run(
         params: step.get_params.clone(),
         tags: step.tags.clone(),
         infrastructure_attempts: step.infrastructure_attempts,
+        // Concourse: the implicit get after a put is not an input of the
+        // build, so it names no resource and records nothing.
+        resource: None,
     };
     get_step::run(ctx, &format!("{step_id}.get"), &get).await
 }
