@@ -49,6 +49,12 @@ pub(crate) async fn run(
             Err(end) => return Ok(end),
         },
     };
+    // Recorded before the implicit get: a build resumed from here finds
+    // the version with the step and records it again, never runs `out`.
+    if let Some(resource) = &step.resource {
+        let role = crate::build_versions::Role::Output;
+        crate::build_versions::record(ctx, step_id, resource, &version, role).await?;
+    }
     if step.no_get {
         return Ok(StepEnd {
             state: StepState::Succeeded,

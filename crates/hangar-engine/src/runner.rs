@@ -169,6 +169,13 @@ async fn run_plan(
             return Err(Interrupted);
         }
     };
+    let job_build = match engine.store().build_job(build.id).await {
+        Ok(j) => j,
+        Err(e) => {
+            tracing::warn!(build = build.id, error = %e, "cannot read the build's job; leaving it to be resumed");
+            return Err(Interrupted);
+        }
+    };
     let ctx = BuildContext {
         engine: engine.clone(),
         build_id: build.id,
@@ -186,6 +193,7 @@ async fn run_plan(
         secrets: Mutex::new(secrets),
         local_vars: Mutex::new(Default::default()),
         pipeline,
+        job_build,
         stop,
         action_output: Mutex::new(BTreeMap::new()),
     };
@@ -206,6 +214,9 @@ async fn run_plan(
     let mut end = run_sequence(&ctx, &plan, "", &root).await?;
     if end.state == StepState::Aborted {
         end.error = Some("the build was aborted".into());
+    }
+    if end.state == StepState::Succeeded {
+        crate::build_versions::on_success(&ctx).await?;
     }
     // The build's error is stored and shown: no secret in it.
     end.error = end.error.map(|e| ctx.redact(&e));

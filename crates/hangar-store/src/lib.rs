@@ -34,7 +34,7 @@ pub use builds::{AbortRequest, BuildEventRecord, BuildRecord, StepRecord};
 pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;
-pub use job_builds::JobBuildRecord;
+pub use job_builds::{BuildJob, BuildVersionShown, JobBuildRecord};
 pub use pipelines::{
     Created, JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,
     SetOutcome, TeamRecord, VersionPage,
