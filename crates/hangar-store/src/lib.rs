@@ -19,6 +19,8 @@ mod health;
 mod job_builds;
 mod pipelines;
 mod records;
+mod scopes;
+mod versions;
 mod volumes;
 mod workers;
 

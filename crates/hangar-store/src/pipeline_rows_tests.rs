@@ -57,7 +57,10 @@ async fn destroy_leaves_no_row_behind(store: Store) {
     assert_eq!(count(&store, "resource_versions").await, 1);
 
     store.destroy_pipeline("main", "p").await.unwrap();
-    for table in TABLES.iter().chain(&["resource_versions"]) {
+    for table in TABLES
+        .iter()
+        .chain(&["resource_versions", "resource_scopes"])
+    {
         assert_eq!(count(&store, table).await, 0, "{table}");
     }
     assert_eq!(count(&store, "teams").await, 1, "the team stays");

@@ -60,6 +60,8 @@ pub struct ResourceRecord {
     /// The version the config pins (`version:`), as JSON.
     pub pinned: Option<String>,
     pub active: bool,
+    /// The scope whose checks and versions it shares; set by every set.
+    pub scope_id: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,12 +78,15 @@ pub struct ResourceTypeRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceVersionRecord {
     pub id: i64,
-    pub resource_id: i64,
+    /// The scope whose history it is (shared by resources of one type and
+    /// source in a team).
+    pub scope_id: i64,
     /// The version as JSON (`{"ref": "…"}`).
     pub version: String,
     /// Its metadata as JSON (a list of name/value pairs).
     pub metadata: String,
     pub check_order: i64,
+    /// Not disabled for the resource it was read for.
     pub enabled: bool,
     pub created_at: UnixMillis,
 }
@@ -116,10 +121,14 @@ pub struct VersionPage {
 const PIPELINE_COLUMNS: &str = "p.id, t.name AS team, p.name, p.paused, p.config_version, \
      p.created_at, p.updated_at";
 const JOB_COLUMNS: &str = "id, pipeline_id, name, config, paused, active, next_build_number";
-const RESOURCE_COLUMNS: &str = "id, pipeline_id, name, type, source, config, pinned, active";
+pub(crate) const RESOURCE_COLUMNS: &str =
+    "id, pipeline_id, name, type, source, config, pinned, active, scope_id";
 const TYPE_COLUMNS: &str = "id, pipeline_id, name, type, source, config, active";
-const VERSION_COLUMNS: &str =
-    "id, resource_id, version, metadata, check_order, enabled, created_at";
+/// A version's columns, read from `v`, and whether resource `$1` has it
+/// enabled.
+pub(crate) const VERSION_COLUMNS: &str = "v.id, v.scope_id, v.version, v.metadata, v.check_order, \
+     v.created_at, CASE WHEN EXISTS (SELECT 1 FROM resource_disabled_versions d \
+     WHERE d.resource_id = $1 AND d.version_id = v.id) THEN 0 ELSE 1 END AS enabled";
 
 fn flag(r: &AnyRow, column: &str) -> Result<bool, StoreError> {
     Ok(r.try_get::<i64, _>(column)? != 0)
@@ -149,7 +158,7 @@ fn job_from_row(r: &AnyRow) -> Result<JobRecord, StoreError> {
     })
 }
 
-fn resource_from_row(r: &AnyRow) -> Result<ResourceRecord, StoreError> {
+pub(crate) fn resource_from_row(r: &AnyRow) -> Result<ResourceRecord, StoreError> {
     Ok(ResourceRecord {
         id: r.try_get("id")?,
         pipeline_id: r.try_get("pipeline_id")?,
@@ -159,6 +168,7 @@ fn resource_from_row(r: &AnyRow) -> Result<ResourceRecord, StoreError> {
         config: r.try_get("config")?,
         pinned: r.try_get("pinned")?,
         active: flag(r, "active")?,
+        scope_id: r.try_get("scope_id")?,
     })
 }
 
@@ -174,10 +184,10 @@ fn type_from_row(r: &AnyRow) -> Result<ResourceTypeRecord, StoreError> {
     })
 }
 
-fn version_from_row(r: &AnyRow) -> Result<ResourceVersionRecord, StoreError> {
+pub(crate) fn version_from_row(r: &AnyRow) -> Result<ResourceVersionRecord, StoreError> {
     Ok(ResourceVersionRecord {
         id: r.try_get("id")?,
-        resource_id: r.try_get("resource_id")?,
+        scope_id: r.try_get("scope_id")?,
         version: r.try_get("version")?,
         metadata: r.try_get("metadata")?,
         check_order: r.try_get("check_order")?,
@@ -186,7 +196,7 @@ fn version_from_row(r: &AnyRow) -> Result<ResourceVersionRecord, StoreError> {
     })
 }
 
-fn json(value: &impl serde::Serialize) -> String {
+pub(crate) fn json(value: &impl serde::Serialize) -> String {
     // Serialising the core's config types cannot fail: their maps have text
     // keys and their values are JSON values already.
     serde_json::to_string(value).unwrap_or_else(|_| "null".to_string())
@@ -357,6 +367,7 @@ impl Store {
             })
             .collect();
         derive_rows(&mut tx, "resource_types", pipeline_id, &types).await?;
+        crate::scopes::assign_scopes(&mut tx, team_id, pipeline_id, config, now).await?;
         tx.commit().await?;
         Ok(SetOutcome {
             pipeline_id,
@@ -452,14 +463,17 @@ impl Store {
     }
 
     /// Removes the pipeline and everything under it (configs, jobs,
-    /// resources, their versions).
+    /// resources). Version histories stay with their scopes.
     pub async fn destroy_pipeline(&self, team: &str, name: &str) -> Result<(), StoreError> {
         let pipeline = self.pipeline(team, name).await?;
+        let team_id = self.team_id(team).await?;
         let mut tx = self.pool.begin().await?;
         // Children first, explicitly: the cascade would do it, but an
         // explicit order keeps a foreign key added later from wedging this.
+        // Versions belong to scopes, which other pipelines may share;
+        // only this pipeline's disabled marks go.
         sqlx::query(
-            "DELETE FROM resource_versions WHERE resource_id IN \
+            "DELETE FROM resource_disabled_versions WHERE resource_id IN \
              (SELECT id FROM resources WHERE pipeline_id = $1)",
         )
         .bind(pipeline.id)
@@ -482,6 +496,7 @@ impl Store {
             .bind(pipeline.id)
             .execute(&mut *tx)
             .await?;
+        crate::scopes::delete_orphan_scopes(&mut tx, team_id).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -657,84 +672,6 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(type_from_row).collect()
-    }
-
-    /// Records a version a check or put found (once per resource and
-    /// version; a version seen again keeps its row and is returned).
-    pub async fn save_resource_version(
-        &self,
-        resource_id: i64,
-        version: &Value,
-        metadata: &Value,
-        now: UnixMillis,
-    ) -> Result<ResourceVersionRecord, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let order: i64 = sqlx::query(
-            "SELECT COALESCE(MAX(check_order), 0) + 1 AS next FROM resource_versions \
-             WHERE resource_id = $1",
-        )
-        .bind(resource_id)
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("next")?;
-        sqlx::query(
-            "INSERT INTO resource_versions (resource_id, version, metadata, check_order, enabled, created_at) \
-             VALUES ($1, $2, $3, $4, 1, $5) ON CONFLICT (resource_id, version) DO NOTHING",
-        )
-        .bind(resource_id)
-        .bind(json(version))
-        .bind(json(metadata))
-        .bind(order)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        let row = sqlx::query(&format!(
-            "SELECT {VERSION_COLUMNS} FROM resource_versions WHERE resource_id = $1 AND version = $2"
-        ))
-        .bind(resource_id)
-        .bind(json(version))
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        version_from_row(&row)
-    }
-
-    /// A page of a resource's versions, newest (largest id) first.
-    pub async fn resource_versions(
-        &self,
-        team: &str,
-        pipeline: &str,
-        resource: &str,
-        page: VersionPage,
-    ) -> Result<Vec<ResourceVersionRecord>, StoreError> {
-        let r = self.resource(team, pipeline, resource).await?;
-        // With `after`, the page nearest to it is taken (ascending) and
-        // turned around, so paging forward does not skip versions.
-        let rows = if let Some(after) = page.after {
-            let mut rows = sqlx::query(&format!(
-                "SELECT {VERSION_COLUMNS} FROM resource_versions WHERE resource_id = $1 \
-                 AND id > $2 AND ($3 < 0 OR id < $3) ORDER BY id LIMIT $4"
-            ))
-            .bind(r.id)
-            .bind(after)
-            .bind(page.before.unwrap_or(-1))
-            .bind(page.limit)
-            .fetch_all(&self.pool)
-            .await?;
-            rows.reverse();
-            rows
-        } else {
-            sqlx::query(&format!(
-                "SELECT {VERSION_COLUMNS} FROM resource_versions WHERE resource_id = $1 \
-                 AND ($2 < 0 OR id < $2) ORDER BY id DESC LIMIT $3"
-            ))
-            .bind(r.id)
-            .bind(page.before.unwrap_or(-1))
-            .bind(page.limit)
-            .fetch_all(&self.pool)
-            .await?
-        };
-        rows.iter().map(version_from_row).collect()
     }
 }
 

@@ -381,7 +381,8 @@ async fn destroy_removes_the_pipeline_and_everything_under_it(store: Store) {
         names(&store.pipelines("main").await.unwrap(), |p| &p.name),
         ["kept"]
     );
-    // Setting the name again starts afresh: version 1, new rows, no versions.
+    // Setting the name again starts afresh: version 1, new rows. `repo`'s
+    // history is the scope's, which `kept` reads too, so it stays.
     let again = store
         .set_pipeline("main", "p", &config(TWO_JOBS), None, T0 + 2)
         .await
@@ -389,19 +390,15 @@ async fn destroy_removes_the_pipeline_and_everything_under_it(store: Store) {
     assert_eq!((again.version, again.created), (1, true));
     let fresh = store.resource("main", "p", "repo").await.unwrap();
     assert_ne!(fresh.id, repo.id);
-    assert!(store
-        .resource_versions(
-            "main",
-            "p",
-            "repo",
-            VersionPage {
-                limit: 10,
-                ..Default::default()
-            }
-        )
-        .await
-        .unwrap()
-        .is_empty());
+    assert_eq!(fresh.scope_id, repo.scope_id);
+    let page = VersionPage {
+        limit: 10,
+        ..Default::default()
+    };
+    let versions = store.resource_versions("main", "p", "repo", page);
+    assert_eq!(versions.await.unwrap().len(), 1);
+    let other = store.resource_versions("main", "p", "other", page);
+    assert!(other.await.unwrap().is_empty());
     assert_eq!(store.jobs("main", "kept", true).await.unwrap().len(), 1);
 }
 
@@ -454,7 +451,82 @@ async fn a_set_from_a_build_creates_unpaused_and_a_build_knows_its_pipeline(stor
     assert_eq!(store.build_pipeline(build.build.id).await.unwrap(), None);
 }
 
+async fn resources_of_one_type_and_source_share_one_history(store: Store) {
+    // `repo` in both pipelines is the same git repository: one scope. The
+    // custom-typed resource is scoped by its pipeline.
+    let shared = "
+resources:
+- {name: repo, type: git, source: {uri: u, branch: main}}
+- {name: img, type: custom, source: {x: 1}}
+resource_types:
+- {name: custom, type: registry-image, source: {repository: r}}
+jobs:
+- {name: j, plan: [{get: repo}, {get: img}]}
+";
+    store
+        .set_pipeline("main", "a", &config(shared), None, T0)
+        .await
+        .unwrap();
+    store
+        .set_pipeline("main", "b", &config(shared), None, T0)
+        .await
+        .unwrap();
+    let a = store.resource("main", "a", "repo").await.unwrap();
+    let b = store.resource("main", "b", "repo").await.unwrap();
+    assert!(a.scope_id.is_some());
+    assert_eq!(a.scope_id, b.scope_id);
+    let a_img = store.resource("main", "a", "img").await.unwrap();
+    let b_img = store.resource("main", "b", "img").await.unwrap();
+    assert_ne!(
+        a_img.scope_id, b_img.scope_id,
+        "a custom type is its pipeline's own"
+    );
+
+    let saved = store
+        .save_resource_version(a.id, &json!({"ref": "1"}), &json!([]), T0)
+        .await
+        .unwrap();
+    let again = store
+        .save_resource_version(b.id, &json!({"ref": "1"}), &json!([]), T0 + 1)
+        .await
+        .unwrap();
+    assert_eq!(saved.id, again.id, "one version row for the shared scope");
+    let page = VersionPage {
+        limit: 10,
+        ..Default::default()
+    };
+    let from_b = store
+        .resource_versions("main", "b", "repo", page)
+        .await
+        .unwrap();
+    assert_eq!(from_b.iter().map(|v| v.id).collect::<Vec<_>>(), [saved.id]);
+
+    // Destroying one pipeline keeps the shared history; destroying the
+    // other removes it.
+    store.destroy_pipeline("main", "a").await.unwrap();
+    let from_b = store
+        .resource_versions("main", "b", "repo", page)
+        .await
+        .unwrap();
+    assert_eq!(from_b.len(), 1);
+
+    // A changed source is a new scope: a new, empty history.
+    let moved = shared.replace("branch: main", "branch: dev");
+    store
+        .set_pipeline("main", "b", &config(&moved), None, T0)
+        .await
+        .unwrap();
+    let b2 = store.resource("main", "b", "repo").await.unwrap();
+    assert_ne!(b2.scope_id, b.scope_id);
+    assert!(store
+        .resource_versions("main", "b", "repo", page)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 on_both_databases!(
+    resources_of_one_type_and_source_share_one_history,
     a_set_from_a_build_creates_unpaused_and_a_build_knows_its_pipeline,
     a_set_writes_a_new_version_and_keeps_the_previous_readable,
     derived_rows_follow_the_config_and_removed_jobs_keep_their_history,

@@ -61,6 +61,13 @@ pub struct WebConfig {
     /// Where the `((vars))` left in a build's plan are read from (a
     /// Kubernetes API server, a directory); none: such a plan is refused.
     pub credentials: Option<Arc<hangar_creds::Credentials>>,
+    /// How often the check loop looks for resources due a check; `None`
+    /// runs it never (tests drive it).
+    pub check_interval: Option<Duration>,
+    /// How often the scheduler looks at jobs with something new (it also
+    /// wakes at once through [`Web::wake_scheduler`]); `None` runs it
+    /// never (tests drive it).
+    pub scheduler_interval: Option<Duration>,
 }
 
 impl WebConfig {
@@ -112,6 +119,10 @@ struct WebInner {
     workers: hangar_engine::HttpWorkers,
     /// One database write probe at a time.
     probe_gate: health::ProbeGate,
+    /// Rung when something a job's next build depends on changed (a new
+    /// version, a finished build, a pin): the scheduler looks at once
+    /// instead of at its next tick.
+    schedule_wakeup: tokio::sync::Notify,
 }
 
 impl Web {
@@ -148,6 +159,7 @@ impl Web {
                 engine,
                 workers,
                 probe_gate: health::ProbeGate::default(),
+                schedule_wakeup: tokio::sync::Notify::new(),
             }),
         })
     }
@@ -174,6 +186,18 @@ impl Web {
 
     pub(crate) fn build_events(&self) -> &tokio::sync::Notify {
         self.inner.engine.build_events()
+    }
+
+    /// Asks this node's scheduler to look at jobs now.
+    pub fn wake_scheduler(&self) {
+        self.inner.schedule_wakeup.notify_one();
+    }
+
+    /// Waits until [`Web::wake_scheduler`] is called (a call made before
+    /// the wait is not lost).
+    #[allow(dead_code)] // the scheduler loop waits on it
+    pub(crate) async fn scheduler_woken(&self) {
+        self.inner.schedule_wakeup.notified().await
     }
 
     pub(crate) fn probe_gate(&self) -> &health::ProbeGate {

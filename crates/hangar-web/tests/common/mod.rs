@@ -53,6 +53,8 @@ impl TestWeb {
             run_builds: false,
             gc: Default::default(),
             gc_interval: None,
+            check_interval: None,
+            scheduler_interval: None,
             accept_new_database: false,
             metrics_require_token: false,
             credentials: None,

@@ -29,6 +29,14 @@ pub(crate) struct Lifecycle {
     /// How often the garbage collectors run.
     #[arg(long, env = "HANGAR_GC_INTERVAL", default_value = "10s", value_parser = duration::parse)]
     pub gc_interval: Duration,
+    /// How often web looks for resources due a check (each resource is
+    /// checked every `check_every`, default 1m).
+    #[arg(long, env = "HANGAR_CHECK_INTERVAL", default_value = "1s", value_parser = duration::parse)]
+    pub check_interval: Duration,
+    /// How often the scheduler looks at jobs; it also looks at once when a
+    /// version, a build or a pin changes.
+    #[arg(long, env = "HANGAR_SCHEDULER_INTERVAL", default_value = "1s", value_parser = duration::parse)]
+    pub scheduler_interval: Duration,
     /// How long a volume or container a worker stopped reporting is kept
     /// (absent for new steps from the first moment) before it is collected.
     #[arg(long, env = "HANGAR_GC_MISSING_GRACE_PERIOD", default_value = "5m", value_parser = duration::parse)]
@@ -60,6 +68,12 @@ impl Lifecycle {
         if self.gc_interval.is_zero() {
             anyhow::bail!("--gc-interval must be more than 0");
         }
+        if self.check_interval.is_zero() {
+            anyhow::bail!("--check-interval must be more than 0");
+        }
+        if self.scheduler_interval.is_zero() {
+            anyhow::bail!("--scheduler-interval must be more than 0");
+        }
         if self.gc_abandoned_creation_timeout < Duration::from_secs(2) {
             anyhow::bail!("--gc-abandoned-creation-timeout must be at least 2s");
         }
@@ -84,6 +98,8 @@ impl Lifecycle {
             accept_new_database: self.accept_new_database,
             metrics_require_token: false,
             credentials: None,
+            check_interval: Some(self.check_interval),
+            scheduler_interval: Some(self.scheduler_interval),
         })
     }
 }
