@@ -35,7 +35,6 @@ pub(crate) async fn record(
     };
     let store = ctx.engine.store();
     let failed = |e: hangar_store::StoreError| {
-        eprintln!("DEBUG {e}");
         tracing::warn!(build = ctx.build_id, step = step_id, error = %e,
             "cannot record the step's version; leaving the build to be resumed");
         Interrupted
@@ -50,13 +49,20 @@ pub(crate) async fn record(
         ctx.log(
             Some(step_id),
             BuildEventKind::Infra,
-            &format!("resource {resource} is no longer in the pipeline; its version is not recorded"),
+            &format!(
+                "resource {resource} is no longer in the pipeline; its version is not recorded"
+            ),
         )
         .await;
         return Ok(());
     };
     let saved = store
-        .save_resource_version(resource_id, &Value::Object(version.clone()), &json!([]), ctx.engine.now())
+        .save_resource_version(
+            resource_id,
+            &Value::Object(version.clone()),
+            &json!([]),
+            ctx.engine.now(),
+        )
         .await
         .map_err(failed)?;
     match role {
