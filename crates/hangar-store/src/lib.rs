@@ -17,6 +17,7 @@ mod events;
 mod gc;
 mod health;
 mod job_builds;
+mod log_retention;
 mod pipelines;
 mod records;
 mod scopes;

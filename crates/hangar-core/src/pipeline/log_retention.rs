@@ -45,6 +45,30 @@ impl LogRetention {
     }
 }
 
+impl LogRetention {
+    /// The policy of a job as stored (the job's config in
+    /// `get-pipeline`'s JSON, checked when it was set); none when it keeps
+    /// every log.
+    pub fn of_job_json(job: &serde_json::Value) -> Option<LogRetention> {
+        let count = |v: Option<&serde_json::Value>| {
+            v.and_then(serde_json::Value::as_u64)
+                .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
+        };
+        let policy = match job.get("build_log_retention") {
+            Some(r) => LogRetention {
+                builds: count(r.get("builds")),
+                days: count(r.get("days")),
+                minimum_succeeded_builds: count(r.get("minimum_succeeded_builds")),
+            },
+            None => LogRetention {
+                builds: count(job.get("build_logs_to_retain")),
+                ..LogRetention::default()
+            },
+        };
+        (policy.builds > 0 || policy.days > 0).then_some(policy)
+    }
+}
+
 /// One build of the job as the decision sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetainedBuild {
@@ -220,6 +244,21 @@ mod tests {
                 .remove(0)
         };
         assert_eq!(LogRetention::of_job(&job("")), None);
+        // As stored: the job's config as JSON reads the same.
+        for retention in [
+            "",
+            "  build_logs_to_retain: 3\n",
+            "  build_log_retention: {builds: 4, days: 2, minimum_succeeded_builds: 1}\n",
+            "  build_log_retention: {days: 2}\n",
+        ] {
+            let j = job(retention);
+            let stored = serde_json::to_value(&j).unwrap();
+            assert_eq!(
+                LogRetention::of_job_json(&stored),
+                LogRetention::of_job(&j),
+                "{retention}"
+            );
+        }
         assert_eq!(
             LogRetention::of_job(&job("  build_logs_to_retain: 3\n")),
             Some(policy(3, 0, 0))
