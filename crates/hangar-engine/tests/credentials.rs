@@ -132,7 +132,8 @@ async fn job_build(store: &hangar_store::Store) -> i64 {
 async fn a_job_build_reads_its_pipeline_s_var_first_then_the_team_s() {
     // (files, what the task runs): the pipeline's wins over the team's;
     // without it the team's; another pipeline's is never read.
-    let cases: [(&[(&str, &str)], Option<&str>); 3] = [
+    type Files<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(Files, Option<&str>); 3] = [
         (
             &[("main/p/tool", "/pipeline"), ("main/tool", "/team")],
             Some("/pipeline"),

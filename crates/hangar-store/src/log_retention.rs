@@ -8,8 +8,8 @@ use hangar_core::UnixMillis;
 use sqlx::Row;
 
 use crate::db::Store;
-use crate::error::StoreError;
 use crate::error::decode;
+use crate::error::StoreError;
 
 impl Store {
     /// Every active job's id and config (JSON), for the log collector.
