@@ -24,6 +24,8 @@ mod image_start;
 pub mod memory;
 pub mod procfs;
 pub mod procs;
+#[allow(clippy::print_stdout, clippy::print_stderr)]
+pub mod scheduling;
 pub mod stats;
 
 /// Writes `value` as pretty JSON to `path`.

@@ -10,6 +10,7 @@
 mod build_versions;
 mod builds;
 mod bulk;
+mod bulk_history;
 mod containers;
 mod db;
 mod error;
@@ -34,6 +35,7 @@ mod test_db;
 
 pub use build_versions::BuildVersionRecord;
 pub use builds::{AbortRequest, BuildEventRecord, BuildRecord, StepRecord};
+pub use bulk_history::HistoricBuild;
 pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;

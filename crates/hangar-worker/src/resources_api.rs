@@ -438,14 +438,16 @@ async fn execute_in_image(
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
     let prepared = {
-        let (action_dir, image_path, dest, action, id) = (
+        let (action_dir, image_path, dest, action, id, runtime) = (
             dir.path().to_path_buf(),
             image_path.clone(),
             dest.clone(),
             req.action.clone(),
             id.clone(),
+            runtime.clone(),
         );
         tokio::task::spawn_blocking(move || {
+            let cgroups_path = runtime.limit_memory(&id);
             crate::containers::prepare_image_action(
                 &action_dir,
                 &image_path,
@@ -453,6 +455,7 @@ async fn execute_in_image(
                 dest.as_deref(),
                 &proxies,
                 &id,
+                cgroups_path.as_deref(),
             )
         })
         .await
@@ -461,6 +464,8 @@ async fn execute_in_image(
     let bundle = match prepared {
         Ok(bundle) => bundle,
         Err(source) => {
+            let (runtime, id) = (runtime.clone(), id.clone());
+            let _ = tokio::task::spawn_blocking(move || runtime.remove_cgroup(&id)).await;
             dir.finish().await;
             return Err(ActionError::Image {
                 resource_type: req.resource_type.clone(),
@@ -481,16 +486,35 @@ async fn execute_in_image(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    // From here the guard removes the container and its cgroup, however
+    // the action ends.
     let guard = ContainerGuard {
         runtime: Some(runtime.clone()),
-        id,
+        id: id.clone(),
     };
     let what = format!("{} {} (image)", req.resource_type, req.action);
     let runc = PathBuf::from(&argv[0]);
+    let oom_note = stderr.clone();
     let ran = run_program(
         runner, &req, &runc, command, &mut dir, &input, &what, stderr,
     )
     .await;
+    // runc answers 128 + 9 for a process SIGKILLed in the container.
+    let killed = matches!(&ran, Ok((status, _)) if status.code() == Some(137));
+    let oom = {
+        let (runtime, id) = (runtime.clone(), id.clone());
+        tokio::task::spawn_blocking(move || runtime.oom_killed(&id, killed))
+            .await
+            .unwrap_or(false)
+    };
+    if oom {
+        let limit = hangar_core::build::human_bytes(runtime.memory_limit_bytes());
+        let _ = oom_note
+            .send(format!(
+                "{what}: out of memory: the kernel killed a process of the action at its {limit} limit (the worker's --default-container-memory)\n"
+            ))
+            .await;
+    }
     // Whatever way it ended, the container is gone before the fetched
     // volume is handed on.
     guard.remove().await;

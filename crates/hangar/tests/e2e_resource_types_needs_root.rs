@@ -36,7 +36,7 @@ fn feed_image(dir: &Path) {
     std::fs::create_dir_all(&bin).unwrap();
     let busybox = static_busybox();
     std::fs::copy(busybox, bin.join("busybox")).unwrap();
-    for tool in ["sh", "cat", "echo", "id"] {
+    for tool in ["sh", "cat", "echo", "id", "head", "tr"] {
         std::os::unix::fs::symlink("busybox", bin.join(tool)).unwrap();
     }
     for d in ["proc", "dev", "sys", "tmp"] {
@@ -145,4 +145,58 @@ fn a_get_of_a_custom_type_runs_its_check_and_in_inside_the_type_s_image() {
         all.contains(r#""url":"https://example.invalid/feed""#),
         "{all}"
     );
+}
+
+/// A check that takes more memory than the worker gives a container is
+/// OOM-killed in the action's own cgroup, and the build's log says so:
+/// a runaway resource type never presses on the worker itself.
+#[test]
+fn a_custom_type_s_check_is_held_to_the_container_memory_limit() {
+    require_runc();
+    let c = Cluster::start();
+    let work = c.work_dir("worker-oom");
+    install_local_image(&work.join("resource-types"));
+    let _w = c.worker_with(
+        "worker-oom",
+        &work,
+        &["--default-container-memory", "64MiB"],
+    );
+    c.wait_until("the worker runs", |ws| has(ws, "worker-oom", "running"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let rootfs = dir.path().join("feed-rootfs");
+    feed_image(&rootfs);
+    // 256 MiB held in a shell variable: four times the limit.
+    executable(
+        &rootfs.join("opt/resource/check"),
+        "#!/bin/sh\nx=$(head -c 268435456 /dev/zero | tr '\\0' a)\necho '[{\"item\":\"1\"}]'\n",
+    );
+    let plan = serde_json::json!([
+        {"get": "news", "type": "feed", "source": {}}
+    ]);
+    let types = serde_json::json!([
+        {"name": "feed", "type": "local-image", "source": {"path": rootfs.to_str().unwrap()}}
+    ]);
+    let client = Client::new(&c.url, ADMIN, Duration::from_secs(30)).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let build = rt
+        .block_on(client.create_build(&hangar_api::builds::CreateBuild {
+            name: Some("hungry".into()),
+            plan,
+            artifacts: Default::default(),
+            resource_types: types,
+        }))
+        .unwrap();
+    let watch = c.cli(&["watch", "-b", &build.id.to_string()]);
+    let all = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&watch.stdout),
+        String::from_utf8_lossy(&watch.stderr)
+    );
+    assert!(!watch.status.success(), "{all}");
+    assert!(all.contains("out of memory"), "{all}");
+    assert!(all.contains("64 MiB"), "{all}");
 }

@@ -314,6 +314,28 @@ impl Cgroups {
             .max()
     }
 
+    /// Whether memory use in `cg` ever reached its limit (v1's
+    /// `memory.failcnt`; v2's `max` events). With a process killed by
+    /// SIGKILL this tells an OOM kill where the kill counter is gone: on
+    /// v1 it is kept only in the victim's cgroup, which `runc run` removes
+    /// as the container ends.
+    pub(super) fn hit_limit(&self, cg: &CgroupRef) -> bool {
+        let dir = self.dir(cg);
+        match cg.version {
+            CgroupVersion::V1 => fs::read_to_string(dir.join("memory.failcnt"))
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .is_some_and(|n| n > 0),
+            CgroupVersion::V2 => fs::read_to_string(dir.join("memory.events"))
+                .ok()
+                .and_then(|t| {
+                    t.lines()
+                        .find_map(|l| l.strip_prefix("max ")?.trim().parse::<u64>().ok())
+                })
+                .is_some_and(|n| n > 0),
+        }
+    }
+
     fn pids(&self, cg: &CgroupRef) -> Vec<i32> {
         let dir = self.dir(cg);
         [
@@ -502,6 +524,27 @@ mod tests {
             cgroups.procs_files(&cg, true),
             [r.join("hangar/build-1-abc/cgroup.procs")]
         );
+    }
+
+    #[test]
+    fn a_limit_reached_is_read_from_v1_failcnt_and_v2_max_events() {
+        let root = tempfile::tempdir().unwrap();
+        let cgroups = Cgroups::new(root.path());
+        // (version, file under the cgroup, its text, limit reached)
+        let cases = [
+            (CgroupVersion::V1, "memory.failcnt", "0\n", false),
+            (CgroupVersion::V1, "memory.failcnt", "12\n", true),
+            (CgroupVersion::V2, "memory.events", "low 0\nhigh 0\nmax 0\noom 0\n", false),
+            (CgroupVersion::V2, "memory.events", "low 0\nhigh 0\nmax 5\noom 1\n", true),
+        ];
+        for (i, (version, file, text, reached)) in cases.into_iter().enumerate() {
+            let cg = Cgroups::reference(version, &format!("case-{i}"));
+            let dir = cgroups.dir(&cg);
+            fs::create_dir_all(&dir).unwrap();
+            assert!(!cgroups.hit_limit(&cg), "case {i}: no file yet");
+            fs::write(dir.join(file), text).unwrap();
+            assert_eq!(cgroups.hit_limit(&cg), reached, "case {i}");
+        }
     }
 
     #[test]

@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 
 use hangar_core::users::Ids;
 
-use super::{image, runc, ContainerError};
+use super::cgroup::{CgroupRef, CgroupVersion, Cgroups};
+use super::{cgroup, image, runc, ContainerError};
 
 /// Where `in` finds its destination, as in Concourse.
 pub(crate) const GET_DIR: &str = "/tmp/build/get";
@@ -26,14 +27,57 @@ pub(crate) const RESOURCE_DIR: &str = "/opt/resource";
 /// Prefix of the runc ids of action containers.
 pub(crate) const ID_PREFIX: &str = "hangar-action-";
 
-/// runc and its state dir, as the worker's containers use them.
+/// runc and its state dir, as the worker's containers use them, and the
+/// memory cgroups actions run in: an action gets the default container
+/// limit (`--default-container-memory`), so a resource type's check that
+/// runs away is OOM-killed in its own cgroup instead of pressing on the
+/// worker and its builds.
 #[derive(Debug, Clone)]
 pub struct ActionRuntime {
     pub(crate) runc: PathBuf,
     pub(crate) state: PathBuf,
+    /// `None` where the worker cannot make cgroups (the action then runs
+    /// unlimited, as before; the worker logged why at start).
+    pub(crate) cgroups: Option<(Cgroups, CgroupVersion)>,
+    /// The default container limit (0: none), as the worker sets it.
+    pub(crate) memory_limit: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ActionRuntime {
+    fn cgroup(&self, id: &str) -> Option<(&Cgroups, CgroupRef)> {
+        self.cgroups
+            .as_ref()
+            .map(|(cgroups, version)| (cgroups, Cgroups::reference(*version, id)))
+    }
+
+    /// Makes action `id`'s memory cgroup and answers the `cgroupsPath` its
+    /// bundle gets; `None` (unlimited) where that cannot be done. Blocks.
+    pub(crate) fn limit_memory(&self, id: &str) -> Option<String> {
+        let (cgroups, cg) = self.cgroup(id)?;
+        let limit = self.memory_limit.load(std::sync::atomic::Ordering::Relaxed);
+        match cgroups.create(&cg, (limit > 0).then_some(limit), None) {
+            Ok(()) => Some(format!("/{}/{}", cg.path, cgroup::RUNC_CHILD)),
+            Err(why) => {
+                tracing::warn!(%id, error = %why, "resource action runs without a memory cgroup");
+                None
+            }
+        }
+    }
+
+    /// The limit actions get now, in bytes (0: none).
+    pub(crate) fn memory_limit_bytes(&self) -> u64 {
+        self.memory_limit.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the kernel OOM-killed action `id`'s process: a kill counted
+    /// in its cgroup, or (`killed`: it died of SIGKILL) its cgroup having
+    /// hit the limit, where the counter went with runc's child cgroup.
+    pub(crate) fn oom_killed(&self, id: &str, killed: bool) -> bool {
+        self.cgroup(id).is_some_and(|(cgroups, cg)| {
+            cgroups.oom_kills(&cg).is_some_and(|n| n > 0) || (killed && cgroups.hit_limit(&cg))
+        })
+    }
+
     /// The command that runs the prepared bundle in the foreground.
     pub(crate) fn run_argv(&self, bundle: &Path, id: &str) -> Vec<OsString> {
         runc::run_foreground_command(&self.runc, &self.state, bundle, id)
@@ -47,6 +91,16 @@ impl ActionRuntime {
         }
         if let Err(e) = runc::delete(&self.runc, &self.state, id) {
             tracing::warn!(%id, error = %e, "cannot delete a resource action's container");
+        }
+        self.remove_cgroup(id);
+    }
+
+    /// Removes action `id`'s cgroup (with whatever is left in it). Blocks.
+    pub(crate) fn remove_cgroup(&self, id: &str) {
+        if let Some((cgroups, cg)) = self.cgroup(id) {
+            if let Err(e) = cgroups.remove(&cg, std::time::Duration::from_secs(5)) {
+                tracing::warn!(%id, error = %e, "cannot remove a resource action's cgroup");
+            }
         }
     }
 
@@ -78,6 +132,7 @@ pub(crate) fn prepare(
     dest: Option<&Path>,
     extra_env: &[(String, String)],
     hostname: &str,
+    cgroups_path: Option<&str>,
 ) -> Result<PathBuf, ContainerError> {
     let (rootfs, config) = image::open(image_volume)?;
     let bad = |reason: String| ContainerError::InvalidSpec {
@@ -142,7 +197,7 @@ pub(crate) fn prepare(
         cpu_shares: None,
         rootfs: &rootfs,
         binds: &binds,
-        cgroups_path: None,
+        cgroups_path,
     });
     let bundle = action_dir.join("bundle");
     fs::create_dir(&bundle).map_err(|e| bad(format!("create the bundle: {e}")))?;
@@ -224,6 +279,7 @@ mod tests {
             None,
             &proxy,
             "hangar-action-x",
+            None,
         )
         .unwrap();
         let c = config(&bundle);
@@ -286,7 +342,16 @@ mod tests {
             std::os::unix::fs::MetadataExt::uid(&fs::metadata("/proc/self").unwrap()) == 0;
         let metadata = if as_root { r#"{"user": "bot"}"# } else { "{}" };
         fs::write(volume.join("metadata.json"), metadata).unwrap();
-        let bundle = prepare(dir.path(), &volume, "in", Some(&dest), &[], "h").unwrap();
+        let bundle = prepare(
+            dir.path(),
+            &volume,
+            "in",
+            Some(&dest),
+            &[],
+            "h",
+            Some("/hangar/hangar-action-h/ctr"),
+        )
+        .unwrap();
         let c = config(&bundle);
         assert_eq!(
             c["process"]["args"],
@@ -300,6 +365,11 @@ mod tests {
             .unwrap();
         assert_eq!(bind["destination"], "/tmp/build/get");
         assert_eq!(bind["source"], serde_json::json!(dest));
+        // The action runs in the memory cgroup the worker made for it.
+        assert_eq!(
+            c["linux"]["cgroupsPath"],
+            serde_json::json!("/hangar/hangar-action-h/ctr")
+        );
         if as_root {
             assert_eq!(
                 c["process"]["user"],
@@ -316,7 +386,7 @@ mod tests {
     fn an_image_without_the_program_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let volume = image(dir.path(), "{}", false);
-        let err = prepare(dir.path(), &volume, "check", None, &[], "h").unwrap_err();
+        let err = prepare(dir.path(), &volume, "check", None, &[], "h", None).unwrap_err();
         assert!(
             err.to_string()
                 .contains("no executable /opt/resource/check"),

@@ -170,8 +170,9 @@ pub struct ContainerManager {
     admission: Mutex<()>,
     /// The memory all containers' limits may add up to (0: no budget).
     budget: std::sync::atomic::AtomicU64,
-    /// The limit a container without one gets (0: none).
-    default_limit: std::sync::atomic::AtomicU64,
+    /// The limit a container without one gets (0: none); resource
+    /// actions in containers get it too.
+    default_limit: Arc<std::sync::atomic::AtomicU64>,
 }
 
 fn nonzero(n: u64) -> Option<u64> {
@@ -323,6 +324,13 @@ impl ContainerManager {
         self.inner.runc.clone().map(|runc| ActionRuntime {
             runc,
             state: self.inner.runc_state.clone(),
+            cgroups: self
+                .inner
+                .cgroup_version
+                .clone()
+                .ok()
+                .map(|version| (self.inner.cgroups.clone(), version)),
+            memory_limit: self.default_limit.clone(),
         })
     }
 
