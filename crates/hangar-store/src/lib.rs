@@ -18,6 +18,7 @@ mod events;
 mod gc;
 mod health;
 mod job_builds;
+mod log_retention;
 mod pipelines;
 mod records;
 mod scopes;
@@ -38,7 +39,7 @@ pub use bulk_history::HistoricBuild;
 pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;
-pub use job_builds::JobBuildRecord;
+pub use job_builds::{BuildJob, BuildVersionShown, JobBuildRecord};
 pub use pipelines::{
     Created, JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,
     SetOutcome, TeamRecord, VersionPage,
