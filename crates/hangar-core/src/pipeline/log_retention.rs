@@ -2,15 +2,17 @@
 //! `build_logs_to_retain`): which of a job's finished builds lose their
 //! logs on a collection pass.
 //!
-//! As Concourse's build log collector: a build still running (or pending)
-//! is never reaped and takes no place; a build that finished more than
-//! `days` ago is reaped; of the others, the newest `builds` keep their
-//! logs, and with `minimum_succeeded_builds` the newest that many
-//! succeeded builds are kept among them even when newer failures would
-//! push them out (so with `builds: 5` and one succeeded build kept, a
-//! history `7f 6f 5f 4f 3f 2f 1s` keeps 7, 6, 5, 4 and 1). Zero (or
-//! absent) is no limit; a policy with neither `builds` nor `days` reaps
-//! nothing.
+//! As Concourse's docs define it, the policies keep logs independently
+//! and a build is reaped only when none keeps it: `days` keeps the builds
+//! that finished within that many days; `builds` keeps the newest that
+//! many finished builds; `minimum_succeeded_builds` (with `builds` only)
+//! keeps the newest that many succeeded builds within the `builds` count
+//! even when newer failures would push them out (so with `builds: 5` and
+//! one succeeded build kept, a history `7f 6f 5f 4f 3f 2f 1s` keeps 7, 6,
+//! 5, 4 and 1). With both `days` and `builds`, a build is reaped only once
+//! it is older than `days` *and* outside the count. A build still running
+//! (or pending) is never reaped and takes no place. Zero (or absent) is
+//! no limit; a policy with neither `builds` nor `days` reaps nothing.
 
 use super::Job;
 use crate::build::BuildStatus;
@@ -88,21 +90,21 @@ pub fn builds_to_reap(
     if policy.builds == 0 && policy.days == 0 {
         return vec![];
     }
-    let expired = |b: &RetainedBuild| {
+    let kept_by_days = |b: &RetainedBuild| {
         policy.days > 0
             && b.finished_at
-                .is_some_and(|at| at.saturating_add(i64::from(policy.days) * DAY_MS) < now)
+                .is_some_and(|at| at.saturating_add(i64::from(policy.days) * DAY_MS) >= now)
     };
     let finished: Vec<&RetainedBuild> = builds_newest_first
         .iter()
         .filter(|b| b.status.is_final())
         .collect();
-    // The newest succeeded builds kept whatever the count says (only
-    // where the count limits anything).
+    // The newest succeeded builds take their places in the count first
+    // (only where a count is set).
     let reserved: Vec<i64> = if policy.builds > 0 {
         finished
             .iter()
-            .filter(|b| b.status == BuildStatus::Succeeded && !expired(b))
+            .filter(|b| b.status == BuildStatus::Succeeded)
             .take(policy.minimum_succeeded_builds as usize)
             .map(|b| b.id)
             .collect()
@@ -112,13 +114,15 @@ pub fn builds_to_reap(
     let mut others_left = (policy.builds as usize).saturating_sub(reserved.len());
     let mut reap = vec![];
     for b in finished {
-        if expired(b) {
-            reap.push(b.id);
-        } else if policy.builds == 0 || reserved.contains(&b.id) {
-            continue;
+        let kept_by_count = if reserved.contains(&b.id) {
+            true
         } else if others_left > 0 {
             others_left -= 1;
+            true
         } else {
+            false
+        };
+        if !kept_by_count && !kept_by_days(b) {
             reap.push(b.id);
         }
     }
@@ -200,16 +204,28 @@ mod tests {
             ),
             ("days", policy(0, 2, 0), "4f@0 3s@1 2f@3 1s@9", &[2, 1]),
             (
-                "days and count: either reaps",
+                "days and count: reaped only when neither keeps it",
                 policy(2, 2, 0),
                 "4f@0 3s@1 2f@1 1s@9",
-                &[2, 1],
+                &[1],
             ),
             (
-                "an expired success is reaped whatever the minimum",
+                "Concourse's example: builds spanning more than `days` kept by the count",
+                policy(3, 2, 0),
+                "4f@0 3f@5 2f@6 1f@7",
+                &[1],
+            ),
+            (
+                "an old success is kept by the minimum, all policies being independent",
                 policy(1, 2, 1),
                 "3f@0 2f@1 1s@9",
-                &[2, 1],
+                &[],
+            ),
+            (
+                "an old failure outside the count and the days is reaped",
+                policy(1, 2, 1),
+                "4f@0 3f@1 2f@8 1s@9",
+                &[2],
             ),
             (
                 "the minimum without a count keeps nothing more",
