@@ -43,6 +43,34 @@ pub struct Build {
     pub error: Option<String>,
     #[serde(default)]
     pub steps: Vec<BuildStep>,
+    /// A job build's inputs: the versions its gets of pipeline resources
+    /// fetched, by step name (a job's builds only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<BuildInput>,
+    /// A job build's outputs: the versions its puts made and, once it
+    /// succeeded, its inputs, as Concourse records them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<BuildOutput>,
+    /// When the job's `build_log_retention` removed the build's log: its
+    /// events are gone, not empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs_reaped_at: Option<i64>,
+}
+
+/// A version a job build used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildInput {
+    /// The get step's name (the artifact).
+    pub name: String,
+    pub resource: String,
+    pub version: serde_json::Value,
+}
+
+/// A version a job build produced (or, on success, used).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildOutput {
+    pub resource: String,
+    pub version: serde_json::Value,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,7 +85,7 @@ pub struct BuildStep {
     pub error: Option<String>,
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
-    /// A put step's new version, as its `out` answered it.
+    /// The version a get step fetched, or a put step's `out` answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<serde_json::Value>,
 }

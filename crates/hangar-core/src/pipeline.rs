@@ -64,6 +64,7 @@ use serde_json::{Map, Value};
 
 mod diff;
 mod glob;
+pub mod log_retention;
 mod names;
 mod read;
 mod read_steps;

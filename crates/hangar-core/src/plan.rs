@@ -100,6 +100,11 @@ pub struct GetStep {
     /// hangar's infrastructure attempts (not Concourse's `attempts`).
     #[serde(default)]
     pub infrastructure_attempts: Option<u32>,
+    /// The pipeline resource fetched, in a job build's plan (the planner
+    /// sets it; web refuses it in a plan sent to `POST /builds`): the
+    /// version fetched is recorded as the build's input.
+    #[serde(default)]
+    pub resource: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -217,6 +217,7 @@ async fn with_type_image(
         secrets: Default::default(),
         local_vars: Default::default(),
         pipeline: None,
+        job_build: None,
         stop: stop.clone(),
         action_output: Default::default(),
         log_sink: Some(Default::default()),

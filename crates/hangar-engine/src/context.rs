@@ -35,6 +35,8 @@ pub(crate) struct BuildContext {
     pub local_vars: Mutex<LocalVars>,
     /// The team and pipeline of a job build (none for the plan API's).
     pub pipeline: Option<(String, String)>,
+    /// The job of a job build, under which its versions are recorded.
+    pub job_build: Option<hangar_store::BuildJob>,
     /// Cancelled when this node stops or loses the build's lease: the build
     /// stops where it is, to be resumed elsewhere.
     pub stop: CancellationToken,

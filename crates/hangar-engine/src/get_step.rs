@@ -27,6 +27,13 @@ pub(crate) async fn run(
 ) -> Result<StepEnd, Interrupted> {
     let (mut record, done) = ctx.resume_step(step_id, &step.get, StepKind::Get).await;
     if let Some(end) = done {
+        // A run that stopped between saving the step and recording its
+        // version records it now (recording is idempotent).
+        if end.state == StepState::Succeeded {
+            if let Some(version) = recorded_version(&record) {
+                record_input(ctx, step_id, step, &version).await?;
+            }
+        }
         return Ok(end);
     }
     let max_attempts = step.infrastructure_attempts();
@@ -42,14 +49,18 @@ pub(crate) async fn run(
         )
         .await;
         match attempt(ctx, step_id, step, &avoid).await? {
-            Ok((worker, handle)) => {
+            Ok((worker, handle, version)) => {
                 ctx.add_artifact(&step.get, &handle);
                 record.worker = Some(worker);
                 record.outputs = json!({ step.get.clone(): handle }).to_string();
+                record.version = Some(version.to_string());
                 record.state = StepState::Succeeded;
                 record.exit_code = Some(0);
                 record.finished_at = Some(ctx.engine.now());
                 ctx.save(&record).await;
+                if let Value::Object(version) = &version {
+                    record_input(ctx, step_id, step, version).await?;
+                }
                 return Ok(StepEnd {
                     state: StepState::Succeeded,
                     exit_code: Some(0),
@@ -91,7 +102,7 @@ pub(crate) async fn refetch(
 ) -> Result<Result<String, StepFailure>, Interrupted> {
     Ok(attempt(ctx, step_id, step, avoid)
         .await?
-        .map(|(_, handle)| {
+        .map(|(_, handle, _)| {
             ctx.add_artifact(&step.get, &handle);
             handle
         }))
@@ -252,12 +263,33 @@ pub(crate) struct Fetched {
     pub key: String,
 }
 
+/// A get of a pipeline resource in a job build: its version is the build's
+/// input, under the step's name.
+async fn record_input(
+    ctx: &BuildContext,
+    step_id: &str,
+    step: &GetStep,
+    version: &serde_json::Map<String, Value>,
+) -> Result<(), Interrupted> {
+    let Some(resource) = &step.resource else {
+        return Ok(());
+    };
+    let role = crate::build_versions::Role::Input(&step.get);
+    crate::build_versions::record(ctx, step_id, resource, version, role).await
+}
+
+/// The version a finished get step saved (none from a run before
+/// versions were saved with get steps).
+fn recorded_version(record: &hangar_store::StepRecord) -> Option<serde_json::Map<String, Value>> {
+    serde_json::from_str(record.version.as_deref()?).ok()
+}
+
 async fn attempt(
     ctx: &BuildContext,
     step_id: &str,
     step: &GetStep,
     avoid: &BTreeSet<String>,
-) -> Result<Result<(String, String), StepFailure>, Interrupted> {
+) -> Result<Result<(String, String, Value), StepFailure>, Interrupted> {
     // Checked by web; a stored plan that no longer resolves is the
     // build's own error.
     let chain = match resource_types::chain(&ctx.resource_types, &step.resource_type) {
@@ -333,7 +365,7 @@ async fn attempt(
         format!("fetched version {} on worker {worker}", fetched.version)
     };
     ctx.log(Some(step_id), BuildEventKind::Step, &line).await;
-    Ok(Ok((worker, fetched.handle)))
+    Ok(Ok((worker, fetched.handle, fetched.version)))
 }
 
 /// Fetches the images of a custom type's chain (outermost first) on

@@ -11,6 +11,7 @@
 
 mod action_log;
 mod artifact_files;
+mod build_versions;
 mod caches;
 pub mod check;
 mod clock;

@@ -6,7 +6,10 @@
 //!
 //! The version is saved before the get starts: a build resumed after its
 //! node or the get's worker died finds it and never runs `out` again; only
-//! the get is retried.
+//! the get is retried. In a job build the version is then recorded as the
+//! build's output (the implicit get is not an input, as in Concourse). An
+//! `out` retried after its worker died fetches an input a get step made
+//! again, as a task does.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,6 +52,12 @@ pub(crate) async fn run(
             Err(end) => return Ok(end),
         },
     };
+    // Recorded before the implicit get: a build resumed from here finds
+    // the version with the step and records it again, never runs `out`.
+    if let Some(resource) = &step.resource {
+        let role = crate::build_versions::Role::Output;
+        crate::build_versions::record(ctx, step_id, resource, &version, role).await?;
+    }
     if step.no_get {
         return Ok(StepEnd {
             state: StepState::Succeeded,
@@ -64,6 +73,9 @@ pub(crate) async fn run(
         params: step.get_params.clone(),
         tags: step.tags.clone(),
         infrastructure_attempts: step.infrastructure_attempts,
+        // Concourse: the implicit get after a put is not an input of the
+        // build, so it names no resource and records nothing.
+        resource: None,
     };
     get_step::run(ctx, &format!("{step_id}.get"), &get).await
 }
@@ -159,10 +171,16 @@ async fn attempt(
         Ok(n) => n,
         Err(e) => return invalid(format!("put {}: {e}", step.put)),
     };
-    let inputs: Vec<(String, String)> = names
+    let mut inputs: Vec<(String, String)> = Vec::new();
+    for (name, handle) in names
         .into_iter()
         .filter_map(|n| artifacts.get(&n).map(|h| (n, h.clone())))
-        .collect();
+    {
+        match usable_input(ctx, step_id, &name, handle, avoid).await? {
+            Ok(handle) => inputs.push((name, handle)),
+            Err(f) => return Ok(Err(f)),
+        }
+    }
     let wants = Wants {
         requirement: Requirement {
             platform: String::new(),
@@ -228,6 +246,42 @@ async fn attempt(
         Some(v) => Ok(Ok((worker, v.clone()))),
         None => invalid(format!("put {}: out answered no version", step.put)),
     }
+}
+
+/// An input's volume, or, when it went with its worker, the same artifact
+/// fetched again elsewhere if a get step of the build made it (as a task's
+/// lost input is): a put retried after its worker died still has its
+/// inputs.
+async fn usable_input(
+    ctx: &BuildContext,
+    step_id: &str,
+    name: &str,
+    handle: String,
+    avoid: &BTreeSet<String>,
+) -> Result<Result<String, StepFailure>, Interrupted> {
+    use crate::task_step::input_usable;
+    use hangar_core::engine::InputCheck;
+    let InputCheck::Lost { worker } = input_usable(ctx, &handle).await else {
+        return Ok(Ok(handle));
+    };
+    let lost_on = worker.unwrap_or_else(|| "an unknown worker".into());
+    let Some(get) = ctx.producers.get(name) else {
+        return Ok(Err(StepFailure::VolumeLost {
+            worker: lost_on,
+            handle,
+        }));
+    };
+    ctx.log(
+        Some(step_id),
+        BuildEventKind::Infra,
+        &format!(
+            "input {name} was on worker {lost_on}, which is gone or stalled; fetching it again"
+        ),
+    )
+    .await;
+    let mut skip = avoid.clone();
+    skip.insert(lost_on);
+    get_step::refetch(ctx, step_id, get, &skip).await
 }
 
 /// Each input as a volume on `worker` (see

@@ -122,13 +122,26 @@ async fn run_plan(
         Ok(v) => v,
         Err(e) => return Ok(invalid(format!("stored plan is unreadable: {e}"))),
     };
+    // Where a set_pipeline step's `self` and team come from: the database,
+    // never the plan.
+    let pipeline = match engine.store().build_pipeline(build.id).await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(build = build.id, error = %e, "cannot read the build's pipeline; leaving it to be resumed");
+            return Err(Interrupted);
+        }
+    };
     // The stored plan keeps its `((vars))`: they are read again here, on
-    // the node that runs the build, and kept in memory only.
+    // the node that runs the build, and kept in memory only. A job build's
+    // are looked up under its pipeline first.
+    let scope = pipeline.as_ref().map(|(t, p)| (t.as_str(), p.as_str()));
     let (stored, secrets) = match engine.credentials() {
-        Some(credentials) => match crate::secrets::resolve_plan(credentials, &stored).await {
-            Ok(resolved) => resolved,
-            Err(e) => return Ok(invalid(format!("cannot resolve the plan's vars: {e}"))),
-        },
+        Some(credentials) => {
+            match crate::secrets::resolve_plan(credentials, &stored, scope).await {
+                Ok(resolved) => resolved,
+                Err(e) => return Ok(invalid(format!("cannot resolve the plan's vars: {e}"))),
+            }
+        }
         None => {
             // Another node with a credential manager accepted this plan:
             // never run its tasks with the literal `((var))` text.
@@ -160,12 +173,10 @@ async fn run_plan(
             return Err(Interrupted);
         }
     };
-    // Where a set_pipeline step's `self` and team come from: the database,
-    // never the plan.
-    let pipeline = match engine.store().build_pipeline(build.id).await {
-        Ok(p) => p,
+    let job_build = match engine.store().build_job(build.id).await {
+        Ok(j) => j,
         Err(e) => {
-            tracing::warn!(build = build.id, error = %e, "cannot read the build's pipeline; leaving it to be resumed");
+            tracing::warn!(build = build.id, error = %e, "cannot read the build's job; leaving it to be resumed");
             return Err(Interrupted);
         }
     };
@@ -186,6 +197,7 @@ async fn run_plan(
         secrets: Mutex::new(secrets),
         local_vars: Mutex::new(Default::default()),
         pipeline,
+        job_build,
         stop,
         action_output: Mutex::new(BTreeMap::new()),
         log_sink: None,
@@ -207,6 +219,9 @@ async fn run_plan(
     let mut end = run_sequence(&ctx, &plan, "", &root).await?;
     if end.state == StepState::Aborted {
         end.error = Some("the build was aborted".into());
+    }
+    if end.state == StepState::Succeeded {
+        crate::build_versions::on_success(&ctx).await?;
     }
     // The build's error is stored and shown: no secret in it.
     end.error = end.error.map(|e| ctx.redact(&e));

@@ -18,19 +18,26 @@ pub const BUILD_TEAM: &str = "main";
 /// its own shorter timeout; a plan of many vars is bounded as a whole).
 pub const RESOLVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// `plan` with every var read from `credentials` (team paths only: a build
-/// of the plan API has no pipeline), and the values to redact. An error
-/// names every var that could not be resolved, or why the manager could
-/// not answer.
+/// `plan` with every var read from `credentials`, and the values to
+/// redact. A job build's vars (`pipeline`: its team and pipeline) are
+/// looked up under the pipeline first, then the team, as Concourse's; a
+/// build of the plan API has no pipeline and reads team `main`'s paths
+/// only. An error names every var that could not be resolved, or why the
+/// manager could not answer.
 pub async fn resolve_plan(
     credentials: &hangar_creds::Credentials,
     plan: &Value,
+    pipeline: Option<(&str, &str)>,
 ) -> Result<(Value, Secrets), PlanVarsError> {
+    let (team, pipeline) = match pipeline {
+        Some((team, pipeline)) => (team, Some(pipeline)),
+        None => (BUILD_TEAM, None),
+    };
     if hangar_core::vars::find_unresolved_except_local(plan).is_empty() {
         return Ok((plan.clone(), Secrets::default()));
     }
     let resolved: Resolved =
-        tokio::time::timeout(RESOLVE_WITHIN, credentials.resolve(plan, BUILD_TEAM, None))
+        tokio::time::timeout(RESOLVE_WITHIN, credentials.resolve(plan, team, pipeline))
             .await
             .map_err(|_| {
                 PlanVarsError::Unavailable(format!(

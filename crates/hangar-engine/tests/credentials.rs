@@ -106,3 +106,70 @@ async fn local_vars_are_left_for_the_run_by_the_credential_manager() {
         (SECRET_PATH, "from-a-file")
     );
 }
+
+/// A job build of pipeline `p`'s job `j` whose task runs `((tool))`.
+async fn job_build(store: &hangar_store::Store) -> i64 {
+    let config = hangar_core::pipeline::parse_pipeline(
+        "jobs:\n- name: j\n  plan:\n  - task: t\n    config: {platform: linux, run: {path: ((tool))}}\n",
+    )
+    .unwrap()
+    .config;
+    store
+        .set_pipeline("main", "p", &config, None, support::now())
+        .await
+        .unwrap();
+    let job = store.job("main", "p", "j").await.unwrap();
+    let plan = hangar_core::plan::planner::plan_job(&config, config.job("j").unwrap()).unwrap();
+    store
+        .create_job_build(job.id, "p/j", &plan.stored.to_string(), support::now())
+        .await
+        .unwrap()
+        .build
+        .id
+}
+
+#[tokio::test]
+async fn a_job_build_reads_its_pipeline_s_var_first_then_the_team_s() {
+    // (files, what the task runs): the pipeline's wins over the team's;
+    // without it the team's; another pipeline's is never read.
+    type Files<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(Files, Option<&str>); 3] = [
+        (
+            &[("main/p/tool", "/pipeline"), ("main/tool", "/team")],
+            Some("/pipeline"),
+        ),
+        (&[("main/tool", "/team")], Some("/team")),
+        (&[("main/other/tool", "/other")], None),
+    ];
+    for (files, runs) in cases {
+        let h = Harness::new(&["w1"]).await;
+        let (_dir, creds) = creds_dir(files);
+        h.engine.set_credentials(creds).unwrap();
+        let id = job_build(&h.store).await;
+        h.engine.wake();
+        let status = h.finished(id).await;
+        match runs {
+            Some(path) => {
+                assert_eq!(status, BuildStatus::Succeeded, "{files:?}");
+                assert_eq!(
+                    h.fake.calls_of("create_container"),
+                    [format!("create_container w1 {path}")]
+                );
+            }
+            None => {
+                assert_eq!(status, BuildStatus::Errored, "{files:?}");
+                assert!(h.fake.calls().is_empty());
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_build_of_the_plan_api_never_reads_a_pipeline_s_var() {
+    let h = Harness::new(&["w1"]).await;
+    let (_dir, creds) = creds_dir(&[("main/p/tool", "/pipeline")]);
+    h.engine.set_credentials(creds).unwrap();
+    let id = h.submit(plan()).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Errored);
+    assert!(h.fake.calls().is_empty());
+}

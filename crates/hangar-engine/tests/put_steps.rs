@@ -227,3 +227,51 @@ async fn an_abort_during_the_implicit_get_keeps_the_put_s_version_and_ends_the_g
         ]
     );
 }
+
+#[tokio::test]
+async fn a_put_retried_after_its_worker_died_fetches_its_lost_input_again() {
+    let h = Harness::new(&["w1"]).await;
+    h.fake.hold_action("out", true);
+    let id = h
+        .submit(json!([
+            get("repo"),
+            with(put("p"), "inputs", json!(["repo"]))
+        ]))
+        .await;
+    h.fake.called("resource_action w1 mock out").await;
+    h.store
+        .register_worker(&support::info("w2", "sid-w2"), support::now())
+        .await
+        .unwrap();
+    h.stall("w1").await;
+    // Released once the out on w1 was given up, so only w2's runs.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !h
+        .log(id, &["infra"])
+        .await
+        .iter()
+        .any(|l| l.contains("retrying put p"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the put was never retried"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    h.fake.hold_action("out", false);
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    let log = h.log(id, &["infra"]).await;
+    assert!(
+        log.iter().any(|l| l
+            .contains("input repo was on worker w1, which is gone or stalled; fetching it again")),
+        "{log:#?}"
+    );
+    let requests = h.fake.action_requests();
+    let (worker, out) = requests
+        .iter()
+        .rev()
+        .find(|(_, a)| a.action == "out")
+        .unwrap();
+    assert_eq!(worker, "w2");
+    assert_eq!(out.inputs.keys().collect::<Vec<_>>(), ["repo"]);
+}

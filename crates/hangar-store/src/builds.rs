@@ -23,6 +23,8 @@ pub struct BuildRecord {
     pub finished_at: Option<UnixMillis>,
     pub exit_code: Option<i64>,
     pub error: Option<String>,
+    /// When `build_log_retention` removed the build's log (its events).
+    pub logs_reaped_at: Option<UnixMillis>,
 }
 
 /// What asking to abort a build did.
@@ -71,7 +73,8 @@ pub struct BuildEventRecord {
 }
 
 pub(crate) const BUILD_COLUMNS: &str =
-    "id, name, team, plan, artifacts, status, created_at, started_at, finished_at, exit_code, error";
+    "id, name, team, plan, artifacts, status, created_at, started_at, finished_at, exit_code, error, \
+     logs_reaped_at";
 const STEP_COLUMNS: &str =
     "build_id, step_id, name, kind, state, attempt, worker_name, container_handle, \
      log_offset, exit_code, outputs, error, started_at, finished_at, version";
@@ -89,6 +92,7 @@ pub(crate) fn build_from_row(r: &AnyRow) -> Result<BuildRecord, StoreError> {
         finished_at: r.try_get("finished_at")?,
         exit_code: r.try_get("exit_code")?,
         error: r.try_get("error")?,
+        logs_reaped_at: r.try_get("logs_reaped_at")?,
     })
 }
 

@@ -14,7 +14,103 @@ pub struct JobBuildRecord {
     pub build: BuildRecord,
 }
 
+/// The job a build belongs to, for recording its versions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildJob {
+    pub job_id: i64,
+    pub pipeline_id: i64,
+}
+
+/// A version a build used or produced, as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildVersionShown {
+    /// The input's name (its get step's); `None` for an output.
+    pub name: Option<String>,
+    pub resource: String,
+    /// The version as JSON (`{"ref": "…"}`).
+    pub version: String,
+}
+
 impl Store {
+    /// A build's inputs (by name) and outputs (by resource), with the
+    /// resources' names and the versions' JSON.
+    pub async fn build_versions_shown(
+        &self,
+        build_id: i64,
+    ) -> Result<(Vec<BuildVersionShown>, Vec<BuildVersionShown>), StoreError> {
+        let inputs = sqlx::query(
+            "SELECT bi.name AS name, r.name AS resource, v.version AS version \
+             FROM build_inputs bi JOIN resources r ON r.id = bi.resource_id \
+             JOIN resource_versions v ON v.id = bi.version_id \
+             WHERE bi.build_id = $1 ORDER BY bi.name",
+        )
+        .bind(build_id)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(BuildVersionShown {
+                name: Some(r.try_get("name")?),
+                resource: r.try_get("resource")?,
+                version: r.try_get("version")?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+        let outputs = sqlx::query(
+            "SELECT r.name AS resource, v.version AS version \
+             FROM build_outputs bo JOIN resources r ON r.id = bo.resource_id \
+             JOIN resource_versions v ON v.id = bo.version_id \
+             WHERE bo.build_id = $1 ORDER BY r.name, v.id",
+        )
+        .bind(build_id)
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(BuildVersionShown {
+                name: None,
+                resource: r.try_get("resource")?,
+                version: r.try_get("version")?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok((inputs, outputs))
+    }
+
+    /// The job of a job build; none for a build of the plan API, or once
+    /// its pipeline was destroyed.
+    pub async fn build_job(&self, build_id: i64) -> Result<Option<BuildJob>, StoreError> {
+        let row = sqlx::query(
+            "SELECT j.id AS job_id, j.pipeline_id AS pipeline_id FROM job_builds jb \
+             JOIN jobs j ON j.id = jb.job_id WHERE jb.build_id = $1",
+        )
+        .bind(build_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            Ok(BuildJob {
+                job_id: r.try_get("job_id")?,
+                pipeline_id: r.try_get("pipeline_id")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// The id of the pipeline's resource `name`, kept even once the config
+    /// no longer names it (a build planned before still used it).
+    pub async fn pipeline_resource_id(
+        &self,
+        pipeline_id: i64,
+        name: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        let row = sqlx::query("SELECT id FROM resources WHERE pipeline_id = $1 AND name = $2")
+            .bind(pipeline_id)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Ok(r.try_get("id")?)).transpose()
+    }
+
     /// Creates the next build of job `job_id`, named `<name> #<N>`: the
     /// job's number is taken and the build made in one transaction, so two
     /// triggers never share a number.

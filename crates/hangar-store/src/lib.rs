@@ -19,6 +19,7 @@ mod events;
 mod gc;
 mod health;
 mod job_builds;
+mod log_retention;
 mod pipelines;
 mod records;
 mod scopes;
@@ -40,7 +41,7 @@ pub use checks::{CheckMember, CheckStatus, ClaimedCheck, CLAIM_MARGIN_MS};
 pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;
-pub use job_builds::JobBuildRecord;
+pub use job_builds::{BuildJob, BuildVersionShown, JobBuildRecord};
 pub use pipelines::{
     Created, JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,
     SetOutcome, TeamRecord, VersionPage,

@@ -153,7 +153,79 @@ async fn destroying_the_pipeline_keeps_its_builds_and_frees_the_numbering(store:
     assert_eq!(again.number, 1);
 }
 
+async fn a_build_knows_its_job_and_the_pipeline_s_resources_even_removed(store: Store) {
+    set(&store).await;
+    let job = store.job("main", "p", "build").await.unwrap();
+    let b = store
+        .create_job_build(job.id, "p/build", "[]", T0)
+        .await
+        .unwrap();
+    let one_off = store.create_build("x", None, "[]", "{}", T0).await.unwrap();
+    let found = store.build_job(b.build.id).await.unwrap().unwrap();
+    assert_eq!((found.job_id, found.pipeline_id), (job.id, job.pipeline_id));
+    assert_eq!(store.build_job(one_off.id).await.unwrap(), None);
+    let repo = store.resource("main", "p", "repo").await.unwrap().id;
+    assert_eq!(
+        store
+            .pipeline_resource_id(job.pipeline_id, "repo")
+            .await
+            .unwrap(),
+        Some(repo)
+    );
+    assert_eq!(
+        store
+            .pipeline_resource_id(job.pipeline_id, "nope")
+            .await
+            .unwrap(),
+        None
+    );
+    // Recorded twice (a resumed build): one row each, shown by name.
+    let v = store
+        .save_resource_version(
+            repo,
+            &serde_json::json!({"ref": "a"}),
+            &serde_json::json!([]),
+            T0,
+        )
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        store
+            .record_build_input(b.build.id, job.id, "code", repo, v.id)
+            .await
+            .unwrap();
+        store
+            .copy_build_inputs_to_outputs(b.build.id)
+            .await
+            .unwrap();
+    }
+    let (inputs, outputs) = store.build_versions_shown(b.build.id).await.unwrap();
+    let shown = |l: Vec<hangar_store::BuildVersionShown>| -> Vec<String> {
+        l.into_iter()
+            .map(|v| format!("{:?} {} {}", v.name, v.resource, v.version))
+            .collect()
+    };
+    assert_eq!(shown(inputs), [r#"Some("code") repo {"ref":"a"}"#]);
+    assert_eq!(shown(outputs), [r#"None repo {"ref":"a"}"#]);
+    // The config no longer names the resource: its id stays for the build.
+    let config = parse_pipeline("jobs:\n- name: build\n  plan:\n  - task: t\n    config: {platform: linux, run: {path: x}}\n")
+        .unwrap()
+        .config;
+    store
+        .set_pipeline("main", "p", &config, Some(1), T0)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .pipeline_resource_id(job.pipeline_id, "repo")
+            .await
+            .unwrap(),
+        Some(repo)
+    );
+}
+
 on_both_databases!(
+    a_build_knows_its_job_and_the_pipeline_s_resources_even_removed,
     builds_are_numbered_per_job_from_one,
     concurrent_triggers_never_share_a_number,
     a_removed_or_unknown_job_takes_no_build,

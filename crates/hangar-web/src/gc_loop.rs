@@ -32,7 +32,8 @@ pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToke
     }
 }
 
-/// Runs every collector once, in order, each at the time it starts.
+/// Runs every collector once, in order, each at the time it starts, then
+/// the jobs' build log retention.
 pub(crate) async fn tick(web: &Web) -> Vec<CollectorRun> {
     let mut runs = Vec::with_capacity(Collector::ALL.len());
     for collector in Collector::ALL {
@@ -71,6 +72,13 @@ pub(crate) async fn tick(web: &Web) -> Vec<CollectorRun> {
         }
         web.metrics().gc_run(&run);
         runs.push(run);
+    }
+    // Jobs' build_log_retention: not a collector of volumes, but the same
+    // pass, as Concourse's build log collector runs with its GC.
+    match crate::log_retention::reap(web).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(logs = n, "reaped build logs (build_log_retention)"),
+        Err(e) => tracing::warn!(error = %e, "build_log_retention failed; retrying next tick"),
     }
     runs
 }

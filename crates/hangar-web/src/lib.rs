@@ -13,6 +13,7 @@ mod gc_loop;
 mod health;
 mod json;
 mod lifecycle_loop;
+mod log_retention;
 mod metrics;
 mod routes;
 mod takeover;

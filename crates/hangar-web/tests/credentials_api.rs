@@ -159,4 +159,78 @@ async fn vars_are_resolved_at_creation_and_never_stored(store: Store) {
     t.stop().await;
 }
 
-on_both_databases!(vars_are_resolved_at_creation_and_never_stored);
+/// A job's trigger checks its vars as the build will read them: the
+/// pipeline's secret `<pipeline>.<var>` first, then the team's `<var>`.
+async fn a_job_trigger_looks_up_the_pipeline_s_secret_then_the_team_s(store: Store) {
+    let answers: Answers = Arc::default();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    answers.lock().unwrap().extend([
+        (
+            "concourse-main/p.only-pipeline".to_string(),
+            (StatusCode::OK, data(SECRET)),
+        ),
+        (
+            "concourse-main/token".to_string(),
+            (StatusCode::OK, data(SECRET)),
+        ),
+    ]);
+    let api = fake_api(answers, seen.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "sa-token").unwrap();
+    let kube = KubeSecrets::new(&api, &token, None, "concourse-").unwrap();
+    let credentials = Arc::new(Credentials::new(Manager::Kubernetes(kube), Cache::off()));
+    let t = TestWeb::start_with(store.clone(), |c| c.credentials = Some(credentials)).await;
+    let config =
+        "jobs:\n- name: j\n  plan:\n  - task: t\n    config:\n      platform: linux\n      \
+                  params: {A: ((only-pipeline)), B: ((token))}\n      run: {path: x}\n\
+                  - name: other\n  plan:\n  - task: t\n    config:\n      platform: linux\n      \
+                  params: {A: ((only-pipeline))}\n      run: {path: x}\n";
+    for pipeline in ["p", "q"] {
+        t.admin
+            .set_pipeline("main", pipeline, config, None)
+            .await
+            .unwrap();
+        t.admin
+            .pause_pipeline("main", pipeline, false)
+            .await
+            .unwrap();
+    }
+    seen.lock().unwrap().clear();
+    let build = t.admin.trigger_job("main", "p", "j").await.unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "concourse-main/p.only-pipeline",
+            "concourse-main/p.token",
+            "concourse-main/token"
+        ]
+    );
+    let stored = store.get_build(build.id).await.unwrap().unwrap();
+    assert!(!stored.plan.contains(SECRET), "{}", stored.plan);
+    // Pipeline q has no such secret, and p's is not q's.
+    match t.admin.trigger_job("main", "q", "other").await {
+        Err(ClientError::Api {
+            status, message, ..
+        }) => {
+            assert_eq!(status, reqwest::StatusCode::BAD_REQUEST);
+            assert!(
+                message.contains("undefined vars: only-pipeline"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // A one-off build never reads a pipeline's secret.
+    let refused = t
+        .admin
+        .create_build(&create(json!({"A": "((only-pipeline))"})))
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    t.stop().await;
+}
+
+on_both_databases!(
+    vars_are_resolved_at_creation_and_never_stored,
+    a_job_trigger_looks_up_the_pipeline_s_secret_then_the_team_s,
+);

@@ -9,6 +9,7 @@ use hangar_client::ClientError;
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;
 use reqwest::StatusCode;
+use serde_json::json;
 
 const CONFIG: &str = "
 resources:
@@ -135,7 +136,76 @@ async fn refused_triggers_change_nothing(store: Store) {
     assert!(jobs.iter().all(|j| j.next_build_number == 1));
 }
 
+async fn a_job_build_shows_the_versions_it_used_and_produced(store: Store) {
+    let t = TestWeb::start(store.clone()).await;
+    set(&t).await;
+    t.admin.pause_pipeline("main", "p", false).await.unwrap();
+    let build = t.admin.trigger_job("main", "p", "build").await.unwrap();
+    // The plan names the resource each get fetches, for the engine.
+    let stored = store.get_build(build.id).await.unwrap().unwrap().plan;
+    assert!(stored.contains(r#""resource":"thing""#), "{stored}");
+    // What the engine records as the build runs (no worker here).
+    let thing = store.resource("main", "p", "thing").await.unwrap().id;
+    let job = store.job("main", "p", "build").await.unwrap().id;
+    let v = store
+        .save_resource_version(thing, &json!({"ref": "a"}), &json!([]), 1)
+        .await
+        .unwrap();
+    let out = store
+        .save_resource_version(thing, &json!({"ref": "b"}), &json!([]), 1)
+        .await
+        .unwrap();
+    store
+        .record_build_input(build.id, job, "thing", thing, v.id)
+        .await
+        .unwrap();
+    store
+        .record_build_output(build.id, job, thing, out.id)
+        .await
+        .unwrap();
+    let shown = t.admin.job_build("main", "p", "build", 1).await.unwrap();
+    let inputs: Vec<(String, String, serde_json::Value)> = shown
+        .inputs
+        .iter()
+        .map(|i| (i.name.clone(), i.resource.clone(), i.version.clone()))
+        .collect();
+    assert_eq!(
+        inputs,
+        [("thing".into(), "thing".into(), json!({"ref": "a"}))]
+    );
+    assert_eq!(shown.outputs.len(), 1);
+    assert_eq!(shown.outputs[0].version, json!({"ref": "b"}));
+    // The list carries them too (`hangar builds -j P/J --json`).
+    let listed = t.admin.job_builds("main", "p", "build", 5).await.unwrap();
+    assert_eq!(listed[0].inputs, shown.inputs);
+    assert_eq!(listed[0].outputs, shown.outputs);
+}
+
+async fn a_plan_sent_to_the_api_may_not_name_a_pipeline_resource(store: Store) {
+    let t = TestWeb::start(store).await;
+    for step in [
+        json!({"get": "x", "resource": "thing", "type": "mock", "source": {}}),
+        json!({"put": "x", "resource": "thing", "type": "mock", "source": {}}),
+    ] {
+        let (status, message) = api_error(
+            t.admin
+                .create_build(&hangar_api::builds::CreateBuild {
+                    name: None,
+                    plan: json!([step]),
+                    artifacts: Default::default(),
+                    resource_types: serde_json::Value::Null,
+                })
+                .await,
+        );
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(message.contains("`resource`"), "{message}");
+    }
+    assert!(t.admin.builds(50).await.unwrap().is_empty());
+}
+
 on_both_databases!(
     triggers_are_numbered_and_listed_per_job,
     refused_triggers_change_nothing,
+    a_job_build_shows_the_versions_it_used_and_produced,
+    a_plan_sent_to_the_api_may_not_name_a_pipeline_resource,
 );

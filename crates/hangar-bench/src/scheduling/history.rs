@@ -138,13 +138,19 @@ pub async fn fill(
         versions.push(store.insert_versions(r.id, &values, now).await?);
         resource_ids.push(r.id);
     }
+    // Build `t` takes version `(t + 1) * step - 1`, so the last build took
+    // the newest version: nothing is due when web starts.
     let step = (versions_per_resource / builds_per_job.max(1)).max(1);
     let mut builds = 0;
     for job in jobs() {
         let j = store.job(team, pipeline, &job.name).await?;
         let history: Vec<HistoricBuild> = (0..builds_per_job)
             .map(|t| {
-                let at = (t * step).min(versions_per_resource.saturating_sub(1));
+                let at = if t + 1 == builds_per_job {
+                    versions_per_resource.saturating_sub(1)
+                } else {
+                    ((t + 1) * step - 1).min(versions_per_resource.saturating_sub(1))
+                };
                 HistoricBuild {
                     inputs: job
                         .gets

@@ -1,6 +1,8 @@
 //! A pipeline job's plan as a build plan: what a job build will run.
 //!
-//! Resource names become their type, source and tags; a custom type of the
+//! Resource names become their type, source and tags, and each get and
+//! put keeps its resource's name (`resource`), so the engine records the
+//! versions the build used and produced; a custom type of the
 //! pipeline travels with the plan as the build's `resource_types`; a get's
 //! pinned `version` (the step's, else the resource's) and `params` carry
 //! over; a task's step `params` and `container_limits` override its
@@ -133,6 +135,7 @@ fn step(config: &Planner, s: &Step, at: &str) -> Result<Value, PlannerError> {
             })?;
             let mut o = Map::new();
             o.insert("get".into(), json!(get.name));
+            o.insert("resource".into(), json!(resource.name));
             o.insert("type".into(), json!(resource.resource_type));
             o.insert("source".into(), Value::Object(resource.source.clone()));
             let version = match (config.versions.get(&get.name), &get.version) {
@@ -216,6 +219,7 @@ fn step(config: &Planner, s: &Step, at: &str) -> Result<Value, PlannerError> {
             })?;
             let mut o = Map::new();
             o.insert("put".into(), json!(put.name));
+            o.insert("resource".into(), json!(resource.name));
             o.insert("type".into(), json!(resource.resource_type));
             o.insert("source".into(), Value::Object(resource.source.clone()));
             if let Some(p) = &put.params {

@@ -35,6 +35,11 @@ pub struct PutStep {
     /// hangar's infrastructure attempts (not Concourse's `attempts`).
     #[serde(default)]
     pub infrastructure_attempts: Option<u32>,
+    /// The pipeline resource put to, in a job build's plan (set by the
+    /// planner, as a get's): the version `out` made is recorded as the
+    /// build's output.
+    #[serde(default)]
+    pub resource: Option<String>,
 }
 
 /// Which artifacts a put is given: `"all"`, `"detect"` (Concourse's

@@ -55,6 +55,27 @@ pub(super) fn build_to_api(b: BuildRecord, steps: Vec<StepRecord>) -> Build {
                     .and_then(|v| serde_json::from_str(v).ok()),
             })
             .collect(),
+        inputs: vec![],
+        outputs: vec![],
+        logs_reaped_at: b.logs_reaped_at,
+    }
+}
+
+/// Refuses a get or put of a plan sent to the API that names a pipeline
+/// resource: only a job build has one, and the versions it records are
+/// the scheduler's truth, which a one-off plan must not write.
+fn refuse_resource(id: &str, step: &Step) -> Result<(), ApiError> {
+    let (name, resource) = match step {
+        Step::Get(get) => (&get.get, &get.resource),
+        Step::Put(put) => (&put.put, &put.resource),
+        _ => return Ok(()),
+    };
+    match resource {
+        None => Ok(()),
+        Some(r) => Err(ApiError::bad_request(format!(
+            "plan step {id} ({name}): `resource` ({r:?}) names a pipeline resource, which only \
+             a job's build has; give `type` and `source` alone"
+        ))),
     }
 }
 
@@ -98,7 +119,15 @@ fn uses_local_vars(step: &Step) -> bool {
 
 /// Checks a plan whole before anything is stored: its shape, every task
 /// config, its resource types, and the artifacts it starts with.
-pub(super) async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
+/// Checks a plan before its build is made. `pipeline`: the team and
+/// pipeline of a job build (its vars are looked up under the pipeline
+/// first, and its gets and puts name their resources); none for the plan
+/// API, whose steps may not name a pipeline resource.
+pub(super) async fn validate(
+    web: &Web,
+    req: &CreateBuild,
+    pipeline: Option<(&str, &str)>,
+) -> Result<(), ApiError> {
     if let Some(name) = &req.name {
         validate_label(name).map_err(|e| ApiError::bad_request(format!("name: {e}")))?;
     }
@@ -109,22 +138,24 @@ pub(super) async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiErro
     // and the engine reads them again when it runs the build, on whichever
     // node, so no secret is ever written to the database.
     let stored = match web.engine().credentials() {
-        Some(credentials) => match hangar_engine::resolve_plan(credentials, &stored).await {
-            Ok((resolved, _)) => resolved,
-            Err(hangar_engine::PlanVarsError::Refused(e)) => {
-                return Err(ApiError::bad_request(format!(
-                    "plan: cannot resolve its vars: {e}"
-                )))
+        Some(credentials) => {
+            match hangar_engine::resolve_plan(credentials, &stored, pipeline).await {
+                Ok((resolved, _)) => resolved,
+                Err(hangar_engine::PlanVarsError::Refused(e)) => {
+                    return Err(ApiError::bad_request(format!(
+                        "plan: cannot resolve its vars: {e}"
+                    )))
+                }
+                // The manager failed, not the plan: web's 502, as for a worker.
+                Err(hangar_engine::PlanVarsError::Unavailable(e)) => {
+                    return Err(ApiError::new(
+                        StatusCode::BAD_GATEWAY,
+                        hangar_api::codes::UNAVAILABLE,
+                        format!("plan: cannot resolve its vars: {e}"),
+                    ))
+                }
             }
-            // The manager failed, not the plan: web's 502, as for a worker.
-            Err(hangar_engine::PlanVarsError::Unavailable(e)) => {
-                return Err(ApiError::new(
-                    StatusCode::BAD_GATEWAY,
-                    hangar_api::codes::UNAVAILABLE,
-                    format!("plan: cannot resolve its vars: {e}"),
-                ))
-            }
-        },
+        }
         None => stored,
     };
     let plan = parse_build_plan(&stored).map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -142,6 +173,9 @@ pub(super) async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiErro
     }
     for (id, step) in leaf_steps(&plan.steps) {
         refuse_unresolved_vars(&id, step)?;
+        if pipeline.is_none() {
+            refuse_resource(&id, step)?;
+        }
         if let Step::Put(put) = step {
             if plan
                 .resource_types
@@ -203,7 +237,7 @@ pub(super) async fn create(
     _: Admin,
     Json(req): Json<CreateBuild>,
 ) -> Result<(StatusCode, axum::Json<Build>), ApiError> {
-    validate(&web, &req).await?;
+    validate(&web, &req, None).await?;
     let name = req.name.clone().unwrap_or_else(|| "one-off".into());
     let artifacts =
         serde_json::to_string(&req.artifacts).map_err(|e| ApiError::bad_request(e.to_string()))?;

@@ -6,7 +6,7 @@
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use hangar_api::builds::{Build, CreateBuild};
+use hangar_api::builds::{Build, BuildInput, BuildOutput, CreateBuild};
 use hangar_api::codes;
 use hangar_core::names::validate_label;
 use hangar_core::pipeline::{check_name, parse_pipeline_value};
@@ -83,6 +83,7 @@ pub(super) async fn trigger(
             artifacts: Default::default(),
             resource_types,
         },
+        Some((&team, &pipeline)),
     )
     .await
     .map_err(|mut e| {
@@ -125,12 +126,11 @@ pub(super) async fn list(
     let limit = list_limit(q.limit)?;
     let j = web.store().job(&team, &pipeline, &job).await?;
     let builds = web.store().job_builds(j.id, limit).await?;
-    Ok(axum::Json(
-        builds
-            .into_iter()
-            .map(|b| build_to_api(b.build, vec![]))
-            .collect(),
-    ))
+    let mut out = Vec::with_capacity(builds.len());
+    for b in builds {
+        out.push(with_versions(&web, build_to_api(b.build, vec![])).await?);
+    }
+    Ok(axum::Json(out))
 }
 
 /// Build `number` of a job, with its steps (`hangar watch -j P/J -b N`).
@@ -145,5 +145,39 @@ pub(super) async fn show(
         ApiError::not_found(format!("build {pipeline}/{job} #{number} not found"))
     })?;
     let steps = web.store().build_steps(found.build.id).await?;
-    Ok(axum::Json(build_to_api(found.build, steps)))
+    let build = with_versions(&web, build_to_api(found.build, steps)).await?;
+    Ok(axum::Json(build))
+}
+
+/// `build` with the versions it used and produced.
+async fn with_versions(web: &Web, mut build: Build) -> Result<Build, ApiError> {
+    let (inputs, outputs) = web.store().build_versions_shown(build.id).await?;
+    build.inputs = inputs
+        .into_iter()
+        .map(|v| {
+            Ok(BuildInput {
+                name: v.name.unwrap_or_default(),
+                version: version_json(&v.resource, &v.version)?,
+                resource: v.resource,
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+    build.outputs = outputs
+        .into_iter()
+        .map(|v| {
+            Ok(BuildOutput {
+                version: version_json(&v.resource, &v.version)?,
+                resource: v.resource,
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+    Ok(build)
+}
+
+/// A stored version's JSON; one that does not parse is a corrupt row, not
+/// an empty version.
+fn version_json(resource: &str, text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|e| {
+        StoreError::Corrupt(format!("resource_versions: a version of {resource}: {e}"))
+    })
 }

@@ -23,25 +23,61 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = args.target.client()?;
-    let id = match (&args.job, args.build) {
-        (None, Some(id)) => id,
+    let (build, job) = match (&args.job, args.build) {
+        (None, Some(id)) => (client.build(id).await?, None),
         (None, None) => anyhow::bail!("say which build: -b ID, or -j PIPELINE/JOB [-b NUMBER]"),
         (Some(job), number) => {
             let (pipeline, job) = crate::cmd::pipelines::split_flag("job", job)?;
-            match number {
-                Some(n) => client.job_build(&args.team, &pipeline, &job, n).await?.id,
+            let build = match number {
+                Some(n) => client.job_build(&args.team, &pipeline, &job, n).await?,
                 None => match client
                     .job_builds(&args.team, &pipeline, &job, 1)
                     .await?
-                    .first()
+                    .into_iter()
+                    .next()
                 {
-                    Some(b) => b.id,
+                    Some(b) => b,
                     None => anyhow::bail!("job {pipeline}/{job} has no builds yet"),
                 },
-            }
+            };
+            (build, Some((pipeline, job)))
         }
     };
-    follow(&client, id).await
+    if build.logs_reaped_at.is_some() {
+        // Said rather than showing an empty log as if the build wrote none.
+        eprintln!(
+            "hangar: the log of build {} was removed by its job's build_log_retention",
+            build.name
+        );
+        print_versions(&build);
+        return Ok(exit_code(build.status, build.exit_code));
+    }
+    let code = follow(&client, build.id).await?;
+    // A job build's versions, as recorded once it ended.
+    if let Some((pipeline, job)) = job {
+        let number = build_number(&build.name);
+        if let Some(n) = number {
+            let done = client.job_build(&args.team, &pipeline, &job, n).await?;
+            print_versions(&done);
+        }
+    }
+    Ok(code)
+}
+
+/// A job build's number from its name (`P/J #N`).
+fn build_number(name: &str) -> Option<i64> {
+    name.rsplit_once(" #")?.1.parse().ok()
+}
+
+/// The versions a job build used and produced, one a line, on stderr with
+/// hangar's other lines.
+fn print_versions(build: &hangar_api::builds::Build) {
+    for i in &build.inputs {
+        eprintln!("hangar: input {} ({}): {}", i.name, i.resource, i.version);
+    }
+    for o in &build.outputs {
+        eprintln!("hangar: output {}: {}", o.resource, o.version);
+    }
 }
 
 /// Prints a build's log as it grows (its output on stdout, what hangar did

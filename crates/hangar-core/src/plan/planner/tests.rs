@@ -51,15 +51,20 @@ jobs:
         .expect("a plan without custom types is a list");
     assert_eq!(
         steps[0],
-        json!({"get": "repo", "type": "git",
+        json!({"get": "repo", "resource": "repo", "type": "git",
                "source": {"uri": "https://example.com/r.git", "branch": "main"},
                "params": {"depth": 1}, "tags": ["linux", "big"]})
     );
     assert_eq!(
         steps[1],
-        json!({"get": "code", "type": "mock", "source": {}, "version": {"ref": "abc"}})
+        json!({"get": "code", "resource": "pinned", "type": "mock", "source": {},
+               "version": {"ref": "abc"}})
     );
     assert_eq!(steps[2]["version"], json!({"ref": "123"}));
+    // The artifact is named after the step, the recorded input after the
+    // resource it came from.
+    assert_eq!(steps[2]["get"], json!("old"));
+    assert_eq!(steps[2]["resource"], json!("repo"));
     // The step's params override the config's, as in Concourse.
     assert_eq!(steps[3]["config"]["params"], json!({"A": "1", "B": "3"}));
     assert_eq!(steps[3]["input_mapping"], json!({"repo": "code"}));
@@ -240,11 +245,12 @@ jobs:
     let steps = plan.stored.as_array().unwrap();
     assert_eq!(
         steps[1],
-        json!({"put": "repo", "type": "git",
+        json!({"put": "repo", "resource": "repo", "type": "git",
                "source": {"uri": "https://example.com/r.git", "branch": "main"},
                "params": {"repository": "repo"}, "inputs": ["repo"], "get_params": {"depth": 1}})
     );
     assert_eq!(steps[2]["no_get"], json!(true));
+    assert_eq!(steps[2]["resource"], json!("repo"));
     assert!(matches!(plan.plan.steps[1], PlanStep::Put(_)));
 }
 
