@@ -360,6 +360,12 @@ async fn check_requests_are_refused_when_hostile(store: Store) {
             StatusCode::BAD_REQUEST,
         ),
         (
+            url("p/resources/repo/check"),
+            Some(ADMIN),
+            "{\"from\": {\"ref\": 1}}",
+            StatusCode::BAD_REQUEST,
+        ),
+        (
             url("p/resources/nope/check"),
             Some(ADMIN),
             "{}",

@@ -68,6 +68,12 @@ async fn request(
     scope: i64,
     body: CheckRequest,
 ) -> Result<(StatusCode, axum::Json<CheckRequested>), ApiError> {
+    // A version is a map of strings, as a check prints it.
+    if let Some((key, _)) = body.from.iter().flatten().find(|(_, v)| !v.is_string()) {
+        return Err(ApiError::bad_request(format!(
+            "from.{key}: a version's values are strings"
+        )));
+    }
     let from = body.from.map(Value::Object);
     let requested_at = web
         .store()
