@@ -18,6 +18,7 @@ pub use hangar_core::registration::RegistrationKind;
 pub use hangar_core::volumes::{OwnerKind, Strategy, VolumeState};
 
 pub mod builds;
+pub mod checks;
 pub mod containers;
 pub mod credentials;
 #[cfg(feature = "server")]

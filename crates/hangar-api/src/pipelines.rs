@@ -81,6 +81,13 @@ pub struct Resource {
     /// The version the config pins (`version:`).
     #[serde(default)]
     pub pinned_version: Option<Value>,
+    /// When its last check ended (shared with every resource of its type
+    /// and source in the team).
+    #[serde(default)]
+    pub last_checked_at: Option<i64>,
+    /// The last check's failure; none once a check succeeds.
+    #[serde(default)]
+    pub check_error: Option<String>,
 }
 
 /// A version of a resource that a check or put found.

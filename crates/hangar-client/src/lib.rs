@@ -9,9 +9,11 @@ use hangar_api::{
 };
 
 mod builds;
+mod checks;
 mod pipelines;
 mod resource_api;
 mod worker_api;
+pub use checks::Checked;
 use reqwest::{Method, StatusCode, Url};
 pub use resource_api::ActionEvents;
 use serde::de::DeserializeOwned;

@@ -8,6 +8,7 @@
 pub mod backoff;
 pub mod build;
 pub mod caches;
+pub mod checks;
 pub mod containers;
 pub mod database;
 pub mod engine;

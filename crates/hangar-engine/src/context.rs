@@ -43,6 +43,9 @@ pub(crate) struct BuildContext {
     /// Bytes of resource action output kept in the log so far, by step
     /// (bounded by `action_log::MAX_PER_STEP`).
     pub action_output: Mutex<BTreeMap<String, u64>>,
+    /// A resource check outside builds (`crate::check`) has no build log:
+    /// its lines are kept here, bounded, for its error.
+    pub log_sink: Option<Mutex<String>>,
 }
 
 /// How a leaf step ended.
@@ -140,6 +143,10 @@ impl BuildContext {
     /// write the log is logged, not fatal: the build goes on.
     pub(crate) async fn log(&self, step: Option<&str>, kind: BuildEventKind, line: &str) {
         let line = self.redact(line);
+        if let Some(sink) = &self.log_sink {
+            crate::check::keep_log(&mut sink.lock().unwrap_or_else(|p| p.into_inner()), &line);
+            return;
+        }
         if let Err(e) = self
             .engine
             .store()

@@ -113,7 +113,7 @@ pub(crate) async fn refetch(
 /// type's image, the action runs in a copy-on-write child
 /// of it made for this action alone (the image cache stays as fetched)
 /// and released however the action ends.
-async fn action(
+pub(crate) async fn action(
     ctx: &BuildContext,
     step_id: &str,
     worker: &str,
@@ -372,7 +372,7 @@ async fn attempt(
 /// `worker`, innermost first: the innermost with its base type, each next
 /// one in a container of the image before it, with that type's `defaults`
 /// under its source. Answers the outermost type's image.
-async fn fetch_type_images(
+pub(crate) async fn fetch_type_images(
     ctx: &BuildContext,
     step_id: &str,
     worker: &str,

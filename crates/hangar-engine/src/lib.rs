@@ -13,6 +13,7 @@ mod action_log;
 mod artifact_files;
 mod build_versions;
 mod caches;
+pub mod check;
 mod clock;
 mod context;
 #[cfg(feature = "fake")]

@@ -200,6 +200,7 @@ async fn run_plan(
         job_build,
         stop,
         action_output: Mutex::new(BTreeMap::new()),
+        log_sink: None,
     };
     if ctx.previous.is_empty() {
         ctx.log(None, BuildEventKind::Status, "started").await;

@@ -368,6 +368,7 @@ impl Store {
             .collect();
         derive_rows(&mut tx, "resource_types", pipeline_id, &types).await?;
         crate::scopes::assign_scopes(&mut tx, team_id, pipeline_id, config, now).await?;
+        crate::checks::refresh_pipeline_schedules(&mut tx, pipeline_id, now).await?;
         tx.commit().await?;
         Ok(SetOutcome {
             pipeline_id,
@@ -509,12 +510,16 @@ impl Store {
         now: UnixMillis,
     ) -> Result<(), StoreError> {
         let pipeline = self.pipeline(team, name).await?;
+        let mut tx = self.pool.begin().await?;
         sqlx::query("UPDATE pipelines SET paused = $1, updated_at = $2 WHERE id = $3")
             .bind(i64::from(paused))
             .bind(now)
             .bind(pipeline.id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        // Paused pipelines' resources are not checked, as in Concourse.
+        crate::checks::refresh_pipeline_schedules(&mut tx, pipeline.id, now).await?;
+        tx.commit().await?;
         Ok(())
     }
 

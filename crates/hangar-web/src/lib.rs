@@ -7,6 +7,7 @@
 //! every task it started has stopped.
 
 mod auth;
+mod check_loop;
 mod error;
 mod gc_loop;
 mod health;
@@ -124,6 +125,8 @@ struct WebInner {
     /// version, a finished build, a pin): the scheduler looks at once
     /// instead of at its next tick.
     schedule_wakeup: tokio::sync::Notify,
+    /// Rung when a check is asked for (webhook, `check-resource`).
+    check_wakeup: check_loop::CheckWakeup,
 }
 
 impl Web {
@@ -161,6 +164,7 @@ impl Web {
                 workers,
                 probe_gate: health::ProbeGate::default(),
                 schedule_wakeup: tokio::sync::Notify::new(),
+                check_wakeup: Default::default(),
             }),
         })
     }
@@ -219,6 +223,17 @@ impl Web {
         health::probe(self).await
     }
 
+    /// Runs one pass of the check loop now, to its end: answers how many
+    /// checks it ran.
+    pub async fn run_checks_once(&self) -> Result<usize, hangar_store::StoreError> {
+        check_loop::pass(self).await
+    }
+
+    /// Asks this node's check loop to claim now.
+    pub(crate) fn wake_checks(&self) {
+        self.inner.check_wakeup.wake();
+    }
+
     /// Runs every garbage collector once now.
     pub async fn run_gc_once(&self) -> Vec<gc_loop::CollectorRun> {
         gc_loop::tick(self).await
@@ -250,6 +265,9 @@ pub async fn serve(
     }
     if web.config().run_builds {
         tasks.spawn(web.engine().clone().run(shutdown.clone()));
+    }
+    if let Some(interval) = web.config().check_interval {
+        tasks.spawn(check_loop::run(web.clone(), interval, shutdown.clone()));
     }
     if let Some(interval) = web.config().gc_interval {
         tasks.spawn(gc_loop::run(web.clone(), interval, shutdown.clone()));

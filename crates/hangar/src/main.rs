@@ -79,6 +79,11 @@ enum Command {
     Resources(cmd::pipelines::PipelineArgs),
     /// List a resource's versions, newest first: -r PIPELINE/RESOURCE.
     ResourceVersions(cmd::pipelines::VersionsArgs),
+    /// Check a resource now and wait for the outcome: -r PIPELINE/RESOURCE
+    /// [-f KEY:VALUE ...].
+    CheckResource(cmd::checks::CheckResourceArgs),
+    /// Check a resource type now and wait for the outcome: -r PIPELINE/TYPE.
+    CheckResourceType(cmd::checks::CheckResourceTypeArgs),
     /// Run a benchmark: heartbeats, execute, agent-memory.
     Bench(cmd::bench::Args),
     /// Run a seeded chaos run against real web and worker processes.
@@ -141,6 +146,8 @@ fn main() -> std::process::ExitCode {
             Command::UnpauseJob(args) => cmd::pipelines::unpause_job(args).await,
             Command::Resources(args) => cmd::pipelines::resources(args).await,
             Command::ResourceVersions(args) => cmd::pipelines::versions(args).await,
+            Command::CheckResource(args) => cmd::checks::check_resource(args).await,
+            Command::CheckResourceType(args) => cmd::checks::check_resource_type(args).await,
             Command::Bench(args) => cmd::bench::run(args).await,
             Command::Chaos(args) => cmd::chaos::run(args).await,
             Command::ResourceType(_) => unreachable!("run before the runtime starts"),

@@ -3,6 +3,7 @@
 
 mod artifacts;
 mod builds;
+mod checks;
 mod events;
 mod info;
 mod job_builds;
@@ -105,6 +106,18 @@ fn pipeline_routes() -> Router<Web> {
         .route(
             "/{name}/resources/{resource}/versions",
             get(pipelines::versions),
+        )
+        .route(
+            "/{name}/resources/{resource}/check",
+            post(checks::check_resource).get(checks::resource_status),
+        )
+        .route(
+            "/{name}/resources/{resource}/check/webhook",
+            post(checks::webhook),
+        )
+        .route(
+            "/{name}/resource-types/{type}/check",
+            post(checks::check_resource_type).get(checks::resource_type_status),
         )
 }
 

@@ -81,6 +81,8 @@ fn resource_to_api(team: &str, pipeline: &str, r: ResourceRecord) -> Result<Reso
         name: r.name,
         resource_type: r.resource_type,
         pinned_version,
+        last_checked_at: None,
+        check_error: None,
     })
 }
 
@@ -319,11 +321,18 @@ pub(super) async fn resources(
     check_team(&team)?;
     check("pipeline", &name)?;
     let resources = web.store().resources(&team, &name).await?;
+    let pipeline_id = resources.first().map_or(0, |r| r.pipeline_id);
+    let checks = web.store().pipeline_check_statuses(pipeline_id).await?;
     Ok(axum::Json(
         resources
             .into_iter()
-            .map(|r| resource_to_api(&team, &name, r))
-            .collect::<Result<_, _>>()?,
+            .map(|r| {
+                let scope = r.scope_id;
+                let mut api = resource_to_api(&team, &name, r)?;
+                super::checks::show_check(&mut api, scope.and_then(|s| checks.get(&s)));
+                Ok(api)
+            })
+            .collect::<Result<_, ApiError>>()?,
     ))
 }
 

@@ -1,6 +1,7 @@
 pub(crate) mod bench;
 pub(crate) mod builds;
 pub(crate) mod chaos;
+pub(crate) mod checks;
 pub(crate) mod events;
 pub(crate) mod exec_as;
 pub(crate) mod execute;

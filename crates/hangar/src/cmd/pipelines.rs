@@ -278,6 +278,7 @@ pub(crate) async fn resources(args: PipelineArgs) -> anyhow::Result<ExitCode> {
         crate::format::emit_json(&resources)?;
         return Ok(ExitCode::SUCCESS);
     }
+    let now = now_ms();
     let rows: Vec<Vec<String>> = resources
         .iter()
         .map(|r| {
@@ -288,10 +289,21 @@ pub(crate) async fn resources(args: PipelineArgs) -> anyhow::Result<ExitCode> {
                     .as_ref()
                     .map(|v| v.to_string())
                     .unwrap_or_else(|| "n/a".into()),
+                r.last_checked_at
+                    .map(|at| ago(now, at))
+                    .unwrap_or_else(|| "never".into()),
+                // The error's first line; `--json` has it whole.
+                r.check_error
+                    .as_deref()
+                    .map(|e| e.lines().next().unwrap_or_default().to_string())
+                    .unwrap_or_else(|| "n/a".into()),
             ]
         })
         .collect();
-    crate::format::emit(&table(&["name", "type", "pinned"], &rows))?;
+    crate::format::emit(&table(
+        &["name", "type", "pinned", "last checked", "check error"],
+        &rows,
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 

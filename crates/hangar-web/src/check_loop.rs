@@ -1,0 +1,200 @@
+//! The check loop: every pass claims the resource scopes due a check (or
+//! asked for one) and runs their checks on workers, several at a time,
+//! recording what each found.
+//!
+//! A pass with nothing due is two indexed queries. Claims are leases in
+//! the database (`hangar-store/src/checks.rs`), so of several web nodes
+//! exactly one runs a scope's check; a node that dies leaves its claims to
+//! run out and the scope becomes due again. Checks run in tasks the loop
+//! owns, so a slow check never holds back the others or the next pass.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use hangar_engine::check::{run_check, CheckEnd, CheckJob};
+use hangar_store::{ClaimedCheck, StoreError};
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::Web;
+
+/// Checks one node runs at once.
+pub(crate) const MAX_CONCURRENT_CHECKS: usize = 32;
+/// How soon a check that could not run (no worker fits, workers lost) is
+/// tried again.
+const RETRY_DEFERRED_MS: i64 = 10_000;
+
+/// Rung by a webhook or `check-resource`: the loop claims at once instead
+/// of at its next tick.
+#[derive(Default)]
+pub(crate) struct CheckWakeup(Notify);
+
+impl CheckWakeup {
+    pub(crate) fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
+    let mut running = JoinSet::new();
+    loop {
+        while running.try_join_next().is_some() {}
+        let free = MAX_CONCURRENT_CHECKS.saturating_sub(running.len());
+        // Every free slot taken: more may be due, so a check's end is
+        // reason enough to claim again (thousands of resources a minute
+        // are not held to one batch a tick).
+        let saturated = match claim_and_start(&web, &mut running, &shutdown).await {
+            Ok(started) => started >= free,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot claim due checks");
+                false
+            }
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(interval) => {}
+            _ = web.inner.check_wakeup.0.notified() => {}
+            Some(_) = running.join_next(), if saturated => {}
+        }
+    }
+    // Each check sees the token and gives its claim back.
+    while running.join_next().await.is_some() {}
+}
+
+/// One pass run to its end (tests drive the loop with it): answers how
+/// many checks it ran.
+pub(crate) async fn pass(web: &Web) -> Result<usize, StoreError> {
+    let mut running = JoinSet::new();
+    let started = claim_and_start(web, &mut running, &CancellationToken::new()).await?;
+    while running.join_next().await.is_some() {}
+    Ok(started)
+}
+
+async fn claim_and_start(
+    web: &Web,
+    running: &mut JoinSet<()>,
+    stop: &CancellationToken,
+) -> Result<usize, StoreError> {
+    let free = MAX_CONCURRENT_CHECKS.saturating_sub(running.len());
+    if free == 0 {
+        return Ok(0);
+    }
+    let claimed = web
+        .store()
+        .claim_due_checks(owner(web), web.now(), free as i64)
+        .await?;
+    let n = claimed.len();
+    for check in claimed {
+        running.spawn(check_scope(web.clone(), check, stop.clone()));
+    }
+    Ok(n)
+}
+
+fn owner(web: &Web) -> &str {
+    &web.engine().config().node_id
+}
+
+async fn check_scope(web: Web, claimed: ClaimedCheck, stop: CancellationToken) {
+    let scope = claimed.scope_id;
+    let end = match job_for(&web, &claimed).await {
+        Ok(job) => run_check(web.engine(), &job, &stop).await,
+        Err(end) => end,
+    };
+    let store = web.store();
+    let recorded = match &end {
+        CheckEnd::Found(versions) => store
+            .finish_check(scope, owner(&web), versions, None, web.now())
+            .await
+            .map(|new| {
+                if new.unwrap_or(0) > 0 {
+                    web.wake_scheduler();
+                }
+            }),
+        CheckEnd::Failed(error) => {
+            tracing::info!(scope, %error, "check failed");
+            store
+                .finish_check(scope, owner(&web), &[], Some(error), web.now())
+                .await
+                .map(|_| ())
+        }
+        CheckEnd::Deferred(why) => {
+            tracing::info!(scope, reason = %why, "check deferred");
+            store
+                .release_check(scope, owner(&web), web.now() + RETRY_DEFERRED_MS)
+                .await
+        }
+    };
+    if let Err(e) = recorded {
+        // The claim runs out and another pass checks the scope again.
+        tracing::warn!(scope, error = %e, "cannot record a check");
+    }
+}
+
+/// What to run for a claimed scope, or how it ends without running.
+async fn job_for(web: &Web, claimed: &ClaimedCheck) -> Result<CheckJob, CheckEnd> {
+    let store = web.store();
+    let members = store
+        .check_members(claimed.scope_id)
+        .await
+        .map_err(|e| CheckEnd::Deferred(format!("cannot read the scope's resources: {e}")))?;
+    // Periodic checks skip paused pipelines (explicit ones run).
+    let Some(member) = members.iter().find(|m| claimed.requested || !m.paused) else {
+        return Err(CheckEnd::Deferred("no resource wants a check".into()));
+    };
+    let types = store
+        .pipeline_resource_types(&member.team, &member.pipeline)
+        .await
+        .map_err(|e| CheckEnd::Deferred(format!("cannot read resource types: {e}")))?;
+    // The pipeline's custom types, as a build of it carries them: a
+    // resource of one is checked with its type's image.
+    let resource_types = types
+        .iter()
+        .map(|t| build_type(&t.config))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            CheckEnd::Failed(format!(
+                "a resource type of the pipeline is unreadable: {e}"
+            ))
+        })?;
+    let tags: BTreeSet<String> = member
+        .config
+        .get("tags")
+        .and_then(Value::as_array)
+        .map(|t| {
+            t.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    // Without `-f`, from the newest version known, as Concourse checks.
+    let from = match &claimed.from {
+        Some(from) => Some(from.clone()),
+        None => store
+            .latest_scope_version(claimed.scope_id)
+            .await
+            .map_err(|e| CheckEnd::Deferred(format!("cannot read the newest version: {e}")))?,
+    };
+    Ok(CheckJob {
+        resource_type: claimed.resource_type.clone(),
+        source: claimed.source.clone(),
+        from,
+        tags,
+        timeout: Duration::from_millis(claimed.timeout_ms.max(1) as u64),
+        resource_types,
+    })
+}
+
+/// A stored resource type config (the pipeline's) as a build's type: the
+/// fields a build's type has, the others (`check_every`) left out.
+fn build_type(config: &str) -> Result<hangar_core::resource_types::ResourceType, String> {
+    let value: Value = serde_json::from_str(config).map_err(|e| e.to_string())?;
+    let mut fields = serde_json::Map::new();
+    for key in ["name", "type", "source", "params", "tags", "defaults"] {
+        if let Some(v) = value.get(key) {
+            fields.insert(key.to_string(), v.clone());
+        }
+    }
+    serde_json::from_value(Value::Object(fields)).map_err(|e| e.to_string())
+}

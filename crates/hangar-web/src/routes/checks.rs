@@ -1,0 +1,178 @@
+//! Resource checks: `check-resource` and `check-resource-type` ask for a
+//! check now and read its state; a resource's webhook asks for one with
+//! the resource's `webhook_token` instead of the admin token, as
+//! Concourse's `check/webhook`. Every request wakes the check loop, so
+//! the check starts at once rather than at its next tick.
+
+use std::collections::HashMap;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use hangar_api::checks::{CheckRequest, CheckRequested, CheckStatus};
+use hangar_api::credentials::same_secret;
+use hangar_api::pipelines::Resource;
+use hangar_core::names::validate_label;
+use hangar_core::pipeline::check_name;
+use serde_json::Value;
+
+use crate::auth::Admin;
+use crate::error::ApiError;
+use crate::json::Json;
+use crate::Web;
+
+/// The longest webhook token looked at; a longer one cannot match.
+const MAX_WEBHOOK_TOKEN: usize = 1_024;
+
+fn check_path(team: &str, pipeline: &str, what: &str, name: &str) -> Result<(), ApiError> {
+    validate_label(team).map_err(|e| ApiError::bad_request(format!("team: {e}")))?;
+    check_name("pipeline", pipeline).map_err(ApiError::bad_request)?;
+    check_name(what, name).map_err(ApiError::bad_request)
+}
+
+fn status_to_api(s: hangar_store::CheckStatus) -> CheckStatus {
+    CheckStatus {
+        last_check_started_at: s.last_started_at,
+        last_check_finished_at: s.last_finished_at,
+        check_error: s.error,
+        check_requested_at: s.requested_at,
+        checking: s.checking,
+        next_check_at: s.next_check_at,
+    }
+}
+
+/// Fills a listed resource's check state from its scope's.
+pub(super) fn show_check(resource: &mut Resource, status: Option<&hangar_store::CheckStatus>) {
+    if let Some(s) = status {
+        resource.last_checked_at = s.last_finished_at;
+        resource.check_error = s.error.clone();
+    }
+}
+
+async fn resource_scope(
+    web: &Web,
+    team: &str,
+    pipeline: &str,
+    resource: &str,
+) -> Result<i64, ApiError> {
+    let r = web.store().resource(team, pipeline, resource).await?;
+    r.scope_id.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "resource {pipeline}/{resource} has no version history yet; set its pipeline again"
+        ))
+    })
+}
+
+async fn request(
+    web: &Web,
+    scope: i64,
+    body: CheckRequest,
+) -> Result<(StatusCode, axum::Json<CheckRequested>), ApiError> {
+    // A version is a map of strings, as a check prints it.
+    if let Some((key, _)) = body.from.iter().flatten().find(|(_, v)| !v.is_string()) {
+        return Err(ApiError::bad_request(format!(
+            "from.{key}: a version's values are strings"
+        )));
+    }
+    let from = body.from.map(Value::Object);
+    let requested_at = web
+        .store()
+        .request_check(scope, from.as_ref(), web.now())
+        .await?;
+    web.wake_checks();
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(CheckRequested { requested_at }),
+    ))
+}
+
+pub(super) async fn check_resource(
+    State(web): State<Web>,
+    Path((team, pipeline, resource)): Path<(String, String, String)>,
+    _: Admin,
+    Json(body): Json<CheckRequest>,
+) -> Result<(StatusCode, axum::Json<CheckRequested>), ApiError> {
+    check_path(&team, &pipeline, "resource", &resource)?;
+    let scope = resource_scope(&web, &team, &pipeline, &resource).await?;
+    request(&web, scope, body).await
+}
+
+pub(super) async fn resource_status(
+    State(web): State<Web>,
+    Path((team, pipeline, resource)): Path<(String, String, String)>,
+    _: Admin,
+) -> Result<axum::Json<CheckStatus>, ApiError> {
+    check_path(&team, &pipeline, "resource", &resource)?;
+    let scope = resource_scope(&web, &team, &pipeline, &resource).await?;
+    Ok(axum::Json(status_to_api(
+        web.store().check_status(scope).await?,
+    )))
+}
+
+pub(super) async fn check_resource_type(
+    State(web): State<Web>,
+    Path((team, pipeline, name)): Path<(String, String, String)>,
+    _: Admin,
+    Json(body): Json<CheckRequest>,
+) -> Result<(StatusCode, axum::Json<CheckRequested>), ApiError> {
+    check_path(&team, &pipeline, "resource type", &name)?;
+    let scope = web
+        .store()
+        .resource_type_scope(&team, &pipeline, &name)
+        .await?;
+    request(&web, scope, body).await
+}
+
+pub(super) async fn resource_type_status(
+    State(web): State<Web>,
+    Path((team, pipeline, name)): Path<(String, String, String)>,
+    _: Admin,
+) -> Result<axum::Json<CheckStatus>, ApiError> {
+    check_path(&team, &pipeline, "resource type", &name)?;
+    let scope = web
+        .store()
+        .resource_type_scope(&team, &pipeline, &name)
+        .await?;
+    Ok(axum::Json(status_to_api(
+        web.store().check_status(scope).await?,
+    )))
+}
+
+/// `POST …/resources/{r}/check/webhook?webhook_token=T`: no admin token;
+/// the resource's own token, compared in constant time. As Concourse: no
+/// token 400, an unknown resource 404, a wrong token (or a resource
+/// without one) 401, a check asked for 201. The body (a forge's event)
+/// is not read.
+pub(super) async fn webhook(
+    State(web): State<Web>,
+    Path((team, pipeline, resource)): Path<(String, String, String)>,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<(StatusCode, axum::Json<CheckRequested>), ApiError> {
+    check_path(&team, &pipeline, "resource", &resource)?;
+    let Query(query) =
+        query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let given = match query.get("webhook_token") {
+        Some(t) if !t.is_empty() => t,
+        _ => return Err(ApiError::bad_request("missing webhook_token")),
+    };
+    let r = web.store().resource(&team, &pipeline, &resource).await?;
+    let config: Value = serde_json::from_str(&r.config).map_err(|e| {
+        ApiError::from(hangar_store::StoreError::Corrupt(format!(
+            "resources row id {}, column config: {e}",
+            r.id
+        )))
+    })?;
+    let expected = config
+        .get("webhook_token")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let matches = !expected.is_empty()
+        && given.len() <= MAX_WEBHOOK_TOKEN
+        && same_secret(given.as_bytes(), expected.as_bytes());
+    if !matches {
+        return Err(ApiError::unauthorized("invalid webhook token"));
+    }
+    let scope = resource_scope(&web, &team, &pipeline, &resource).await?;
+    tracing::info!(%team, %pipeline, %resource, "check asked for by webhook");
+    request(&web, scope, CheckRequest::default()).await
+}
