@@ -21,6 +21,7 @@ mod job_builds;
 mod log_retention;
 mod pipelines;
 mod records;
+mod scheduling;
 mod scopes;
 mod versions;
 mod volumes;
@@ -45,6 +46,10 @@ pub use pipelines::{
     SetOutcome, TeamRecord, VersionPage,
 };
 pub use records::{EventRecord, WorkerInfo, WorkerRecord};
+pub use scheduling::{
+    version_matches_pin, InputsPendingBuild, PlannedInput, SchedulablePipeline, SchedulingResource,
+    StartState,
+};
 pub use volumes::{NewVolume, VolumeRecord};
 pub use workers::{
     CommandOutcome, Credentials, Expect, IncumbentRecord, RegisterOutcome, Registration,
