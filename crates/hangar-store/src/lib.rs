@@ -19,6 +19,7 @@ mod gc;
 mod health;
 mod job_builds;
 mod log_retention;
+mod pins;
 mod pipelines;
 mod records;
 mod scheduling;
@@ -45,6 +46,7 @@ pub use pipelines::{
     Created, JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,
     SetOutcome, TeamRecord, VersionPage,
 };
+pub use pins::ResourcePin;
 pub use records::{EventRecord, WorkerInfo, WorkerRecord};
 pub use scheduling::{
     version_matches_pin, InputsPendingBuild, PlannedInput, SchedulablePipeline, SchedulingResource,

@@ -231,10 +231,14 @@ pub(crate) async fn jobs(args: PipelineArgs) -> anyhow::Result<ExitCode> {
                 j.name.clone(),
                 yes_no(j.paused),
                 j.next_build_number.to_string(),
+                j.waiting
+                    .as_ref()
+                    .map(|w| w.message.clone())
+                    .unwrap_or_default(),
             ]
         })
         .collect();
-    crate::format::emit(&table(&["name", "paused", "next build"], &rows))?;
+    crate::format::emit(&table(&["name", "paused", "next build", "waiting"], &rows))?;
     Ok(ExitCode::SUCCESS)
 }
 
