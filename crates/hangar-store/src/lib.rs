@@ -42,11 +42,11 @@ pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;
 pub use job_builds::{BuildJob, BuildVersionShown, JobBuildRecord};
+pub use pins::ResourcePin;
 pub use pipelines::{
     Created, JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,
     SetOutcome, TeamRecord, VersionPage,
 };
-pub use pins::ResourcePin;
 pub use records::{EventRecord, WorkerInfo, WorkerRecord};
 pub use scheduling::{
     version_matches_pin, InputsPendingBuild, PlannedInput, SchedulablePipeline, SchedulingResource,

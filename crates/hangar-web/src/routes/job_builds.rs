@@ -11,9 +11,9 @@ use axum::http::StatusCode;
 use hangar_api::builds::{Build, BuildInput, BuildOutput, CreateBuild};
 use hangar_api::codes;
 use hangar_core::names::validate_label;
+use hangar_core::pipeline::PipelineConfig;
 use hangar_core::pipeline::{check_name, parse_pipeline_value};
 use hangar_core::plan::planner::plan_job;
-use hangar_core::pipeline::PipelineConfig;
 use hangar_core::scheduling::{JobGate, NextBuild};
 use hangar_store::{PipelineRecord, SchedulablePipeline, StoreError};
 use serde::Deserialize;
@@ -21,9 +21,9 @@ use serde_json::Value;
 
 use super::builds::{build_to_api, list_limit, validate};
 use crate::auth::Admin;
+use crate::error::ApiError;
 use crate::scheduler_loop::start_held;
 use crate::scheduler_resolve::{decide_job, plan_with, waiting_json, PipelineView};
-use crate::error::ApiError;
 use crate::Web;
 
 fn check_path(team: &str, pipeline: &str, job: &str) -> Result<(), ApiError> {
@@ -134,7 +134,11 @@ pub(super) async fn trigger(
             j.id,
             &format!("{pipeline}/{job}"),
             &planned.stored.to_string(),
-            if inputs_pending { &[] } else { &decision.planned },
+            if inputs_pending {
+                &[]
+            } else {
+                &decision.planned
+            },
             inputs_pending,
             None,
             web.now(),

@@ -46,12 +46,13 @@ fn pipeline_to_api(p: PipelineRecord) -> Pipeline {
 }
 
 async fn job_to_api(web: &Web, team: &str, pipeline: &str, j: JobRecord) -> Result<Job, ApiError> {
-    let waiting = match web.store().job_waiting(j.id).await? {
-        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
-            StoreError::Corrupt(format!("jobs: the waiting of job {}: {e}", j.id))
-        })?),
-        None => None,
-    };
+    let waiting =
+        match web.store().job_waiting(j.id).await? {
+            Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+                StoreError::Corrupt(format!("jobs: the waiting of job {}: {e}", j.id))
+            })?),
+            None => None,
+        };
     Ok(Job {
         id: j.id,
         team: team.to_string(),
