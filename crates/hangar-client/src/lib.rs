@@ -9,6 +9,7 @@ use hangar_api::{
 };
 
 mod builds;
+mod pins;
 mod pipelines;
 mod resource_api;
 mod worker_api;

@@ -11,7 +11,7 @@ use hangar_core::build::BuildStatus;
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;
 use hangar_web::Web;
-use serde_json::json;
+use serde_json::{json, Value};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -412,3 +412,195 @@ on_both_databases!(
     a_manual_trigger_waits_for_inputs,
     two_nodes_make_one_build_per_change,
 );
+
+mod endpoints {
+    //! The pin and version endpoints: they work through the client, refuse
+    //! bad input with 400 (and a config pin with 409), changing nothing.
+
+    use super::*;
+    use hangar_api::pipelines::VersionsQuery;
+
+    async fn pin_of(t: &TestWeb) -> Option<String> {
+        t.admin
+            .resource_pin("main", "p", "src")
+            .await
+            .unwrap()
+            .map(|p| p.version["ref"].as_str().unwrap().to_string())
+    }
+
+    async fn pin_unpin_enable_disable(store: Store) {
+        let t = TestWeb::start(store).await;
+        set(&t, SIMPLE).await;
+        save(&t, "src", "a").await;
+        save(&t, "src", "b").await;
+        let v = |r: &str| json!({ "ref": r }).as_object().unwrap().clone();
+        t.admin
+            .pin_resource("main", "p", "src", v("a"), Some("hold".into()))
+            .await
+            .unwrap();
+        assert_eq!(pin_of(&t).await.as_deref(), Some("a"));
+        assert_eq!(schedule(&t.web).await, 1);
+        assert_eq!(builds(&t, "unit").await[0][0].1, "a");
+        t.admin.unpin_resource("main", "p", "src").await.unwrap();
+        assert_eq!(pin_of(&t).await, None);
+        t.admin
+            .set_resource_version_enabled("main", "p", "src", v("b"), false)
+            .await
+            .unwrap();
+        let versions = t
+            .admin
+            .resource_versions(
+                "main",
+                "p",
+                "src",
+                VersionsQuery {
+                    limit: None,
+                    before: None,
+                    after: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            versions.iter().map(|v| v.enabled).collect::<Vec<_>>(),
+            [false, true]
+        );
+        assert_eq!(schedule(&t.web).await, 0, "b is disabled, a was built");
+        t.admin
+            .set_resource_version_enabled("main", "p", "src", v("b"), true)
+            .await
+            .unwrap();
+        assert_eq!(schedule(&t.web).await, 1);
+        t.stop().await;
+    }
+
+    async fn bad_requests_change_nothing(store: Store) {
+        let t = TestWeb::start(store).await;
+        set(&t, SIMPLE).await;
+        save(&t, "src", "a").await;
+        let base = format!("{}/api/v1/teams/main/pipelines/p/resources", t.url);
+        let long = "x".repeat(2000);
+        let cases: Vec<(String, Value, u16)> = vec![
+            (format!("{base}/src/pin"), json!({"version": {}}), 400),
+            (
+                format!("{base}/src/pin"),
+                json!({"version": {"ref": 1}}),
+                400,
+            ),
+            (format!("{base}/src/pin"), json!({"version": "a"}), 400),
+            (
+                format!("{base}/src/pin"),
+                json!({"version": {"ref": "a"}, "extra": 1}),
+                400,
+            ),
+            (
+                format!("{base}/src/pin"),
+                json!({"version": {"ref": &long}}),
+                400,
+            ),
+            (
+                format!("{base}/src/pin"),
+                json!({"version": {"ref": "a"}, "comment": &long}),
+                400,
+            ),
+            (
+                format!("{base}/src/pin"),
+                json!({"version": {"ref": "nope"}}),
+                404,
+            ),
+            (
+                format!("{base}/nope/pin"),
+                json!({"version": {"ref": "a"}}),
+                404,
+            ),
+            (
+                format!("{base}/..%2Fx/pin"),
+                json!({"version": {"ref": "a"}}),
+                400,
+            ),
+            (
+                format!("{base}/src/versions/disable"),
+                json!({"version": {}}),
+                400,
+            ),
+            (format!("{base}/src/versions/enable"), json!({}), 400),
+        ];
+        for (url, body, want) in cases {
+            let resp = t
+                .raw
+                .put(&url)
+                .bearer_auth(common::ADMIN)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status().as_u16(), want, "{url} {body}");
+        }
+        let resp = t
+            .raw
+            .put(format!("{base}/src/pin"))
+            .header("content-type", "application/json")
+            .bearer_auth(common::ADMIN)
+            .body("{not json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 400);
+        // Without the token: refused.
+        let resp = t.raw.put(format!("{base}/src/unpin")).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 401);
+        assert_eq!(pin_of(&t).await, None, "nothing was pinned");
+        let versions = t
+            .admin
+            .resource_versions(
+                "main",
+                "p",
+                "src",
+                VersionsQuery {
+                    limit: None,
+                    before: None,
+                    after: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert!(versions.iter().all(|v| v.enabled));
+        t.stop().await;
+    }
+
+    async fn a_config_pin_is_refused_with_409(store: Store) {
+        let t = TestWeb::start(store).await;
+        set(&t, CONFIG_PIN).await;
+        save(&t, "src", "a").await;
+        save(&t, "src", "b").await;
+        let b = json!({"ref": "b"}).as_object().unwrap().clone();
+        for result in [
+            t.admin.pin_resource("main", "p", "src", b, None).await,
+            t.admin.unpin_resource("main", "p", "src").await,
+        ] {
+            let Err(hangar_client::ClientError::Api {
+                status, message, ..
+            }) = result
+            else {
+                panic!("expected a refusal, got {result:?}")
+            };
+            assert_eq!(status, reqwest::StatusCode::CONFLICT, "{message}");
+            assert!(message.contains("config"), "{message}");
+        }
+        let pin = t
+            .admin
+            .resource_pin("main", "p", "src")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(pin.from_config);
+        assert_eq!(pin.version, json!({"ref": "a"}));
+        t.stop().await;
+    }
+
+    on_both_databases!(
+        pin_unpin_enable_disable,
+        bad_requests_change_nothing,
+        a_config_pin_is_refused_with_409,
+    );
+}

@@ -79,6 +79,14 @@ enum Command {
     Resources(cmd::pipelines::PipelineArgs),
     /// List a resource's versions, newest first: -r PIPELINE/RESOURCE.
     ResourceVersions(cmd::pipelines::VersionsArgs),
+    /// Pin a resource to a version: -r PIPELINE/RESOURCE -v KEY:VALUE [-c COMMENT].
+    PinResource(cmd::pins::PinArgs),
+    /// Remove a resource's pin: -r PIPELINE/RESOURCE.
+    UnpinResource(cmd::pins::UnpinArgs),
+    /// Enable a version of a resource: -r PIPELINE/RESOURCE -v KEY:VALUE.
+    EnableResourceVersion(cmd::pins::VersionArgs),
+    /// Disable a version of a resource: -r PIPELINE/RESOURCE -v KEY:VALUE.
+    DisableResourceVersion(cmd::pins::VersionArgs),
     /// Run a benchmark: heartbeats, execute, agent-memory.
     Bench(cmd::bench::Args),
     /// Run a seeded chaos run against real web and worker processes.
@@ -141,6 +149,10 @@ fn main() -> std::process::ExitCode {
             Command::UnpauseJob(args) => cmd::pipelines::unpause_job(args).await,
             Command::Resources(args) => cmd::pipelines::resources(args).await,
             Command::ResourceVersions(args) => cmd::pipelines::versions(args).await,
+            Command::PinResource(args) => cmd::pins::pin(args).await,
+            Command::UnpinResource(args) => cmd::pins::unpin(args).await,
+            Command::EnableResourceVersion(args) => cmd::pins::set_enabled(args, true).await,
+            Command::DisableResourceVersion(args) => cmd::pins::set_enabled(args, false).await,
             Command::Bench(args) => cmd::bench::run(args).await,
             Command::Chaos(args) => cmd::chaos::run(args).await,
             Command::ResourceType(_) => unreachable!("run before the runtime starts"),

@@ -7,6 +7,7 @@ mod events;
 mod info;
 mod job_builds;
 mod pipelines;
+mod versions;
 mod volumes;
 mod workers;
 
@@ -105,6 +106,19 @@ fn pipeline_routes() -> Router<Web> {
         .route(
             "/{name}/resources/{resource}/versions",
             get(pipelines::versions),
+        )
+        .route(
+            "/{name}/resources/{resource}/pin",
+            put(versions::pin).get(versions::show_pin),
+        )
+        .route("/{name}/resources/{resource}/unpin", put(versions::unpin))
+        .route(
+            "/{name}/resources/{resource}/versions/enable",
+            put(versions::enable),
+        )
+        .route(
+            "/{name}/resources/{resource}/versions/disable",
+            put(versions::disable),
         )
 }
 
