@@ -534,8 +534,18 @@ mod tests {
         let cases = [
             (CgroupVersion::V1, "memory.failcnt", "0\n", false),
             (CgroupVersion::V1, "memory.failcnt", "12\n", true),
-            (CgroupVersion::V2, "memory.events", "low 0\nhigh 0\nmax 0\noom 0\n", false),
-            (CgroupVersion::V2, "memory.events", "low 0\nhigh 0\nmax 5\noom 1\n", true),
+            (
+                CgroupVersion::V2,
+                "memory.events",
+                "low 0\nhigh 0\nmax 0\noom 0\n",
+                false,
+            ),
+            (
+                CgroupVersion::V2,
+                "memory.events",
+                "low 0\nhigh 0\nmax 5\noom 1\n",
+                true,
+            ),
         ];
         for (i, (version, file, text, reached)) in cases.into_iter().enumerate() {
             let cg = Cgroups::reference(version, &format!("case-{i}"));
