@@ -28,8 +28,11 @@ const MAX_BUILDS_PER_JOB_PASS: usize = 20;
 /// version never changes, so a parsed one stays good.
 #[derive(Default, Clone)]
 pub(crate) struct ConfigCache {
-    inner: Arc<Mutex<HashMap<(i64, i64), Arc<PipelineConfig>>>>,
+    inner: Arc<Mutex<ConfigsByVersion>>,
 }
+
+/// (pipeline id, config version) → its parsed config.
+type ConfigsByVersion = HashMap<(i64, i64), Arc<PipelineConfig>>;
 
 impl ConfigCache {
     pub(crate) async fn get(
