@@ -581,11 +581,16 @@ impl Store {
         job_id: i64,
         waiting: Option<&str>,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET waiting = $1 WHERE id = $2")
-            .bind(waiting)
-            .bind(job_id)
-            .execute(&self.pool)
-            .await?;
+        // Unchanged reasons are not written again: each pass decides every
+        // job, and most of them wait for the same thing as before.
+        sqlx::query(
+            "UPDATE jobs SET waiting = $1 WHERE id = $2 \
+             AND COALESCE(waiting, '') <> COALESCE($1, '')",
+        )
+        .bind(waiting)
+        .bind(job_id)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 

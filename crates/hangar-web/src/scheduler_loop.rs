@@ -89,7 +89,13 @@ pub(crate) async fn tick(web: &Web) -> Result<usize, StoreError> {
         }
         let result = schedule_pipeline(web, &p).await;
         web.store().release_pipeline_schedule(p.id, owner).await?;
-        created += result?;
+        // One pipeline failing (a corrupt row) does not stop the others.
+        match result {
+            Ok(n) => created += n,
+            Err(e) => {
+                tracing::warn!(pipeline = %p.name, team = %p.team, error = %e, "scheduling a pipeline failed")
+            }
+        }
     }
     Ok(created)
 }
