@@ -5,7 +5,7 @@
 //! are released to the engine as serial, serial_groups and max_in_flight
 //! allow. The lease makes each decision once, whichever node runs it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -166,8 +166,13 @@ async fn schedule_pipeline(web: &Web, p: &SchedulablePipeline) -> Result<usize, 
             }
         }
     }
+    if p.paused {
+        // Nothing of a paused pipeline starts, as in Concourse.
+        return Ok(created);
+    }
     fix_pending_inputs(web, p, &view).await?;
-    start_held(web, p, &config, &job_ids).await?;
+    let paused: BTreeSet<i64> = jobs.iter().filter(|j| j.2).map(|j| j.0).collect();
+    start_held(web, p, &config, &job_ids, &paused).await?;
     Ok(created)
 }
 
@@ -206,13 +211,14 @@ async fn fix_pending_inputs(
     Ok(())
 }
 
-/// Releases the held builds start limits allow; jobs whose builds stay
-/// held say so.
+/// Releases the held builds start limits allow (none of a paused job);
+/// jobs whose builds stay held say so.
 pub(crate) async fn start_held(
     web: &Web,
     p: &SchedulablePipeline,
     config: &PipelineConfig,
     job_ids: &BTreeMap<String, i64>,
+    paused_jobs: &BTreeSet<i64>,
 ) -> Result<(), StoreError> {
     let store = web.store();
     let limits: BTreeMap<i64, StartLimits> = config
@@ -226,7 +232,9 @@ pub(crate) async fn start_held(
             ))
         })
         .collect();
-    let state = store.start_state(p.id).await?;
+    let mut state = store.start_state(p.id).await?;
+    // A paused job's builds stay held until it is unpaused.
+    state.held.retain(|h| !paused_jobs.contains(&h.job));
     if state.held.is_empty() {
         return Ok(());
     }

@@ -306,6 +306,38 @@ async fn serial_and_max_in_flight_hold_builds(store: Store) {
         ]
     );
     assert_eq!(waiting(&t, "one-at-a-time").await.unwrap().0, "start_limit");
+    // The serial job's held build does not start while the job is paused,
+    // even once its slot is free.
+    t.admin
+        .pause_job("main", "p", "one-at-a-time", true)
+        .await
+        .unwrap();
+    let first = t
+        .admin
+        .job_build("main", "p", "one-at-a-time", 1)
+        .await
+        .unwrap();
+    store
+        .finish_build(first.id, "test", BuildStatus::Succeeded, Some(0), None, T0)
+        .await
+        .unwrap();
+    schedule(&t.web).await;
+    assert!(store
+        .claim_build("test", T0, 60_000)
+        .await
+        .unwrap()
+        .is_none());
+    t.admin
+        .pause_job("main", "p", "one-at-a-time", false)
+        .await
+        .unwrap();
+    schedule(&t.web).await;
+    let next = store
+        .claim_build("test", T0, 60_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.name, "p/one-at-a-time #2");
     t.stop().await;
 }
 

@@ -183,7 +183,8 @@ async fn start_now(
         paused: p.paused,
         config_version: p.config_version,
     };
-    let result = start_held(web, &sp, config, job_ids).await;
+    // A trigger of a paused job was refused: no job here is paused.
+    let result = start_held(web, &sp, config, job_ids, &Default::default()).await;
     web.store().release_pipeline_schedule(p.id, owner).await?;
     result
 }
