@@ -123,24 +123,19 @@ async fn resolution(
         match resolve(inputs, &window) {
             Ok(r) => return Ok(r),
             Err(more) => {
-                to_load = more.jobs;
-                for job in &to_load {
-                    let limit = limits.entry(*job).or_insert(FIRST_PASSED_BUILDS);
-                    *limit = (*limit * 4).min(MAX_PASSED_BUILDS);
-                }
-                if to_load.iter().all(|j| {
-                    window
-                        .passed_builds
-                        .get(j)
-                        .is_some_and(|l| l.complete || l.builds.len() as i64 >= MAX_PASSED_BUILDS)
-                }) {
-                    // Nothing more to load: treat the lists as all there is.
-                    for job in &to_load {
-                        if let Some(l) = window.passed_builds.get_mut(job) {
-                            l.complete = true;
-                        }
+                // Widen each list the resolver ran out of; one at the bound
+                // is taken as all there is, so the search always ends.
+                let mut grow = BTreeSet::new();
+                for job in more.jobs {
+                    let limit = limits.entry(job).or_insert(FIRST_PASSED_BUILDS);
+                    if *limit >= MAX_PASSED_BUILDS {
+                        window.passed_builds.entry(job).or_default().complete = true;
+                    } else {
+                        *limit = (*limit * 4).min(MAX_PASSED_BUILDS);
+                        grow.insert(job);
                     }
                 }
+                to_load = grow;
             }
         }
     }

@@ -433,7 +433,92 @@ async fn two_nodes_make_one_build_per_change(store: Store) {
     t.stop().await;
 }
 
+const FAN_IN: &str = "
+resources:
+- {name: src, type: mock, source: {}}
+- {name: lib, type: mock, source: {}}
+jobs:
+- name: build
+  plan:
+  - {get: src}
+  - {get: lib}
+- name: test
+  plan:
+  - {get: src, trigger: true, passed: [build]}
+  - {get: lib, trigger: true, passed: [build]}
+";
+
+/// A succeeded build of `job` with these inputs, made through the store.
+async fn passed_build(t: &TestWeb, job: &str, inputs: &[(&str, &str, i64)]) {
+    let store = t.web.store();
+    let j = store.job("main", "p", job).await.unwrap();
+    let mut planned = Vec::new();
+    for (name, resource, version) in inputs {
+        planned.push(hangar_store::PlannedInput {
+            name: name.to_string(),
+            resource_id: store.resource("main", "p", resource).await.unwrap().id,
+            version_id: *version,
+        });
+    }
+    let b = store
+        .create_scheduled_build(j.id, "p/x", "[]", &planned, false, None, T0)
+        .await
+        .unwrap()
+        .unwrap();
+    store.release_held_builds(&[b.build.id]).await.unwrap();
+    let claimed = store
+        .claim_build("test", T0, 60_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.id, b.build.id);
+    store
+        .finish_build(
+            b.build.id,
+            "test",
+            BuildStatus::Succeeded,
+            Some(0),
+            None,
+            T0,
+        )
+        .await
+        .unwrap();
+    store
+        .copy_build_inputs_to_outputs(b.build.id)
+        .await
+        .unwrap();
+}
+
+/// The one build of `build` whose pair of versions is usable is older than
+/// the first window holds: the scheduler widens it, and both inputs come
+/// from that same build.
+async fn fan_in_searches_past_the_first_window(store: Store) {
+    let t = TestWeb::start(store).await;
+    set(&t, FAN_IN).await;
+    let a = save(&t, "src", "a").await;
+    let b = save(&t, "src", "b").await;
+    let l1 = save(&t, "lib", "1").await;
+    let l2 = save(&t, "lib", "2").await;
+    passed_build(&t, "build", &[("src", "src", a), ("lib", "lib", l1)]).await;
+    for _ in 0..60 {
+        passed_build(&t, "build", &[("src", "src", b), ("lib", "lib", l2)]).await;
+    }
+    let fields = json!({"ref": "2"}).as_object().unwrap().clone();
+    t.web
+        .store()
+        .set_resource_version_enabled("main", "p", "lib", &fields, false)
+        .await
+        .unwrap();
+    assert_eq!(schedule(&t.web).await, 1);
+    assert_eq!(
+        builds(&t, "test").await,
+        [[("lib".into(), "1".into()), ("src".into(), "a".into())]]
+    );
+    t.stop().await;
+}
+
 on_both_databases!(
+    fan_in_searches_past_the_first_window,
     a_new_version_makes_exactly_one_build,
     passed_takes_what_went_through,
     every_builds_each_version_in_order,
