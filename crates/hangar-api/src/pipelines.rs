@@ -67,6 +67,24 @@ pub struct Job {
     pub paused: bool,
     /// The number the job's next build takes (`P/J #N`).
     pub next_build_number: i64,
+    /// Why the scheduler did not start a build at its last look; none
+    /// when it created one or has not looked yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<JobWaiting>,
+}
+
+/// Why a job waits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobWaiting {
+    /// `no_version`, `pinned_version_not_found`, `not_passed`,
+    /// `too_many_builds`, `no_new_versions`, `pipeline_paused`,
+    /// `job_paused`, `start_limit` or `plan_error`.
+    pub reason: String,
+    /// The input it is about, if one.
+    #[serde(default)]
+    pub input: Option<String>,
+    /// The reason in words.
+    pub message: String,
 }
 
 /// A resource of a pipeline's current config.

@@ -10,6 +10,7 @@ use hangar_api::{
 
 mod builds;
 mod checks;
+mod pins;
 mod pipelines;
 mod resource_api;
 mod worker_api;

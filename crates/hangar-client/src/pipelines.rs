@@ -9,14 +9,14 @@ use reqwest::{Method, Url};
 use crate::{decode, Client, ClientError};
 
 impl Client {
-    fn pipelines_url(&self, team: &str, rest: &[&str]) -> Url {
+    pub(crate) fn pipelines_url(&self, team: &str, rest: &[&str]) -> Url {
         let mut segments = vec!["teams", team, "pipelines"];
         segments.extend_from_slice(rest);
         self.url(&segments)
     }
 
     /// Sends a request whose success has no body (204).
-    async fn call_no_content<B: serde::Serialize>(
+    pub(crate) async fn call_no_content<B: serde::Serialize>(
         &self,
         method: Method,
         url: Url,

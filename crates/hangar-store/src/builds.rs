@@ -139,7 +139,8 @@ impl Store {
         build_from_row(&row)
     }
 
-    /// Takes the oldest build that is pending, or started by a web node whose
+    /// Takes the oldest build that is pending (and not held by the
+    /// scheduler for its start limits), or started by a web node whose
     /// lease ran out (it died), for `owner` until `now + lease_ms`. A
     /// conditional update: two nodes never take the same build.
     pub async fn claim_build(
@@ -150,7 +151,7 @@ impl Store {
     ) -> Result<Option<BuildRecord>, StoreError> {
         for _ in 0..5 {
             let candidate = sqlx::query(
-                "SELECT id, status FROM builds WHERE status = 'pending' \
+                "SELECT id, status FROM builds WHERE (status = 'pending' AND held = 0) \
                  OR (status = 'started' AND (lease_until IS NULL OR lease_until < $1)) ORDER BY id LIMIT 1",
             )
             .bind(now)
@@ -164,7 +165,7 @@ impl Store {
             let claimed = sqlx::query(&format!(
                 "UPDATE builds SET status = 'started', started_at = COALESCE(started_at, $1), \
                  lease_owner = $2, lease_until = $3 \
-                 WHERE id = $4 AND status = $5 AND (status = 'pending' OR lease_until IS NULL OR lease_until < $1) \
+                 WHERE id = $4 AND status = $5 AND ((status = 'pending' AND held = 0) OR lease_until IS NULL OR lease_until < $1) \
                  RETURNING {BUILD_COLUMNS}"
             ))
             .bind(now)

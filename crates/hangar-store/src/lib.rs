@@ -20,8 +20,10 @@ mod gc;
 mod health;
 mod job_builds;
 mod log_retention;
+mod pins;
 mod pipelines;
 mod records;
+mod scheduling;
 mod scopes;
 mod versions;
 mod volumes;
@@ -42,11 +44,16 @@ pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;
 pub use job_builds::{BuildJob, BuildVersionShown, JobBuildRecord};
+pub use pins::ResourcePin;
 pub use pipelines::{
     Created, JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,
     SetOutcome, TeamRecord, VersionPage,
 };
 pub use records::{EventRecord, WorkerInfo, WorkerRecord};
+pub use scheduling::{
+    version_matches_pin, InputsPendingBuild, PlannedInput, SchedulablePipeline, SchedulingResource,
+    StartState,
+};
 pub use volumes::{NewVolume, VolumeRecord};
 pub use workers::{
     CommandOutcome, Credentials, Expect, IncumbentRecord, RegisterOutcome, Registration,

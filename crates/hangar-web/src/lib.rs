@@ -16,6 +16,8 @@ mod lifecycle_loop;
 mod log_retention;
 mod metrics;
 mod routes;
+mod scheduler_loop;
+mod scheduler_resolve;
 mod takeover;
 
 use std::future::IntoFuture;
@@ -127,6 +129,10 @@ struct WebInner {
     schedule_wakeup: tokio::sync::Notify,
     /// Rung when a check is asked for (webhook, `check-resource`).
     check_wakeup: check_loop::CheckWakeup,
+    /// This node's name in leases (its engine's builds, its scheduler's
+    /// pipelines).
+    node_id: String,
+    scheduler_configs: scheduler_loop::ConfigCache,
 }
 
 impl Web {
@@ -138,8 +144,8 @@ impl Web {
         let create_timeout =
             Duration::from_millis((config.gc.abandoned_creation_ms / 2).max(1) as u64);
         let workers = hangar_engine::HttpWorkers::new(store.clone(), create_timeout);
-        let mut engine_config =
-            hangar_engine::EngineConfig::new(format!("web-{}", uuid::Uuid::new_v4().simple()));
+        let node_id = format!("web-{}", uuid::Uuid::new_v4().simple());
+        let mut engine_config = hangar_engine::EngineConfig::new(node_id.clone());
         engine_config.heartbeat_ttl_ms = config.lifecycle.heartbeat_ttl_ms;
         engine_config.lifecycle_pass_ms = config
             .lifecycle_interval
@@ -165,6 +171,8 @@ impl Web {
                 probe_gate: health::ProbeGate::default(),
                 schedule_wakeup: tokio::sync::Notify::new(),
                 check_wakeup: Default::default(),
+                node_id,
+                scheduler_configs: scheduler_loop::ConfigCache::default(),
             }),
         })
     }
@@ -200,9 +208,21 @@ impl Web {
 
     /// Waits until [`Web::wake_scheduler`] is called (a call made before
     /// the wait is not lost).
-    #[allow(dead_code)] // the scheduler loop waits on it
     pub(crate) async fn scheduler_woken(&self) {
         self.inner.schedule_wakeup.notified().await
+    }
+
+    pub(crate) fn node_id(&self) -> &str {
+        &self.inner.node_id
+    }
+
+    pub(crate) fn config_cache(&self) -> &scheduler_loop::ConfigCache {
+        &self.inner.scheduler_configs
+    }
+
+    /// Runs one scheduler pass now; the number of builds it created.
+    pub async fn run_scheduler_once(&self) -> Result<usize, hangar_store::StoreError> {
+        scheduler_loop::tick(self).await
     }
 
     pub(crate) fn probe_gate(&self) -> &health::ProbeGate {
@@ -268,6 +288,9 @@ pub async fn serve(
     }
     if let Some(interval) = web.config().check_interval {
         tasks.spawn(check_loop::run(web.clone(), interval, shutdown.clone()));
+    }
+    if let Some(interval) = web.config().scheduler_interval {
+        tasks.spawn(scheduler_loop::run(web.clone(), interval, shutdown.clone()));
     }
     if let Some(interval) = web.config().gc_interval {
         tasks.spawn(gc_loop::run(web.clone(), interval, shutdown.clone()));

@@ -84,6 +84,14 @@ enum Command {
     CheckResource(cmd::checks::CheckResourceArgs),
     /// Check a resource type now and wait for the outcome: -r PIPELINE/TYPE.
     CheckResourceType(cmd::checks::CheckResourceTypeArgs),
+    /// Pin a resource to a version: -r PIPELINE/RESOURCE -v KEY:VALUE [-c COMMENT].
+    PinResource(cmd::pins::PinArgs),
+    /// Remove a resource's pin: -r PIPELINE/RESOURCE.
+    UnpinResource(cmd::pins::UnpinArgs),
+    /// Enable a version of a resource: -r PIPELINE/RESOURCE -v KEY:VALUE.
+    EnableResourceVersion(cmd::pins::VersionArgs),
+    /// Disable a version of a resource: -r PIPELINE/RESOURCE -v KEY:VALUE.
+    DisableResourceVersion(cmd::pins::VersionArgs),
     /// Run a benchmark: heartbeats, execute, agent-memory.
     Bench(cmd::bench::Args),
     /// Run a seeded chaos run against real web and worker processes.
@@ -148,6 +156,10 @@ fn main() -> std::process::ExitCode {
             Command::ResourceVersions(args) => cmd::pipelines::versions(args).await,
             Command::CheckResource(args) => cmd::checks::check_resource(args).await,
             Command::CheckResourceType(args) => cmd::checks::check_resource_type(args).await,
+            Command::PinResource(args) => cmd::pins::pin(args).await,
+            Command::UnpinResource(args) => cmd::pins::unpin(args).await,
+            Command::EnableResourceVersion(args) => cmd::pins::set_enabled(args, true).await,
+            Command::DisableResourceVersion(args) => cmd::pins::set_enabled(args, false).await,
             Command::Bench(args) => cmd::bench::run(args).await,
             Command::Chaos(args) => cmd::chaos::run(args).await,
             Command::ResourceType(_) => unreachable!("run before the runtime starts"),

@@ -65,6 +65,8 @@ fn a_triggered_job_runs_its_plan_numbered_per_job_and_is_watched_by_job() {
         ],
     );
     assert!(set.status.success(), "{:?}", text(&set));
+    // Builds take checked versions; no check loop runs here.
+    c.save_version("app", "thing", serde_json::json!({"version": "v1"}));
 
     // A new pipeline is paused: the trigger is refused and nothing is made.
     let paused = c.cli_in(dir, &["trigger-job", "-j", "app/build"]);

@@ -186,6 +186,8 @@ fn a_pipeline_runs_puts_through_a_killed_worker_records_versions_runs_hooks_and_
         ],
     );
     assert!(set.status.success(), "{:?}", text(&set));
+    // Builds take checked versions; no check loop runs here.
+    c.save_version("app", "src", serde_json::json!({ "ref": shipped }));
     let unpause = c.cli(&["unpause-pipeline", "-p", "app"]);
     assert!(unpause.status.success(), "{:?}", text(&unpause));
 

@@ -41,6 +41,25 @@ pub enum Waiting {
 }
 
 impl Waiting {
+    /// A stable code for the reason (the `reason` field of a job's
+    /// `waiting` in the API), and the input it is about.
+    pub fn reason(&self) -> (&'static str, Option<&str>) {
+        match self {
+            Waiting::PipelinePaused => ("pipeline_paused", None),
+            Waiting::JobPaused => ("job_paused", None),
+            Waiting::NoNewVersions => ("no_new_versions", None),
+            Waiting::Input { name, why } => (
+                match why {
+                    Unresolved::NoVersion => "no_version",
+                    Unresolved::PinnedVersionNotFound => "pinned_version_not_found",
+                    Unresolved::NotPassed(_) => "not_passed",
+                    Unresolved::TooManyBuilds => "too_many_builds",
+                },
+                Some(name),
+            ),
+        }
+    }
+
     /// The reason in words, with job ids named by `job_name`.
     pub fn describe(&self, job_name: &dyn Fn(JobId) -> String) -> String {
         match self {

@@ -519,6 +519,32 @@ fn decision_table() {
         w.describe(&|id| if id == 3 { "unit".into() } else { "?".into() }),
         "input lib: no version has passed unit"
     );
+    assert_eq!(w.reason(), ("not_passed", Some("lib")));
+}
+
+#[test]
+fn reason_codes_name_the_input_when_there_is_one() {
+    let input = |why| Waiting::Input {
+        name: "src".into(),
+        why,
+    };
+    let cases = [
+        (Waiting::PipelinePaused, ("pipeline_paused", None)),
+        (Waiting::JobPaused, ("job_paused", None)),
+        (Waiting::NoNewVersions, ("no_new_versions", None)),
+        (input(Unresolved::NoVersion), ("no_version", Some("src"))),
+        (
+            input(Unresolved::PinnedVersionNotFound),
+            ("pinned_version_not_found", Some("src")),
+        ),
+        (
+            input(Unresolved::TooManyBuilds),
+            ("too_many_builds", Some("src")),
+        ),
+    ];
+    for (w, want) in cases {
+        assert_eq!(w.reason(), want, "{w}");
+    }
 }
 
 fn limits(pairs: &[(JobId, StartLimits)]) -> BTreeMap<JobId, StartLimits> {

@@ -3,21 +3,27 @@
 //! from the pipeline's current config (`hangar_core::plan::plan_job`) and
 //! checks the plan as `POST /builds` checks one.
 
+use std::collections::BTreeMap;
+
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use hangar_api::builds::{Build, BuildInput, BuildOutput, CreateBuild};
 use hangar_api::codes;
 use hangar_core::names::validate_label;
+use hangar_core::pipeline::PipelineConfig;
 use hangar_core::pipeline::{check_name, parse_pipeline_value};
 use hangar_core::plan::planner::plan_job;
-use hangar_store::StoreError;
+use hangar_core::scheduling::{JobGate, NextBuild};
+use hangar_store::{PipelineRecord, SchedulablePipeline, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::builds::{build_to_api, list_limit, validate};
 use crate::auth::Admin;
 use crate::error::ApiError;
+use crate::scheduler_loop::start_held;
+use crate::scheduler_resolve::{decide_job, plan_with, waiting_json, PipelineView};
 use crate::Web;
 
 fn check_path(team: &str, pipeline: &str, job: &str) -> Result<(), ApiError> {
@@ -66,8 +72,40 @@ pub(super) async fn trigger(
     let job_config = config
         .job(&job)
         .ok_or_else(|| ApiError::not_found(format!("job {pipeline}/{job} not found")))?;
-    let planned = plan_job(&config, job_config)
-        .map_err(|e| ApiError::bad_request(format!("{pipeline}/{job}: {e}")))?;
+    if job_config.disable_manual_trigger {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            codes::CONFLICT,
+            format!("job {pipeline}/{job} has disable_manual_trigger set: it runs only when its inputs trigger it"),
+        ));
+    }
+    // The inputs resolve as the scheduler's do (every input, `trigger` or
+    // not); if they do not yet, the build waits for them, as Concourse's.
+    let resources = web.store().scheduling_resources(p.id).await?;
+    let job_ids: BTreeMap<String, i64> = web
+        .store()
+        .scheduling_jobs(p.id)
+        .await?
+        .into_iter()
+        .map(|(id, name, _)| (name, id))
+        .collect();
+    let view = PipelineView {
+        config: &config,
+        resources: &resources,
+        job_ids: &job_ids,
+    };
+    let gate = JobGate {
+        manual: true,
+        ..JobGate::default()
+    };
+    let decision = decide_job(web.store(), &view, j.id, job_config, gate).await?;
+    let inputs_pending = matches!(decision.next, NextBuild::Wait(_));
+    let planned = if inputs_pending {
+        plan_job(&config, job_config).map_err(|e| e.to_string())
+    } else {
+        plan_with(web.store(), &config, job_config, &decision.planned).await?
+    }
+    .map_err(|e| ApiError::bad_request(format!("{pipeline}/{job}: {e}")))?;
     let (plan, resource_types) = match &planned.stored {
         Value::Object(o) => (
             o.get("steps").cloned().unwrap_or(Value::Null),
@@ -92,19 +130,63 @@ pub(super) async fn trigger(
     })?;
     let created = web
         .store()
-        .create_job_build(
+        .create_scheduled_build(
             j.id,
             &format!("{pipeline}/{job}"),
             &planned.stored.to_string(),
+            if inputs_pending {
+                &[]
+            } else {
+                &decision.planned
+            },
+            inputs_pending,
+            None,
             web.now(),
         )
-        .await?;
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("job {pipeline}/{job} not found")))?;
+    if let NextBuild::Wait(w) = &decision.next {
+        web.store()
+            .set_job_waiting(j.id, Some(&waiting_json(w, &job_ids)))
+            .await?;
+    }
+    start_now(&web, &p, &config, &job_ids).await?;
     web.engine().wake();
     tracing::info!(build = created.build.id, %pipeline, %job, number = created.number, "job build created");
     Ok((
         StatusCode::CREATED,
         axum::Json(build_to_api(created.build, vec![])),
     ))
+}
+
+/// Releases the new build at once if start limits allow, when no other
+/// node is scheduling the pipeline (else its pass will).
+async fn start_now(
+    web: &Web,
+    p: &PipelineRecord,
+    config: &PipelineConfig,
+    job_ids: &BTreeMap<String, i64>,
+) -> Result<(), StoreError> {
+    let owner = web.node_id();
+    if !web
+        .store()
+        .claim_pipeline_schedule(p.id, owner, web.now(), 30_000)
+        .await?
+    {
+        web.wake_scheduler();
+        return Ok(());
+    }
+    let sp = SchedulablePipeline {
+        id: p.id,
+        team: p.team.clone(),
+        name: p.name.clone(),
+        paused: p.paused,
+        config_version: p.config_version,
+    };
+    // A trigger of a paused job was refused: no job here is paused.
+    let result = start_held(web, &sp, config, job_ids, &Default::default()).await;
+    web.store().release_pipeline_schedule(p.id, owner).await?;
+    result
 }
 
 #[derive(Debug, Deserialize)]

@@ -8,6 +8,7 @@ mod events;
 mod info;
 mod job_builds;
 mod pipelines;
+mod versions;
 mod volumes;
 mod workers;
 
@@ -118,6 +119,19 @@ fn pipeline_routes() -> Router<Web> {
         .route(
             "/{name}/resource-types/{type}/check",
             post(checks::check_resource_type).get(checks::resource_type_status),
+        )
+        .route(
+            "/{name}/resources/{resource}/pin",
+            put(versions::pin).get(versions::show_pin),
+        )
+        .route("/{name}/resources/{resource}/unpin", put(versions::unpin))
+        .route(
+            "/{name}/resources/{resource}/versions/enable",
+            put(versions::enable),
+        )
+        .route(
+            "/{name}/resources/{resource}/versions/disable",
+            put(versions::disable),
         )
 }
 

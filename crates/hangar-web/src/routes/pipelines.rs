@@ -45,15 +45,23 @@ fn pipeline_to_api(p: PipelineRecord) -> Pipeline {
     }
 }
 
-fn job_to_api(team: &str, pipeline: &str, j: JobRecord) -> Job {
-    Job {
+async fn job_to_api(web: &Web, team: &str, pipeline: &str, j: JobRecord) -> Result<Job, ApiError> {
+    let waiting =
+        match web.store().job_waiting(j.id).await? {
+            Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+                StoreError::Corrupt(format!("jobs: the waiting of job {}: {e}", j.id))
+            })?),
+            None => None,
+        };
+    Ok(Job {
         id: j.id,
         team: team.to_string(),
         pipeline: pipeline.to_string(),
         name: j.name,
         paused: j.paused,
         next_build_number: j.next_build_number,
-    }
+        waiting,
+    })
 }
 
 /// Stored JSON that no longer parses is a corrupt row, never read as empty.
@@ -264,11 +272,11 @@ pub(super) async fn jobs(
     check_team(&team)?;
     check("pipeline", &name)?;
     let jobs = web.store().jobs(&team, &name, false).await?;
-    Ok(axum::Json(
-        jobs.into_iter()
-            .map(|j| job_to_api(&team, &name, j))
-            .collect(),
-    ))
+    let mut out = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        out.push(job_to_api(&web, &team, &name, j).await?);
+    }
+    Ok(axum::Json(out))
 }
 
 pub(super) async fn job(
@@ -280,7 +288,7 @@ pub(super) async fn job(
     check("pipeline", &name)?;
     check("job", &job)?;
     let j = web.store().job(&team, &name, &job).await?;
-    Ok(axum::Json(job_to_api(&team, &name, j)))
+    Ok(axum::Json(job_to_api(&web, &team, &name, j).await?))
 }
 
 async fn set_job_paused(

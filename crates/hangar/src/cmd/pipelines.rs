@@ -231,10 +231,14 @@ pub(crate) async fn jobs(args: PipelineArgs) -> anyhow::Result<ExitCode> {
                 j.name.clone(),
                 yes_no(j.paused),
                 j.next_build_number.to_string(),
+                j.waiting
+                    .as_ref()
+                    .map(|w| w.message.clone())
+                    .unwrap_or_default(),
             ]
         })
         .collect();
-    crate::format::emit(&table(&["name", "paused", "next build"], &rows))?;
+    crate::format::emit(&table(&["name", "paused", "next build", "waiting"], &rows))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -325,10 +329,11 @@ pub(crate) struct VersionsArgs {
 
 pub(crate) async fn versions(args: VersionsArgs) -> anyhow::Result<ExitCode> {
     let (pipeline, resource) = split_flag("resource", &args.resource)?;
-    let versions = args
-        .team
-        .target
-        .client()?
+    let client = args.team.target.client()?;
+    let pin = client
+        .resource_pin(&args.team.team, &pipeline, &resource)
+        .await?;
+    let versions = client
         .resource_versions(
             &args.team.team,
             &pipeline,
@@ -351,11 +356,30 @@ pub(crate) async fn versions(args: VersionsArgs) -> anyhow::Result<ExitCode> {
                 v.id.to_string(),
                 v.version.to_string(),
                 if v.enabled { "yes" } else { "no" }.to_string(),
+                pinned_mark(pin.as_ref(), &v.version),
             ]
         })
         .collect();
-    crate::format::emit(&table(&["id", "version", "enabled"], &rows))?;
+    crate::format::emit(&table(&["id", "version", "enabled", "pinned"], &rows))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// "yes" on a version having every field of the pin ("yes (config)" for
+/// the config's `version:`); an API pin is a whole stored version.
+fn pinned_mark(pin: Option<&hangar_api::pins::ResourcePin>, version: &serde_json::Value) -> String {
+    let Some(pin) = pin else { return String::new() };
+    let (Some(fields), Some(version)) = (pin.version.as_object(), version.as_object()) else {
+        return String::new();
+    };
+    if !fields.iter().all(|(k, v)| version.get(k) == Some(v)) {
+        return String::new();
+    }
+    if pin.from_config {
+        "yes (config)"
+    } else {
+        "yes"
+    }
+    .to_string()
 }
 
 #[derive(clap::Args, Debug)]

@@ -194,6 +194,28 @@ impl Cluster {
             .unwrap()
     }
 
+    /// Saves a version of a pipeline's resource straight into web's SQLite
+    /// file, as a check would (no check loop runs in these tests): a job's
+    /// inputs resolve only to checked versions.
+    pub(crate) fn save_version(&self, pipeline: &str, resource: &str, version: serde_json::Value) {
+        let db = self.dir.path().join("web").join("hangar.db");
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let store = hangar_store::Store::open(&format!("sqlite://{}", db.display()))
+                    .await
+                    .unwrap();
+                let r = store.resource("main", pipeline, resource).await.unwrap();
+                store
+                    .save_resource_version(r.id, &version, &serde_json::json!([]), 0)
+                    .await
+                    .unwrap();
+                store.close().await;
+            });
+    }
+
     /// Runs a CLI command in `dir` (for relative paths in its arguments).
     pub(crate) fn cli_in(&self, dir: &Path, args: &[&str]) -> Output {
         hangar()

@@ -1,0 +1,262 @@
+//! The scheduler: every `scheduler_interval`, and at once when woken (a
+//! new version, a pin, a trigger), each pipeline this node can lease gets
+//! a pass: each job's next build is decided and created with its inputs
+//! fixed, manual builds waiting for inputs are resolved, and held builds
+//! are released to the engine as serial, serial_groups and max_in_flight
+//! allow. The lease makes each decision once, whichever node runs it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hangar_core::pipeline::{parse_pipeline_value, PipelineConfig};
+use hangar_core::scheduling::{startable, JobGate, NextBuild, StartLimits};
+use hangar_store::{SchedulablePipeline, StoreError};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::scheduler_resolve::{decide_job, plan_with, waiting_json, PipelineView};
+use crate::Web;
+
+/// How long a node holds a pipeline while it schedules it; a node that
+/// dies mid-pass holds it no longer than this.
+const LEASE_MS: i64 = 30_000;
+/// `every` versions one job may take in one pass before the next pass.
+const MAX_BUILDS_PER_JOB_PASS: usize = 20;
+
+/// Parsed pipeline configs by (pipeline, config version): a config
+/// version never changes, so a parsed one stays good.
+#[derive(Default, Clone)]
+pub(crate) struct ConfigCache {
+    inner: Arc<Mutex<ConfigsByVersion>>,
+}
+
+/// (pipeline id, config version) → its parsed config.
+type ConfigsByVersion = HashMap<(i64, i64), Arc<PipelineConfig>>;
+
+impl ConfigCache {
+    pub(crate) async fn get(
+        &self,
+        web: &Web,
+        p: &SchedulablePipeline,
+    ) -> Result<Arc<PipelineConfig>, StoreError> {
+        let key = (p.id, p.config_version);
+        if let Some(c) = self.inner.lock().expect("config cache").get(&key) {
+            return Ok(c.clone());
+        }
+        let (_, value) = web
+            .store()
+            .pipeline_config(&p.team, &p.name, Some(p.config_version))
+            .await?;
+        let config = parse_pipeline_value(&value)
+            .map_err(|e| {
+                StoreError::Corrupt(format!("pipeline_configs: the config of {}: {e}", p.name))
+            })?
+            .config;
+        let config = Arc::new(config);
+        let mut cache = self.inner.lock().expect("config cache");
+        // Only current versions are worth keeping.
+        cache.retain(|(id, _), _| *id != p.id);
+        cache.insert(key, config.clone());
+        Ok(config)
+    }
+}
+
+pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+            _ = web.scheduler_woken() => {}
+        }
+        if let Err(e) = tick(&web).await {
+            tracing::warn!(error = %e, "scheduler pass failed");
+        }
+    }
+}
+
+/// One pass over every pipeline; the number of builds created.
+pub(crate) async fn tick(web: &Web) -> Result<usize, StoreError> {
+    let mut created = 0;
+    for p in web.store().schedulable_pipelines().await? {
+        let owner = web.node_id();
+        if !web
+            .store()
+            .claim_pipeline_schedule(p.id, owner, web.now(), LEASE_MS)
+            .await?
+        {
+            continue;
+        }
+        let result = schedule_pipeline(web, &p).await;
+        web.store().release_pipeline_schedule(p.id, owner).await?;
+        // One pipeline failing (a corrupt row) does not stop the others.
+        match result {
+            Ok(n) => created += n,
+            Err(e) => {
+                tracing::warn!(pipeline = %p.name, team = %p.team, error = %e, "scheduling a pipeline failed")
+            }
+        }
+    }
+    Ok(created)
+}
+
+async fn schedule_pipeline(web: &Web, p: &SchedulablePipeline) -> Result<usize, StoreError> {
+    let store = web.store();
+    let config = web.config_cache().get(web, p).await?;
+    let resources = store.scheduling_resources(p.id).await?;
+    let jobs = store.scheduling_jobs(p.id).await?;
+    let job_ids: BTreeMap<String, i64> = jobs.iter().map(|(id, n, _)| (n.clone(), *id)).collect();
+    let view = PipelineView {
+        config: &config,
+        resources: &resources,
+        job_ids: &job_ids,
+    };
+    let lease = Some((p.id, web.node_id()));
+    let mut created = 0;
+    for (job_id, name, paused) in &jobs {
+        let Some(job) = config.job(name) else {
+            continue;
+        };
+        let gate = JobGate {
+            pipeline_paused: p.paused,
+            job_paused: *paused,
+            manual: false,
+        };
+        for _ in 0..MAX_BUILDS_PER_JOB_PASS {
+            let d = decide_job(store, &view, *job_id, job, gate).await?;
+            match d.next {
+                NextBuild::Wait(w) => {
+                    store
+                        .set_job_waiting(*job_id, Some(&waiting_json(&w, &job_ids)))
+                        .await?;
+                    break;
+                }
+                NextBuild::Create(_) => {
+                    let plan = match plan_with(store, &config, job, &d.planned).await? {
+                        Ok(plan) => plan,
+                        Err(e) => {
+                            let w = json!({"reason": "plan_error", "input": null, "message": e});
+                            store.set_job_waiting(*job_id, Some(&w.to_string())).await?;
+                            break;
+                        }
+                    };
+                    let name = format!("{}/{}", p.name, name);
+                    let made = store
+                        .create_scheduled_build(
+                            *job_id,
+                            &name,
+                            &plan.stored.to_string(),
+                            &d.planned,
+                            false,
+                            lease,
+                            web.now(),
+                        )
+                        .await?;
+                    let Some(made) = made else {
+                        // The lease ran out: another node decides now.
+                        return Ok(created);
+                    };
+                    tracing::info!(build = made.build.id, job = %name, number = made.number, "scheduled a job build");
+                    store.set_job_waiting(*job_id, None).await?;
+                    created += 1;
+                    if !d.has_next_every {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    if p.paused {
+        // Nothing of a paused pipeline starts, as in Concourse.
+        return Ok(created);
+    }
+    fix_pending_inputs(web, p, &view).await?;
+    let paused: BTreeSet<i64> = jobs.iter().filter(|j| j.2).map(|j| j.0).collect();
+    start_held(web, p, &config, &job_ids, &paused).await?;
+    Ok(created)
+}
+
+/// Manual builds whose inputs did not resolve when triggered: fix them
+/// once they do.
+async fn fix_pending_inputs(
+    web: &Web,
+    p: &SchedulablePipeline,
+    view: &PipelineView<'_>,
+) -> Result<(), StoreError> {
+    let store = web.store();
+    for b in store.inputs_pending_builds(p.id).await? {
+        let Some((name, _)) = view.job_ids.iter().find(|(_, id)| **id == b.job_id) else {
+            continue;
+        };
+        let Some(job) = view.config.job(name) else {
+            continue;
+        };
+        let gate = JobGate {
+            manual: true,
+            ..JobGate::default()
+        };
+        let d = decide_job(store, view, b.job_id, job, gate).await?;
+        if let NextBuild::Wait(w) = &d.next {
+            store
+                .set_job_waiting(b.job_id, Some(&waiting_json(w, view.job_ids)))
+                .await?;
+            continue;
+        }
+        if let Ok(plan) = plan_with(store, view.config, job, &d.planned).await? {
+            store
+                .fix_build_inputs(b.build_id, b.job_id, &plan.stored.to_string(), &d.planned)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Releases the held builds start limits allow (none of a paused job);
+/// jobs whose builds stay held say so.
+pub(crate) async fn start_held(
+    web: &Web,
+    p: &SchedulablePipeline,
+    config: &PipelineConfig,
+    job_ids: &BTreeMap<String, i64>,
+    paused_jobs: &BTreeSet<i64>,
+) -> Result<(), StoreError> {
+    let store = web.store();
+    let limits: BTreeMap<i64, StartLimits> = config
+        .jobs
+        .iter()
+        .filter_map(|j| {
+            let id = *job_ids.get(&j.name)?;
+            Some((
+                id,
+                StartLimits::new(j.serial, &j.serial_groups, j.max_in_flight),
+            ))
+        })
+        .collect();
+    let mut state = store.start_state(p.id).await?;
+    // A paused job's builds stay held until it is unpaused.
+    state.held.retain(|h| !paused_jobs.contains(&h.job));
+    if state.held.is_empty() {
+        return Ok(());
+    }
+    let go = startable(&limits, &state.running, &state.held);
+    if !go.is_empty() {
+        store.release_held_builds(&go).await?;
+        web.engine().wake();
+    }
+    for h in state.held.iter().filter(|h| !go.contains(&h.id)) {
+        let why = match limits.get(&h.job) {
+            Some(l) if !l.serial_groups.is_empty() => format!(
+                "a build waits for its serial group ({}) to be free",
+                l.serial_groups
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => "a build waits: max_in_flight (or serial) reached".to_string(),
+        };
+        let w = json!({"reason": "start_limit", "input": null, "message": why});
+        store.set_job_waiting(h.job, Some(&w.to_string())).await?;
+    }
+    Ok(())
+}
