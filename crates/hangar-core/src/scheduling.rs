@@ -23,11 +23,13 @@
 mod config;
 mod decide;
 mod resolve;
+mod stamps;
 mod start;
 
 pub use config::{job_inputs, jobs_downstream_of, jobs_reading, NamedInput, NamedVersion};
 pub use decide::{decide, JobGate, NextBuild, Waiting};
 pub use resolve::{resolve, NeedMore, Resolution, Resolved, Unresolved};
+pub use stamps::{job_stamp, BuildStamp, JobStamp, PipelineStamps, ResourceStamp};
 pub use start::{startable, PendingBuild, RunningBuild, StartLimits};
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -109,6 +109,7 @@ struct Inner {
     observer: Arc<dyn EngineObserver>,
     wake: Notify,
     build_events: Notify,
+    build_finished: Notify,
     recent_checks: recent_checks::RecentChecks,
     /// Where the `((vars))` left in stored plans are read from when a
     /// build runs; none: plans hold no vars (web refuses them).
@@ -132,6 +133,7 @@ impl Engine {
                 observer,
                 wake: Notify::new(),
                 build_events: Notify::new(),
+                build_finished: Notify::new(),
                 recent_checks: recent_checks::RecentChecks::default(),
                 credentials: std::sync::OnceLock::new(),
             }),
@@ -177,6 +179,12 @@ impl Engine {
     /// Wakes the claim loop (a build was created).
     pub fn wake(&self) {
         self.inner.wake.notify_one();
+    }
+
+    /// Notified (one permit kept) when a build this node ran finished:
+    /// the scheduler looks at once at the jobs it may concern.
+    pub fn build_finished(&self) -> &Notify {
+        &self.inner.build_finished
     }
 
     /// Notified whenever a build's log or status changes, for watchers.

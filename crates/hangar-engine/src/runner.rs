@@ -77,7 +77,10 @@ pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationTo
         .finish_build(id, &node, status, end.exit_code, end.error.as_deref(), now)
         .await
     {
-        Ok(true) => tracing::info!(build = id, %status, "build finished"),
+        Ok(true) => {
+            tracing::info!(build = id, %status, "build finished");
+            engine.build_finished().notify_one();
+        }
         Ok(false) => tracing::warn!(build = id, "build was taken over before it finished here"),
         Err(e) => {
             tracing::error!(build = id, error = %e, "cannot record the build's end; it will be resumed")

@@ -626,3 +626,62 @@ async fn insert_input(
 
 #[cfg(test)]
 mod tests;
+
+impl Store {
+    /// What the scheduler compares to skip jobs whose decision cannot have
+    /// changed: per resource its scope's newest check order, its disabled
+    /// versions and its API pin; per active job its newest build. Two
+    /// indexed queries, whatever the history's size.
+    pub async fn scheduling_stamps(
+        &self,
+        pipeline_id: i64,
+    ) -> Result<hangar_core::scheduling::PipelineStamps, StoreError> {
+        use hangar_core::scheduling::{BuildStamp, PipelineStamps, ResourceStamp};
+        let mut out = PipelineStamps::default();
+        let rows = sqlx::query(
+            "SELECT r.name, r.api_pinned_version_id, \
+             (SELECT MAX(v.check_order) FROM resource_versions v WHERE v.scope_id = r.scope_id) AS top, \
+             (SELECT COUNT(*) FROM resource_disabled_versions d WHERE d.resource_id = r.id) AS disabled, \
+             CAST((SELECT SUM(d.version_id) FROM resource_disabled_versions d WHERE d.resource_id = r.id) AS BIGINT) AS disabled_sum \
+             FROM resources r WHERE r.pipeline_id = $1",
+        )
+        .bind(pipeline_id)
+        .fetch_all(&self.pool)
+        .await?;
+        for r in rows {
+            out.resources.insert(
+                r.try_get("name")?,
+                ResourceStamp {
+                    newest_check_order: r.try_get::<Option<i64>, _>("top")?.unwrap_or(0),
+                    disabled: (
+                        r.try_get::<Option<i64>, _>("disabled")?.unwrap_or(0),
+                        r.try_get::<Option<i64>, _>("disabled_sum")?.unwrap_or(0),
+                    ),
+                    api_pin: r.try_get("api_pinned_version_id")?,
+                },
+            );
+        }
+        let rows = sqlx::query(
+            "SELECT j.name, jb.build_number, b.status FROM jobs j \
+             LEFT JOIN job_builds jb ON jb.job_id = j.id AND jb.build_number = \
+             (SELECT MAX(x.build_number) FROM job_builds x WHERE x.job_id = j.id) \
+             LEFT JOIN builds b ON b.id = jb.build_id \
+             WHERE j.pipeline_id = $1 AND j.active = 1",
+        )
+        .bind(pipeline_id)
+        .fetch_all(&self.pool)
+        .await?;
+        for r in rows {
+            out.jobs.insert(
+                r.try_get("name")?,
+                BuildStamp {
+                    number: r.try_get::<Option<i64>, _>("build_number")?.unwrap_or(0),
+                    status: r
+                        .try_get::<Option<String>, _>("status")?
+                        .unwrap_or_default(),
+                },
+            );
+        }
+        Ok(out)
+    }
+}

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hangar_core::pipeline::{parse_pipeline_value, PipelineConfig};
-use hangar_core::scheduling::{startable, JobGate, NextBuild, StartLimits};
+use hangar_core::scheduling::{job_stamp, startable, JobGate, JobStamp, NextBuild, StartLimits};
 use hangar_store::{SchedulablePipeline, StoreError};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -25,10 +25,27 @@ const LEASE_MS: i64 = 30_000;
 const MAX_BUILDS_PER_JOB_PASS: usize = 20;
 
 /// Parsed pipeline configs by (pipeline, config version): a config
-/// version never changes, so a parsed one stays good.
+/// version never changes, so a parsed one stays good. And what each job's
+/// last decision on this node read, so a job nothing changed for is not
+/// decided again.
 #[derive(Default, Clone)]
 pub(crate) struct ConfigCache {
     inner: Arc<Mutex<ConfigsByVersion>>,
+    decided: Arc<Mutex<HashMap<i64, DecidedOn>>>,
+}
+
+/// What a job's last decision read: its pipeline's config version, the
+/// paused flags and the job's stamp.
+type DecidedOn = (i64, bool, bool, JobStamp);
+
+impl ConfigCache {
+    fn unchanged(&self, job: i64, on: &DecidedOn) -> bool {
+        self.decided.lock().expect("decided").get(&job) == Some(on)
+    }
+
+    fn remember(&self, job: i64, on: DecidedOn) {
+        self.decided.lock().expect("decided").insert(job, on);
+    }
 }
 
 /// (pipeline id, config version) → its parsed config.
@@ -68,6 +85,7 @@ pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToke
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}
             _ = web.scheduler_woken() => {}
+            _ = web.engine().build_finished().notified() => {}
         }
         if let Err(e) = tick(&web).await {
             tracing::warn!(error = %e, "scheduler pass failed");
@@ -112,11 +130,21 @@ async fn schedule_pipeline(web: &Web, p: &SchedulablePipeline) -> Result<usize, 
         job_ids: &job_ids,
     };
     let lease = Some((p.id, web.node_id()));
+    let stamps = store.scheduling_stamps(p.id).await?;
     let mut created = 0;
     for (job_id, name, paused) in &jobs {
         let Some(job) = config.job(name) else {
             continue;
         };
+        let decided_on = (
+            p.config_version,
+            p.paused,
+            *paused,
+            job_stamp(&config, job, &stamps),
+        );
+        if web.config_cache().unchanged(*job_id, &decided_on) {
+            continue;
+        }
         let gate = JobGate {
             pipeline_paused: p.paused,
             job_paused: *paused,
@@ -165,6 +193,9 @@ async fn schedule_pipeline(web: &Web, p: &SchedulablePipeline) -> Result<usize, 
                 }
             }
         }
+        // Decided on what was read before: a build made here changes the
+        // job's own stamp, so it is looked at once more next pass.
+        web.config_cache().remember(*job_id, decided_on);
     }
     if p.paused {
         // Nothing of a paused pipeline starts, as in Concourse.
