@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use hangar_bench::{execute, heartbeats, image, memory};
+use hangar_bench::{execute, heartbeats, image, memory, scheduling};
 
 use crate::duration;
 use crate::format::emit;
@@ -32,6 +32,30 @@ enum What {
     /// Cold pulls of an image from a local registry into a root filesystem,
     /// against skopeo's (and skopeo + umoci's) in the same run.
     Image(ImageArgs),
+    /// A new version to the builds it triggers, over a pipeline of 100 jobs
+    /// with a history of 100,000 versions and 50,000 builds (and smaller
+    /// or larger ones: --scales), and web's memory as the history grows.
+    Scheduling(SchedulingArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct SchedulingArgs {
+    /// History sizes, as multiples of 100,000 versions and 50,000 builds.
+    #[arg(long, value_delimiter = ',', default_value = "0.1,1")]
+    scales: Vec<f64>,
+    /// Rounds measured per scale (each: a new version, then a passed build).
+    #[arg(long, default_value_t = 40)]
+    rounds: usize,
+    /// How often web's scheduler looks (the benchmark cannot wake it).
+    #[arg(long, default_value = "10ms", value_parser = duration::parse)]
+    scheduler_interval: Duration,
+    /// PostgreSQL URL; default SQLite in the scratch dir.
+    #[arg(long, env = "HANGAR_DATABASE_URL")]
+    database_url: Option<String>,
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long)]
+    json_out: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -160,6 +184,20 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             let report = execute::run(cfg).await?;
             write(&a.json_out, &report)?;
             emit(&format!("{}\n", report.line()))?;
+        }
+        What::Scheduling(a) => {
+            if a.scales.iter().any(|s| !(*s > 0.0 && *s <= 100.0)) {
+                anyhow::bail!("--scales must be between 0 and 100");
+            }
+            let mut cfg = scheduling::SchedulingConfig::new(bin);
+            cfg.scales = a.scales;
+            cfg.rounds = a.rounds.max(1);
+            cfg.scheduler_interval = a.scheduler_interval;
+            cfg.database_url = a.database_url;
+            cfg.dir = a.dir;
+            let report = scheduling::run(cfg).await?;
+            write(&a.json_out, &report)?;
+            emit(&report.lines())?;
         }
         What::Image(a) => {
             let report = image::run(image::ImageConfig {
