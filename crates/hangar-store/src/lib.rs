@@ -24,6 +24,7 @@ mod records;
 mod scopes;
 mod versions;
 mod volumes;
+mod web_nodes;
 mod workers;
 
 #[cfg(test)]
@@ -46,6 +47,7 @@ pub use pipelines::{
 };
 pub use records::{EventRecord, WorkerInfo, WorkerRecord};
 pub use volumes::{NewVolume, VolumeRecord};
+pub use web_nodes::WebNodeRecord;
 pub use workers::{
     CommandOutcome, Credentials, Expect, IncumbentRecord, RegisterOutcome, Registration,
     WorkerCredential,

@@ -16,6 +16,7 @@ mod log_retention;
 mod metrics;
 mod routes;
 mod takeover;
+mod web_nodes_loop;
 
 use std::future::IntoFuture;
 use std::sync::Arc;
@@ -209,6 +210,11 @@ impl Web {
         self.inner.config.clock.now()
     }
 
+    /// This node's name in build leases and in `web_nodes`.
+    pub fn node_name(&self) -> &str {
+        &self.inner.engine.config().node_id
+    }
+
     /// Runs one pass of the lifecycle loop now.
     pub async fn run_lifecycle_once(&self) -> Result<usize, hangar_store::StoreError> {
         lifecycle_loop::tick(self).await
@@ -248,6 +254,7 @@ pub async fn serve(
     if let Some(interval) = web.config().lifecycle_interval {
         tasks.spawn(lifecycle_loop::run(web.clone(), interval, shutdown.clone()));
     }
+    tasks.spawn(web_nodes_loop::run(web.clone(), shutdown.clone()));
     if web.config().run_builds {
         tasks.spawn(web.engine().clone().run(shutdown.clone()));
     }
