@@ -102,20 +102,26 @@ async fn keep_lease(engine: &Engine, id: i64, token: i64, stop: &CancellationTok
             return Lease::Lost;
         }
         let asked_at = elapsed();
-        match engine
-            .store()
-            .renew_build_lease(id, token, engine.now(), lease_ms)
-            .await
-        {
-            Ok(true) => renewed_at = asked_at,
-            Ok(false) => {
+        // A database that does not answer is not waited on past the next
+        // renewal: the lapse check above must get its turn.
+        let renewal = tokio::time::timeout(
+            every,
+            engine
+                .store()
+                .renew_build_lease(id, token, engine.now(), lease_ms),
+        )
+        .await;
+        match renewal {
+            Ok(Ok(true)) => renewed_at = asked_at,
+            Ok(Ok(false)) => {
                 tracing::warn!(build = id, "lost the build's lease; stopping here");
                 stop.cancel();
                 return Lease::Lost;
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 tracing::warn!(build = id, error = %e, "cannot renew the build's lease")
             }
+            Err(_) => tracing::warn!(build = id, "renewing the build's lease timed out"),
         }
     }
 }

@@ -918,6 +918,23 @@ async fn all_events(
     }
 }
 
+/// Refuses a configuration the run cannot honour.
+fn check_config(cfg: &ChaosConfig) -> anyhow::Result<()> {
+    if cfg.web_nodes == 0 {
+        bail!("a run needs at least one web node");
+    }
+    if cfg.web_nodes > 1 && cfg.postgres_url.is_none() && !cfg.postgres_throwaway {
+        bail!(
+            "{} web nodes share one PostgreSQL database: pass --postgres-url or --postgres-throwaway",
+            cfg.web_nodes
+        );
+    }
+    if cfg.postgres_url.is_some() && cfg.postgres_throwaway {
+        bail!("--postgres-url and --postgres-throwaway are two databases: pass one");
+    }
+    Ok(())
+}
+
 /// The fault kinds a run can inject.
 fn available_kinds(cfg: &ChaosConfig, pg: bool, cgroup: bool) -> Vec<FaultKind> {
     let mut kinds = vec![
@@ -946,6 +963,8 @@ fn available_kinds(cfg: &ChaosConfig, pg: bool, cgroup: bool) -> Vec<FaultKind> 
 /// Runs one chaos run and returns its report (`passed` says whether it
 /// passed). Errors are failures of the harness itself.
 pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
+    // Refused before anything is made.
+    check_config(&cfg)?;
     let dir = match &cfg.dir {
         Some(d) => {
             std::fs::create_dir_all(d)?;
@@ -958,12 +977,6 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
             .canonicalize()?,
     };
     eprintln!("chaos: seed {} in {}", cfg.seed, dir.display());
-    if cfg.web_nodes == 0 {
-        bail!("a run needs at least one web node");
-    }
-    if cfg.web_nodes > 1 && cfg.postgres_url.is_none() && !cfg.postgres_throwaway {
-        bail!("several web nodes share one PostgreSQL database: pass --postgres-url or --postgres-throwaway");
-    }
     // A cluster of the run's own, outside the run's dir (which only we may
     // enter; the server runs as `postgres` when we are root).
     let throwaway = if cfg.postgres_throwaway {
@@ -1521,4 +1534,47 @@ pub fn ensure_passed(report: &ChaosReport) -> anyhow::Result<()> {
         bail!("{}", report.line());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(web_nodes: usize, url: bool, throwaway: bool) -> ChaosConfig {
+        let mut cfg = ChaosConfig::new(PathBuf::from("/bin/hangar"), 1);
+        cfg.web_nodes = web_nodes;
+        cfg.postgres_url = url.then(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        cfg.postgres_throwaway = throwaway;
+        cfg
+    }
+
+    #[test]
+    fn several_web_nodes_need_postgres_and_one_database() {
+        // (web nodes, --postgres-url, --postgres-throwaway, accepted)
+        let cases = [
+            (1, false, false, true),
+            (1, true, false, true),
+            (1, false, true, true),
+            (2, false, false, false),
+            (2, true, false, true),
+            (3, false, true, true),
+            (0, false, true, false),
+            (2, true, true, false),
+        ];
+        for (nodes, url, throwaway, ok) in cases {
+            let result = check_config(&config(nodes, url, throwaway));
+            assert_eq!(result.is_ok(), ok, "{nodes} {url} {throwaway}: {result:?}");
+        }
+    }
+
+    #[test]
+    fn web_nodes_are_paused_only_when_there_are_several() {
+        let one = available_kinds(&config(1, false, false), false, false);
+        let two = available_kinds(&config(2, false, true), true, false);
+        assert!(!one.contains(&FaultKind::WebPause));
+        assert!(!one.contains(&FaultKind::DbRestart));
+        assert!(two.contains(&FaultKind::WebPause));
+        assert!(two.contains(&FaultKind::DbRestart));
+        assert!(two.contains(&FaultKind::WebRestart));
+    }
 }
