@@ -5,7 +5,7 @@ use hangar_core::UnixMillis;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use crate::db::Store;
+use crate::db::{Backend, Store};
 use crate::error::{decode, StoreError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -334,7 +334,7 @@ impl Store {
         lease_token: i64,
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
-        if !hold_lease(&mut tx, s.build_id, lease_token).await? {
+        if !hold_lease(self.backend(), &mut tx, s.build_id, lease_token).await? {
             return Ok(false);
         }
         save_step_on(&mut tx, s).await?;
@@ -387,7 +387,7 @@ impl Store {
         now: UnixMillis,
     ) -> Result<Option<i64>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        if !hold_lease(&mut tx, build_id, lease_token).await? {
+        if !hold_lease(self.backend(), &mut tx, build_id, lease_token).await? {
             return Ok(None);
         }
         let row = sqlx::query(
@@ -435,14 +435,26 @@ impl Store {
     }
 }
 
+/// How long a fenced write's transaction may sit idle on PostgreSQL before
+/// the server ends the session: a node paused (SIGSTOP) between the
+/// statements of one must not keep the build's row locked, or the node
+/// taking the build over would wait on it for the whole pause.
+const IDLE_IN_FENCED_WRITE: &str = "SET LOCAL idle_in_transaction_session_timeout = '3s'";
+
 /// Whether claim `lease_token` still holds the started build, taking its
 /// row for the rest of the transaction (a no-op update: PostgreSQL locks
 /// the row, SQLite takes its write lock).
 async fn hold_lease(
+    backend: Backend,
     conn: &mut sqlx::AnyConnection,
     build_id: i64,
     lease_token: i64,
 ) -> Result<bool, StoreError> {
+    if backend == Backend::Postgres {
+        sqlx::query(IDLE_IN_FENCED_WRITE)
+            .execute(&mut *conn)
+            .await?;
+    }
     let held = sqlx::query(
         "UPDATE builds SET lease_token = lease_token WHERE id = $1 AND lease_token = $2 AND status = 'started'",
     )
