@@ -16,6 +16,7 @@ pub mod events;
 pub mod fencing;
 pub mod gc;
 pub mod import;
+pub mod leases;
 pub mod lifecycle;
 pub mod names;
 pub mod pipeline;

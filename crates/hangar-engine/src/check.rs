@@ -209,6 +209,7 @@ async fn with_type_image(
     let ctx = crate::context::BuildContext {
         engine: engine.clone(),
         build_id: 0,
+        lease_token: 0,
         job: "check".into(),
         artifacts: Default::default(),
         producers: Default::default(),

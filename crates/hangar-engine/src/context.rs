@@ -37,6 +37,9 @@ pub(crate) struct BuildContext {
     pub pipeline: Option<(String, String)>,
     /// The job of a job build, under which its versions are recorded.
     pub job_build: Option<hangar_store::BuildJob>,
+    /// The claim this run holds the build under: every write to the build
+    /// is fenced by it.
+    pub lease_token: i64,
     /// Cancelled when this node stops or loses the build's lease: the build
     /// stops where it is, to be resumed elsewhere.
     pub stop: CancellationToken,
@@ -140,20 +143,32 @@ impl BuildContext {
     }
 
     /// Appends a line to the build log (and wakes watchers). A failure to
-    /// write the log is logged, not fatal: the build goes on.
+    /// write the log is logged, not fatal: the build goes on. A write
+    /// refused because another claim holds the build stops this run.
     pub(crate) async fn log(&self, step: Option<&str>, kind: BuildEventKind, line: &str) {
         let line = self.redact(line);
         if let Some(sink) = &self.log_sink {
             crate::check::keep_log(&mut sink.lock().unwrap_or_else(|p| p.into_inner()), &line);
             return;
         }
-        if let Err(e) = self
+        match self
             .engine
             .store()
-            .append_build_event(self.build_id, step, kind, &line, self.engine.now())
+            .append_build_event_under_lease(
+                self.build_id,
+                self.lease_token,
+                step,
+                kind,
+                &line,
+                self.engine.now(),
+            )
             .await
         {
-            tracing::warn!(build = self.build_id, error = %e, "cannot write the build log");
+            Ok(Some(_)) => {}
+            Ok(None) => self.lease_lost(),
+            Err(e) => {
+                tracing::warn!(build = self.build_id, error = %e, "cannot write the build log")
+            }
         }
         self.engine.build_events().notify_waiters();
     }
@@ -227,6 +242,10 @@ impl BuildContext {
     /// Saves the step's progress. A failed write is logged: the step goes
     /// on, and a resumed build redoes what the database did not record.
     pub(crate) async fn save(&self, record: &StepRecord) {
+        if self.log_sink.is_some() {
+            // A check outside builds: there is no build row to save to.
+            return;
+        }
         let redacted;
         let secrets = self.secrets();
         let record = match &record.error {
@@ -239,9 +258,30 @@ impl BuildContext {
             }
             _ => record,
         };
-        if let Err(e) = self.engine.store().save_step(record).await {
-            tracing::warn!(build = self.build_id, step = %record.step_id, error = %e, "cannot save step");
+        match self
+            .engine
+            .store()
+            .save_step_under_lease(record, self.lease_token)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => self.lease_lost(),
+            Err(e) => {
+                tracing::warn!(build = self.build_id, step = %record.step_id, error = %e, "cannot save step")
+            }
         }
+    }
+
+    /// Another claim took the build (this node paused or lost the database
+    /// past its lease): nothing more of this run may happen.
+    fn lease_lost(&self) {
+        if !self.stop.is_cancelled() {
+            tracing::warn!(
+                build = self.build_id,
+                "another node holds the build now; stopping this run"
+            );
+        }
+        self.stop.cancel();
     }
 }
 

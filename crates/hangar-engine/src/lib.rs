@@ -49,7 +49,7 @@ pub use volumes::{OpError, Source};
 pub use workers::{ActionStderr, CallError, CopyError, LogStream, Workers};
 
 /// How long a claimed build stays with its node without a renewal.
-pub const LEASE_MS: i64 = 30_000;
+pub const LEASE_MS: i64 = hangar_core::leases::BUILD_LEASE_MS;
 
 /// What the engine is told by the node that runs it.
 #[derive(Debug, Clone)]

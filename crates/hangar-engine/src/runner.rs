@@ -10,6 +10,7 @@ use std::time::Duration;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use hangar_core::build::{BuildEventKind, StepKind, StepState};
 use hangar_core::engine::{build_status, deciding_step, final_status_line};
+use hangar_core::leases;
 use hangar_core::plan::outcome::{self, Outcome};
 use hangar_core::plan::{self, parse_build_plan, Modified, Parallel, Step};
 use hangar_store::BuildRecord;
@@ -19,46 +20,29 @@ use crate::context::{give_up, BuildContext, Interrupted, StepEnd};
 use crate::{get_step, load_var_step, put_step, set_pipeline_step, task_step, Engine};
 
 pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationToken) {
-    let lease_ms = engine.config().lease_ms;
-    let node = engine.config().node_id.clone();
     let id = build.id;
-    // Keep the lease while the build runs; losing it (another node took the
-    // build after a long pause) stops this run.
-    let lease = tokio::spawn({
-        let (engine, stop, node) = (engine.clone(), stop.clone(), node.clone());
-        async move {
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(lease_ms.max(3) as u64 / 3)) => {}
-                }
-                match engine
-                    .store()
-                    .renew_build_lease(id, &node, engine.now(), lease_ms)
-                    .await
-                {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::warn!(build = id, "lost the build's lease; stopping here");
-                        stop.cancel();
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::warn!(build = id, error = %e, "cannot renew the build's lease")
-                    }
-                }
+    let token = build.lease_token;
+    let abort = CancellationToken::new();
+    // The lease keeper, the abort watch and the plan run in this one task:
+    // when the node dies (or its task is dropped) nothing of the build is
+    // left behind renewing its lease.
+    let (lease, (), result) = tokio::join!(
+        keep_lease(&engine, id, token, &stop),
+        watch_abort(engine.clone(), id, stop.clone(), abort.clone()),
+        async {
+            let result = run_plan(&engine, &build, stop.clone(), abort).await;
+            stop.cancel();
+            result
+        }
+    );
+    let Ok(end) = result else {
+        if lease == Lease::Held {
+            // Stopped here (shutdown, a database that failed a read): a
+            // survivor resumes the build at once rather than a lease later.
+            if let Err(e) = engine.store().release_build_lease(id, token).await {
+                tracing::warn!(build = id, error = %e, "cannot release the build's lease; it runs out");
             }
         }
-    });
-    let abort = CancellationToken::new();
-    let abort_watch = tokio::spawn(watch_abort(engine.clone(), id, stop.clone(), abort.clone()));
-    let result = run_plan(&engine, &build, stop.clone(), abort).await;
-    stop.cancel();
-    abort_watch.abort();
-    if let Err(e) = lease.await {
-        tracing::warn!(build = id, error = %e, "the lease keeper of the build ended badly");
-    }
-    let Ok(end) = result else {
         tracing::info!(build = id, "build interrupted; it will be resumed");
         return;
     };
@@ -67,14 +51,14 @@ pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationTo
     let line = final_status_line(status, end.error.as_deref());
     if let Err(e) = engine
         .store()
-        .append_build_event(id, None, BuildEventKind::Status, &line, now)
+        .append_build_event_under_lease(id, token, None, BuildEventKind::Status, &line, now)
         .await
     {
         tracing::warn!(build = id, error = %e, "cannot append the build's final status line");
     }
     match engine
         .store()
-        .finish_build(id, &node, status, end.exit_code, end.error.as_deref(), now)
+        .finish_build(id, token, status, end.exit_code, end.error.as_deref(), now)
         .await
     {
         Ok(true) => {
@@ -87,6 +71,62 @@ pub(crate) async fn run(engine: Engine, build: BuildRecord, stop: CancellationTo
         }
     }
     engine.build_events().notify_waiters();
+}
+
+/// Whether this node still held the build's lease when the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lease {
+    Held,
+    Lost,
+}
+
+/// Renews the lease of claim `token` until `stop`. A renewal refused
+/// (another node took the build) or none for a whole lease (the database
+/// is unreachable, or this process was paused) stops the run: another
+/// node may be running the build by now.
+async fn keep_lease(engine: &Engine, id: i64, token: i64, stop: &CancellationToken) -> Lease {
+    let lease_ms = engine.config().lease_ms;
+    let every = Duration::from_millis(leases::renew_every_ms(lease_ms) as u64);
+    // The node's own monotonic clock, not the build clock: a pause shows.
+    let started = std::time::Instant::now();
+    let elapsed = || i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+    let mut renewed_at = elapsed();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return Lease::Held,
+            _ = tokio::time::sleep(every) => {}
+        }
+        if leases::holder_must_stop(renewed_at, elapsed(), lease_ms) {
+            tracing::warn!(
+                build = id,
+                "no lease renewal for a whole lease; stopping here"
+            );
+            stop.cancel();
+            return Lease::Lost;
+        }
+        let asked_at = elapsed();
+        // A database that does not answer is not waited on past the next
+        // renewal: the lapse check above must get its turn.
+        let renewal = tokio::time::timeout(
+            every,
+            engine
+                .store()
+                .renew_build_lease(id, token, engine.now(), lease_ms),
+        )
+        .await;
+        match renewal {
+            Ok(Ok(true)) => renewed_at = asked_at,
+            Ok(Ok(false)) => {
+                tracing::warn!(build = id, "lost the build's lease; stopping here");
+                stop.cancel();
+                return Lease::Lost;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(build = id, error = %e, "cannot renew the build's lease")
+            }
+            Err(_) => tracing::warn!(build = id, "renewing the build's lease timed out"),
+        }
+    }
 }
 
 /// Cancels `abort` once a user asked for the build to be aborted.
@@ -201,6 +241,7 @@ async fn run_plan(
         local_vars: Mutex::new(Default::default()),
         pipeline,
         job_build,
+        lease_token: build.lease_token,
         stop,
         action_output: Mutex::new(BTreeMap::new()),
         log_sink: None,

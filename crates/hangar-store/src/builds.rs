@@ -5,7 +5,7 @@ use hangar_core::UnixMillis;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use crate::db::Store;
+use crate::db::{Backend, Store};
 use crate::error::{decode, StoreError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +25,9 @@ pub struct BuildRecord {
     pub error: Option<String>,
     /// When `build_log_retention` removed the build's log (its events).
     pub logs_reaped_at: Option<UnixMillis>,
+    /// How many times the build was claimed: the fencing token of its
+    /// current lease. The node that claimed it writes only under this one.
+    pub lease_token: i64,
 }
 
 /// What asking to abort a build did.
@@ -74,7 +77,7 @@ pub struct BuildEventRecord {
 
 pub(crate) const BUILD_COLUMNS: &str =
     "id, name, team, plan, artifacts, status, created_at, started_at, finished_at, exit_code, error, \
-     logs_reaped_at";
+     logs_reaped_at, lease_token";
 const STEP_COLUMNS: &str =
     "build_id, step_id, name, kind, state, attempt, worker_name, container_handle, \
      log_offset, exit_code, outputs, error, started_at, finished_at, version";
@@ -93,6 +96,7 @@ pub(crate) fn build_from_row(r: &AnyRow) -> Result<BuildRecord, StoreError> {
         exit_code: r.try_get("exit_code")?,
         error: r.try_get("error")?,
         logs_reaped_at: r.try_get("logs_reaped_at")?,
+        lease_token: r.try_get("lease_token")?,
     })
 }
 
@@ -142,7 +146,8 @@ impl Store {
     /// Takes the oldest build that is pending (and not held by the
     /// scheduler for its start limits), or started by a web node whose
     /// lease ran out (it died), for `owner` until `now + lease_ms`. A
-    /// conditional update: two nodes never take the same build.
+    /// conditional update: two nodes never take the same build. Each claim
+    /// counts up the build's lease token (the returned record's).
     pub async fn claim_build(
         &self,
         owner: &str,
@@ -164,7 +169,7 @@ impl Store {
             let status: String = candidate.try_get("status")?;
             let claimed = sqlx::query(&format!(
                 "UPDATE builds SET status = 'started', started_at = COALESCE(started_at, $1), \
-                 lease_owner = $2, lease_until = $3 \
+                 lease_owner = $2, lease_until = $3, lease_token = lease_token + 1 \
                  WHERE id = $4 AND status = $5 AND ((status = 'pending' AND held = 0) OR lease_until IS NULL OR lease_until < $1) \
                  RETURNING {BUILD_COLUMNS}"
             ))
@@ -183,30 +188,32 @@ impl Store {
         Ok(None)
     }
 
-    /// Extends `owner`'s lease on a started build; false if it lost it.
+    /// Extends the lease of claim `lease_token` on a started build; false if
+    /// it was lost (another claim took the build, or it ended).
     pub async fn renew_build_lease(
         &self,
         id: i64,
-        owner: &str,
+        lease_token: i64,
         now: UnixMillis,
         lease_ms: i64,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE builds SET lease_until = $1 WHERE id = $2 AND lease_owner = $3 AND status = 'started'",
+            "UPDATE builds SET lease_until = $1 WHERE id = $2 AND lease_token = $3 AND status = 'started'",
         )
         .bind(now + lease_ms)
         .bind(id)
-        .bind(owner)
+        .bind(lease_token)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
     }
 
-    /// Ends a build; only its lease owner can, and only once.
+    /// Ends a build; only under its current claim (`lease_token`), and
+    /// only once.
     pub async fn finish_build(
         &self,
         id: i64,
-        owner: &str,
+        lease_token: i64,
         status: BuildStatus,
         exit_code: Option<i64>,
         error: Option<&str>,
@@ -214,14 +221,29 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE builds SET status = $1, exit_code = $2, error = $3, finished_at = $4, lease_until = NULL \
-             WHERE id = $5 AND lease_owner = $6 AND status = 'started'",
+             WHERE id = $5 AND lease_token = $6 AND status = 'started'",
         )
         .bind(status.as_str())
         .bind(exit_code)
         .bind(error)
         .bind(now)
         .bind(id)
-        .bind(owner)
+        .bind(lease_token)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Gives up this node's claims of builds it stops running (a graceful
+    /// shutdown): their leases end now, so a survivor resumes them at its
+    /// next claim pass instead of a lease later. Only claims still held
+    /// are touched.
+    pub async fn release_build_lease(&self, id: i64, lease_token: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE builds SET lease_until = NULL WHERE id = $1 AND lease_token = $2 AND status = 'started'",
+        )
+        .bind(id)
+        .bind(lease_token)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
@@ -299,30 +321,26 @@ impl Store {
 
     /// Inserts or replaces a step's row.
     pub async fn save_step(&self, s: &StepRecord) -> Result<(), StoreError> {
-        sqlx::query(&format!(
-            "INSERT INTO build_steps ({STEP_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
-             ON CONFLICT (build_id, step_id) DO UPDATE SET name = $3, kind = $4, state = $5, attempt = $6, \
-             worker_name = $7, container_handle = $8, log_offset = $9, exit_code = $10, outputs = $11, \
-             error = $12, started_at = $13, finished_at = $14, version = $15"
-        ))
-        .bind(s.build_id)
-        .bind(&s.step_id)
-        .bind(&s.name)
-        .bind(s.kind.as_str())
-        .bind(s.state.as_str())
-        .bind(s.attempt)
-        .bind(&s.worker)
-        .bind(&s.container)
-        .bind(s.log_offset)
-        .bind(s.exit_code)
-        .bind(&s.outputs)
-        .bind(&s.error)
-        .bind(s.started_at)
-        .bind(s.finished_at)
-        .bind(s.version.as_deref())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        save_step_on(&mut *self.pool.acquire().await?, s).await
+    }
+
+    /// [`Store::save_step`] only while claim `lease_token` still holds the
+    /// build; false (nothing written) once another claim took it or it
+    /// ended. The check takes the build's row first in the transaction
+    /// (a row lock on PostgreSQL, the write lock on SQLite), so a claim
+    /// cannot slip in between the check and the write.
+    pub async fn save_step_under_lease(
+        &self,
+        s: &StepRecord,
+        lease_token: i64,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if !hold_lease(self.backend(), &mut tx, s.build_id, lease_token).await? {
+            return Ok(false);
+        }
+        save_step_on(&mut tx, s).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     pub async fn build_steps(&self, build_id: i64) -> Result<Vec<StepRecord>, StoreError> {
@@ -357,6 +375,36 @@ impl Store {
         Ok(row.try_get("id")?)
     }
 
+    /// [`Store::append_build_event`] only while claim `lease_token` still
+    /// holds the build; `None` (nothing written) otherwise.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn append_build_event_under_lease(
+        &self,
+        build_id: i64,
+        lease_token: i64,
+        step: Option<&str>,
+        kind: BuildEventKind,
+        payload: &str,
+        now: UnixMillis,
+    ) -> Result<Option<i64>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if !hold_lease(self.backend(), &mut tx, build_id, lease_token).await? {
+            return Ok(None);
+        }
+        let row = sqlx::query(
+            "INSERT INTO build_events (build_id, step, kind, payload, at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(build_id)
+        .bind(step)
+        .bind(kind.as_str())
+        .bind(payload)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(row.try_get("id")?))
+    }
+
     /// A build's events after `after` (an event id; 0 for the start).
     pub async fn build_events(
         &self,
@@ -386,4 +434,61 @@ impl Store {
             })
             .collect()
     }
+}
+
+/// How long a fenced write's transaction may sit idle on PostgreSQL before
+/// the server ends the session: a node paused (SIGSTOP) between the
+/// statements of one must not keep the build's row locked, or the node
+/// taking the build over would wait on it for the whole pause.
+const IDLE_IN_FENCED_WRITE: &str = "SET LOCAL idle_in_transaction_session_timeout = '3s'";
+
+/// Whether claim `lease_token` still holds the started build, taking its
+/// row for the rest of the transaction (a no-op update: PostgreSQL locks
+/// the row, SQLite takes its write lock).
+async fn hold_lease(
+    backend: Backend,
+    conn: &mut sqlx::AnyConnection,
+    build_id: i64,
+    lease_token: i64,
+) -> Result<bool, StoreError> {
+    if backend == Backend::Postgres {
+        sqlx::query(IDLE_IN_FENCED_WRITE)
+            .execute(&mut *conn)
+            .await?;
+    }
+    let held = sqlx::query(
+        "UPDATE builds SET lease_token = lease_token WHERE id = $1 AND lease_token = $2 AND status = 'started'",
+    )
+    .bind(build_id)
+    .bind(lease_token)
+    .execute(&mut *conn)
+    .await?;
+    Ok(held.rows_affected() == 1)
+}
+
+async fn save_step_on(conn: &mut sqlx::AnyConnection, s: &StepRecord) -> Result<(), StoreError> {
+    sqlx::query(&format!(
+        "INSERT INTO build_steps ({STEP_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+         ON CONFLICT (build_id, step_id) DO UPDATE SET name = $3, kind = $4, state = $5, attempt = $6, \
+         worker_name = $7, container_handle = $8, log_offset = $9, exit_code = $10, outputs = $11, \
+         error = $12, started_at = $13, finished_at = $14, version = $15"
+    ))
+    .bind(s.build_id)
+    .bind(&s.step_id)
+    .bind(&s.name)
+    .bind(s.kind.as_str())
+    .bind(s.state.as_str())
+    .bind(s.attempt)
+    .bind(&s.worker)
+    .bind(&s.container)
+    .bind(s.log_offset)
+    .bind(s.exit_code)
+    .bind(&s.outputs)
+    .bind(&s.error)
+    .bind(s.started_at)
+    .bind(s.finished_at)
+    .bind(s.version.as_deref())
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }

@@ -27,6 +27,7 @@ mod scheduling;
 mod scopes;
 mod versions;
 mod volumes;
+mod web_nodes;
 mod workers;
 
 #[cfg(test)]
@@ -55,6 +56,7 @@ pub use scheduling::{
     StartState,
 };
 pub use volumes::{NewVolume, VolumeRecord};
+pub use web_nodes::WebNodeRecord;
 pub use workers::{
     CommandOutcome, Credentials, Expect, IncumbentRecord, RegisterOutcome, Registration,
     WorkerCredential,

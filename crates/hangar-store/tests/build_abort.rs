@@ -47,7 +47,7 @@ async fn a_build_is_aborted_as_its_status_allows(store: Store) {
     store
         .finish_build(
             started.id,
-            "node",
+            1,
             BuildStatus::Aborted,
             None,
             Some("aborted"),
@@ -63,14 +63,7 @@ async fn a_build_is_aborted_as_its_status_allows(store: Store) {
         .unwrap()
         .unwrap();
     store
-        .finish_build(
-            done.id,
-            "node",
-            BuildStatus::Succeeded,
-            Some(0),
-            None,
-            T0 + 8,
-        )
+        .finish_build(done.id, 1, BuildStatus::Succeeded, Some(0), None, T0 + 8)
         .await
         .unwrap();
     assert_eq!(

@@ -314,7 +314,7 @@ async fn failed_rows_are_marked_destroying_and_finished_builds_lose_their_contai
         .unwrap()
         .unwrap();
     assert!(store
-        .finish_build(done.id, "node", BuildStatus::Succeeded, Some(0), None, T0)
+        .finish_build(done.id, 1, BuildStatus::Succeeded, Some(0), None, T0)
         .await
         .unwrap());
     assert_eq!(
@@ -535,7 +535,7 @@ async fn orphans_caches_and_artifacts_are_marked_destroying_by_their_rules(store
     store
         .finish_build(
             finished.id,
-            "node",
+            1,
             BuildStatus::Failed,
             Some(1),
             None,

@@ -19,6 +19,7 @@ mod routes;
 mod scheduler_loop;
 mod scheduler_resolve;
 mod takeover;
+mod web_nodes_loop;
 
 use std::future::IntoFuture;
 use std::sync::Arc;
@@ -233,6 +234,11 @@ impl Web {
         self.inner.config.clock.now()
     }
 
+    /// This node's name in build leases and in `web_nodes`.
+    pub fn node_name(&self) -> &str {
+        &self.inner.engine.config().node_id
+    }
+
     /// Runs one pass of the lifecycle loop now.
     pub async fn run_lifecycle_once(&self) -> Result<usize, hangar_store::StoreError> {
         lifecycle_loop::tick(self).await
@@ -283,6 +289,7 @@ pub async fn serve(
     if let Some(interval) = web.config().lifecycle_interval {
         tasks.spawn(lifecycle_loop::run(web.clone(), interval, shutdown.clone()));
     }
+    tasks.spawn(web_nodes_loop::run(web.clone(), shutdown.clone()));
     if web.config().run_builds {
         tasks.spawn(web.engine().clone().run(shutdown.clone()));
     }

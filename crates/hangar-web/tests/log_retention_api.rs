@@ -38,7 +38,7 @@ async fn build(t: &TestWeb, store: &Store, job: &str, status: Option<BuildStatus
         .unwrap();
     if let Some(status) = status {
         assert!(store
-            .finish_build(b.id, "n", status, None, None, 2)
+            .finish_build(b.id, 1, status, None, None, 2)
             .await
             .unwrap());
     }
@@ -105,7 +105,7 @@ async fn builds_past_the_policy_lose_their_logs_and_say_so(store: Store) {
     assert_eq!(events(&store, ids[4]).await, 1);
     // The running one finishes: now #5 and #1 are kept, #4 goes.
     assert!(store
-        .finish_build(ids[4], "n", Failed, None, None, 3)
+        .finish_build(ids[4], 1, Failed, None, None, 3)
         .await
         .unwrap());
     t.web.run_gc_once().await;

@@ -9,6 +9,7 @@
 //! (succeeded, or failed by its own doing when it was written to), nothing
 //! diverges between database and disks, and no process is left behind.
 
+pub mod balancer;
 pub mod check;
 pub mod postgres;
 pub mod schedule;
@@ -50,6 +51,12 @@ pub struct ChaosConfig {
     pub postgres_url: Option<String>,
     /// The server's data directory (found from its process when not given).
     pub postgres_data_dir: Option<PathBuf>,
+    /// Start a throwaway PostgreSQL cluster for the run (instead of
+    /// `postgres_url`), removed at its end.
+    pub postgres_throwaway: bool,
+    /// How many web nodes share the database (more than one needs
+    /// PostgreSQL); workers and clients reach them through one balancer.
+    pub web_nodes: usize,
     /// Where everything lives; default: a new dir under the temp dir.
     pub dir: Option<PathBuf>,
     /// Keep the dir (logs, databases, work dirs) even when the run passes.
@@ -78,6 +85,8 @@ impl ChaosConfig {
             workers: 3,
             postgres_url: None,
             postgres_data_dir: None,
+            postgres_throwaway: false,
+            web_nodes: 1,
             dir: None,
             keep: false,
             heartbeat_interval: Duration::from_millis(300),
@@ -167,6 +176,7 @@ pub struct ChaosReport {
     pub seed: u64,
     pub duration_seconds: f64,
     pub workers: usize,
+    pub web_nodes: usize,
     pub database: String,
     pub builds: BuildCounts,
     pub retries: usize,
@@ -210,13 +220,14 @@ impl ChaosReport {
         });
         let secs = |v: Option<f64>| fmt_opt(v.map(|ms| ms / 1000.0), 2);
         format!(
-            "chaos seed={} {:.0}s {} workers {}: builds {} (succeeded {}, failed-own {}, failed-unexpected {}, \
+            "chaos seed={} {:.0}s {} workers {} web node(s) {}: builds {} (succeeded {}, failed-own {}, failed-unexpected {}, \
              errored-infra {}, unfinished {}); retries {}; faults {} ({}); \
              death-to-stalled p50 {}s max {}s (n={}); re-registration-to-clean p50 {}ms max {}ms (n={}, never {}); \
              settled in {:.0}s; divergence {} (volume rows {} / dirs {}, container rows {} / dirs {}); leaked processes {}; {}",
             self.seed,
             self.duration_seconds,
             self.workers,
+            self.web_nodes,
             self.database,
             b.total,
             b.succeeded,
@@ -254,12 +265,21 @@ struct Slot {
     held_down: bool,
 }
 
+/// One web node's place.
+struct WebSlot {
+    spec: WebSpec,
+    proc: Option<Proc>,
+    /// A fault keeps it down (or paused): the supervisor leaves it.
+    held_down: bool,
+}
+
 struct Fleet {
     cfg: ChaosConfig,
     dir: PathBuf,
-    web_spec: WebSpec,
-    web: Option<Proc>,
-    web_held_down: bool,
+    webs: Vec<WebSlot>,
+    /// What workers and clients talk to: the one web node, or the balancer
+    /// in front of several.
+    url: String,
     slots: Vec<Slot>,
     client: Client,
     cgroup: Option<MemoryCgroup>,
@@ -310,15 +330,18 @@ impl Fleet {
     /// Restarts what died without a fault holding it down (as a pod's
     /// restart policy would) and records it.
     async fn supervise(&mut self) -> anyhow::Result<()> {
-        if !self.web_held_down {
-            if let Some(status) = self.web.as_mut().and_then(|w| w.exited()) {
+        for j in 0..self.webs.len() {
+            if self.webs[j].held_down {
+                continue;
+            }
+            if let Some(status) = self.webs[j].proc.as_mut().and_then(|w| w.exited()) {
                 let text = format!(
-                    "web exited on its own ({}); starting it again",
+                    "web node {j} exited on its own ({}); starting it again",
                     exit_text(&status)
                 );
                 self.unexpected_exits.push(text.clone());
                 self.note(text);
-                self.web = Some(self.web_spec.start().await?);
+                self.webs[j].proc = Some(self.webs[j].spec.start().await?);
             }
         }
         for i in 0..self.slots.len() {
@@ -541,18 +564,32 @@ impl Fleet {
             }
             FaultKind::Oom => self.inject_oom(i, fault, &mut rec).await?,
             FaultKind::WebRestart => {
-                self.web_held_down = true;
-                if let Some(mut w) = self.web.take() {
+                let j = fault.worker % self.webs.len();
+                self.webs[j].held_down = true;
+                if let Some(mut w) = self.webs[j].proc.take() {
                     w.kill().await;
                 }
                 self.sleep(fault.down_for).await?;
                 let t = Instant::now();
-                self.web = Some(self.web_spec.start().await?);
-                self.web_held_down = false;
+                self.webs[j].proc = Some(self.webs[j].spec.start().await?);
+                self.webs[j].held_down = false;
                 rec.notes.push(format!(
-                    "web answered {} ms after its start",
+                    "web node {j} answered {} ms after its start",
                     t.elapsed().as_millis()
                 ));
+            }
+            FaultKind::WebPause => {
+                let j = fault.worker % self.webs.len();
+                self.webs[j].held_down = true;
+                if let Some(w) = &self.webs[j].proc {
+                    w.signal(Signal::SIGSTOP);
+                }
+                self.sleep(fault.down_for).await?;
+                if let Some(w) = &self.webs[j].proc {
+                    w.signal(Signal::SIGCONT);
+                }
+                self.webs[j].held_down = false;
+                rec.notes.push(format!("web node {j} paused"));
             }
             FaultKind::DbRestart => {
                 let Some(pg) = self.pg.clone() else {
@@ -881,6 +918,23 @@ async fn all_events(
     }
 }
 
+/// Refuses a configuration the run cannot honour.
+fn check_config(cfg: &ChaosConfig) -> anyhow::Result<()> {
+    if cfg.web_nodes == 0 {
+        bail!("a run needs at least one web node");
+    }
+    if cfg.web_nodes > 1 && cfg.postgres_url.is_none() && !cfg.postgres_throwaway {
+        bail!(
+            "{} web nodes share one PostgreSQL database: pass --postgres-url or --postgres-throwaway",
+            cfg.web_nodes
+        );
+    }
+    if cfg.postgres_url.is_some() && cfg.postgres_throwaway {
+        bail!("--postgres-url and --postgres-throwaway are two databases: pass one");
+    }
+    Ok(())
+}
+
 /// The fault kinds a run can inject.
 fn available_kinds(cfg: &ChaosConfig, pg: bool, cgroup: bool) -> Vec<FaultKind> {
     let mut kinds = vec![
@@ -889,6 +943,11 @@ fn available_kinds(cfg: &ChaosConfig, pg: bool, cgroup: bool) -> Vec<FaultKind> 
         FaultKind::Pause,
         FaultKind::WebRestart,
     ];
+    // Pausing the only web node pauses everything; with several, the
+    // others take its builds over.
+    if cfg.web_nodes > 1 {
+        kinds.push(FaultKind::WebPause);
+    }
     if cgroup {
         kinds.push(FaultKind::Oom);
     }
@@ -904,6 +963,8 @@ fn available_kinds(cfg: &ChaosConfig, pg: bool, cgroup: bool) -> Vec<FaultKind> 
 /// Runs one chaos run and returns its report (`passed` says whether it
 /// passed). Errors are failures of the harness itself.
 pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
+    // Refused before anything is made.
+    check_config(&cfg)?;
     let dir = match &cfg.dir {
         Some(d) => {
             std::fs::create_dir_all(d)?;
@@ -916,6 +977,49 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
             .canonicalize()?,
     };
     eprintln!("chaos: seed {} in {}", cfg.seed, dir.display());
+    // A cluster of the run's own, outside the run's dir (which only we may
+    // enter; the server runs as `postgres` when we are root).
+    let throwaway = if cfg.postgres_throwaway {
+        let pg_dir = tempfile::Builder::new()
+            .prefix(&format!("hangar-chaos-pg-{}-", cfg.seed))
+            .tempdir()?
+            .keep();
+        let (cluster, url) = tokio::task::spawn_blocking({
+            let pg_dir = pg_dir.clone();
+            move || postgres::start_throwaway(&pg_dir)
+        })
+        .await??;
+        eprintln!(
+            "chaos: throwaway PostgreSQL at {url} in {}",
+            pg_dir.display()
+        );
+        Some((cluster, url, pg_dir))
+    } else {
+        None
+    };
+    let result = run_in(
+        &cfg,
+        &dir,
+        throwaway.as_ref().map(|(c, u, _)| (c.clone(), u.clone())),
+    )
+    .await;
+    if let Some((cluster, _, pg_dir)) = throwaway {
+        let _ = tokio::task::spawn_blocking(move || cluster.discard(&pg_dir)).await;
+    }
+    let report = result?;
+    if report.passed && !cfg.keep && cfg.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(report)
+}
+
+/// The run in `dir`, on a throwaway cluster (and its admin URL) if given.
+async fn run_in(
+    cfg: &ChaosConfig,
+    dir: &Path,
+    throwaway: Option<(postgres::Cluster, String)>,
+) -> anyhow::Result<ChaosReport> {
+    let dir = dir.to_path_buf();
     let mut notes = Vec::new();
 
     // The database: SQLite in the dir, or a fresh PostgreSQL database.
@@ -935,7 +1039,12 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
         "30s".into(),
     ];
     let mut pg = None;
-    if let Some(url) = &cfg.postgres_url {
+    let mut postgres_url = cfg.postgres_url.clone();
+    if let Some((cluster, url)) = throwaway {
+        pg = Some(cluster);
+        postgres_url = Some(url);
+    }
+    if let Some(url) = &postgres_url {
         let db = format!(
             "hangar_chaos_{}_{}",
             cfg.seed,
@@ -944,11 +1053,15 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
         let run_url = postgres::create_database(url, &db)?;
         web_spec.database_url = Some(run_url);
         let port = postgres::PgUrl::parse(url)?.port;
-        let data_dir = cfg
-            .postgres_data_dir
-            .clone()
-            .or_else(|| postgres::find_data_dir(port));
+        let data_dir = if pg.is_some() {
+            None
+        } else {
+            cfg.postgres_data_dir
+                .clone()
+                .or_else(|| postgres::find_data_dir(port))
+        };
         match (data_dir, postgres::find_bin_dir()) {
+            _ if pg.is_some() => {}
             (Some(data_dir), Some(bin)) => {
                 // Refuse a wrong dir now, not at the first database restart
                 // with the server already stopped.
@@ -970,7 +1083,23 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
             ),
         }
     }
-    std::fs::create_dir_all(&web_spec.data_dir)?;
+    // Each web node its own port, dir and log; one database.
+    let specs: Vec<WebSpec> = if cfg.web_nodes == 1 {
+        vec![web_spec]
+    } else {
+        (0..cfg.web_nodes)
+            .map(|j| -> anyhow::Result<WebSpec> {
+                let mut spec = web_spec.clone();
+                spec.addr = std::net::SocketAddr::from(([127, 0, 0, 1], procs::free_port()?));
+                spec.data_dir = dir.join(format!("web-{j}"));
+                spec.log = dir.join("logs").join(format!("web-{j}.log"));
+                Ok(spec)
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
+    for spec in &specs {
+        std::fs::create_dir_all(&spec.data_dir)?;
+    }
 
     let cgroup = match MemoryCgroup::create(&format!("hangar-chaos-{}", cfg.seed)) {
         Ok(cg) => Some(cg),
@@ -979,7 +1108,7 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
             None
         }
     };
-    let kinds = available_kinds(&cfg, pg.is_some(), cgroup.is_some());
+    let kinds = available_kinds(cfg, pg.is_some(), cgroup.is_some());
     let faults = schedule::plan(
         cfg.seed,
         cfg.duration,
@@ -988,14 +1117,31 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
         cfg.heartbeat_ttl,
     );
 
-    let web = web_spec.start().await?;
-    let client = procs::admin_client(&web_spec.url(), Duration::from_secs(10))?;
+    let mut webs = Vec::new();
+    for spec in specs {
+        let proc = Some(spec.start().await?);
+        webs.push(WebSlot {
+            spec,
+            proc,
+            held_down: false,
+        });
+    }
+    // Several nodes: workers and clients reach whichever is up through a
+    // balancer, as they would through a Service.
+    let url = if webs.len() == 1 {
+        webs[0].spec.url()
+    } else {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let nodes: Vec<_> = webs.iter().map(|w| w.spec.addr).collect();
+        balancer::Balancer::start(listener, &nodes)?.url()
+    };
+    let client = procs::admin_client(&url, Duration::from_secs(10))?;
     let builds = Arc::new(Mutex::new(Vec::new()));
     let mut fleet = Fleet {
         slots: (0..cfg.workers)
             .map(|i| {
                 let name = format!("w{i}");
-                let mut spec = WorkerSpec::new(&cfg.bin, &dir, &name, &web_spec.url());
+                let mut spec = WorkerSpec::new(&cfg.bin, &dir, &name, &url);
                 spec.heartbeat_interval = cfg.heartbeat_interval;
                 spec.report_interval = cfg.report_interval;
                 spec.tags = vec![name];
@@ -1008,9 +1154,8 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
             .collect(),
         cfg: cfg.clone(),
         dir: dir.clone(),
-        web_spec,
-        web: Some(web),
-        web_held_down: false,
+        webs,
+        url,
         client,
         cgroup,
         pg,
@@ -1027,19 +1172,19 @@ pub async fn run(cfg: ChaosConfig) -> anyhow::Result<ChaosReport> {
             p.kill().await;
         }
     }
-    if let Some(mut w) = fleet.web.take() {
-        w.kill().await;
+    for w in &mut fleet.webs {
+        if let Some(mut p) = w.proc.take() {
+            // A paused node is killed as well; it only needs to be reaped.
+            p.signal(Signal::SIGCONT);
+            p.kill().await;
+        }
     }
     if let Some(cg) = &fleet.cgroup {
         if let Err(e) = cg.remove() {
             eprintln!("chaos: {e}");
         }
     }
-    let report = result?;
-    if report.passed && !cfg.keep && cfg.dir.is_none() {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    Ok(report)
+    result
 }
 
 async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosReport> {
@@ -1061,7 +1206,7 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
     let stop_submitting = Arc::new(AtomicBool::new(false));
     let stop_tracking = Arc::new(AtomicBool::new(false));
     let submitter = tokio::spawn(submit_builds(
-        procs::admin_client(&fleet.web_spec.url(), Duration::from_secs(10))?,
+        procs::admin_client(&fleet.url, Duration::from_secs(10))?,
         fleet.builds.clone(),
         cfg.seed,
         cfg.build_every,
@@ -1069,7 +1214,7 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
         stop_submitting.clone(),
     ));
     let tracker = tokio::spawn(track_builds(
-        procs::admin_client(&fleet.web_spec.url(), Duration::from_secs(10))?,
+        procs::admin_client(&fleet.url, Duration::from_secs(10))?,
         fleet.builds.clone(),
         stop_tracking.clone(),
     ));
@@ -1108,7 +1253,7 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
 
     // One GC pass, with no grace for missing rows, then time for the
     // workers to act on it.
-    let gc = run_gc(&fleet.web_spec.database()).await;
+    let gc = run_gc(&fleet.webs[0].spec.database()).await;
     for line in &gc {
         fleet.say(&format!("gc: {line}"));
     }
@@ -1120,7 +1265,7 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
     // agree (a worker destroys a container it finds but web does not know
     // only once it is a minute old), up to a limit.
     let settling = Instant::now();
-    let settled = match Store::open(&fleet.web_spec.database()).await {
+    let settled = match Store::open(&fleet.webs[0].spec.database()).await {
         Ok(store) => {
             let deadline = settling + cfg.settle_timeout;
             let agreed = loop {
@@ -1196,9 +1341,11 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
             p.stop(Duration::from_secs(10)).await;
         }
     }
-    fleet.web_held_down = true;
-    if let Some(mut w) = fleet.web.take() {
-        w.stop(Duration::from_secs(10)).await;
+    for w in &mut fleet.webs {
+        w.held_down = true;
+        if let Some(mut p) = w.proc.take() {
+            p.stop(Duration::from_secs(10)).await;
+        }
     }
     let (divergence, snapshot_note) = compare_with_disks(fleet).await;
     if let Some(n) = snapshot_note {
@@ -1248,11 +1395,12 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
         && counts.aborted == 0
         && divergence_total == 0
         && leaked.is_empty();
-    let database = fleet.web_spec.database();
+    let database = fleet.webs[0].spec.database();
     Ok(ChaosReport {
         seed: cfg.seed,
         duration_seconds: cfg.duration.as_secs_f64(),
         workers: cfg.workers,
+        web_nodes: cfg.web_nodes,
         database: database.split(':').next().unwrap_or("").to_string(),
         retries: tracked.iter().map(|b| b.retries).sum(),
         builds: counts,
@@ -1304,7 +1452,7 @@ async fn run_gc(url: &str) -> Vec<String> {
 
 /// Every worker's rows against its disk, with web and workers stopped.
 async fn compare_with_disks(fleet: &Fleet) -> (BTreeMap<String, WorkerDivergence>, Option<String>) {
-    let url = fleet.web_spec.database();
+    let url = fleet.webs[0].spec.database();
     let store = match Store::open(&url).await {
         Ok(s) => s,
         Err(e) => {
@@ -1386,4 +1534,47 @@ pub fn ensure_passed(report: &ChaosReport) -> anyhow::Result<()> {
         bail!("{}", report.line());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(web_nodes: usize, url: bool, throwaway: bool) -> ChaosConfig {
+        let mut cfg = ChaosConfig::new(PathBuf::from("/bin/hangar"), 1);
+        cfg.web_nodes = web_nodes;
+        cfg.postgres_url = url.then(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        cfg.postgres_throwaway = throwaway;
+        cfg
+    }
+
+    #[test]
+    fn several_web_nodes_need_postgres_and_one_database() {
+        // (web nodes, --postgres-url, --postgres-throwaway, accepted)
+        let cases = [
+            (1, false, false, true),
+            (1, true, false, true),
+            (1, false, true, true),
+            (2, false, false, false),
+            (2, true, false, true),
+            (3, false, true, true),
+            (0, false, true, false),
+            (2, true, true, false),
+        ];
+        for (nodes, url, throwaway, ok) in cases {
+            let result = check_config(&config(nodes, url, throwaway));
+            assert_eq!(result.is_ok(), ok, "{nodes} {url} {throwaway}: {result:?}");
+        }
+    }
+
+    #[test]
+    fn web_nodes_are_paused_only_when_there_are_several() {
+        let one = available_kinds(&config(1, false, false), false, false);
+        let two = available_kinds(&config(2, false, true), true, false);
+        assert!(!one.contains(&FaultKind::WebPause));
+        assert!(!one.contains(&FaultKind::DbRestart));
+        assert!(two.contains(&FaultKind::WebPause));
+        assert!(two.contains(&FaultKind::DbRestart));
+        assert!(two.contains(&FaultKind::WebRestart));
+    }
 }

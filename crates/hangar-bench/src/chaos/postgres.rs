@@ -158,6 +158,17 @@ impl Cluster {
         )
     }
 
+    /// Stops a cluster the run started for itself at once, and removes it.
+    pub fn discard(&self, dir: &Path) {
+        let data = self.data_dir.to_string_lossy().into_owned();
+        let _ = as_postgres(
+            &self.bin.join("pg_ctl"),
+            &["-D", &data, "-m", "immediate", "-w", "stop"],
+        )
+        .output();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     /// Starts it with the options of its last start (`postmaster.opts`).
     pub fn start(&self) -> anyhow::Result<()> {
         let opts = std::fs::read_to_string(self.data_dir.join("postmaster.opts"))
@@ -188,6 +199,77 @@ impl Cluster {
             "pg_ctl start",
         )
     }
+}
+
+/// A cluster the run starts for itself in `dir` (as
+/// `scripts/postgres-throwaway.sh` does): `initdb`, then a server on a free
+/// loopback port, run as the `postgres` user when we are root. Returns it
+/// and its admin URL; [`Cluster::discard`] stops it for good.
+pub fn start_throwaway(dir: &Path) -> anyhow::Result<(Cluster, String)> {
+    let bin = find_bin_dir().context("PostgreSQL server binaries (initdb, pg_ctl) not found")?;
+    std::fs::create_dir_all(dir)?;
+    if nix::unistd::Uid::effective().is_root() {
+        if nix::unistd::User::from_name("postgres")?.is_none() {
+            run(
+                {
+                    let mut c = Command::new("useradd");
+                    c.args(["--system", "--no-create-home", "postgres"]);
+                    c
+                },
+                "useradd postgres",
+            )?;
+        }
+        run(
+            {
+                let mut c = Command::new("chown");
+                c.arg("postgres").arg(dir);
+                c
+            },
+            "chown the PostgreSQL dir",
+        )?;
+    }
+    let data = dir.join("data");
+    let data_text = data.to_string_lossy().into_owned();
+    run(
+        as_postgres(
+            &bin.join("initdb"),
+            &[
+                "-D",
+                &data_text,
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+            ],
+        ),
+        "initdb",
+    )?;
+    let port = crate::procs::free_port()?;
+    let options = format!(
+        "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400",
+        dir.display()
+    );
+    let log = dir.join("server.log");
+    let log_text = log.to_string_lossy().into_owned();
+    run(
+        as_postgres(
+            &bin.join("pg_ctl"),
+            &[
+                "-D", &data_text, "-l", &log_text, "-w", "-o", &options, "start",
+            ],
+        ),
+        "pg_ctl start",
+    )?;
+    let cluster = Cluster {
+        bin,
+        data_dir: data,
+        log,
+    };
+    Ok((
+        cluster,
+        format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+    ))
 }
 
 #[cfg(test)]

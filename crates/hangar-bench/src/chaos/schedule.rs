@@ -22,8 +22,13 @@ pub enum FaultKind {
     /// A memory-hungry step gets the worker OOM-killed by the kernel; the
     /// worker is started again on the same dir.
     Oom,
-    /// SIGKILL web and start it again on the same database.
+    /// SIGKILL web (one web node, when there are several) and start it
+    /// again on the same database.
     WebRestart,
+    /// SIGSTOP one web node, then SIGCONT: sometimes past its build leases,
+    /// so another node takes its builds over and it must not write to them
+    /// once it wakes (only with several web nodes).
+    WebPause,
     /// Stop PostgreSQL and start it again.
     DbRestart,
 }
@@ -36,12 +41,16 @@ impl FaultKind {
             FaultKind::Pause => "pause",
             FaultKind::Oom => "oom",
             FaultKind::WebRestart => "web-restart",
+            FaultKind::WebPause => "web-pause",
             FaultKind::DbRestart => "db-restart",
         }
     }
 
     pub fn hits_a_worker(self) -> bool {
-        !matches!(self, FaultKind::WebRestart | FaultKind::DbRestart)
+        !matches!(
+            self,
+            FaultKind::WebRestart | FaultKind::WebPause | FaultKind::DbRestart
+        )
     }
 }
 
@@ -52,7 +61,8 @@ pub struct Fault {
     #[serde(serialize_with = "ser_ms")]
     pub at: Duration,
     pub kind: FaultKind,
-    /// Which worker (an index), for faults that hit one.
+    /// Which worker (an index), for faults that hit one; for a fault on a
+    /// web node, that node is this modulo the number of nodes.
     pub worker: usize,
     /// How long the process (or the database) stays down or paused.
     #[serde(serialize_with = "ser_ms")]
@@ -112,6 +122,8 @@ pub fn plan(
                 }
                 FaultKind::Pause => rng.range(ttl_ms * 2, ttl_ms * 5),
                 FaultKind::WebRestart => rng.range(500, 2500),
+                // Around the 6 s build lease: some end before it runs out.
+                FaultKind::WebPause => rng.range(2000, 10_000),
                 FaultKind::DbRestart => rng.range(1000, 4000),
             };
             Fault {
@@ -128,12 +140,13 @@ pub fn plan(
 mod tests {
     use super::*;
 
-    const ALL: [FaultKind; 6] = [
+    const ALL: [FaultKind; 7] = [
         FaultKind::KillWipe,
         FaultKind::KillKeep,
         FaultKind::Pause,
         FaultKind::Oom,
         FaultKind::WebRestart,
+        FaultKind::WebPause,
         FaultKind::DbRestart,
     ];
 

@@ -44,7 +44,7 @@ pub(crate) fn info(name: &str, identity: &str) -> WorkerInfo {
     }
 }
 
-fn config(node: &str) -> EngineConfig {
+pub(crate) fn config(node: &str) -> EngineConfig {
     let mut config = EngineConfig::new(node);
     // Short enough that a test waits well under a second for web to judge
     // an unreachable worker or for a dead node's lease to run out.
@@ -96,12 +96,25 @@ impl Harness {
         h
     }
 
+    /// A node running an engine configured with `config` over `store` (any
+    /// database, made by the caller), with `workers` registered.
+    pub(crate) async fn on_store(store: Store, workers: &[&str], config: EngineConfig) -> Harness {
+        for w in workers {
+            store
+                .register_worker(&info(w, &format!("sid-{w}")), now())
+                .await
+                .expect("register a worker");
+        }
+        Harness::start_with(store, FakeWorkers::new(), config)
+    }
+
     /// A node running an engine over `store` and `fake`.
     pub(crate) fn start(store: Store, fake: FakeWorkers, node: &str) -> Harness {
         Harness::start_with(store, fake, config(node))
     }
 
-    fn start_with(store: Store, fake: FakeWorkers, config: EngineConfig) -> Harness {
+    /// A node running an engine configured with `config`.
+    pub(crate) fn start_with(store: Store, fake: FakeWorkers, config: EngineConfig) -> Harness {
         let engine = Engine::new(
             store.clone(),
             Arc::new(fake.clone()),
@@ -129,6 +142,14 @@ impl Harness {
             .await
             .expect("the engine ends once stopped, whatever its builds are doing")
             .expect("the engine's task ends cleanly");
+    }
+
+    /// Kills the node as SIGKILL does: its engine and every build task of
+    /// it are dropped wherever they are, releasing nothing.
+    pub(crate) async fn kill(&mut self) {
+        let task = self.task.take().expect("the engine runs");
+        task.abort();
+        let _ = task.await;
     }
 
     pub(crate) async fn submit(&self, plan: serde_json::Value) -> i64 {

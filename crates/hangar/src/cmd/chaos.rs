@@ -30,13 +30,23 @@ pub(crate) struct Args {
     workers: usize,
     /// An admin URL of a PostgreSQL server to run web on (a database is
     /// made for the run); enables database restarts. Default: SQLite.
-    #[arg(long)]
+    #[arg(long, alias = "database-url", conflicts_with = "postgres_throwaway")]
     postgres_url: Option<String>,
+    /// Start a throwaway PostgreSQL cluster for the run (initdb on a free
+    /// loopback port, as the `postgres` user when run as root), removed at
+    /// its end; enables database restarts.
+    #[arg(long)]
+    postgres_throwaway: bool,
+    /// How many web nodes share the database (more than one needs
+    /// PostgreSQL); workers and clients reach them through a balancer, and
+    /// web nodes are killed (web-restart) and paused (web-pause).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+    web_nodes: u16,
     /// That server's data directory (found from its process if not given).
     #[arg(long)]
     postgres_data_dir: Option<PathBuf>,
     /// Only these faults (comma-separated): kill-wipe, kill-keep, pause,
-    /// oom, web-restart, db-restart.
+    /// oom, web-restart, web-pause, db-restart.
     #[arg(long, value_delimiter = ',', value_parser = parse_fault)]
     faults: Vec<FaultKind>,
     #[arg(long, default_value = "300ms", value_parser = duration::parse)]
@@ -63,13 +73,14 @@ fn parse_fault(s: &str) -> Result<FaultKind, String> {
         FaultKind::Pause,
         FaultKind::Oom,
         FaultKind::WebRestart,
+        FaultKind::WebPause,
         FaultKind::DbRestart,
     ]
     .into_iter()
     .find(|k| k.as_str() == s)
     .ok_or_else(|| {
         format!(
-            "unknown fault {s:?}: use kill-wipe, kill-keep, pause, oom, web-restart, db-restart"
+            "unknown fault {s:?}: use kill-wipe, kill-keep, pause, oom, web-restart, web-pause, db-restart"
         )
     })
 }
@@ -81,6 +92,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     cfg.workers = args.workers;
     cfg.postgres_url = args.postgres_url;
     cfg.postgres_data_dir = args.postgres_data_dir;
+    cfg.postgres_throwaway = args.postgres_throwaway;
+    cfg.web_nodes = usize::from(args.web_nodes);
     cfg.heartbeat_interval = args.heartbeat_interval;
     cfg.heartbeat_ttl = args.heartbeat_ttl;
     cfg.report_interval = args.report_interval;
