@@ -234,10 +234,12 @@ async fn run_scale(
 
         // 1. A new version, as a check saves it.
         let version = serde_json::json!({"v": format!("new-{round}")});
+        let ids = retry_busy(|| {
+            store.insert_versions(resource.id, std::slice::from_ref(&version), now_ms())
+        })
+        .await?;
+        // Timed from the version's commit: what a check's saving is.
         let start = Instant::now();
-        let ids = store
-            .insert_versions(resource.id, &[version], now_ms())
-            .await?;
         match wait_for_new_builds(&store, &[unit.id], &before, timeout).await? {
             true => new_version.push(start.elapsed().as_secs_f64() * 1000.0),
             false => timed_out += 1,
@@ -250,15 +252,17 @@ async fn run_scale(
             inputs: vec![(resource.name.clone(), resource.id, ids[0])],
             outputs: vec![],
         };
-        let start = Instant::now();
-        store
-            .insert_succeeded_job_builds(
+        let unit_name = format!("{PIPELINE}/{}", unit.name);
+        retry_busy(|| {
+            store.insert_succeeded_job_builds(
                 unit.id,
-                &format!("{PIPELINE}/{}", unit.name),
-                &[build],
+                &unit_name,
+                std::slice::from_ref(&build),
                 now_ms(),
             )
-            .await?;
+        })
+        .await?;
+        let start = Instant::now();
         match wait_for_new_builds(&store, &downstream_ids, &before, timeout).await? {
             true => passed.push(start.elapsed().as_secs_f64() * 1000.0),
             false => timed_out += 1,
@@ -283,6 +287,26 @@ async fn run_scale(
         web_rss_peak_mib: mib(rss_peak.max(rss.peak)),
         web_cpu_seconds: cpu,
     })
+}
+
+/// Runs a write again while SQLite answers that another connection (web,
+/// in its own process) wrote since this one's transaction began.
+async fn retry_busy<T, F, Fut>(mut write: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, hangar_store::StoreError>>,
+{
+    let mut tries = 0;
+    loop {
+        match write().await {
+            Ok(v) => return Ok(v),
+            Err(e) if tries < 100 && e.to_string().contains("database is locked") => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Each job's newest build number (0: none).
