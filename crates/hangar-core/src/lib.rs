@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod build;
 pub mod caches;
 pub mod containers;
+pub mod dashboard;
 pub mod database;
 pub mod engine;
 pub mod events;

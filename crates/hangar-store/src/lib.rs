@@ -15,9 +15,11 @@ mod containers;
 mod db;
 mod error;
 mod events;
+mod exposure;
 mod gc;
 mod health;
 mod job_builds;
+mod latest_builds;
 mod log_retention;
 mod pipelines;
 mod records;
@@ -39,7 +41,9 @@ pub use bulk_history::HistoricBuild;
 pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;
+pub use exposure::BuildExposure;
 pub use job_builds::{BuildJob, BuildVersionShown, JobBuildRecord};
+pub use latest_builds::LatestBuild;
 pub use pipelines::{
     Created, JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,
     SetOutcome, TeamRecord, VersionPage,
