@@ -7,6 +7,7 @@
 //! every task it started has stopped.
 
 mod auth;
+mod dashboard;
 mod error;
 mod gc_loop;
 mod health;
