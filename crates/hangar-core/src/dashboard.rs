@@ -95,7 +95,13 @@ mod tests {
 
     #[test]
     fn columns_follow_passed_depth() {
-        let cases: &[(&[&str], &[(&str, &[&str])], &[&[&str]])] = &[
+        // (jobs in config order, each job's passed jobs, the columns)
+        type Case<'a> = (
+            &'a [&'a str],
+            &'a [(&'a str, &'a [&'a str])],
+            &'a [&'a [&'a str]],
+        );
+        let cases: &[Case] = &[
             (&[], &[], &[]),
             (&["a", "b"], &[], &[&["a", "b"]]),
             (
