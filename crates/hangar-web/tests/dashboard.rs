@@ -7,8 +7,8 @@
 mod common;
 
 use common::{TestWeb, ADMIN};
-use hangar_core::build::BuildEventKind;
-use hangar_store::Store;
+use hangar_core::build::{BuildEventKind, StepKind, StepState};
+use hangar_store::{StepRecord, Store};
 use hangar_testkit::on_both_databases;
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use reqwest::{Response, StatusCode};
@@ -279,6 +279,27 @@ async fn every_page_renders_and_hostile_text_stays_text(store: Store) {
         )
         .await
         .unwrap();
+    // The step went on to another worker after the loss.
+    store
+        .save_step(&StepRecord {
+            build_id: build.id,
+            step_id: "0".into(),
+            name: "repo".into(),
+            kind: StepKind::Get,
+            state: StepState::Running,
+            attempt: 2,
+            worker: Some("w1".into()),
+            container: None,
+            log_offset: 0,
+            exit_code: None,
+            outputs: "{}".into(),
+            error: None,
+            started_at: Some(3),
+            finished_at: None,
+            version: None,
+        })
+        .await
+        .unwrap();
     let b = Browser::logged_in(&t).await;
     let pages = [
         ("/", vec!["unit", "deploy", "pending"]),
@@ -297,7 +318,12 @@ async fn every_page_renders_and_hostile_text_stays_text(store: Store) {
         ),
         (
             "/teams/main/pipelines/p/jobs/unit/builds/1",
-            vec!["p/unit #1", "infrastructure", "worker w9 was lost"],
+            vec![
+                "p/unit #1",
+                "infrastructure",
+                "worker w9 was lost",
+                "now attempt 2 on <a href=\"/workers/w1\">w1</a> (running)",
+            ],
         ),
         (
             &format!("/builds/{}", build.id),

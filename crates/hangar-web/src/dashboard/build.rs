@@ -139,7 +139,16 @@ async fn render(web: &Web, viewer: &Viewer, build: BuildRecord, crumbs: Markup) 
             h2 { "infrastructure" }
             ul #infra {
                 @for e in &infra {
-                    li.infra { (moment(Some(e.at))) " step " (e.step.as_deref().unwrap_or("–")) ": " (e.payload) }
+                    li.infra {
+                        (moment(Some(e.at))) " step " (e.step.as_deref().unwrap_or("–")) ": " (e.payload)
+                        // Where the step went: its latest attempt (the
+                        // log says which worker each attempt lost).
+                        @if let Some(s) = steps.iter().find(|s| Some(&s.step_id) == e.step.as_ref()) {
+                            " → now attempt " (s.attempt) " on "
+                            @if let Some(w) = &s.worker { a href={"/workers/" (w)} { (w) } } @else { "no worker yet" }
+                            " (" (s.state.as_str()) ")"
+                        }
+                    }
                 }
             }
         }
