@@ -1,8 +1,9 @@
 //! The dashboard in a real browser: headless Chromium driven through
 //! chromedriver (WebDriver) against web served in-process on a real
 //! store. Logs in, opens the pipelines page, triggers a job from its
-//! page, watches the build's log stream in (and end), and sees the
-//! workers page. On failure a screenshot is saved under `target/`.
+//! page, watches the build's log stream in (with a lost worker's retry
+//! and its cause) to its end, and sees the workers page update. On
+//! failure a screenshot is saved under `target/`.
 //!
 //! Builds are not run here (no worker runs steps in this test): the test
 //! writes the build's log through the store as the engine does, then
@@ -193,6 +194,15 @@ async fn journey(t: &TestWeb, c: &Client) -> Step {
     });
     wait_for_text(c, "#log", "line 1999").await?;
     writer.await.map_err(fail("log writer"))?;
+    // A worker lost mid-step: the engine's infrastructure entry streams in.
+    let lost =
+        "worker w1 restarted with its state lost (OOMKilled); retrying get repo (attempt 2 of 3)";
+    t.web
+        .store()
+        .append_build_event(build, Some("0"), BuildEventKind::Infra, lost, 3)
+        .await
+        .map_err(fail("infra event"))?;
+    wait_for_text(c, "#log .infra", "OOMKilled").await?;
     let owned = c
         .execute("return typeof window.owned", vec![])
         .await
@@ -207,9 +217,13 @@ async fn journey(t: &TestWeb, c: &Client) -> Step {
         .await
         .map_err(fail("abort"))?;
     wait_for_text(c, "#build-status", "aborted").await?;
-    // The workers page.
+    // After the end the page reloads: the retry is listed with its cause.
+    wait_for_text(c, "#infra", "OOMKilled").await?;
+    // The workers page, which updates itself as the fleet changes.
     click(c, "a[href='/workers']").await?;
     wait_for_text(c, "main", "w1").await?;
+    t.register("w2", "disk-2").await;
+    wait_for_text(c, "#fleet", "w2").await?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use axum::response::Html;
 use hangar_core::dashboard::duration_words;
 use hangar_store::WorkerRecord;
-use maud::{html, Markup};
+use maud::{html, Markup, PreEscaped};
 
 use super::auth::Viewer;
 use super::layout::{moment, page};
@@ -33,6 +33,23 @@ fn condition(worker: &WorkerRecord) -> Markup {
     }
 }
 
+/// Keeps the fleet table current without reloading the page (so the
+/// scroll position stays): every few seconds the page is fetched again
+/// and its `#fleet` swapped in. The fetched HTML is web's own, escaped
+/// when rendered, and DOMParser runs no script in it.
+const REFRESH: &str = r#"
+setInterval(function () {
+  fetch(location.href, {credentials: "same-origin"})
+    .then(function (r) { return r.ok ? r.text() : null; })
+    .then(function (text) {
+      if (!text) return;
+      var fresh = new DOMParser().parseFromString(text, "text/html").getElementById("fleet");
+      if (fresh) document.getElementById("fleet").replaceWith(fresh);
+    })
+    .catch(function () {});
+}, 3000);
+"#;
+
 pub(crate) async fn list_page(State(web): State<Web>, viewer: Viewer) -> PageResult {
     if !viewer.logged_in {
         return Err(PageError::login_needed());
@@ -40,6 +57,7 @@ pub(crate) async fn list_page(State(web): State<Web>, viewer: Viewer) -> PageRes
     let workers = web.store().list_workers().await?;
     let now = web.now();
     let body = html! {
+        div #fleet {
         h1 { "workers (" (workers.len()) ")" }
         table {
             tr {
@@ -65,6 +83,8 @@ pub(crate) async fn list_page(State(web): State<Web>, viewer: Viewer) -> PageRes
                 }
             }
         }
+        }
+        script { (PreEscaped(REFRESH)) }
     };
     Ok(Html(page("workers", &viewer, body).into_string()))
 }
