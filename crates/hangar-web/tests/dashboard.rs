@@ -168,6 +168,7 @@ async fn only_exposed_pipelines_are_readable_without_login(store: Store) {
         "/teams/main/pipelines/nope",
         "/workers",
         "/workers/w1",
+        "/builds",
     ] {
         let (status, html) = anonymous.get(path).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}: {html}");
@@ -304,6 +305,7 @@ async fn every_page_renders_and_hostile_text_stays_text(store: Store) {
     let pages = [
         ("/", vec!["unit", "deploy", "pending"]),
         ("/workers", vec!["w1", "running"]),
+        ("/builds", vec!["p/unit #1", "pending"]),
         (
             "/workers/w1",
             vec!["lifecycle events", "registered", "generation"],

@@ -42,6 +42,7 @@ pub(crate) fn page(title: &str, viewer: &Viewer, body: Markup) -> Markup {
                 header {
                     a href="/" { "pipelines" }
                     @if viewer.logged_in {
+                        a href="/builds" { "builds" }
                         a href="/workers" { "workers" }
                         form method="post" action="/logout" {
                             (csrf_field(viewer))

@@ -5,6 +5,7 @@
 
 mod auth;
 mod build;
+mod builds;
 mod job;
 mod layout;
 mod pipeline;
@@ -37,6 +38,7 @@ pub(crate) fn router() -> Router<Web> {
             &format!("{JOB}/builds/{{number}}"),
             get(build::job_build_page),
         )
+        .route("/builds", get(builds::page))
         .route("/builds/{id}", get(build::page))
         .route("/builds/{id}/log", get(build::log_stream))
         .route("/builds/{id}/abort", post(build::abort))
