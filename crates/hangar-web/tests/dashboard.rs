@@ -370,6 +370,46 @@ async fn every_page_renders_and_hostile_text_stays_text(store: Store) {
     t.stop().await;
 }
 
+/// Names a config accepts (with a warning) that are markup, or that would
+/// break a link's path: shown as text, linked percent-encoded.
+async fn hostile_names_are_text_and_their_links_work(store: Store) {
+    let t = TestWeb::start(store).await;
+    let job = "<img src=x onerror=alert(1)>#?x";
+    let config = format!(
+        "resources:\n- name: repo\n  type: mock\n  source: {{}}\njobs:\n- name: '{job}'\n  plan:\n  - get: repo\n"
+    );
+    t.admin
+        .set_pipeline("main", "p", &config, None)
+        .await
+        .unwrap();
+    t.admin.pause_pipeline("main", "p", false).await.unwrap();
+    t.admin.trigger_job("main", "p", job).await.unwrap();
+    let b = Browser::logged_in(&t).await;
+    let encoded = "%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E%23%3Fx";
+    let job_path = format!("/teams/main/pipelines/p/jobs/{encoded}");
+    for path in [
+        "/".to_string(),
+        "/teams/main/pipelines/p".into(),
+        job_path.clone(),
+        format!("{job_path}/builds/1"),
+    ] {
+        let (status, html) = b.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {html}");
+        assert!(!html.contains("<img"), "{path}: {html}");
+        assert!(
+            html.contains("&lt;img src=x onerror=alert(1)&gt;#?x"),
+            "{path}: {html}"
+        );
+    }
+    let (_, html) = b.get("/teams/main/pipelines/p").await;
+    assert!(html.contains(&format!("href=\"{job_path}\"")), "{html}");
+    // Its actions go through: the job pauses.
+    let r = b.act(&format!("{job_path}/pause")).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert!(t.admin.job("main", "p", job).await.unwrap().paused);
+    t.stop().await;
+}
+
 async fn the_log_streams_as_server_sent_events_to_the_end(store: Store) {
     let t = TestWeb::start(store).await;
     set(&t, "p").await;
@@ -440,5 +480,6 @@ on_both_databases!(
     only_exposed_pipelines_are_readable_without_login,
     actions_need_the_cookie_and_the_csrf_token,
     every_page_renders_and_hostile_text_stays_text,
+    hostile_names_are_text_and_their_links_work,
     the_log_streams_as_server_sent_events_to_the_end,
 );

@@ -19,7 +19,7 @@ use maud::{html, Markup, PreEscaped};
 use serde::Deserialize;
 
 use super::auth::{act_through_api, ActionForm, Viewer};
-use super::layout::{action_button, moment, page as shell, status, took};
+use super::layout::{action_button, moment, page as shell, seg, status, took};
 use super::pipeline::readable;
 use super::{PageError, PageResult};
 use crate::Web;
@@ -79,8 +79,8 @@ pub(crate) async fn job_build_page(
     may_read(&web, &viewer, b.build.id).await?;
     let crumbs = html! {
         p {
-            a href={"/teams/" (team) "/pipelines/" (name)} { (name) } " / "
-            a href={"/teams/" (team) "/pipelines/" (name) "/jobs/" (job)} { (job) } " / #" (number)
+            a href={"/teams/" (seg(&team)) "/pipelines/" (seg(&name))} { (name) } " / "
+            a href={"/teams/" (seg(&team)) "/pipelines/" (seg(&name)) "/jobs/" (seg(&job))} { (job) } " / #" (number)
         }
     };
     render(&web, &viewer, b.build, crumbs).await
@@ -128,7 +128,7 @@ async fn render(web: &Web, viewer: &Viewer, build: BuildRecord, crumbs: Markup) 
                 tr {
                     td { (s.step_id) } td { (s.name) } td { (s.kind.as_str()) }
                     td { (status(s.state.as_str())) } td { (s.attempt) }
-                    td { @if let Some(w) = &s.worker { a href={"/workers/" (w)} { (w) } } @else { "–" } }
+                    td { @if let Some(w) = &s.worker { a href={"/workers/" (seg(&w))} { (w) } } @else { "–" } }
                     td { (s.exit_code.map_or("–".to_string(), |c| c.to_string())) }
                     td { (took(s.started_at, s.finished_at, now)) }
                     td { (s.error.as_deref().unwrap_or("")) }
@@ -145,7 +145,7 @@ async fn render(web: &Web, viewer: &Viewer, build: BuildRecord, crumbs: Markup) 
                         // log says which worker each attempt lost).
                         @if let Some(s) = steps.iter().find(|s| Some(&s.step_id) == e.step.as_ref()) {
                             " → now attempt " (s.attempt) " on "
-                            @if let Some(w) = &s.worker { a href={"/workers/" (w)} { (w) } } @else { "no worker yet" }
+                            @if let Some(w) = &s.worker { a href={"/workers/" (seg(&w))} { (w) } } @else { "no worker yet" }
                             " (" (s.state.as_str()) ")"
                         }
                     }

@@ -8,7 +8,7 @@ use axum::Form;
 use maud::html;
 
 use super::auth::{act_through_api, segment, ActionForm, Viewer};
-use super::layout::{action_button, moment, page as shell, status, took};
+use super::layout::{action_button, moment, page as shell, seg, status, took};
 use super::pipeline::readable;
 use super::{PageError, PageResult};
 use crate::Web;
@@ -31,10 +31,15 @@ pub(crate) async fn page(
         rows.push((b, inputs));
     }
     let now = web.now();
-    let base = format!("/teams/{team}/pipelines/{name}/jobs/{job}");
+    let base = format!(
+        "/teams/{}/pipelines/{}/jobs/{}",
+        seg(&team),
+        seg(&name),
+        seg(&job)
+    );
     let body = html! {
         h1 {
-            a href={"/teams/" (team) "/pipelines/" (name)} { (name) } " / " (job)
+            a href={"/teams/" (seg(&team)) "/pipelines/" (seg(&name))} { (name) } " / " (job)
             @if j.paused { " " (status("paused")) }
             @if p.paused { " " span.notice { "(pipeline paused)" } }
         }

@@ -107,3 +107,9 @@ pub(crate) fn took(started: Option<i64>, finished: Option<i64>, now: i64) -> Str
         _ => "–".into(),
     }
 }
+
+/// A name as one segment of a link's path (`#`, `?`, `/` and spaces in a
+/// name would otherwise break or redirect the link).
+pub(crate) fn seg(name: impl AsRef<str>) -> String {
+    super::auth::segment(name.as_ref())
+}

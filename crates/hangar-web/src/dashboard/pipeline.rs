@@ -15,7 +15,7 @@ use hangar_store::{PipelineRecord, StoreError, VersionPage};
 use maud::html;
 
 use super::auth::{act_through_api, segment, ActionForm, Viewer};
-use super::layout::{action_button, page as shell, status};
+use super::layout::{action_button, page as shell, seg, status};
 use super::{PageError, PageResult};
 use crate::Web;
 
@@ -77,7 +77,7 @@ pub(crate) async fn page(
         resources.push((r, versions));
     }
     let exposed = store.exposed_pipeline_ids().await?.contains(&p.id);
-    let base = format!("/teams/{team}/pipelines/{name}");
+    let base = format!("/teams/{}/pipelines/{}", seg(&team), seg(&name));
     let body = html! {
         h1 {
             "pipeline " (name)
@@ -104,7 +104,7 @@ pub(crate) async fn page(
                             None => "none",
                         };
                         div class={"job " (word)} {
-                            a href={(base) "/jobs/" (job_name)} { (job_name) }
+                            a href={(base) "/jobs/" (seg(&job_name))} { (job_name) }
                             @if record.is_some_and(|j| j.paused) { " (paused)" }
                             @if let Some(job) = config.job(job_name) {
                                 ul {

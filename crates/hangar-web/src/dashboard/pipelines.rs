@@ -6,7 +6,7 @@ use axum::response::Html;
 use maud::html;
 
 use super::auth::Viewer;
-use super::layout::{page as shell, status};
+use super::layout::{page as shell, seg, status};
 use super::PageResult;
 use crate::Web;
 
@@ -39,19 +39,19 @@ pub(crate) async fn page(State(web): State<Web>, viewer: Viewer) -> PageResult {
         @for (p, jobs) in &rows {
             section.pipeline {
                 h2 {
-                    a href={"/teams/" (TEAM) "/pipelines/" (p.name)} { (p.name) }
+                    a href={"/teams/" (TEAM) "/pipelines/" (seg(&p.name))} { (p.name) }
                     @if p.paused { " " (status("paused")) }
                     @if exposed.contains(&p.id) { " " span.notice { "(exposed)" } }
                 }
                 table {
                     @for j in jobs {
                         tr {
-                            td { a href={"/teams/" (TEAM) "/pipelines/" (p.name) "/jobs/" (j.name)} { (j.name) } }
+                            td { a href={"/teams/" (TEAM) "/pipelines/" (seg(&p.name)) "/jobs/" (seg(&j.name))} { (j.name) } }
                             td {
                                 @if j.paused { (status("paused")) " " }
                                 @match latest.get(&j.id) {
                                     Some(b) => {
-                                        a href={"/teams/" (TEAM) "/pipelines/" (p.name) "/jobs/" (j.name) "/builds/" (b.number)} {
+                                        a href={"/teams/" (TEAM) "/pipelines/" (seg(&p.name)) "/jobs/" (seg(&j.name)) "/builds/" (b.number)} {
                                             (status(b.status.as_str())) " #" (b.number)
                                         }
                                     }

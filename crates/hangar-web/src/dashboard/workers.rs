@@ -9,7 +9,7 @@ use hangar_store::WorkerRecord;
 use maud::{html, Markup, PreEscaped};
 
 use super::auth::Viewer;
-use super::layout::{moment, page};
+use super::layout::{moment, page, seg};
 use super::{PageError, PageResult};
 use crate::Web;
 
@@ -67,7 +67,7 @@ pub(crate) async fn list_page(State(web): State<Web>, viewer: Viewer) -> PageRes
             }
             @for w in &workers {
                 tr {
-                    td { a href={"/workers/" (w.info.name)} { (w.info.name) } }
+                    td { a href={"/workers/" (seg(&w.info.name))} { (w.info.name) } }
                     td { span class={"status " (w.state.as_str())} { (w.state.as_str()) } }
                     td { (w.generation) }
                     td { (w.restarts) }
