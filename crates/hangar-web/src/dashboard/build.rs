@@ -128,7 +128,7 @@ async fn render(web: &Web, viewer: &Viewer, build: BuildRecord, crumbs: Markup) 
                 tr {
                     td { (s.step_id) } td { (s.name) } td { (s.kind.as_str()) }
                     td { (status(s.state.as_str())) } td { (s.attempt) }
-                    td { @if let Some(w) = &s.worker { a href={"/workers/" (seg(&w))} { (w) } } @else { "–" } }
+                    td { @if let Some(w) = &s.worker { a href={"/workers/" (seg(w))} { (w) } } @else { "–" } }
                     td { (s.exit_code.map_or("–".to_string(), |c| c.to_string())) }
                     td { (took(s.started_at, s.finished_at, now)) }
                     td { (s.error.as_deref().unwrap_or("")) }
@@ -145,7 +145,7 @@ async fn render(web: &Web, viewer: &Viewer, build: BuildRecord, crumbs: Markup) 
                         // log says which worker each attempt lost).
                         @if let Some(s) = steps.iter().find(|s| Some(&s.step_id) == e.step.as_ref()) {
                             " → now attempt " (s.attempt) " on "
-                            @if let Some(w) = &s.worker { a href={"/workers/" (seg(&w))} { (w) } } @else { "no worker yet" }
+                            @if let Some(w) = &s.worker { a href={"/workers/" (seg(w))} { (w) } } @else { "no worker yet" }
                             " (" (s.state.as_str()) ")"
                         }
                     }

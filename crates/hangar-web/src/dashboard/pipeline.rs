@@ -104,7 +104,7 @@ pub(crate) async fn page(
                             None => "none",
                         };
                         div class={"job " (word)} {
-                            a href={(base) "/jobs/" (seg(&job_name))} { (job_name) }
+                            a href={(base) "/jobs/" (seg(job_name))} { (job_name) }
                             @if record.is_some_and(|j| j.paused) { " (paused)" }
                             @if let Some(job) = config.job(job_name) {
                                 ul {
