@@ -1,5 +1,6 @@
-//! Each job's newest build, for the dashboard's pipelines page: one query
-//! for a whole team instead of one per job.
+//! The dashboard's pipelines page in two queries for a whole team: every
+//! active job, and each job's newest build (instead of queries per
+//! pipeline and per job).
 
 use std::collections::HashMap;
 
@@ -21,7 +22,39 @@ pub struct LatestBuild {
     pub finished_at: Option<UnixMillis>,
 }
 
+/// An active job as the pipelines page lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSummary {
+    pub id: i64,
+    pub pipeline_id: i64,
+    pub name: String,
+    pub paused: bool,
+}
+
 impl Store {
+    /// Every active job of the team's pipelines, each pipeline's in config
+    /// order (as [`Store::jobs`] lists them).
+    pub async fn team_jobs(&self, team: &str) -> Result<Vec<JobSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT j.id, j.pipeline_id, j.name, j.paused FROM jobs j \
+             JOIN pipelines p ON p.id = j.pipeline_id JOIN teams t ON t.id = p.team_id \
+             WHERE t.name = $1 AND j.active = 1 ORDER BY j.pipeline_id, j.config_order, j.id",
+        )
+        .bind(team)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(JobSummary {
+                    id: r.try_get("id")?,
+                    pipeline_id: r.try_get("pipeline_id")?,
+                    name: r.try_get("name")?,
+                    paused: r.try_get::<i64, _>("paused")? != 0,
+                })
+            })
+            .collect()
+    }
+
     /// The newest build of every job of the team's pipelines, by job id.
     pub async fn latest_job_builds(
         &self,

@@ -43,7 +43,7 @@ pub use db::{Backend, Store};
 pub use error::StoreError;
 pub use exposure::BuildExposure;
 pub use job_builds::{BuildJob, BuildVersionShown, JobBuildRecord};
-pub use latest_builds::LatestBuild;
+pub use latest_builds::{JobSummary, LatestBuild};
 pub use pipelines::{
     Created, JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,
     SetOutcome, TeamRecord, VersionPage,

@@ -1,5 +1,5 @@
-//! The store's reads for the dashboard, on both databases: each job's
-//! newest build, exposing pipelines, and who may read a build.
+//! The store's reads for the dashboard, on both databases: a team's jobs
+//! and each one's newest build, exposing pipelines, and who may read a build.
 
 use hangar_core::build::BuildStatus;
 use hangar_core::pipeline::parse_pipeline;
@@ -59,6 +59,24 @@ async fn the_newest_build_of_each_job_and_none_for_a_job_never_built(store: Stor
     assert_eq!(latest[&other.id].status, BuildStatus::Aborted);
     assert_eq!(latest[&other.id].finished_at, Some(T0 + 5));
     assert!(store.latest_job_builds("nobody").await.unwrap().is_empty());
+    // Every active job, each pipeline's in config order.
+    let jobs: Vec<(i64, String)> = store
+        .team_jobs("main")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| (j.pipeline_id, j.name))
+        .collect();
+    let (p, q) = (build.pipeline_id, other.pipeline_id);
+    assert_eq!(
+        jobs,
+        [
+            (p, "build".to_string()),
+            (p, "test".to_string()),
+            (q, "build".to_string()),
+            (q, "test".to_string()),
+        ]
+    );
 }
 
 async fn exposing_is_idempotent_and_decides_who_reads_a_build(store: Store) {

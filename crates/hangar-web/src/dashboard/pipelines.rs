@@ -1,8 +1,11 @@
 //! `/`: every pipeline of the `main` team with its jobs' latest status;
 //! anonymous visitors see the exposed pipelines only.
 
+use std::collections::HashMap;
+
 use axum::extract::State;
 use axum::response::Html;
+use hangar_store::JobSummary;
 use maud::html;
 
 use super::auth::Viewer;
@@ -23,11 +26,17 @@ pub(crate) async fn page(State(web): State<Web>, viewer: Viewer) -> PageResult {
         .filter(|p| viewer.logged_in || exposed.contains(&p.id))
         .collect();
     let latest = store.latest_job_builds(TEAM).await?;
-    let mut rows = Vec::with_capacity(pipelines.len());
-    for p in pipelines {
-        let jobs = store.jobs(TEAM, &p.name, false).await?;
-        rows.push((p, jobs));
+    let mut jobs_of: HashMap<i64, Vec<JobSummary>> = HashMap::new();
+    for job in store.team_jobs(TEAM).await? {
+        jobs_of.entry(job.pipeline_id).or_default().push(job);
     }
+    let rows: Vec<_> = pipelines
+        .into_iter()
+        .map(|p| {
+            let jobs = jobs_of.remove(&p.id).unwrap_or_default();
+            (p, jobs)
+        })
+        .collect();
     let body = html! {
         h1 { "pipelines" }
         @if rows.is_empty() {
