@@ -186,7 +186,9 @@ const LIVE_LOG: &str = r#"
   });
   source.addEventListener("end", function (m) {
     source.close();
-    document.getElementById("build-status").textContent = m.data;
+    var badge = document.querySelector('#build-status .status');
+    badge.className = "status " + m.data;
+    badge.textContent = m.data;
     log.dataset.final = "true";
     setTimeout(function () { location.reload(); }, 300);
   });
