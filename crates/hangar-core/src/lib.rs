@@ -10,6 +10,7 @@ pub mod build;
 pub mod caches;
 pub mod checks;
 pub mod containers;
+pub mod dashboard;
 pub mod database;
 pub mod engine;
 pub mod events;

@@ -16,9 +16,11 @@ mod containers;
 mod db;
 mod error;
 mod events;
+mod exposure;
 mod gc;
 mod health;
 mod job_builds;
+mod latest_builds;
 mod log_retention;
 mod pins;
 mod pipelines;
@@ -44,7 +46,9 @@ pub use checks::{CheckMember, CheckStatus, ClaimedCheck, CLAIM_MARGIN_MS};
 pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;
+pub use exposure::BuildExposure;
 pub use job_builds::{BuildJob, BuildVersionShown, JobBuildRecord};
+pub use latest_builds::{JobSummary, LatestBuild};
 pub use pins::ResourcePin;
 pub use pipelines::{
     Created, JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,

@@ -8,6 +8,7 @@
 
 mod auth;
 mod check_loop;
+mod dashboard;
 mod error;
 mod gc_loop;
 mod health;

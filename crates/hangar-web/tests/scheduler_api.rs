@@ -77,7 +77,7 @@ async fn finish_claimable(t: &TestWeb, status: BuildStatus) -> usize {
     let mut n = 0;
     while let Some(b) = store.claim_build("test", T0, 60_000).await.unwrap() {
         store
-            .finish_build(b.id, "test", status, Some(0), None, T0)
+            .finish_build(b.id, b.lease_token, status, Some(0), None, T0)
             .await
             .unwrap();
         if status == BuildStatus::Succeeded {
@@ -317,8 +317,14 @@ async fn serial_and_max_in_flight_hold_builds(store: Store) {
         .job_build("main", "p", "one-at-a-time", 1)
         .await
         .unwrap();
+    // Claimed above, as the engine would: finished under its claim.
+    let token = store
+        .get_build(first.id)
+        .await
+        .unwrap()
+        .map_or(0, |b| b.lease_token);
     store
-        .finish_build(first.id, "test", BuildStatus::Succeeded, Some(0), None, T0)
+        .finish_build(first.id, token, BuildStatus::Succeeded, Some(0), None, T0)
         .await
         .unwrap();
     schedule(&t.web).await;
@@ -475,7 +481,7 @@ async fn passed_build(t: &TestWeb, job: &str, inputs: &[(&str, &str, i64)]) {
     store
         .finish_build(
             b.build.id,
-            "test",
+            claimed.lease_token,
             BuildStatus::Succeeded,
             Some(0),
             None,

@@ -69,6 +69,8 @@ pub(crate) fn router(web: Web) -> Router {
     let router = Router::new()
         .nest(hangar_api::API_PREFIX, api)
         .route("/metrics", get(info::metrics))
+        // The browser's pages, outside the API (see `crate::dashboard`).
+        .merge(crate::dashboard::router())
         .fallback(not_found);
     // Each route's own limit (above) replaces this one, and its 413 names
     // it; outermost, axum's own rejections (a path parameter or query that

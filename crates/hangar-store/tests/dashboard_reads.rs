@@ -1,0 +1,128 @@
+//! The store's reads for the dashboard, on both databases: a team's jobs
+//! and each one's newest build, exposing pipelines, and who may read a build.
+
+use hangar_core::build::BuildStatus;
+use hangar_core::pipeline::parse_pipeline;
+use hangar_store::Store;
+use hangar_testkit::on_both_databases;
+
+const T0: i64 = 1_700_000_000_000;
+
+const PIPELINE: &str = "
+resources:
+- name: repo
+  type: mock
+  source: {}
+jobs:
+- name: build
+  public: true
+  plan:
+  - get: repo
+- name: test
+  plan:
+  - get: repo
+";
+
+async fn set(store: &Store, name: &str) -> i64 {
+    let config = parse_pipeline(PIPELINE).unwrap().config;
+    store
+        .set_pipeline("main", name, &config, None, T0)
+        .await
+        .unwrap()
+        .pipeline_id
+}
+
+async fn the_newest_build_of_each_job_and_none_for_a_job_never_built(store: Store) {
+    set(&store, "p").await;
+    set(&store, "q").await;
+    let build = store.job("main", "p", "build").await.unwrap();
+    let test = store.job("main", "p", "test").await.unwrap();
+    let other = store.job("main", "q", "build").await.unwrap();
+    for _ in 0..3 {
+        store
+            .create_job_build(build.id, "p/build", "[]", T0)
+            .await
+            .unwrap();
+    }
+    let q1 = store
+        .create_job_build(other.id, "q/build", "[]", T0)
+        .await
+        .unwrap();
+    store
+        .request_build_abort(q1.build.id, T0 + 5)
+        .await
+        .unwrap();
+    let latest = store.latest_job_builds("main").await.unwrap();
+    assert_eq!(latest.len(), 2, "{latest:?}");
+    assert_eq!(latest[&build.id].number, 3);
+    assert!(!latest.contains_key(&test.id));
+    assert_eq!(latest[&other.id].status, BuildStatus::Aborted);
+    assert_eq!(latest[&other.id].finished_at, Some(T0 + 5));
+    assert!(store.latest_job_builds("nobody").await.unwrap().is_empty());
+    // Every active job, each pipeline's in config order.
+    let jobs: Vec<(i64, String)> = store
+        .team_jobs("main")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| (j.pipeline_id, j.name))
+        .collect();
+    let (p, q) = (build.pipeline_id, other.pipeline_id);
+    assert_eq!(
+        jobs,
+        [
+            (p, "build".to_string()),
+            (p, "test".to_string()),
+            (q, "build".to_string()),
+            (q, "test".to_string()),
+        ]
+    );
+}
+
+async fn exposing_is_idempotent_and_decides_who_reads_a_build(store: Store) {
+    let p = set(&store, "p").await;
+    let build = store.job("main", "p", "build").await.unwrap();
+    let test = store.job("main", "p", "test").await.unwrap();
+    let b = store
+        .create_job_build(build.id, "p/build", "[]", T0)
+        .await
+        .unwrap();
+    let t = store
+        .create_job_build(test.id, "p/test", "[]", T0)
+        .await
+        .unwrap();
+    let one_off = store
+        .create_build("one-off", None, "[]", "{}", T0)
+        .await
+        .unwrap();
+    assert!(store.exposed_pipeline_ids().await.unwrap().is_empty());
+    let e = store.build_exposure(b.build.id).await.unwrap().unwrap();
+    assert!(!e.pipeline_exposed);
+    for _ in 0..2 {
+        store.set_pipeline_exposed(p, true).await.unwrap();
+    }
+    assert_eq!(store.exposed_pipeline_ids().await.unwrap(), [p]);
+    let e = store.build_exposure(b.build.id).await.unwrap().unwrap();
+    assert!(e.pipeline_exposed);
+    assert!(e.job_config.contains("\"public\":true"), "{}", e.job_config);
+    let e = store.build_exposure(t.build.id).await.unwrap().unwrap();
+    assert!(
+        !e.job_config.contains("\"public\":true"),
+        "{}",
+        e.job_config
+    );
+    assert_eq!(store.build_exposure(one_off.id).await.unwrap(), None);
+    for _ in 0..2 {
+        store.set_pipeline_exposed(p, false).await.unwrap();
+    }
+    assert!(store.exposed_pipeline_ids().await.unwrap().is_empty());
+    // Destroying the pipeline forgets that it was exposed.
+    store.set_pipeline_exposed(p, true).await.unwrap();
+    store.destroy_pipeline("main", "p").await.unwrap();
+    assert!(store.exposed_pipeline_ids().await.unwrap().is_empty());
+}
+
+on_both_databases!(
+    the_newest_build_of_each_job_and_none_for_a_job_never_built,
+    exposing_is_idempotent_and_decides_who_reads_a_build,
+);

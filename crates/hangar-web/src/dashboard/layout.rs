@@ -1,0 +1,115 @@
+//! The shell every page shares: head, style, navigation, and the small
+//! pieces (status badges, times) pages repeat. maud escapes every value
+//! it interpolates, so a `<script>` in a job name or log line is text.
+
+use axum::http::StatusCode;
+use hangar_core::dashboard::{duration_words, utc_words};
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+use super::auth::Viewer;
+
+const STYLE: &str = "
+body{font-family:system-ui,sans-serif;margin:0;background:#1b1f23;color:#e6e6e6}
+header{display:flex;gap:1.5em;align-items:center;padding:.6em 1em;background:#111}
+header a{color:#e6e6e6;text-decoration:none;font-weight:600}
+header form{margin-left:auto}
+main{padding:1em}
+a{color:#7cc4ff}
+table{border-collapse:collapse}td,th{padding:.25em .6em;border-bottom:1px solid #333;text-align:left;vertical-align:top}
+.status{padding:.1em .5em;border-radius:3px;font-size:.9em}
+.succeeded{background:#11c560;color:#000}.failed{background:#ed4b35}.errored{background:#f5a623;color:#000}
+.aborted{background:#8b572a}.started,.running{background:#fbdb00;color:#000}.pending{background:#9b9b9b;color:#000}
+.paused{background:#3d7bd9}.none{background:#444}
+.graph{display:flex;gap:2em;align-items:flex-start}.column{display:flex;flex-direction:column;gap:.8em}
+.job{border:1px solid #555;padding:.4em .6em;min-width:10em}.job ul{margin:.2em 0;padding-left:1.2em;font-size:.85em}
+pre.log{background:#000;padding:.6em;white-space:pre-wrap;max-height:70vh;overflow:auto}
+.infra{color:#f5a623}.error{color:#ed4b35}.notice{color:#9b9b9b}
+form.inline{display:inline}
+";
+
+/// A whole page: `title` in the tab, `body` under the navigation.
+pub(crate) fn page(title: &str, viewer: &Viewer, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · hangar" }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                header {
+                    a href="/" { "pipelines" }
+                    @if viewer.logged_in {
+                        a href="/builds" { "builds" }
+                        a href="/workers" { "workers" }
+                        form method="post" action="/logout" {
+                            (csrf_field(viewer))
+                            button type="submit" { "log out" }
+                        }
+                    } @else {
+                        a href="/login" style="margin-left:auto" { "log in" }
+                    }
+                }
+                main { (body) }
+            }
+        }
+    }
+}
+
+/// The page for an error, with a way on.
+pub(crate) fn error_page(status: StatusCode, message: &str) -> Markup {
+    let anonymous = Viewer::anonymous();
+    page(
+        status.as_str(),
+        &anonymous,
+        html! {
+            h1 { (status) }
+            p.error { (message) }
+            @if status == StatusCode::UNAUTHORIZED { p { a href="/login" { "log in" } } }
+            p { a href="/" { "back to the pipelines" } }
+        },
+    )
+}
+
+/// The hidden field every action form carries (see `auth`).
+pub(crate) fn csrf_field(viewer: &Viewer) -> Markup {
+    html! { input type="hidden" name="csrf" value=(viewer.csrf); }
+}
+
+/// A button that POSTs to `action` with the CSRF token.
+pub(crate) fn action_button(viewer: &Viewer, action: &str, label: &str) -> Markup {
+    html! {
+        form.inline method="post" action=(action) {
+            (csrf_field(viewer))
+            button type="submit" { (label) }
+        }
+    }
+}
+
+pub(crate) fn status(word: &str) -> Markup {
+    html! { span class={"status " (word)} { (word) } }
+}
+
+pub(crate) fn moment(ms: Option<i64>) -> Markup {
+    match ms {
+        Some(ms) => html! { time { (utc_words(ms)) } },
+        None => html! { "–" },
+    }
+}
+
+/// How long something ran: to its end, or so far.
+pub(crate) fn took(started: Option<i64>, finished: Option<i64>, now: i64) -> String {
+    match (started, finished) {
+        (Some(s), Some(f)) => duration_words(f - s),
+        (Some(s), None) => format!("{} so far", duration_words(now - s)),
+        _ => "–".into(),
+    }
+}
+
+/// A name as one segment of a link's path (`#`, `?`, `/` and spaces in a
+/// name would otherwise break or redirect the link).
+pub(crate) fn seg(name: impl AsRef<str>) -> String {
+    super::auth::segment(name.as_ref())
+}

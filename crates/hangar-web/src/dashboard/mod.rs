@@ -1,0 +1,96 @@
+//! The web dashboard: server-rendered HTML pages (maud) served by web
+//! itself, outside `/api/v1`, with one small inline script for the live
+//! build log (server-sent events). One file per page; `layout` is the
+//! shell every page shares, `auth` the login cookie, CSRF and actions.
+
+mod auth;
+mod build;
+mod builds;
+mod job;
+mod layout;
+mod pipeline;
+mod pipelines;
+mod workers;
+
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use hangar_store::StoreError;
+
+use crate::Web;
+
+/// The dashboard's routes, merged beside the API's.
+pub(crate) fn router() -> Router<Web> {
+    const PIPELINE: &str = "/teams/{team}/pipelines/{name}";
+    const JOB: &str = "/teams/{team}/pipelines/{name}/jobs/{job}";
+    Router::new()
+        .route("/", get(pipelines::page))
+        .route("/login", get(auth::login_page).post(auth::login))
+        .route("/logout", post(auth::logout))
+        .route("/workers", get(workers::list_page))
+        .route("/workers/{worker}", get(workers::worker_page))
+        .route(PIPELINE, get(pipeline::page))
+        .route(&format!("{PIPELINE}/{{action}}"), post(pipeline::act))
+        .route(JOB, get(job::page))
+        .route(&format!("{JOB}/{{action}}"), post(job::act))
+        .route(
+            &format!("{JOB}/builds/{{number}}"),
+            get(build::job_build_page),
+        )
+        .route("/builds", get(builds::page))
+        .route("/builds/{id}", get(build::page))
+        .route("/builds/{id}/log", get(build::log_stream))
+        .route("/builds/{id}/abort", post(build::abort))
+}
+
+/// Why a page could not be shown, rendered as a page (never JSON: a
+/// browser asked).
+#[derive(Debug)]
+pub(crate) struct PageError {
+    status: StatusCode,
+    message: String,
+}
+
+impl PageError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> PageError {
+        PageError {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn not_found(message: impl Into<String>) -> PageError {
+        PageError::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// Anonymous visitors get the same answer whether or not the thing
+    /// exists, so private pipeline names do not leak.
+    pub(crate) fn login_needed() -> PageError {
+        PageError::new(
+            StatusCode::UNAUTHORIZED,
+            "log in to see this page (it is not part of an exposed pipeline)",
+        )
+    }
+}
+
+impl From<StoreError> for PageError {
+    fn from(e: StoreError) -> PageError {
+        match e {
+            StoreError::NotFound(m) => PageError::not_found(m),
+            other => {
+                tracing::warn!(error = %other, "dashboard page failed");
+                PageError::new(StatusCode::INTERNAL_SERVER_ERROR, other.to_string())
+            }
+        }
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let body = layout::error_page(self.status, &self.message);
+        (self.status, Html(body.into_string())).into_response()
+    }
+}
+
+type PageResult = Result<Html<String>, PageError>;

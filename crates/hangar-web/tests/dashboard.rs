@@ -1,0 +1,485 @@
+//! The dashboard's pages as HTML, on SQLite and PostgreSQL: every page
+//! renders, a login is needed for anything but exposed pipelines, actions
+//! need the session cookie and the page's CSRF token (and change nothing
+//! without them), hostile text is shown as text, and the build log
+//! streams as server-sent events to the build's end.
+
+mod common;
+
+use common::{TestWeb, ADMIN};
+use hangar_core::build::{BuildEventKind, StepKind, StepState};
+use hangar_store::{StepRecord, Store};
+use hangar_testkit::on_both_databases;
+use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::{Response, StatusCode};
+
+const CONFIG: &str = "
+resources:
+- name: repo
+  type: mock
+  source: {}
+jobs:
+- name: unit
+  public: true
+  plan:
+  - get: repo
+- name: deploy
+  plan:
+  - get: repo
+    passed: [unit]
+";
+
+const HOSTILE: &str = "<script>alert('owned')</script>";
+
+/// A browser-like client: no redirects followed, the cookie sent by hand.
+struct Browser {
+    http: reqwest::Client,
+    url: String,
+    cookie: Option<String>,
+}
+
+impl Browser {
+    fn new(t: &TestWeb) -> Browser {
+        Browser {
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            url: t.url.clone(),
+            cookie: None,
+        }
+    }
+
+    async fn logged_in(t: &TestWeb) -> Browser {
+        let mut b = Browser::new(t);
+        let r = b.post_form("/login", &[("token", ADMIN)]).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        let set = r.headers()[SET_COOKIE].to_str().unwrap().to_string();
+        b.cookie = Some(set.split(';').next().unwrap().to_string());
+        b
+    }
+
+    fn with_cookie(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.cookie {
+            Some(c) => rb.header(COOKIE, c),
+            None => rb,
+        }
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, String) {
+        let r = self
+            .with_cookie(self.http.get(format!("{}{path}", self.url)))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.text().await.unwrap())
+    }
+
+    async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> Response {
+        self.with_cookie(self.http.post(format!("{}{path}", self.url)))
+            .form(form)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// The CSRF token a page rendered for this browser carries.
+    async fn csrf(&self) -> String {
+        let (_, html) = self.get("/").await;
+        let at = html.find("name=\"csrf\" value=\"").expect("a CSRF field") + 19;
+        html[at..at + 64].to_string()
+    }
+
+    /// An action as the page's button sends it.
+    async fn act(&self, path: &str) -> Response {
+        let csrf = self.csrf().await;
+        self.post_form(path, &[("csrf", &csrf)]).await
+    }
+}
+
+async fn set(t: &TestWeb, name: &str) {
+    t.admin
+        .set_pipeline("main", name, CONFIG, None)
+        .await
+        .unwrap();
+    t.admin.pause_pipeline("main", name, false).await.unwrap();
+}
+
+async fn build_count(t: &TestWeb) -> usize {
+    t.admin.builds(100).await.unwrap().len()
+}
+
+async fn login_sets_a_strict_http_only_cookie(store: Store) {
+    let t = TestWeb::start(store).await;
+    let anonymous = Browser::new(&t);
+    for token in ["", "wrong-token-0123456789", &format!("{ADMIN}x")] {
+        let r = anonymous.post_form("/login", &[("token", token)]).await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{token:?}");
+        assert!(r.headers().get(SET_COOKIE).is_none());
+    }
+    // A body that is not a form at all.
+    let r = anonymous
+        .http
+        .post(format!("{}/login", t.url))
+        .body("\u{0}garbage")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = anonymous.post_form("/login", &[("token", ADMIN)]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let cookie = r.headers()[SET_COOKIE].to_str().unwrap();
+    assert!(cookie.contains("HttpOnly"), "{cookie}");
+    assert!(cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        !cookie.contains(ADMIN),
+        "the cookie holds a digest, not the token"
+    );
+    let b = Browser::logged_in(&t).await;
+    let (status, html) = b.get("/workers").await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    // A made-up cookie is no login.
+    let forged = Browser {
+        cookie: Some("hangar_session=00".into()),
+        ..Browser::new(&t)
+    };
+    assert_eq!(forged.get("/workers").await.0, StatusCode::UNAUTHORIZED);
+    t.stop().await;
+}
+
+async fn only_exposed_pipelines_are_readable_without_login(store: Store) {
+    let t = TestWeb::start(store).await;
+    set(&t, "private").await;
+    set(&t, "open").await;
+    let admin = Browser::logged_in(&t).await;
+    let r = admin.act("/teams/main/pipelines/open/expose").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let anonymous = Browser::new(&t);
+    let (status, html) = anonymous.get("/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("/teams/main/pipelines/open"), "{html}");
+    assert!(!html.contains("private"), "{html}");
+    for path in [
+        "/teams/main/pipelines/private",
+        "/teams/main/pipelines/private/jobs/unit",
+        "/teams/main/pipelines/private/jobs/unit/builds/1",
+        // An unknown pipeline answers as a private one: names do not leak.
+        "/teams/main/pipelines/nope",
+        "/workers",
+        "/workers/w1",
+        "/builds",
+    ] {
+        let (status, html) = anonymous.get(path).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}: {html}");
+    }
+    assert_eq!(
+        anonymous.get("/teams/main/pipelines/open").await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        admin.get("/teams/main/pipelines/nope").await.0,
+        StatusCode::NOT_FOUND
+    );
+    // A job build of an exposed pipeline: readable when its job is public.
+    t.admin.trigger_job("main", "open", "unit").await.unwrap();
+    t.admin.trigger_job("main", "open", "deploy").await.unwrap();
+    let (status, html) = anonymous
+        .get("/teams/main/pipelines/open/jobs/unit/builds/1")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    let (status, _) = anonymous
+        .get("/teams/main/pipelines/open/jobs/deploy/builds/1")
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // Hidden again: gone for anonymous visitors.
+    admin.act("/teams/main/pipelines/open/hide").await;
+    assert_eq!(
+        anonymous.get("/teams/main/pipelines/open").await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    t.stop().await;
+}
+
+async fn actions_need_the_cookie_and_the_csrf_token(store: Store) {
+    let t = TestWeb::start(store).await;
+    set(&t, "p").await;
+    let trigger = "/teams/main/pipelines/p/jobs/unit/trigger";
+    let anonymous = Browser::new(&t);
+    let r = anonymous.post_form(trigger, &[("csrf", "x")]).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let admin = Browser::logged_in(&t).await;
+    let csrf = admin.csrf().await;
+    for form in [
+        vec![],
+        vec![("csrf", "")],
+        vec![("csrf", "0".repeat(64).as_str())],
+    ] {
+        let r = admin.post_form(trigger, &form).await;
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{form:?}");
+        let text = r.text().await.unwrap();
+        assert!(text.contains("CSRF"), "{text}");
+    }
+    // The right token from another browser without the cookie.
+    let r = anonymous.post_form(trigger, &[("csrf", &csrf)]).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(build_count(&t).await, 0, "refused actions changed nothing");
+    let r = admin.post_form(trigger, &[("csrf", &csrf)]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()[LOCATION], "/teams/main/pipelines/p/jobs/unit");
+    assert_eq!(build_count(&t).await, 1);
+    // Pause the job: the API's own rule then refuses a trigger, shown as a page.
+    let r = admin.act("/teams/main/pipelines/p/jobs/unit/pause").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert!(t.admin.job("main", "p", "unit").await.unwrap().paused);
+    let r = admin.act(trigger).await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert!(r.text().await.unwrap().contains("is paused"));
+    assert_eq!(build_count(&t).await, 1);
+    let r = admin
+        .act("/teams/main/pipelines/p/jobs/unit/frobnicate")
+        .await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    // Abort the pending build.
+    let id = t.admin.builds(1).await.unwrap()[0].id;
+    let r = admin.act(&format!("/builds/{id}/abort")).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = admin.get(&format!("/builds/{id}")).await;
+    assert!(html.contains("aborted"), "{html}");
+    // Pausing the pipeline.
+    let r = admin.act("/teams/main/pipelines/p/pause").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = admin.get("/").await;
+    assert!(html.contains("paused"), "{html}");
+    t.stop().await;
+}
+
+async fn every_page_renders_and_hostile_text_stays_text(store: Store) {
+    let t = TestWeb::start(store).await;
+    set(&t, "p").await;
+    t.register("w1", "disk-1").await;
+    let build = t.admin.trigger_job("main", "p", "unit").await.unwrap();
+    let store = t.web.store();
+    store
+        .append_build_event(
+            build.id,
+            Some("0"),
+            BuildEventKind::Log,
+            &format!("{HOSTILE}\n"),
+            1,
+        )
+        .await
+        .unwrap();
+    store
+        .append_build_event(
+            build.id,
+            Some("0"),
+            BuildEventKind::Infra,
+            "worker w9 was lost (stalled); retrying get repo (attempt 2 of 3)",
+            2,
+        )
+        .await
+        .unwrap();
+    // The step went on to another worker after the loss.
+    store
+        .save_step(&StepRecord {
+            build_id: build.id,
+            step_id: "0".into(),
+            name: "repo".into(),
+            kind: StepKind::Get,
+            state: StepState::Running,
+            attempt: 2,
+            worker: Some("w1".into()),
+            container: None,
+            log_offset: 0,
+            exit_code: None,
+            outputs: "{}".into(),
+            error: None,
+            started_at: Some(3),
+            finished_at: None,
+            version: None,
+        })
+        .await
+        .unwrap();
+    let b = Browser::logged_in(&t).await;
+    let pages = [
+        ("/", vec!["unit", "deploy", "pending"]),
+        ("/workers", vec!["w1", "running"]),
+        ("/builds", vec!["p/unit #1", "pending"]),
+        (
+            "/workers/w1",
+            vec!["lifecycle events", "registered", "generation"],
+        ),
+        (
+            "/teams/main/pipelines/p",
+            vec!["get repo", "passed unit", "mock"],
+        ),
+        (
+            "/teams/main/pipelines/p/jobs/unit",
+            vec!["#1", "trigger build"],
+        ),
+        (
+            "/teams/main/pipelines/p/jobs/unit/builds/1",
+            vec![
+                "p/unit #1",
+                "infrastructure",
+                "worker w9 was lost",
+                "now attempt 2 on <a href=\"/workers/w1\">w1</a> (running)",
+            ],
+        ),
+        (
+            &format!("/builds/{}", build.id),
+            vec!["p/unit #1", "EventSource"],
+        ),
+    ];
+    for (path, wants) in &pages {
+        let (status, html) = b.get(path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {html}");
+        assert!(html.starts_with("<!DOCTYPE html>"), "{path}");
+        for want in wants {
+            assert!(html.contains(want), "{path} lacks {want:?}: {html}");
+        }
+        assert!(!html.contains("<script>alert"), "{path}: {html}");
+    }
+    let (_, html) = b.get("/teams/main/pipelines/p/jobs/unit/builds/1").await;
+    assert!(
+        html.contains("&lt;script&gt;alert('owned')&lt;/script&gt;"),
+        "{html}"
+    );
+    // The graph puts deploy (passed unit) in the column after unit.
+    let (_, html) = b.get("/teams/main/pipelines/p").await;
+    assert!(html.find("jobs/unit").unwrap() < html.find("jobs/deploy").unwrap());
+    // A hostile name in the path comes back escaped in the error page.
+    let (status, html) = b
+        .get("/teams/main/pipelines/%3Cscript%3Ealert(1)%3C%2Fscript%3E")
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(!html.contains("<script>alert"), "{html}");
+    for (path, want) in [
+        ("/builds/999999", StatusCode::NOT_FOUND),
+        ("/builds/not-a-number", StatusCode::BAD_REQUEST),
+        ("/workers/nobody", StatusCode::NOT_FOUND),
+        ("/teams/main/pipelines/p/jobs/nope", StatusCode::NOT_FOUND),
+        (
+            "/teams/main/pipelines/p/jobs/unit/builds/7",
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        assert_eq!(b.get(path).await.0, want, "{path}");
+    }
+    t.stop().await;
+}
+
+/// Names a config accepts (with a warning) that are markup, or that would
+/// break a link's path: shown as text, linked percent-encoded.
+async fn hostile_names_are_text_and_their_links_work(store: Store) {
+    let t = TestWeb::start(store).await;
+    let job = "<img src=x onerror=alert(1)>#?x";
+    let config = format!(
+        "resources:\n- name: repo\n  type: mock\n  source: {{}}\njobs:\n- name: '{job}'\n  plan:\n  - get: repo\n"
+    );
+    t.admin
+        .set_pipeline("main", "p", &config, None)
+        .await
+        .unwrap();
+    t.admin.pause_pipeline("main", "p", false).await.unwrap();
+    t.admin.trigger_job("main", "p", job).await.unwrap();
+    let b = Browser::logged_in(&t).await;
+    let encoded = "%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E%23%3Fx";
+    let job_path = format!("/teams/main/pipelines/p/jobs/{encoded}");
+    for path in [
+        "/".to_string(),
+        "/teams/main/pipelines/p".into(),
+        job_path.clone(),
+        format!("{job_path}/builds/1"),
+    ] {
+        let (status, html) = b.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {html}");
+        assert!(!html.contains("<img"), "{path}: {html}");
+        assert!(
+            html.contains("&lt;img src=x onerror=alert(1)&gt;#?x"),
+            "{path}: {html}"
+        );
+    }
+    let (_, html) = b.get("/teams/main/pipelines/p").await;
+    assert!(html.contains(&format!("href=\"{job_path}\"")), "{html}");
+    // Its actions go through: the job pauses.
+    let r = b.act(&format!("{job_path}/pause")).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert!(t.admin.job("main", "p", job).await.unwrap().paused);
+    t.stop().await;
+}
+
+async fn the_log_streams_as_server_sent_events_to_the_end(store: Store) {
+    let t = TestWeb::start(store).await;
+    set(&t, "p").await;
+    let build = t.admin.trigger_job("main", "p", "unit").await.unwrap();
+    let store = t.web.store().clone();
+    for i in 0..2500 {
+        store
+            .append_build_event(
+                build.id,
+                Some("0"),
+                BuildEventKind::Log,
+                &format!("line {i}\n"),
+                1,
+            )
+            .await
+            .unwrap();
+    }
+    let b = Browser::logged_in(&t).await;
+    let r = b
+        .with_cookie(
+            b.http
+                .get(format!("{}/builds/{}/log?after=0", t.url, build.id)),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    // The build ends while the stream is open: the stream says so and stops.
+    let id = build.id;
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        store.request_build_abort(id, 2).await.unwrap();
+    });
+    let body = tokio::time::timeout(std::time::Duration::from_secs(20), r.text())
+        .await
+        .expect("the stream ends with the build")
+        .unwrap();
+    for i in [0, 999, 1000, 2499] {
+        assert!(body.contains(&format!("line {i}\\n")), "line {i} missing");
+    }
+    assert!(
+        body.contains("event: end\ndata: aborted"),
+        "{}",
+        &body[body.len() - 200..]
+    );
+    // Resuming after the last event sends only the end.
+    let (status, rest) = b
+        .get(&format!("/builds/{}/log?after=999999", build.id))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!rest.contains("line "), "{rest}");
+    assert!(rest.contains("event: end"));
+    let anonymous = Browser::new(&t);
+    assert_eq!(
+        anonymous.get(&format!("/builds/{}/log", build.id)).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        b.get(&format!("/builds/{}/log?after=x", build.id)).await.0,
+        StatusCode::BAD_REQUEST
+    );
+    t.stop().await;
+}
+
+on_both_databases!(
+    login_sets_a_strict_http_only_cookie,
+    only_exposed_pipelines_are_readable_without_login,
+    actions_need_the_cookie_and_the_csrf_token,
+    every_page_renders_and_hostile_text_stays_text,
+    hostile_names_are_text_and_their_links_work,
+    the_log_streams_as_server_sent_events_to_the_end,
+);

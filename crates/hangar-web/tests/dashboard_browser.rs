@@ -1,0 +1,254 @@
+//! The dashboard in a real browser: headless Chromium driven through
+//! chromedriver (WebDriver) against web served in-process on a real
+//! store. Logs in, opens the pipelines page, triggers a job from its
+//! page, watches the build's log stream in (with a lost worker's retry
+//! and its cause) to its end, and sees the workers page update. On
+//! failure a screenshot is saved under `target/`.
+//!
+//! Builds are not run here (no worker runs steps in this test): the test
+//! writes the build's log through the store as the engine does, then
+//! aborts the build, so what is tested is the page, the stream and the
+//! script, not the engine.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{TestWeb, ADMIN};
+use fantoccini::{Client, ClientBuilder, Locator};
+use hangar_core::build::BuildEventKind;
+use serde_json::json;
+use tokio::process::{Child, Command};
+
+const CONFIG: &str = "
+resources:
+- name: repo
+  type: mock
+  source: {}
+jobs:
+- name: unit
+  plan:
+  - get: repo
+";
+
+/// chromedriver on a free port, killed when dropped.
+struct Driver {
+    _child: Child,
+    url: String,
+}
+
+async fn start_driver() -> Driver {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("chromedriver is not installed: run scripts/install-deps (Debian's chromium and chromium-driver)");
+    let url = format!("http://127.0.0.1:{port}");
+    let driver = Driver { _child: child, url };
+    let status = format!("{}/status", driver.url);
+    for _ in 0..100 {
+        if reqwest::get(&status).await.is_ok() {
+            return driver;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("chromedriver did not answer on {status}");
+}
+
+async fn browser(driver: &Driver) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--disable-gpu", "--window-size=1280,900"],
+        }),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await
+        .expect("a chromium session")
+}
+
+fn artifact_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+}
+
+type Step = Result<(), String>;
+
+fn fail<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> String {
+    move |e| format!("{what}: {e:?}")
+}
+
+async fn text_of(c: &Client, css: &str) -> Result<String, String> {
+    c.find(Locator::Css(css))
+        .await
+        .map_err(fail("find"))?
+        .text()
+        .await
+        .map_err(fail("text"))
+}
+
+/// Waits until the element's text contains `want`.
+async fn wait_for_text(c: &Client, css: &str, want: &str) -> Step {
+    for _ in 0..200 {
+        if let Ok(text) = text_of(c, css).await {
+            if text.contains(want) {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The end of what it shows is enough to see where it stopped.
+    let shown = text_of(c, css).await.unwrap_or_default();
+    let tail: String = shown
+        .chars()
+        .rev()
+        .take(300)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    Err(format!(
+        "{css} never showed {want:?}; it ends with {tail:?}"
+    ))
+}
+
+async fn click(c: &Client, css: &str) -> Step {
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(css))
+        .await
+        .map_err(fail("wait for element"))?
+        .click()
+        .await
+        .map_err(fail("click"))
+}
+
+async fn journey(t: &TestWeb, c: &Client) -> Step {
+    let base = &t.url;
+    // Logging in.
+    c.goto(&format!("{base}/login"))
+        .await
+        .map_err(fail("goto"))?;
+    c.find(Locator::Css("input[name=token]"))
+        .await
+        .map_err(fail("token field"))?
+        .send_keys(ADMIN)
+        .await
+        .map_err(fail("type token"))?;
+    click(c, "main button[type=submit]").await?;
+    // The pipelines page, with the workers link only a login shows.
+    wait_for_text(c, "main", "pipelines").await?;
+    wait_for_text(c, "header", "workers").await?;
+    click(c, "a[href='/teams/main/pipelines/p/jobs/unit']").await?;
+    wait_for_text(c, "h1", "unit").await?;
+    // Trigger from the job's page; the build appears in its list.
+    click(c, "form[action$='/jobs/unit/trigger'] button").await?;
+    click(c, "a[href='/teams/main/pipelines/p/jobs/unit/builds/1']").await?;
+    wait_for_text(c, "h1", "p/unit #1").await?;
+    // The build's log, written as the engine writes it, streams in live.
+    let build = t.admin.builds(1).await.map_err(fail("builds"))?[0].id;
+    let store = t.web.store().clone();
+    let writer = tokio::spawn(async move {
+        store
+            .append_build_event(
+                build,
+                Some("0"),
+                BuildEventKind::Log,
+                "<script>window.owned=1</script>\n",
+                1,
+            )
+            .await
+            .unwrap();
+        for i in 0..2000 {
+            store
+                .append_build_event(
+                    build,
+                    Some("0"),
+                    BuildEventKind::Log,
+                    &format!("line {i}\n"),
+                    1,
+                )
+                .await
+                .unwrap();
+            if i % 500 == 0 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    });
+    wait_for_text(c, "#log", "line 1999").await?;
+    writer.await.map_err(fail("log writer"))?;
+    // A worker lost mid-step: the engine's infrastructure entry streams in.
+    let lost =
+        "worker w1 restarted with its state lost (OOMKilled); retrying get repo (attempt 2 of 3)";
+    t.web
+        .store()
+        .append_build_event(build, Some("0"), BuildEventKind::Infra, lost, 3)
+        .await
+        .map_err(fail("infra event"))?;
+    wait_for_text(c, "#log .infra", "OOMKilled").await?;
+    let owned = c
+        .execute("return typeof window.owned", vec![])
+        .await
+        .map_err(fail("execute"))?;
+    if owned != json!("undefined") {
+        return Err("a script in the log ran".into());
+    }
+    // The build ends: the stream says so and the page shows the end.
+    t.web
+        .store()
+        .request_build_abort(build, 2)
+        .await
+        .map_err(fail("abort"))?;
+    wait_for_text(c, "#build-status", "aborted").await?;
+    // After the end the page reloads: the retry is listed with its cause.
+    wait_for_text(c, "#infra", "OOMKilled").await?;
+    // The workers page, which updates itself as the fleet changes.
+    click(c, "a[href='/workers']").await?;
+    wait_for_text(c, "main", "w1").await?;
+    t.register("w2", "disk-2").await;
+    wait_for_text(c, "#fleet", "w2").await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_browser_logs_in_triggers_a_job_and_watches_its_log() {
+    let t = TestWeb::start(hangar_testkit::sqlite_store().await).await;
+    t.admin
+        .set_pipeline("main", "p", CONFIG, None)
+        .await
+        .unwrap();
+    t.admin.pause_pipeline("main", "p", false).await.unwrap();
+    t.register("w1", "disk-1").await;
+    let driver = start_driver().await;
+    let c = browser(&driver).await;
+    let outcome = journey(&t, &c).await;
+    if let Err(e) = &outcome {
+        let dir = artifact_dir();
+        let _ = std::fs::create_dir_all(&dir);
+        let shot = dir.join("dashboard-browser-failure.png");
+        if let Ok(png) = c.screenshot().await {
+            let _ = std::fs::write(&shot, png);
+        }
+        let _ = c.clone().close().await;
+        panic!("{e} (screenshot: {})", shot.display());
+    }
+    c.close().await.unwrap();
+    t.stop().await;
+}
