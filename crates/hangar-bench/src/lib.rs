@@ -8,6 +8,8 @@
 //! time.
 
 pub mod cgroup;
+#[allow(clippy::print_stdout, clippy::print_stderr)]
+pub mod checks;
 // The benchmarks and the harness report to the person running them on
 // stdout and stderr (`hangar bench`, `hangar chaos`).
 #[allow(clippy::print_stdout, clippy::print_stderr)]

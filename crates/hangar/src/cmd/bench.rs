@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use hangar_bench::{execute, heartbeats, image, memory, scheduling};
+use hangar_bench::{checks, execute, heartbeats, image, memory, scheduling};
 
 use crate::duration;
 use crate::format::emit;
@@ -36,6 +36,30 @@ enum What {
     /// with a history of 100,000 versions and 50,000 builds (and smaller
     /// or larger ones: --scales), and web's memory as the history grows.
     Scheduling(SchedulingArgs),
+    /// Web's CPU while it keeps N resources checked every `check_every`
+    /// with a check that returns at once (one worker, the `mock` type).
+    Checks(ChecksArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ChecksArgs {
+    #[arg(long, default_value_t = 10_000)]
+    resources: usize,
+    /// Each resource's check_every.
+    #[arg(long, default_value = "1m")]
+    check_every: String,
+    /// Load before measuring (the first round of checks, all due at once).
+    #[arg(long, default_value = "90s", value_parser = duration::parse)]
+    warmup: Duration,
+    #[arg(long, default_value = "60s", value_parser = duration::parse)]
+    duration: Duration,
+    /// PostgreSQL URL; default SQLite in the scratch dir.
+    #[arg(long, env = "HANGAR_DATABASE_URL")]
+    database_url: Option<String>,
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long)]
+    json_out: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -182,6 +206,21 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             cfg.database_url = a.database_url;
             cfg.dir = a.dir;
             let report = execute::run(cfg).await?;
+            write(&a.json_out, &report)?;
+            emit(&format!("{}\n", report.line()))?;
+        }
+        What::Checks(a) => {
+            if a.resources == 0 || a.resources > 100_000 {
+                anyhow::bail!("--resources must be between 1 and 100000");
+            }
+            let mut cfg = checks::ChecksConfig::new(bin);
+            cfg.resources = a.resources;
+            cfg.check_every = a.check_every;
+            cfg.warmup = a.warmup;
+            cfg.duration = a.duration;
+            cfg.database_url = a.database_url;
+            cfg.dir = a.dir;
+            let report = checks::run(cfg).await?;
             write(&a.json_out, &report)?;
             emit(&format!("{}\n", report.line()))?;
         }
