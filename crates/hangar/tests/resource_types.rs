@@ -158,7 +158,15 @@ fn the_subcommand_is_hidden_and_checks_its_arguments() {
     let exe = env!("CARGO_BIN_EXE_hangar");
     let help = Command::new(exe).arg("--help").output().unwrap();
     assert!(help.status.success());
-    assert!(!String::from_utf8_lossy(&help.stdout).contains("resource-type"));
+    // No line of the help lists it (`check-resource-type` is another).
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        !help
+            .lines()
+            .any(|l| l.trim_start().starts_with("resource-type ")),
+        "{help}"
+    );
+    assert!(help.contains("check-resource-type"), "{help}");
 
     let output = Command::new(exe)
         .args(["resource-type", "svn", "check"])
