@@ -16,7 +16,9 @@ use crate::procfs;
 use crate::procs::{now_ms, WebSpec, WorkerSpec};
 
 const TEAM: &str = "main";
-const PIPELINE: &str = "checks";
+/// Resources per pipeline: a pipeline of 10,000 would pass the YAML
+/// reader's bound on values (100,000), which a real one would not.
+const PER_PIPELINE: usize = 1000;
 
 #[derive(Debug, Clone)]
 pub struct ChecksConfig {
@@ -70,7 +72,7 @@ impl ChecksReport {
         format!(
             "checks: {} resources every {} ({}; {:.0}s measured): {:.1} checks/s recorded ({:.1}/s due), \
              {} failing; web cpu {:.2} cores, rss {:.1} MiB; worker process cpu {:.2} cores; \
-             pipeline set in {:.1}s",
+             pipelines set in {:.1}s",
             self.resources,
             self.check_every,
             self.database,
@@ -86,9 +88,9 @@ impl ChecksReport {
     }
 }
 
-fn pipeline_yaml(resources: usize, check_every: &str) -> String {
+fn pipeline_yaml(first: usize, resources: usize, check_every: &str) -> String {
     let mut y = String::from("resources:\n");
-    for i in 0..resources {
+    for i in first..first + resources {
         let _ = writeln!(
             y,
             "- {{name: r{i:05}, type: mock, source: {{versions: [\"v{i}\"]}}, check_every: {check_every}}}"
@@ -96,7 +98,7 @@ fn pipeline_yaml(resources: usize, check_every: &str) -> String {
     }
     // One job reads them all, so none is an unused resource.
     y.push_str("jobs:\n- name: reads-all\n  plan:\n");
-    for i in 0..resources {
+    for i in first..first + resources {
         let _ = writeln!(y, "  - get: r{i:05}");
     }
     y
@@ -129,20 +131,28 @@ pub async fn run(cfg: ChecksConfig) -> anyhow::Result<ChecksReport> {
     let database = url.split(':').next().unwrap_or("").to_string();
 
     let store = Store::open(&url).await?;
-    let config = parse_pipeline(&pipeline_yaml(cfg.resources, &cfg.check_every))
-        .map_err(|e| anyhow::anyhow!("the benchmark's pipeline: {e:?}"))?
-        .config;
     eprintln!(
-        "bench checks: setting a pipeline of {} resources",
+        "bench checks: setting {} resources in pipelines of {PER_PIPELINE}",
         cfg.resources
     );
     let setting = Instant::now();
-    if store.pipeline(TEAM, PIPELINE).await.is_ok() {
-        store.destroy_pipeline(TEAM, PIPELINE).await?;
+    let mut pipelines = Vec::new();
+    let mut first = 0;
+    while first < cfg.resources {
+        let n = PER_PIPELINE.min(cfg.resources - first);
+        let name = format!("checks-{:03}", pipelines.len());
+        let config = parse_pipeline(&pipeline_yaml(first, n, &cfg.check_every))
+            .map_err(|e| anyhow::anyhow!("the benchmark's pipeline: {e:?}"))?
+            .config;
+        if store.pipeline(TEAM, &name).await.is_ok() {
+            store.destroy_pipeline(TEAM, &name).await?;
+        }
+        let set = store
+            .set_pipeline(TEAM, &name, &config, None, now_ms())
+            .await?;
+        pipelines.push((name, set.pipeline_id));
+        first += n;
     }
-    let set = store
-        .set_pipeline(TEAM, PIPELINE, &config, None, now_ms())
-        .await?;
     let set_pipeline_seconds = setting.elapsed().as_secs_f64();
 
     let mut web = spec.start().await?;
@@ -151,9 +161,11 @@ pub async fn run(cfg: ChecksConfig) -> anyhow::Result<ChecksReport> {
     let worker_pid = worker.pid().unwrap_or(0);
     // Unpaused once the worker is there: every resource is due at once.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    store
-        .set_pipeline_paused(TEAM, PIPELINE, false, now_ms())
-        .await?;
+    for (name, _) in &pipelines {
+        store
+            .set_pipeline_paused(TEAM, name, false, now_ms())
+            .await?;
+    }
     eprintln!(
         "bench checks: warming up for {}s (the first round of checks)",
         cfg.warmup.as_secs()
@@ -169,7 +181,12 @@ pub async fn run(cfg: ChecksConfig) -> anyhow::Result<ChecksReport> {
     let web_cpu = procfs::cpu_seconds(web_pid).unwrap_or(0.0) - web_cpu;
     let worker_cpu = procfs::cpu_seconds(worker_pid).unwrap_or(0.0) - worker_cpu;
     let rss = procfs::rss(web_pid).unwrap_or_default();
-    let (done, failing) = finished_since(&store, set.pipeline_id, since).await?;
+    let (mut done, mut failing) = (0, 0);
+    for (_, id) in &pipelines {
+        let (d, f) = finished_since(&store, *id, since).await?;
+        done += d;
+        failing += f;
+    }
     worker.stop(Duration::from_secs(10)).await;
     web.stop(Duration::from_secs(10)).await;
     let every = hangar_core::pipeline::GoDuration::parse(&cfg.check_every)
