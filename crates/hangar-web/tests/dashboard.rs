@@ -349,6 +349,23 @@ async fn every_page_renders_and_hostile_text_stays_text(store: Store) {
     // The graph puts deploy (passed unit) in the column after unit.
     let (_, html) = b.get("/teams/main/pipelines/p").await;
     assert!(html.find("jobs/unit").unwrap() < html.find("jobs/deploy").unwrap());
+    assert!(html.contains("not checked yet"), "{html}");
+    // A failing check shows on its resource, its output as text.
+    let repo = store.resource("main", "p", "repo").await.unwrap();
+    let scope = repo.scope_id.unwrap();
+    store.request_check(scope, None, 10).await.unwrap();
+    let claimed = store.claim_due_checks("test", 11, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    store
+        .finish_check(scope, "test", &[], Some(&format!("exit 1: {HOSTILE}")), 12)
+        .await
+        .unwrap();
+    let (_, html) = b.get("/teams/main/pipelines/p").await;
+    assert!(
+        html.contains("check failed: exit 1: &lt;script&gt;"),
+        "{html}"
+    );
+    assert!(!html.contains(HOSTILE), "{html}");
     // A hostile name in the path comes back escaped in the error page.
     let (status, html) = b
         .get("/teams/main/pipelines/%3Cscript%3Ealert(1)%3C%2Fscript%3E")

@@ -67,6 +67,7 @@ pub(crate) async fn page(
             (j.name.clone(), upstream)
         })
         .collect();
+    let checks = store.pipeline_check_statuses(p.id).await?;
     let mut resources = Vec::new();
     for r in store.resources(&team, &name).await? {
         let page = VersionPage {
@@ -127,12 +128,22 @@ pub(crate) async fn page(
         }
         h2 { "resources" }
         table {
-            tr { th { "resource" } th { "type" } th { "pinned" } th { "newest versions" } }
+            tr { th { "resource" } th { "type" } th { "pinned" } th { "last check" } th { "newest versions" } }
             @for (r, versions) in &resources {
+                @let check = r.scope_id.and_then(|s| checks.get(&s));
                 tr {
                     td { (r.name) }
                     td { (r.resource_type) }
                     td { (r.pinned.as_deref().unwrap_or("–")) }
+                    td.check {
+                        @match check.and_then(|c| c.last_finished_at) {
+                            Some(at) => { (hangar_core::dashboard::utc_words(at)) }
+                            None => { span.notice { "not checked yet" } }
+                        }
+                        @if let Some(error) = check.and_then(|c| c.error.as_deref()) {
+                            pre.check-error { "check failed: " (error) }
+                        }
+                    }
                     td {
                         @if versions.is_empty() { span.notice { "no versions yet" } }
                         @for v in versions {
