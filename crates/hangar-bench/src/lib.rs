@@ -29,6 +29,8 @@ pub mod procs;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod scheduling;
 pub mod stats;
+#[allow(clippy::print_stdout, clippy::print_stderr)]
+pub mod webhook;
 
 /// Writes `value` as pretty JSON to `path`.
 pub fn write_json<T: serde::Serialize>(path: &std::path::Path, value: &T) -> anyhow::Result<()> {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use hangar_bench::{checks, execute, heartbeats, image, memory, scheduling};
+use hangar_bench::{checks, execute, heartbeats, image, memory, scheduling, webhook};
 
 use crate::duration;
 use crate::format::emit;
@@ -39,6 +39,22 @@ enum What {
     /// Web's CPU while it keeps N resources checked every `check_every`
     /// with a check that returns at once (one worker, the `mock` type).
     Checks(ChecksArgs),
+    /// A new commit's webhook to the build it triggers running, on a warm
+    /// worker (a local git repository, the built-in `git` type).
+    Webhook(WebhookArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct WebhookArgs {
+    #[arg(long, default_value_t = 20)]
+    rounds: usize,
+    /// PostgreSQL URL; default SQLite in the scratch dir.
+    #[arg(long, env = "HANGAR_DATABASE_URL")]
+    database_url: Option<String>,
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long)]
+    json_out: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -206,6 +222,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             cfg.database_url = a.database_url;
             cfg.dir = a.dir;
             let report = execute::run(cfg).await?;
+            write(&a.json_out, &report)?;
+            emit(&format!("{}\n", report.line()))?;
+        }
+        What::Webhook(a) => {
+            let report = webhook::run(webhook::WebhookConfig {
+                bin,
+                rounds: a.rounds.max(1),
+                database_url: a.database_url,
+                dir: a.dir,
+            })
+            .await?;
             write(&a.json_out, &report)?;
             emit(&format!("{}\n", report.line()))?;
         }
