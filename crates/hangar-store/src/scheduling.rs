@@ -280,49 +280,47 @@ impl Store {
         resources: &[ResourceId],
         limit: i64,
     ) -> Result<BuildList, StoreError> {
-        let ids: Vec<i64> = sqlx::query(
-            "SELECT jb.build_id FROM job_builds jb JOIN builds b ON b.id = jb.build_id \
-             WHERE jb.job_id = $1 AND b.status = 'succeeded' \
-             ORDER BY jb.build_number DESC LIMIT $2",
-        )
+        // One statement: the newest succeeded builds, each with its
+        // outputs of `resources` (none: one row of NULLs). Each statement
+        // is a round trip, and on PostgreSQL a round trip is most of a
+        // decision's cost. Resource ids are integers from the database:
+        // listing them inline is safe and works alike on both databases.
+        let wanted = if resources.is_empty() {
+            "0 = 1".to_string()
+        } else {
+            format!("o.resource_id IN ({})", ids_list(resources))
+        };
+        let rows = sqlx::query(&format!(
+            "SELECT p.build_id, p.build_number, o.resource_id, o.version_id FROM \
+             (SELECT jb.build_id, jb.build_number FROM job_builds jb \
+              JOIN builds b ON b.id = jb.build_id \
+              WHERE jb.job_id = $1 AND b.status = 'succeeded' \
+              ORDER BY jb.build_number DESC LIMIT $2) p \
+             LEFT JOIN build_outputs o ON o.build_id = p.build_id AND {wanted} \
+             ORDER BY p.build_number DESC, o.resource_id, o.version_id"
+        ))
         .bind(job_id)
         .bind(limit)
         .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(|r| r.try_get("build_id"))
-        .collect::<Result<_, _>>()?;
-        let complete = (ids.len() as i64) < limit;
-        let mut versions: BTreeMap<i64, Vec<(ResourceId, VersionId)>> = BTreeMap::new();
-        if !ids.is_empty() && !resources.is_empty() {
-            // Ids are integers from the database: listing them inline is
-            // safe, and works alike on both databases.
-            let rows = sqlx::query(&format!(
-                "SELECT build_id, resource_id, version_id FROM build_outputs \
-                 WHERE build_id IN ({}) AND resource_id IN ({}) \
-                 ORDER BY build_id, resource_id, version_id",
-                ids_list(&ids),
-                ids_list(resources)
-            ))
-            .fetch_all(&self.pool)
-            .await?;
-            for r in rows {
-                versions
-                    .entry(r.try_get("build_id")?)
-                    .or_default()
-                    .push((r.try_get("resource_id")?, r.try_get("version_id")?));
+        .await?;
+        let mut builds: Vec<PassedBuild> = Vec::new();
+        for r in rows {
+            let id: i64 = r.try_get("build_id")?;
+            if builds.last().map(|b| b.id) != Some(id) {
+                builds.push(PassedBuild {
+                    id,
+                    versions: Vec::new(),
+                });
+            }
+            let resource: Option<i64> = r.try_get("resource_id")?;
+            let version: Option<i64> = r.try_get("version_id")?;
+            if let (Some(resource), Some(version), Some(b)) = (resource, version, builds.last_mut())
+            {
+                b.versions.push((resource, version));
             }
         }
-        Ok(BuildList {
-            builds: ids
-                .into_iter()
-                .map(|id| PassedBuild {
-                    id,
-                    versions: versions.remove(&id).unwrap_or_default(),
-                })
-                .collect(),
-            complete,
-        })
+        let complete = (builds.len() as i64) < limit;
+        Ok(BuildList { builds, complete })
     }
 
     /// The disabled versions of `resources`.
@@ -387,33 +385,61 @@ impl Store {
         job_id: i64,
         inputs: &[PlannedInput],
     ) -> Result<BTreeSet<String>, StoreError> {
-        let mut out = BTreeSet::new();
-        for i in inputs {
-            let used = sqlx::query(
-                "SELECT 1 AS one FROM build_inputs WHERE job_id = $1 AND resource_id = $2 \
-                 AND version_id = $3 AND name = $4 LIMIT 1",
-            )
-            .bind(job_id)
-            .bind(i.resource_id)
-            .bind(i.version_id)
-            .bind(&i.name)
-            .fetch_optional(&self.pool)
-            .await?;
-            if used.is_some() {
-                out.insert(i.name.clone());
+        if inputs.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        // One statement for all of them (a round trip each is what a
+        // decision costs on PostgreSQL).
+        let mut sql =
+            String::from("SELECT DISTINCT name FROM build_inputs WHERE job_id = $1 AND (");
+        for (n, _) in inputs.iter().enumerate() {
+            let at = 2 + 3 * n;
+            if n > 0 {
+                sql.push_str(" OR ");
             }
+            sql.push_str(&format!(
+                "(resource_id = ${} AND version_id = ${} AND name = ${})",
+                at,
+                at + 1,
+                at + 2
+            ));
+        }
+        sql.push(')');
+        let mut q = sqlx::query(&sql).bind(job_id);
+        for i in inputs {
+            q = q.bind(i.resource_id).bind(i.version_id).bind(&i.name);
+        }
+        let mut out = BTreeSet::new();
+        for r in q.fetch_all(&self.pool).await? {
+            out.insert(r.try_get::<String, _>("name")?);
         }
         Ok(out)
     }
 
-    /// A version's JSON text.
-    pub async fn version_text(&self, version_id: VersionId) -> Result<String, StoreError> {
-        let row = sqlx::query("SELECT version FROM resource_versions WHERE id = $1")
-            .bind(version_id)
-            .fetch_optional(&self.pool)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("version {version_id} not found")))?;
-        Ok(row.try_get("version")?)
+    /// The JSON text of each of `version_ids`, by id, in one statement; a
+    /// missing one is an error.
+    pub async fn version_texts(
+        &self,
+        version_ids: &[VersionId],
+    ) -> Result<BTreeMap<VersionId, String>, StoreError> {
+        let mut out = BTreeMap::new();
+        if version_ids.is_empty() {
+            return Ok(out);
+        }
+        // Ids are integers: listed inline, as elsewhere in this file.
+        let rows = sqlx::query(&format!(
+            "SELECT id, version FROM resource_versions WHERE id IN ({})",
+            ids_list(version_ids)
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        for r in rows {
+            out.insert(r.try_get("id")?, r.try_get("version")?);
+        }
+        if let Some(missing) = version_ids.iter().find(|id| !out.contains_key(*id)) {
+            return Err(StoreError::NotFound(format!("version {missing} not found")));
+        }
+        Ok(out)
     }
 
     /// Creates the next build of the job, held, with its planned inputs, in
@@ -449,11 +475,15 @@ impl Store {
                 return Ok(None);
             }
         }
+        // A build with its inputs fixed means the job no longer waits: said
+        // in the same statement (one round trip fewer per build).
         let row = sqlx::query(
-            "UPDATE jobs SET next_build_number = next_build_number + 1 \
+            "UPDATE jobs SET next_build_number = next_build_number + 1, \
+             waiting = CASE WHEN $2 = 1 THEN waiting ELSE NULL END \
              WHERE id = $1 AND active = 1 RETURNING next_build_number",
         )
         .bind(job_id)
+        .bind(i64::from(inputs_pending))
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
@@ -478,9 +508,7 @@ impl Store {
             .bind(build.id)
             .execute(&mut *tx)
             .await?;
-        for i in inputs {
-            insert_input(&mut tx, build.id, job_id, i).await?;
-        }
+        insert_inputs(&mut tx, build.id, job_id, inputs).await?;
         tx.commit().await?;
         Ok(Some(JobBuildRecord { number, build }))
     }
@@ -531,9 +559,7 @@ impl Store {
         if done.rows_affected() != 1 {
             return Ok(false);
         }
-        for i in inputs {
-            insert_input(&mut tx, build_id, job_id, i).await?;
-        }
+        insert_inputs(&mut tx, build_id, job_id, inputs).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -604,23 +630,33 @@ impl Store {
     }
 }
 
-async fn insert_input(
+/// Records a build's inputs in one statement (a job has a handful; far
+/// below either database's limit on bound values).
+async fn insert_inputs(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     build_id: i64,
     job_id: i64,
-    i: &PlannedInput,
+    inputs: &[PlannedInput],
 ) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO build_inputs (build_id, job_id, name, resource_id, version_id) \
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (build_id, name) DO NOTHING",
-    )
-    .bind(build_id)
-    .bind(job_id)
-    .bind(&i.name)
-    .bind(i.resource_id)
-    .bind(i.version_id)
-    .execute(&mut **tx)
-    .await?;
+    if inputs.is_empty() {
+        return Ok(());
+    }
+    let mut sql = String::from(
+        "INSERT INTO build_inputs (build_id, job_id, name, resource_id, version_id) VALUES ",
+    );
+    for (n, _) in inputs.iter().enumerate() {
+        let at = 3 + 3 * n;
+        if n > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!("($1, $2, ${}, ${}, ${})", at, at + 1, at + 2));
+    }
+    sql.push_str(" ON CONFLICT (build_id, name) DO NOTHING");
+    let mut q = sqlx::query(&sql).bind(build_id).bind(job_id);
+    for i in inputs {
+        q = q.bind(&i.name).bind(i.resource_id).bind(i.version_id);
+    }
+    q.execute(&mut **tx).await?;
     Ok(())
 }
 
@@ -662,7 +698,11 @@ impl Store {
             );
         }
         let rows = sqlx::query(
-            "SELECT j.name, jb.build_number, b.status FROM jobs j \
+            "SELECT j.name, jb.build_number, b.status, \
+             (SELECT y.build_number FROM job_builds y JOIN builds yb ON yb.id = y.build_id \
+              WHERE y.job_id = j.id AND yb.status = 'succeeded' \
+              ORDER BY y.build_number DESC LIMIT 1) AS newest_succeeded \
+             FROM jobs j \
              LEFT JOIN job_builds jb ON jb.job_id = j.id AND jb.build_number = \
              (SELECT MAX(x.build_number) FROM job_builds x WHERE x.job_id = j.id) \
              LEFT JOIN builds b ON b.id = jb.build_id \
@@ -679,6 +719,9 @@ impl Store {
                     status: r
                         .try_get::<Option<String>, _>("status")?
                         .unwrap_or_default(),
+                    newest_succeeded: r
+                        .try_get::<Option<i64>, _>("newest_succeeded")?
+                        .unwrap_or(0),
                 },
             );
         }

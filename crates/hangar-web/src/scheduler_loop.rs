@@ -185,7 +185,6 @@ async fn schedule_pipeline(web: &Web, p: &SchedulablePipeline) -> Result<usize, 
                         return Ok(created);
                     };
                     tracing::info!(build = made.build.id, job = %name, number = made.number, "scheduled a job build");
-                    store.set_job_waiting(*job_id, None).await?;
                     created += 1;
                     if !d.has_next_every {
                         break;

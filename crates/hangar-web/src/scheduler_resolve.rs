@@ -192,9 +192,11 @@ pub(crate) async fn plan_with(
     planned: &[PlannedInput],
 ) -> Result<Result<JobPlan, String>, StoreError> {
     let mut versions = InputVersions::new();
+    let ids: Vec<_> = planned.iter().map(|p| p.version_id).collect();
+    let texts = store.version_texts(&ids).await?;
     for p in planned {
-        let text = store.version_text(p.version_id).await?;
-        let Ok(Value::Object(v)) = serde_json::from_str::<Value>(&text) else {
+        let text = &texts[&p.version_id];
+        let Ok(Value::Object(v)) = serde_json::from_str::<Value>(text) else {
             return Err(StoreError::Corrupt(format!(
                 "resource_versions: version {} is not an object",
                 p.version_id

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::config::job_inputs;
+use super::config::{job_inputs, NamedVersion};
 use crate::pipeline::{Job, PipelineConfig};
 
 /// What of a resource a decision reads: its scope's newest version (by
@@ -20,12 +20,16 @@ pub struct ResourceStamp {
     pub api_pin: Option<i64>,
 }
 
-/// A job's newest build: its number and whether it has finished (and
-/// how), so a build that ends or starts changes the stamp.
+/// A job's builds as the decisions that read them see them: its newest
+/// build's number and status (what the job's own decision reads), and its
+/// newest *succeeded* build's number (all a downstream job's `passed`
+/// constraint reads: a build that is created, starts, fails or errors
+/// changes no candidate downstream).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BuildStamp {
     pub number: i64,
     pub status: String,
+    pub newest_succeeded: i64,
 }
 
 /// A pipeline's stamps, by resource and job name.
@@ -37,27 +41,41 @@ pub struct PipelineStamps {
 
 /// Everything `job`'s decision reads, as one comparable value: its own
 /// newest build, and for each input its resource's stamp and the newest
-/// build of each job it must have passed.
+/// succeeded build of each job it must have passed.
+///
+/// An input with `passed` takes its candidates from those jobs' succeeded
+/// builds only, so its resource's newest version is left out: a version no
+/// passed job has built yet cannot be chosen (unless the input is pinned by
+/// config, whose pin is matched against the resource's versions). Without
+/// this, every new version and every build start would decide the whole
+/// fan-out below it again, which on PostgreSQL costs a round trip per
+/// statement of each of those decisions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobStamp {
-    own: BuildStamp,
-    inputs: Vec<(ResourceStamp, Vec<BuildStamp>)>,
+    own: (i64, String),
+    inputs: Vec<(ResourceStamp, Vec<i64>)>,
 }
 
 pub fn job_stamp(config: &PipelineConfig, job: &Job, stamps: &PipelineStamps) -> JobStamp {
     let build = |name: &str| stamps.jobs.get(name).cloned().unwrap_or_default();
+    let own = build(&job.name);
     JobStamp {
-        own: build(&job.name),
+        own: (own.number, own.status),
         inputs: job_inputs(config, job)
             .iter()
             .map(|i| {
+                let mut resource = stamps
+                    .resources
+                    .get(&i.resource)
+                    .copied()
+                    .unwrap_or_default();
+                let pinned_by_config = matches!(i.version, NamedVersion::Pinned(_));
+                if !i.passed.is_empty() && !pinned_by_config {
+                    resource.newest_check_order = 0;
+                }
                 (
-                    stamps
-                        .resources
-                        .get(&i.resource)
-                        .copied()
-                        .unwrap_or_default(),
-                    i.passed.iter().map(|p| build(p)).collect(),
+                    resource,
+                    i.passed.iter().map(|p| build(p).newest_succeeded).collect(),
                 )
             })
             .collect(),
@@ -78,6 +96,7 @@ jobs:
 - {name: up, plan: [{get: a, trigger: true}]}
 - {name: down, plan: [{get: a, passed: [up], trigger: true}, {get: b}]}
 - {name: unrelated, plan: [{get: other, trigger: true}]}
+- {name: pinned, plan: [{get: a, passed: [up], version: {v: '7'}}]}
 ";
 
     fn stamps() -> PipelineStamps {
@@ -91,12 +110,13 @@ jobs:
                 },
             );
         }
-        for j in ["up", "down", "unrelated"] {
+        for j in ["up", "down", "unrelated", "pinned"] {
             s.jobs.insert(
                 j.into(),
                 BuildStamp {
                     number: 3,
                     status: "succeeded".into(),
+                    newest_succeeded: 3,
                 },
             );
         }
@@ -110,15 +130,15 @@ jobs:
         let before = job_stamp(&config, down, &stamps());
         type Change = fn(&mut PipelineStamps);
         // (what changed, whether `down` must be decided again)
-        let cases: [(&str, Change, bool); 9] = [
+        let cases: [(&str, Change, bool); 13] = [
             ("nothing", |_| {}, false),
             (
-                "a new version of its input",
+                "a new version of its input with passed: none has passed yet",
                 |s| s.resources.get_mut("a").unwrap().newest_check_order += 1,
-                true,
+                false,
             ),
             (
-                "a new version of its non-trigger input",
+                "a new version of its input without passed",
                 |s| s.resources.get_mut("b").unwrap().newest_check_order += 1,
                 true,
             ),
@@ -128,18 +148,50 @@ jobs:
                 true,
             ),
             (
+                "a version of its passed input disabled",
+                |s| s.resources.get_mut("a").unwrap().disabled = (1, 7),
+                true,
+            ),
+            (
                 "a pin",
                 |s| s.resources.get_mut("a").unwrap().api_pin = Some(4),
                 true,
             ),
             (
-                "a build of the passed job finished",
-                |s| s.jobs.get_mut("up").unwrap().status = "failed".into(),
+                "a build of the passed job succeeded",
+                |s| {
+                    let up = s.jobs.get_mut("up").unwrap();
+                    up.number += 1;
+                    up.newest_succeeded = up.number;
+                },
                 true,
+            ),
+            (
+                "a build of the passed job was created",
+                |s| {
+                    let up = s.jobs.get_mut("up").unwrap();
+                    up.number += 1;
+                    up.status = "pending".into();
+                },
+                false,
+            ),
+            (
+                "a build of the passed job failed",
+                |s| {
+                    let up = s.jobs.get_mut("up").unwrap();
+                    up.number += 1;
+                    up.status = "failed".into();
+                },
+                false,
             ),
             (
                 "its own next build",
                 |s| s.jobs.get_mut("down").unwrap().number += 1,
+                true,
+            ),
+            (
+                "its own build finished",
+                |s| s.jobs.get_mut("down").unwrap().status = "failed".into(),
                 true,
             ),
             (
@@ -158,5 +210,17 @@ jobs:
             change(&mut s);
             assert_eq!(job_stamp(&config, down, &s) != before, again, "{what}");
         }
+    }
+
+    #[test]
+    fn an_input_pinned_by_config_reads_new_versions_even_with_passed() {
+        // The pin is matched against the resource's versions: the version
+        // it names may only now have been checked.
+        let config = parse_pipeline(PIPELINE).unwrap().config;
+        let pinned = config.job("pinned").unwrap();
+        let before = job_stamp(&config, pinned, &stamps());
+        let mut s = stamps();
+        s.resources.get_mut("a").unwrap().newest_check_order += 1;
+        assert_ne!(job_stamp(&config, pinned, &s), before);
     }
 }

@@ -311,6 +311,28 @@ async fn used_before_and_held_builds(store: Store) {
         .await
         .unwrap()
         .is_empty());
+    // The same version under another name was not used before.
+    let renamed = PlannedInput {
+        name: "renamed".into(),
+        ..ask(a)
+    };
+    assert_eq!(
+        s.inputs_used_before(f.build_job, &[renamed, ask(b), ask(a)])
+            .await
+            .unwrap(),
+        ["src".to_string()].into_iter().collect(),
+    );
+    assert!(s
+        .inputs_used_before(f.build_job, &[])
+        .await
+        .unwrap()
+        .is_empty());
+    // Versions' texts at once; an id that names none is an error.
+    let texts = s.version_texts(&[b, a]).await.unwrap();
+    assert_eq!(texts[&a], r#"{"ref":"a"}"#);
+    assert_eq!(texts[&b], r#"{"ref":"b"}"#);
+    assert!(s.version_texts(&[a, 999_999]).await.is_err());
+    assert!(s.version_texts(&[]).await.unwrap().is_empty());
     // A held build is not the engine's to claim until released.
     let state = s.start_state(f.pipeline).await.unwrap();
     assert_eq!(state.held.len(), 1);
@@ -323,6 +345,50 @@ async fn used_before_and_held_builds(store: Store) {
     );
     let state = s.start_state(f.pipeline).await.unwrap();
     assert_eq!(state.running.len(), 1);
+}
+
+/// A build made with its inputs fixed says the job no longer waits; a
+/// manual one whose inputs are still to be resolved leaves the reason.
+async fn a_created_build_clears_the_waiting_reason(store: Store) {
+    let f = fixture(store).await;
+    let s = &f.store;
+    let a = version(s, f.src, "a").await;
+    let b = version(s, f.src, "b").await;
+    let reason = r#"{"reason":"no_versions"}"#;
+    s.set_job_waiting(f.build_job, Some(reason)).await.unwrap();
+    s.create_scheduled_build(f.build_job, "p/build", "[]", &[], true, None, T0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.job_waiting(f.build_job).await.unwrap().as_deref(),
+        Some(reason)
+    );
+    let planned = [
+        PlannedInput {
+            name: "src".into(),
+            resource_id: f.src,
+            version_id: a,
+        },
+        PlannedInput {
+            name: "again".into(),
+            resource_id: f.src,
+            version_id: b,
+        },
+    ];
+    let made = s
+        .create_scheduled_build(f.build_job, "p/build", "[]", &planned, false, None, T0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.job_waiting(f.build_job).await.unwrap(), None);
+    let (inputs, _) = s.build_versions(made.build.id).await.unwrap();
+    let mut got: Vec<(String, i64)> = inputs
+        .iter()
+        .map(|i| (i.name.clone().unwrap_or_default(), i.version_id))
+        .collect();
+    got.sort();
+    assert_eq!(got, [("again".to_string(), b), ("src".to_string(), a)]);
 }
 
 async fn one_node_holds_a_pipeline(store: Store) {
@@ -386,5 +452,6 @@ both!(
     fan_in_with_a_version_disabled_after_it_passed,
     pins_match_as_concourse,
     used_before_and_held_builds,
+    a_created_build_clears_the_waiting_reason,
     one_node_holds_a_pipeline,
 );
