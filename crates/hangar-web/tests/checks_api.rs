@@ -488,6 +488,62 @@ async fn the_webhook_asks_for_a_check_with_the_resource_token_only(store: Store)
     t.stop().await;
 }
 
+/// A `((var))` in `webhook_token` is looked up in the credential manager
+/// (pipeline first, then team), as Concourse allows; a var the manager
+/// does not hold matches no token, not even its own literal text.
+async fn a_webhook_token_var_is_read_from_the_credential_manager(store: Store) {
+    use hangar_creds::cache::Cache;
+    use hangar_creds::dir::DirSecrets;
+    use hangar_creds::{Credentials, Manager};
+    let creds = tempfile::tempdir().unwrap();
+    let pipeline_dir = creds.path().join("main").join("p");
+    std::fs::create_dir_all(&pipeline_dir).unwrap();
+    for (file, text) in [
+        (pipeline_dir.join("hook_token"), "from-the-manager\n"),
+        (creds.path().join("main").join("team_token"), "team-wide\n"),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        // The manager refuses files others may read.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let manager = Manager::Dir(DirSecrets::new(creds.path()).unwrap());
+    let credentials = Arc::new(Credentials::new(manager, Cache::off()));
+    let t = TestWeb::start_with(store, |c| c.credentials = Some(credentials)).await;
+    let _w = CheckWorker::start(&t, "w1").await;
+    let pipeline = "
+resources:
+- {name: repo, type: sh, source: {uri: one}, webhook_token: ((hook_token))}
+- {name: team, type: sh, source: {uri: two}, webhook_token: ((team_token))}
+- {name: gone, type: sh, source: {uri: three}, webhook_token: ((missing))}
+jobs:
+- {name: j, plan: [{get: repo}, {get: team}, {get: gone}]}
+";
+    t.admin
+        .set_pipeline("main", "p", pipeline, None)
+        .await
+        .unwrap();
+    let hook = |resource: &str, token: &str| {
+        let req = t.raw.post(format!(
+            "{}/api/v1/teams/main/pipelines/p/resources/{resource}/check/webhook?webhook_token={token}",
+            t.url
+        ));
+        async move { req.send().await.unwrap().status() }
+    };
+    let cases = [
+        ("repo", "from-the-manager", StatusCode::CREATED),
+        ("repo", "((hook_token))", StatusCode::UNAUTHORIZED),
+        ("repo", "wrong", StatusCode::UNAUTHORIZED),
+        ("team", "team-wide", StatusCode::CREATED),
+        ("gone", "((missing))", StatusCode::UNAUTHORIZED),
+        ("gone", "", StatusCode::BAD_REQUEST),
+    ];
+    for (resource, token, want) in cases {
+        assert_eq!(hook(resource, token).await, want, "{resource} {token}");
+    }
+    t.stop().await;
+}
+
 /// A worker that cannot be reached is the infrastructure's failure: the
 /// check runs on another worker, and with none left it is tried again
 /// later, never recorded as the resource's error.
@@ -593,6 +649,7 @@ on_both_databases!(
     check_resource_checks_a_paused_pipeline_from_a_version,
     check_requests_are_refused_when_hostile,
     the_webhook_asks_for_a_check_with_the_resource_token_only,
+    a_webhook_token_var_is_read_from_the_credential_manager,
 );
 
 /// Two web nodes on one database, each running passes as fast as it can:

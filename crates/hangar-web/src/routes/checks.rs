@@ -138,6 +138,40 @@ pub(super) async fn resource_type_status(
     )))
 }
 
+/// The resource's token as a webhook must give it: a `((var))` in it is
+/// looked up in the credential manager under the pipeline, then the team,
+/// as a job build's vars are (Concourse allows credentials there). A var
+/// that cannot be found matches nothing; a manager that does not answer is
+/// the server's trouble (503), not the caller's.
+async fn expected_token(
+    web: &Web,
+    team: &str,
+    pipeline: &str,
+    configured: &str,
+) -> Result<String, ApiError> {
+    let value = Value::String(configured.to_string());
+    if hangar_core::vars::find_unresolved_except_local(&value).is_empty() {
+        return Ok(configured.to_string());
+    }
+    let Some(credentials) = web.engine().credentials() else {
+        tracing::warn!(%team, %pipeline, "a webhook_token holds a ((var)) and this web node has no credential manager");
+        return Ok(String::new());
+    };
+    match hangar_engine::resolve_plan(credentials, &value, Some((team, pipeline))).await {
+        Ok((Value::String(token), _)) => Ok(token),
+        Ok(_) => Ok(String::new()),
+        Err(hangar_engine::PlanVarsError::Refused(why)) => {
+            tracing::warn!(%team, %pipeline, %why, "the webhook_token's var cannot be resolved");
+            Ok(String::new())
+        }
+        Err(hangar_engine::PlanVarsError::Unavailable(why)) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "credentials_unavailable",
+            format!("cannot look up the webhook_token: {why}"),
+        )),
+    }
+}
+
 /// `POST …/resources/{r}/check/webhook?webhook_token=T`: no admin token;
 /// the resource's own token, compared in constant time. As Concourse: no
 /// token 400, an unknown resource 404, a wrong token (or a resource
@@ -162,10 +196,11 @@ pub(super) async fn webhook(
             r.id
         )))
     })?;
-    let expected = config
+    let configured = config
         .get("webhook_token")
         .and_then(Value::as_str)
         .unwrap_or("");
+    let expected = expected_token(&web, &team, &pipeline, configured).await?;
     let matches = !expected.is_empty()
         && given.len() <= MAX_WEBHOOK_TOKEN
         && same_secret(given.as_bytes(), expected.as_bytes());
