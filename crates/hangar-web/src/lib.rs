@@ -135,6 +135,9 @@ struct WebInner {
     /// pipelines).
     node_id: String,
     scheduler_configs: scheduler_loop::ConfigCache,
+    /// Cancelled when `serve` begins to stop: long-lived responses (the
+    /// dashboard's log streams) end instead of holding the drain.
+    stopping: CancellationToken,
 }
 
 impl Web {
@@ -175,6 +178,7 @@ impl Web {
                 check_wakeup: Default::default(),
                 node_id,
                 scheduler_configs: scheduler_loop::ConfigCache::default(),
+                stopping: CancellationToken::new(),
             }),
         })
     }
@@ -266,6 +270,11 @@ impl Web {
         gc_loop::tick(self).await
     }
 
+    /// Cancelled once this node begins to stop serving.
+    pub(crate) fn stopping(&self) -> &CancellationToken {
+        &self.inner.stopping
+    }
+
     pub fn router(&self) -> axum::Router {
         routes::router(self.clone())
     }
@@ -305,11 +314,16 @@ pub async fn serve(
     }
     let app = web.router();
     let stop = shutdown.clone();
+    let stopping = web.stopping().clone();
     // The peer's address goes with each request: a refused takeover's
     // event names who tried.
     let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     let server = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .with_graceful_shutdown(async move {
+            stop.cancelled().await;
+            // Streams end now, so only ordinary requests are drained.
+            stopping.cancel();
+        })
         .into_future();
     tokio::pin!(server);
     // In-flight requests get DRAIN_WITHIN to finish once shutdown begins (a

@@ -1,5 +1,7 @@
 //! The dashboard's rules beyond single pages, on SQLite and PostgreSQL:
-//! the pipelines page lists every team's pipelines and their links work.
+//! the pipelines page lists every team's pipelines and their links work,
+//! and an open log stream ends when web stops (it does not hold the
+//! shutdown's drain).
 
 mod common;
 
@@ -125,4 +127,40 @@ async fn every_teams_pipelines_are_listed_and_their_links_work(store: Store) {
     t.stop().await;
 }
 
-on_both_databases!(every_teams_pipelines_are_listed_and_their_links_work);
+async fn an_open_log_stream_ends_when_web_stops(store: Store) {
+    let t = TestWeb::start(store).await;
+    set(&t, "main", "app").await;
+    // Nothing runs builds here: the build stays pending and its stream
+    // would stay open for as long as web serves.
+    let build = t.admin.builds(1).await.unwrap()[0].id;
+    let cookie = session(&t).await;
+    let r = http()
+        .get(format!("{}/builds/{build}/log?after=0", t.url))
+        .header(COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let reader = tokio::spawn(r.text());
+    // Web ends the stream as soon as it stops, instead of being cut off
+    // at the drain limit (DRAIN_WITHIN): half of it is a generous bound
+    // for a stop that does not wait for the stream at all.
+    let within = hangar_web::DRAIN_WITHIN / 2;
+    tokio::time::timeout(within, t.stop())
+        .await
+        .expect("web stopped with a log stream open");
+    let body = tokio::time::timeout(within, reader)
+        .await
+        .expect("the stream ended")
+        .unwrap()
+        .expect("the stream ended cleanly, not cut off");
+    assert!(
+        !body.contains("event: end"),
+        "the build did not end: {body}"
+    );
+}
+
+on_both_databases!(
+    every_teams_pipelines_are_listed_and_their_links_work,
+    an_open_log_stream_ends_when_web_stops,
+);
