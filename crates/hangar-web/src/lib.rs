@@ -135,6 +135,8 @@ struct WebInner {
     /// pipelines).
     node_id: String,
     scheduler_configs: scheduler_loop::ConfigCache,
+    /// Wrong admin tokens sent to the dashboard's login form, per client.
+    login_limit: std::sync::Mutex<hangar_core::login_limit::LoginLimiter>,
     /// Cancelled when `serve` begins to stop: long-lived responses (the
     /// dashboard's log streams) end instead of holding the drain.
     stopping: CancellationToken,
@@ -178,6 +180,7 @@ impl Web {
                 check_wakeup: Default::default(),
                 node_id,
                 scheduler_configs: scheduler_loop::ConfigCache::default(),
+                login_limit: Default::default(),
                 stopping: CancellationToken::new(),
             }),
         })
@@ -268,6 +271,16 @@ impl Web {
     /// Runs every garbage collector once now.
     pub async fn run_gc_once(&self) -> Vec<gc_loop::CollectorRun> {
         gc_loop::tick(self).await
+    }
+
+    pub(crate) fn login_limit(
+        &self,
+    ) -> std::sync::MutexGuard<'_, hangar_core::login_limit::LoginLimiter> {
+        // The limiter's state stays whole whatever panicked holding it.
+        self.inner
+            .login_limit
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Cancelled once this node begins to stop serving.

@@ -1,14 +1,16 @@
 //! The dashboard's rules beyond single pages, on SQLite and PostgreSQL:
 //! the pipelines page lists every team's pipelines and their links work,
-//! and an open log stream ends when web stops (it does not hold the
-//! shutdown's drain).
+//! an open log stream ends when web stops (it does not hold the
+//! shutdown's drain), and wrong admin tokens at the login form are
+//! limited per client.
 
 mod common;
 
 use common::{TestWeb, ADMIN};
+use hangar_core::login_limit::{MAX_FAILURES, WINDOW_MS};
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;
-use reqwest::header::{COOKIE, SET_COOKIE};
+use reqwest::header::{COOKIE, RETRY_AFTER, SET_COOKIE};
 use reqwest::StatusCode;
 
 const CONFIG: &str = "
@@ -160,7 +162,41 @@ async fn an_open_log_stream_ends_when_web_stops(store: Store) {
     );
 }
 
+async fn wrong_logins_are_limited_per_client(store: Store) {
+    let t = TestWeb::start(store).await;
+    for i in 0..MAX_FAILURES {
+        let r = login(&t, "wrong-token-0123456789").await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "failure {i}");
+    }
+    // Limited now: a wrong token and the right one alike.
+    for token in ["wrong-token-0123456789", ADMIN] {
+        let r = login(&t, token).await;
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS, "{token}");
+        assert!(r.headers().get(SET_COOKIE).is_none());
+        let seconds: i64 = r.headers()[RETRY_AFTER].to_str().unwrap().parse().unwrap();
+        assert_eq!(seconds, WINDOW_MS / 1000);
+        let html = r.text().await.unwrap();
+        assert!(html.contains("too many wrong tokens"), "{html}");
+    }
+    // Pages other than the login form are not limited.
+    assert_eq!(get(&t, None, "/").await.0, StatusCode::OK);
+    // The window ends: the right token logs in, and the count starts
+    // again from nothing.
+    t.advance(WINDOW_MS);
+    assert_eq!(login(&t, ADMIN).await.status(), StatusCode::SEE_OTHER);
+    for i in 0..MAX_FAILURES {
+        let r = login(&t, "wrong-token-0123456789").await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "failure {i} after");
+    }
+    assert_eq!(
+        login(&t, ADMIN).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    t.stop().await;
+}
+
 on_both_databases!(
     every_teams_pipelines_are_listed_and_their_links_work,
     an_open_log_stream_ends_when_web_stops,
+    wrong_logins_are_limited_per_client,
 );
