@@ -216,7 +216,7 @@ impl DashboardReport {
             ));
             for p in &d.pages {
                 out.push_str(&format!(
-                    "  {:<50} p50 {:>6} ms  p99 {:>6} ms  max {:>6} ms  ({} bytes)\n",
+                    "  {:<56} p50 {:>6} ms  p99 {:>6} ms  max {:>6} ms  ({} bytes)\n",
                     p.page,
                     fmt_opt(p.ms.p50, 1),
                     fmt_opt(p.ms.p99, 1),
