@@ -19,6 +19,7 @@ pub mod gc;
 pub mod import;
 pub mod leases;
 pub mod lifecycle;
+pub mod login_limit;
 pub mod names;
 pub mod pipeline;
 pub mod placement;

@@ -232,6 +232,36 @@ impl Store {
         .transpose()
     }
 
+    /// Makes team `name` unless it exists; answers it either way. The
+    /// caller checks the name (`validate_label`).
+    pub async fn create_team(&self, name: &str, now: UnixMillis) -> Result<TeamRecord, StoreError> {
+        sqlx::query(
+            "INSERT INTO teams (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        self.team(name)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("team {name} not found")))
+    }
+
+    /// Every team, by name.
+    pub async fn teams(&self) -> Result<Vec<TeamRecord>, StoreError> {
+        let rows = sqlx::query("SELECT id, name FROM teams ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(TeamRecord {
+                    id: r.try_get("id")?,
+                    name: r.try_get("name")?,
+                })
+            })
+            .collect()
+    }
+
     async fn team_id(&self, team: &str) -> Result<i64, StoreError> {
         self.team(team)
             .await?
@@ -405,6 +435,17 @@ impl Store {
              WHERE p.team_id = $1 ORDER BY p.id"
         ))
         .bind(team_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(pipeline_from_row).collect()
+    }
+
+    /// Every team's pipelines, by team name, each team's oldest first.
+    pub async fn all_pipelines(&self) -> Result<Vec<PipelineRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {PIPELINE_COLUMNS} FROM pipelines p JOIN teams t ON t.id = p.team_id \
+             ORDER BY t.name, p.id"
+        ))
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(pipeline_from_row).collect()

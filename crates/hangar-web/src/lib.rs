@@ -135,6 +135,11 @@ struct WebInner {
     /// pipelines).
     node_id: String,
     scheduler_configs: scheduler_loop::ConfigCache,
+    /// Wrong admin tokens sent to the dashboard's login form, per client.
+    login_limit: std::sync::Mutex<hangar_core::login_limit::LoginLimiter>,
+    /// Cancelled when `serve` begins to stop: long-lived responses (the
+    /// dashboard's log streams) end instead of holding the drain.
+    stopping: CancellationToken,
 }
 
 impl Web {
@@ -175,6 +180,8 @@ impl Web {
                 check_wakeup: Default::default(),
                 node_id,
                 scheduler_configs: scheduler_loop::ConfigCache::default(),
+                login_limit: Default::default(),
+                stopping: CancellationToken::new(),
             }),
         })
     }
@@ -266,6 +273,21 @@ impl Web {
         gc_loop::tick(self).await
     }
 
+    pub(crate) fn login_limit(
+        &self,
+    ) -> std::sync::MutexGuard<'_, hangar_core::login_limit::LoginLimiter> {
+        // The limiter's state stays whole whatever panicked holding it.
+        self.inner
+            .login_limit
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Cancelled once this node begins to stop serving.
+    pub(crate) fn stopping(&self) -> &CancellationToken {
+        &self.inner.stopping
+    }
+
     pub fn router(&self) -> axum::Router {
         routes::router(self.clone())
     }
@@ -305,11 +327,16 @@ pub async fn serve(
     }
     let app = web.router();
     let stop = shutdown.clone();
+    let stopping = web.stopping().clone();
     // The peer's address goes with each request: a refused takeover's
     // event names who tried.
     let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     let server = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .with_graceful_shutdown(async move {
+            stop.cancelled().await;
+            // Streams end now, so only ordinary requests are drained.
+            stopping.cancel();
+        })
         .into_future();
     tokio::pin!(server);
     // In-flight requests get DRAIN_WITHIN to finish once shutdown begins (a

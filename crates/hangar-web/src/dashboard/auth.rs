@@ -8,20 +8,27 @@
 //! carries a CSRF token (another digest of the token, different from the
 //! cookie's) which only a page web rendered for a logged-in browser holds.
 //!
+//! Wrong tokens are limited per client address
+//! (`hangar_core::login_limit`: 5 in 5 minutes, then 429 until the
+//! window ends).
+//!
 //! An action is done by handing the matching API request, with the admin
 //! token, to web's own router in-process: the dashboard never duplicates
 //! a rule the API applies (a paused pipeline refusing a trigger, …).
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 
 use axum::body::Body;
-use axum::extract::{FromRequestParts, State};
-use axum::http::header::{AUTHORIZATION, COOKIE, LOCATION, SET_COOKIE};
+use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::http::header::{AUTHORIZATION, COOKIE, LOCATION, RETRY_AFTER, SET_COOKIE};
 use axum::http::request::Parts;
-use axum::http::{Method, Request, StatusCode};
+use axum::http::{Extensions, HeaderValue, Method, Request, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Form;
 use hangar_api::credentials::{digest, same_secret};
+use hangar_core::dashboard::duration_words;
+use hangar_core::login_limit::Admission;
 use maud::html;
 use serde::Deserialize;
 use tower::ServiceExt;
@@ -143,18 +150,49 @@ pub(crate) async fn login_page(viewer: Viewer) -> Response {
     login_form(&viewer, StatusCode::OK, None)
 }
 
+/// Who sent a login: the peer's address (no forwarded header is trusted,
+/// so behind a proxy every browser counts as the proxy).
+fn client_of(extensions: &Extensions) -> String {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or_else(|| "unknown".to_string(), |c| c.0.ip().to_string())
+}
+
 pub(crate) async fn login(
     State(web): State<Web>,
+    extensions: Extensions,
     form: Result<Form<LoginForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
+    let client = client_of(&extensions);
+    let now = web.now();
+    // Checked before the token: once limited, the right token is refused
+    // too, or guessing would simply go on.
+    let admission = web.login_limit().admit(&client, now);
+    if let Admission::Limited { retry_after_ms } = admission {
+        let seconds = (retry_after_ms + 999) / 1000;
+        let mut response = login_form(
+            &Viewer::anonymous(),
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(&format!(
+                "too many wrong tokens from this address: try again in {}",
+                duration_words(retry_after_ms)
+            )),
+        );
+        if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+            response.headers_mut().insert(RETRY_AFTER, value);
+        }
+        return response;
+    }
     let token = form.map(|Form(f)| f.token).unwrap_or_default();
     if !same_secret(token.as_bytes(), web.config().admin_token.as_bytes()) {
+        web.login_limit().failed(&client, now);
         return login_form(
             &Viewer::anonymous(),
             StatusCode::UNAUTHORIZED,
             Some("that is not the admin token"),
         );
     }
+    web.login_limit().succeeded(&client);
     let cookie = format!(
         "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path=/",
         session_value(&web)

@@ -243,7 +243,7 @@ pub(crate) async fn log_stream(
 
 fn events(cursor: Cursor) -> impl Stream<Item = Result<Event, Infallible>> {
     futures_util::stream::unfold(cursor, |mut c| async move {
-        if c.ended {
+        if c.ended || c.web.stopping().is_cancelled() {
             return None;
         }
         loop {
@@ -286,8 +286,13 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<Event, Infallible>> {
                 }
             }
             // Another web node may be running the build: look again soon
-            // even without a local wake-up.
-            let _ = tokio::time::timeout(Duration::from_millis(250), notified).await;
+            // even without a local wake-up. A node that is stopping ends
+            // the stream (the browser reconnects to another node, from
+            // its last event id) rather than hold the shutdown's drain.
+            tokio::select! {
+                _ = c.web.stopping().cancelled() => return None,
+                _ = tokio::time::timeout(Duration::from_millis(250), notified) => {}
+            }
         }
     })
 }

@@ -1,7 +1,7 @@
 //! `/teams/{team}/pipelines/{name}`: the pipeline's jobs as a graph
 //! (columns by `passed` depth, each job with its gets and puts), its
-//! resources with their newest versions, and its paused/exposed state.
-//! Check errors are not stored yet, so none are shown.
+//! resources with their newest versions, last check and a failing
+//! check's error, and its paused/exposed state.
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
-//! `/`: every pipeline of the `main` team with its jobs' latest status;
-//! anonymous visitors see the exposed pipelines only.
+//! `/`: every pipeline of every team with its jobs' latest status, team
+//! by team; anonymous visitors see the exposed pipelines only.
 
 use std::collections::HashMap;
 
@@ -13,30 +13,35 @@ use super::layout::{page as shell, seg, status};
 use super::PageResult;
 use crate::Web;
 
-/// The team the dashboard shows (hangar has one team today).
-pub(crate) const TEAM: &str = "main";
-
 pub(crate) async fn page(State(web): State<Web>, viewer: Viewer) -> PageResult {
     let store = web.store();
     let exposed = store.exposed_pipeline_ids().await?;
     let pipelines: Vec<_> = store
-        .pipelines(TEAM)
+        .all_pipelines()
         .await?
         .into_iter()
         .filter(|p| viewer.logged_in || exposed.contains(&p.id))
         .collect();
-    let latest = store.latest_job_builds(TEAM).await?;
+    // Two queries per team shown (its jobs, their newest builds), keyed
+    // by ids that are unique across teams.
+    let mut teams: Vec<&str> = pipelines.iter().map(|p| p.team.as_str()).collect();
+    teams.dedup();
+    let mut latest = HashMap::new();
     let mut jobs_of: HashMap<i64, Vec<JobSummary>> = HashMap::new();
-    for job in store.team_jobs(TEAM).await? {
-        jobs_of.entry(job.pipeline_id).or_default().push(job);
+    for team in &teams {
+        latest.extend(store.latest_job_builds(team).await?);
+        for job in store.team_jobs(team).await? {
+            jobs_of.entry(job.pipeline_id).or_default().push(job);
+        }
     }
     let rows: Vec<_> = pipelines
-        .into_iter()
+        .iter()
         .map(|p| {
             let jobs = jobs_of.remove(&p.id).unwrap_or_default();
             (p, jobs)
         })
         .collect();
+    let several_teams = teams.len() > 1 || teams.first().is_some_and(|t| *t != "main");
     let body = html! {
         h1 { "pipelines" }
         @if rows.is_empty() {
@@ -45,22 +50,26 @@ pub(crate) async fn page(State(web): State<Web>, viewer: Viewer) -> PageResult {
                 @else { "no exposed pipelines: log in to see the others" }
             }
         }
-        @for (p, jobs) in &rows {
+        @for (i, (p, jobs)) in rows.iter().enumerate() {
+            @if several_teams && (i == 0 || rows[i - 1].0.team != p.team) {
+                h2.team { "team " (p.team) }
+            }
+            @let base = format!("/teams/{}/pipelines/{}", seg(&p.team), seg(&p.name));
             section.pipeline {
                 h2 {
-                    a href={"/teams/" (TEAM) "/pipelines/" (seg(&p.name))} { (p.name) }
+                    a href=(base) { (p.name) }
                     @if p.paused { " " (status("paused")) }
                     @if exposed.contains(&p.id) { " " span.notice { "(exposed)" } }
                 }
                 table {
                     @for j in jobs {
                         tr {
-                            td { a href={"/teams/" (TEAM) "/pipelines/" (seg(&p.name)) "/jobs/" (seg(&j.name))} { (j.name) } }
+                            td { a href={(base) "/jobs/" (seg(&j.name))} { (j.name) } }
                             td {
                                 @if j.paused { (status("paused")) " " }
                                 @match latest.get(&j.id) {
                                     Some(b) => {
-                                        a href={"/teams/" (TEAM) "/pipelines/" (seg(&p.name)) "/jobs/" (seg(&j.name)) "/builds/" (b.number)} {
+                                        a href={(base) "/jobs/" (seg(&j.name)) "/builds/" (b.number)} {
                                             (status(b.status.as_str())) " #" (b.number)
                                         }
                                     }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use hangar_bench::{checks, execute, heartbeats, image, memory, scheduling, webhook};
+use hangar_bench::{checks, dashboard, execute, heartbeats, image, memory, scheduling, webhook};
 
 use crate::duration;
 use crate::format::emit;
@@ -42,6 +42,29 @@ enum What {
     /// A new commit's webhook to the build it triggers running, on a warm
     /// worker (a local git repository, the built-in `git` type).
     Webhook(WebhookArgs),
+    /// Each dashboard page's time at 1,000 workers and 100 pipelines
+    /// (seeded through the store), on SQLite and, with --database-url,
+    /// PostgreSQL too.
+    Dashboard(DashboardArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct DashboardArgs {
+    #[arg(long, default_value_t = 1000)]
+    workers: usize,
+    #[arg(long, default_value_t = 100)]
+    pipelines: usize,
+    /// Times each page is fetched (after one untimed round).
+    #[arg(long, default_value_t = 50)]
+    rounds: usize,
+    /// A throwaway PostgreSQL database to measure after SQLite (the seed
+    /// is added to what it holds).
+    #[arg(long, env = "HANGAR_DATABASE_URL")]
+    database_url: Option<String>,
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long)]
+    json_out: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -224,6 +247,22 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             let report = execute::run(cfg).await?;
             write(&a.json_out, &report)?;
             emit(&format!("{}\n", report.line()))?;
+        }
+        What::Dashboard(a) => {
+            if a.pipelines == 0 || a.workers == 0 || a.rounds == 0 {
+                anyhow::bail!("--workers, --pipelines and --rounds must be at least 1");
+            }
+            let report = dashboard::run(dashboard::DashboardConfig {
+                bin,
+                workers: a.workers,
+                pipelines: a.pipelines,
+                rounds: a.rounds,
+                database_url: a.database_url,
+                dir: a.dir,
+            })
+            .await?;
+            write(&a.json_out, &report)?;
+            emit(&report.lines())?;
         }
         What::Webhook(a) => {
             let report = webhook::run(webhook::WebhookConfig {
