@@ -4,12 +4,10 @@
 //! diffs it against the rows web holds for that worker, both ways, and says
 //! what to change; the store applies it.
 
-use std::collections::BTreeSet;
-
 // A report diffs tens of thousands of handles several times over; foldhash
 // is several times faster than the default SipHash here and still seeded
 // per process.
-use foldhash::{HashMap, HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::fmt;
 use std::str::FromStr;
 
@@ -186,17 +184,19 @@ impl ReportPlan {
 /// made them yet. A row is deleted only when no row that stays has it as a
 /// parent, so a child never outlives its parent's row.
 pub fn plan_report(rows: &[VolumeRow], reported: &[String]) -> ReportPlan {
-    let reported: HashSet<&str> = reported.iter().map(String::as_str).collect();
-    let by_handle: HashMap<&str, &VolumeRow> =
-        rows.iter().map(|r| (r.handle.as_str(), r)).collect();
+    // Sized up front: growing a set of tens of thousands rehashes it
+    // several times over.
+    let mut reported_set: HashSet<&str> = HashSet::with_capacity(reported.len());
+    reported_set.extend(reported.iter().map(String::as_str));
+    let reported = reported_set;
+    let mut by_handle: HashMap<&str, &VolumeRow> = HashMap::with_capacity(rows.len());
+    by_handle.extend(rows.iter().map(|r| (r.handle.as_str(), r)));
     let mut plan = ReportPlan::default();
 
-    let mut unknown: BTreeSet<&str> = BTreeSet::new();
+    let mut unknown: Vec<&str> = Vec::new();
     for handle in &reported {
         match by_handle.get(handle) {
-            None => {
-                unknown.insert(handle);
-            }
+            None => unknown.push(handle),
             Some(row) => match row.state {
                 VolumeState::Destroying | VolumeState::Failed => {
                     plan.destroy_on_worker.push(row.handle.clone())
@@ -224,18 +224,23 @@ pub fn plan_report(rows: &[VolumeRow], reported: &[String]) -> ReportPlan {
             _ => {}
         }
     }
-    // A deletable row whose child stays (any state not deletable) must wait.
+    // A deletable row whose child stays (any state not deletable) must wait,
+    // and so must its deletable ancestors. The walk stops at the first
+    // ancestor that is not deletable: that one stays, and its own walk
+    // blocks the deletable rows above it.
     let mut blocked: HashSet<&str> = HashSet::new();
-    for row in rows {
-        if deletable.contains(row.handle.as_str()) {
-            continue;
-        }
-        let mut parent = row.parent.as_deref();
-        while let Some(p) = parent {
-            if !blocked.insert(p) {
-                break;
+    if !deletable.is_empty() {
+        for row in rows {
+            if deletable.contains(row.handle.as_str()) {
+                continue;
             }
-            parent = by_handle.get(p).and_then(|r| r.parent.as_deref());
+            let mut parent = row.parent.as_deref();
+            while let Some(p) = parent {
+                if !deletable.contains(p) || !blocked.insert(p) {
+                    break;
+                }
+                parent = by_handle.get(p).and_then(|r| r.parent.as_deref());
+            }
         }
     }
     let deletable: Vec<&VolumeRow> = rows
@@ -252,6 +257,7 @@ pub fn plan_report(rows: &[VolumeRow], reported: &[String]) -> ReportPlan {
         on_worker.sort_by(|a, b| a.handle.cmp(&b.handle));
         let mut ordered = children_first(&on_worker, &by_handle);
         // Unknown handles have no known parents: destroy them last, sorted.
+        unknown.sort_unstable();
         ordered.extend(unknown.into_iter().map(str::to_string));
         ordered
     };
