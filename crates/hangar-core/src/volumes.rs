@@ -4,12 +4,10 @@
 //! diffs it against the rows web holds for that worker, both ways, and says
 //! what to change; the store applies it.
 
-use std::collections::BTreeSet;
-
 // A report diffs tens of thousands of handles several times over; foldhash
 // is several times faster than the default SipHash here and still seeded
 // per process.
-use foldhash::{HashMap, HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::fmt;
 use std::str::FromStr;
 
@@ -186,34 +184,39 @@ impl ReportPlan {
 /// made them yet. A row is deleted only when no row that stays has it as a
 /// parent, so a child never outlives its parent's row.
 pub fn plan_report(rows: &[VolumeRow], reported: &[String]) -> ReportPlan {
-    let reported: HashSet<&str> = reported.iter().map(String::as_str).collect();
-    let by_handle: HashMap<&str, &VolumeRow> =
-        rows.iter().map(|r| (r.handle.as_str(), r)).collect();
+    // Sized up front: growing a map of tens of thousands rehashes it
+    // several times over.
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(rows.len());
+    index.extend(rows.iter().enumerate().map(|(i, r)| (r.handle.as_str(), i)));
+    let parent_of = |h: &str| index.get(h).and_then(|&i| rows[i].parent.as_deref());
     let mut plan = ReportPlan::default();
 
-    let mut unknown: BTreeSet<&str> = BTreeSet::new();
-    for handle in &reported {
-        match by_handle.get(handle) {
-            None => {
-                unknown.insert(handle);
+    // One lookup per reported handle marks the rows it finds: the rows left
+    // unmarked are the unreported ones, with no set of reported handles.
+    let mut is_reported = vec![false; rows.len()];
+    let mut unknown: Vec<&str> = Vec::new();
+    for handle in reported {
+        let Some(&i) = index.get(handle.as_str()) else {
+            unknown.push(handle);
+            continue;
+        };
+        if std::mem::replace(&mut is_reported[i], true) {
+            continue; // listed twice
+        }
+        let row = &rows[i];
+        match row.state {
+            VolumeState::Destroying | VolumeState::Failed => {
+                plan.destroy_on_worker.push(row.handle.clone())
             }
-            Some(row) => match row.state {
-                VolumeState::Destroying | VolumeState::Failed => {
-                    plan.destroy_on_worker.push(row.handle.clone())
-                }
-                VolumeState::Created if row.missing_since.is_some() => {
-                    plan.clear_missing.push(row.handle.clone())
-                }
-                _ => {}
-            },
+            VolumeState::Created if row.missing_since.is_some() => {
+                plan.clear_missing.push(row.handle.clone())
+            }
+            _ => {}
         }
     }
 
     let mut deletable: HashSet<&str> = HashSet::new();
-    for row in rows {
-        if reported.contains(row.handle.as_str()) {
-            continue;
-        }
+    for (row, _) in rows.iter().zip(&is_reported).filter(|(_, r)| !**r) {
         match row.state {
             VolumeState::Created if row.missing_since.is_none() => {
                 plan.mark_missing.push(row.handle.clone())
@@ -224,34 +227,41 @@ pub fn plan_report(rows: &[VolumeRow], reported: &[String]) -> ReportPlan {
             _ => {}
         }
     }
-    // A deletable row whose child stays (any state not deletable) must wait.
+    // A deletable row whose child stays (any state not deletable) must wait,
+    // and so must its deletable ancestors. The walk stops at the first
+    // ancestor that is not deletable: that one stays, and its own walk
+    // blocks the deletable rows above it.
     let mut blocked: HashSet<&str> = HashSet::new();
-    for row in rows {
-        if deletable.contains(row.handle.as_str()) {
-            continue;
-        }
-        let mut parent = row.parent.as_deref();
-        while let Some(p) = parent {
-            if !blocked.insert(p) {
-                break;
+    if !deletable.is_empty() {
+        for row in rows {
+            if deletable.contains(row.handle.as_str()) {
+                continue;
             }
-            parent = by_handle.get(p).and_then(|r| r.parent.as_deref());
+            let mut parent = row.parent.as_deref();
+            while let Some(p) = parent {
+                if !deletable.contains(p) || !blocked.insert(p) {
+                    break;
+                }
+                parent = parent_of(p);
+            }
         }
     }
     let deletable: Vec<&VolumeRow> = rows
         .iter()
         .filter(|r| deletable.contains(r.handle.as_str()) && !blocked.contains(r.handle.as_str()))
         .collect();
-    plan.delete_rows = children_first(&deletable, &by_handle);
+    plan.delete_rows = children_first(&deletable, parent_of);
     plan.destroy_on_worker = {
         let mut on_worker: Vec<&VolumeRow> = plan
             .destroy_on_worker
             .iter()
-            .filter_map(|h| by_handle.get(h.as_str()).copied())
+            .filter_map(|h| index.get(h.as_str()).map(|&i| &rows[i]))
             .collect();
         on_worker.sort_by(|a, b| a.handle.cmp(&b.handle));
-        let mut ordered = children_first(&on_worker, &by_handle);
+        let mut ordered = children_first(&on_worker, parent_of);
         // Unknown handles have no known parents: destroy them last, sorted.
+        unknown.sort_unstable();
+        unknown.dedup();
         ordered.extend(unknown.into_iter().map(str::to_string));
         ordered
     };
@@ -261,9 +271,13 @@ pub fn plan_report(rows: &[VolumeRow], reported: &[String]) -> ReportPlan {
 }
 
 /// Orders `set` so every volume comes before its ancestors: deepest first,
-/// then by handle for a stable order.
-pub fn children_first(set: &[&VolumeRow], by_handle: &HashMap<&str, &VolumeRow>) -> Vec<String> {
-    let depth = |row: &VolumeRow| {
+/// then by handle for a stable order. `parent_of` gives a known row's
+/// parent.
+pub fn children_first<'a>(
+    set: &[&'a VolumeRow],
+    parent_of: impl Fn(&'a str) -> Option<&'a str>,
+) -> Vec<String> {
+    let depth = |row: &'a VolumeRow| {
         let mut d = 0usize;
         let mut parent = row.parent.as_deref();
         let mut seen = HashSet::new();
@@ -272,7 +286,7 @@ pub fn children_first(set: &[&VolumeRow], by_handle: &HashMap<&str, &VolumeRow>)
                 break; // a cycle in corrupt data must not hang the planner
             }
             d += 1;
-            parent = by_handle.get(p).and_then(|r| r.parent.as_deref());
+            parent = parent_of(p);
         }
         d
     };

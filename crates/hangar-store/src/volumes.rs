@@ -6,10 +6,9 @@ use sqlx::{Any, Row, Transaction};
 
 use crate::db::Store;
 use crate::error::{decode, StoreError};
+use crate::handle_list::{in_list, json_list};
+use crate::packed::{handle_and_parent, malformed, next_field, HANDLE_AND_PARENT};
 use crate::records::parse_state;
-
-/// Binds per statement stay well under both databases' limits.
-const CHUNK: usize = 1000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewVolume {
@@ -286,83 +285,82 @@ impl Store {
     ) -> Result<ReportPlan, StoreError> {
         let mut tx = self.pool.begin().await?;
         check_report_generation(&mut tx, worker, generation).await?;
-        let rows: Vec<VolumeRow> = sqlx::query_scalar::<_, String>(REPORT_ROWS)
+        let encoded: Option<String> = sqlx::query_scalar(&report_rows_sql())
             .bind(worker)
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(|line| decode_report_row(line).map_err(StoreError::Corrupt))
-            .collect::<Result<_, StoreError>>()?;
+            .fetch_one(&mut *tx)
+            .await?;
+        let rows = decode_report_rows(encoded.as_deref().unwrap_or_default())
+            .map_err(StoreError::Corrupt)?;
+        drop(encoded);
         let plan = plan_report(&rows, reported);
-        update_handles(
-            &mut tx,
-            "UPDATE volumes SET missing_since = $1 WHERE handle IN",
-            Some(now),
-            &plan.mark_missing,
-        )
-        .await?;
-        update_handles(
-            &mut tx,
-            "UPDATE volumes SET missing_since = NULL WHERE handle IN",
-            None,
-            &plan.clear_missing,
-        )
-        .await?;
-        // In chunks of the planner's children-first order: no statement
-        // deletes a row whose child a later statement deletes.
-        let doomed: Vec<&String> = plan.delete_rows.iter().collect();
-        crate::gc::delete_handles(&mut tx, &doomed).await?;
+        drop(rows);
+        let backend = self.backend();
+        if !plan.mark_missing.is_empty() {
+            sqlx::query(&format!(
+                "UPDATE volumes SET missing_since = $1 WHERE {}",
+                in_list(backend, "handle", 2)
+            ))
+            .bind(now)
+            .bind(json_list(&plan.mark_missing))
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !plan.clear_missing.is_empty() {
+            sqlx::query(&format!(
+                "UPDATE volumes SET missing_since = NULL WHERE {}",
+                in_list(backend, "handle", 1)
+            ))
+            .bind(json_list(&plan.clear_missing))
+            .execute(&mut *tx)
+            .await?;
+        }
+        crate::gc::delete_handles(&mut tx, backend, &plan.delete_rows).await?;
         tx.commit().await?;
         Ok(plan)
     }
 }
 
-/// A worker's rows for the report planner, one text column per row:
-/// `state missing_since|- length(handle) handle parent`. A report reads
-/// every row of its worker (50,000 on a big one), and through sqlx's `Any`
-/// driver each column of each row costs allocations: one column instead of
-/// four reads them in about half the time on SQLite. The handle's length
-/// (in characters, on both databases) makes the encoding hold whatever the
-/// handles contain.
-const REPORT_ROWS: &str = "SELECT state || ' ' || COALESCE(CAST(missing_since AS TEXT), '-') \
-     || ' ' || CAST(LENGTH(handle) AS TEXT) || ' ' || handle || COALESCE(parent_handle, '') \
-     FROM volumes WHERE worker_name = $1";
+/// Every row of a worker for the report planner, packed into one text
+/// value ([`crate::packed`]): per row `state missing_since|-` and its
+/// handle and parent. A report reads every row of its worker (50,000 on a
+/// big one); packed, they cost sqlx's `Any` driver no allocation per row.
+/// `string_agg` is SQLite's too (3.44).
+fn report_rows_sql() -> String {
+    format!(
+        "SELECT string_agg(state || ' ' || COALESCE(CAST(missing_since AS TEXT), '-') || ' ' \
+         || {HANDLE_AND_PARENT}, '') FROM volumes WHERE worker_name = $1"
+    )
+}
 
-/// Decodes one row of [`REPORT_ROWS`].
-fn decode_report_row(line: &str) -> Result<VolumeRow, String> {
-    let bad = || {
-        format!(
-            "malformed volume report row {:?}",
-            line.chars().take(200).collect::<String>()
-        )
-    };
-    let mut fields = line.splitn(4, ' ');
-    let (Some(state), Some(missing), Some(len), Some(rest)) =
-        (fields.next(), fields.next(), fields.next(), fields.next())
-    else {
-        return Err(bad());
-    };
-    let state: VolumeState = state.parse()?;
-    let missing_since = match missing {
-        "-" => None,
-        m => Some(m.parse::<UnixMillis>().map_err(|_| bad())?),
-    };
-    let len: usize = len.parse().map_err(|_| bad())?;
-    let split = match rest.char_indices().nth(len) {
-        Some((at, _)) => at,
-        None if rest.chars().count() == len => rest.len(),
-        None => return Err(bad()),
-    };
-    let (handle, parent) = rest.split_at(split);
-    if handle.is_empty() {
-        return Err(bad());
+/// Decodes the text of [`report_rows_sql`].
+fn decode_report_rows(text: &str) -> Result<Vec<VolumeRow>, String> {
+    let mut rows = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (row, after) =
+            decode_report_row(rest).ok_or_else(|| malformed("volume report row", rest))?;
+        rows.push(row);
+        rest = after;
     }
-    Ok(VolumeRow {
-        handle: handle.to_string(),
+    Ok(rows)
+}
+
+/// Decodes the first row of `text`; returns it and what follows it.
+fn decode_report_row(text: &str) -> Option<(VolumeRow, &str)> {
+    let mut rest = text;
+    let state: VolumeState = next_field(&mut rest)?.parse().ok()?;
+    let missing_since = match next_field(&mut rest)? {
+        "-" => None,
+        m => Some(m.parse::<UnixMillis>().ok()?),
+    };
+    let (handle, parent) = handle_and_parent(&mut rest)?;
+    let row = VolumeRow {
+        handle,
         state,
-        parent: (!parent.is_empty()).then(|| parent.to_string()),
+        parent,
         missing_since,
-    })
+    };
+    Some((row, rest))
 }
 
 /// Refuses a report unless `generation` is the worker's current,
@@ -384,28 +382,6 @@ pub(crate) async fn check_report_generation(
         message: refusal.message(worker, generation),
         refusal,
     })
-}
-
-/// Runs `sql IN (…)` over `handles` in chunks; `first` is bound as `$1` when given.
-async fn update_handles(
-    tx: &mut Transaction<'_, Any>,
-    sql: &str,
-    first: Option<i64>,
-    handles: &[String],
-) -> Result<(), StoreError> {
-    for chunk in handles.chunks(CHUNK) {
-        let offset = usize::from(first.is_some()) + 1;
-        let text = format!("{sql} ({})", placeholders(offset, chunk.len()));
-        let mut q = sqlx::query(&text);
-        if let Some(v) = first {
-            q = q.bind(v);
-        }
-        for h in chunk {
-            q = q.bind(h);
-        }
-        q.execute(&mut **tx).await?;
-    }
-    Ok(())
 }
 
 async fn get_volume_in(
@@ -440,51 +416,90 @@ pub(crate) async fn invalidate_worker_volumes(
 mod report_row_tests {
     use super::*;
 
-    #[test]
-    fn rows_decode_whatever_their_handles_hold() {
-        let row = |h: &str, s, p: Option<&str>, m| VolumeRow {
+    fn row(h: &str, state: VolumeState, p: Option<&str>, m: Option<i64>) -> VolumeRow {
+        VolumeRow {
             handle: h.into(),
-            state: s,
+            state,
             parent: p.map(str::to_string),
             missing_since: m,
-        };
+        }
+    }
+
+    #[test]
+    fn rows_decode_whatever_their_handles_hold() {
         use VolumeState::*;
         let cases = [
-            ("created - 3 abc", row("abc", Created, None, None)),
+            ("", vec![]),
+            ("created - 3 - abc", vec![row("abc", Created, None, None)]),
             (
-                "created 17 3 abcdef",
-                row("abc", Created, Some("def"), Some(17)),
+                "created 17 3 3 abcdef",
+                vec![row("abc", Created, Some("def"), Some(17))],
             ),
             (
-                "creating - 5 a b cp q",
-                row("a b c", Creating, Some("p q"), None),
+                "creating - 5 3 a b cp q",
+                vec![row("a b c", Creating, Some("p q"), None)],
             ),
             (
-                "destroying - 2 éxparent",
-                row("éx", Destroying, Some("parent"), None),
+                "destroying - 3 6 éxparent",
+                vec![row("éx", Destroying, Some("parent"), None)],
             ),
-            ("failed -1 1 zz", row("z", Failed, Some("z"), Some(-1))),
+            (
+                "failed -1 1 1 zz",
+                vec![row("z", Failed, Some("z"), Some(-1))],
+            ),
+            // Rows run together; a handle may look like the next row.
+            (
+                "created - 1 - acreated - 12 1 created - 1aa",
+                vec![
+                    row("a", Created, None, None),
+                    row("created - 1a", Created, Some("a"), None),
+                ],
+            ),
+            (
+                "failed 5 5 - é€created - 1 5 xé€",
+                vec![
+                    row("é€", Failed, None, Some(5)),
+                    row("x", Created, Some("é€"), None),
+                ],
+            ),
         ];
-        for (line, expected) in cases {
-            assert_eq!(decode_report_row(line), Ok(expected), "{line:?}");
+        for (text, expected) in cases {
+            assert_eq!(decode_report_rows(text), Ok(expected), "{text:?}");
         }
     }
 
     #[test]
     fn malformed_rows_are_refused_not_guessed() {
-        for line in [
-            "",
+        for text in [
             "created",
             "created -",
             "created - 3",
-            "created - 4 abc",
-            "created - x abc",
-            "created x 3 abc",
-            "created - 0 abc",
-            "weird - 3 abc",
-            "created - 99999999999999999999 abc",
+            "created - 3 -",
+            "created - 4 - abc",
+            "created - 3 4 abcdef",
+            "created - x - abc",
+            "created - 3 x abc",
+            "created x 3 - abc",
+            "created - 0 - abc",
+            "created - 1 0 a",
+            "created - -1 - abc",
+            "weird - 3 - abc",
+            "created - 99999999999999999999 - abc",
+            "created - 18446744073709551615 - abc",
+            "created - 3 18446744073709551615 abc",
+            "created - 3 - abccreated",
+            "created - 3 - abc ",
+            "created - 1 - é",
+            "created - 2 - é€",
         ] {
-            assert!(decode_report_row(line).is_err(), "{line:?} was accepted");
+            assert!(decode_report_rows(text).is_err(), "{text:?} was accepted");
         }
+    }
+
+    #[test]
+    fn a_refusal_quotes_a_bounded_excerpt() {
+        let text = format!("created - 999 - {}", "x".repeat(100_000));
+        let err = decode_report_rows(&text).unwrap_err();
+        assert!(err.len() < 300, "{} bytes", err.len());
     }
 }

@@ -278,7 +278,61 @@ async fn a_report_of_thousands_of_handles_is_applied_in_chunks(store: Store) {
     assert_eq!(plan.clear_missing.len(), 2500);
 }
 
+/// Handles travel to the database as one JSON list and come back packed
+/// with their lengths: whatever they hold, each is matched as itself.
+async fn a_report_matches_handles_whatever_they_hold(store: Store) {
+    let odd = [
+        "a b",
+        "quo\"te",
+        "back\\slash",
+        "é€😀",
+        "it's",
+        "new\nline",
+        "[\"json\"]",
+        "3 - 2 x",
+    ];
+    let g = worker_with_chain(&store, "w1", &odd[..3]).await;
+    for (i, h) in odd[3..].iter().enumerate() {
+        store
+            .create_volume_row(&vol(h, "w1", Some(odd[i % 3])), T0)
+            .await
+            .unwrap();
+        store.finish_volume_creation(h, Ok(None)).await.unwrap();
+    }
+    store.destroy_volume(odd[6]).await.unwrap();
+    // Everything is there but "it's" (vanished) and the destroyed one;
+    // a stray with a quote and a space comes along.
+    let mut reported: Vec<String> = odd
+        .iter()
+        .filter(|h| **h != "it's" && **h != odd[6])
+        .map(|h| h.to_string())
+        .collect();
+    reported.push("stray \"1\"".into());
+    let plan = store
+        .apply_volume_report("w1", g, &reported, T0 + 1)
+        .await
+        .unwrap();
+    assert_eq!(plan.mark_missing, ["it's"]);
+    assert_eq!(plan.delete_rows, [odd[6]]);
+    assert_eq!(plan.destroy_on_worker, ["stray \"1\""]);
+    let rows = states(&store, "w1").await;
+    assert_eq!(rows.len(), odd.len() - 1);
+    for (h, state, missing) in &rows {
+        assert_eq!(*state, VolumeState::Created, "{h:?}");
+        assert_eq!(*missing, h == "it's", "{h:?}");
+    }
+    // Back again: the mark is cleared, nothing else changes.
+    reported.push("it's".into());
+    let plan = store
+        .apply_volume_report("w1", g, &reported, T0 + 2)
+        .await
+        .unwrap();
+    assert_eq!(plan.clear_missing, ["it's"]);
+    assert!(states(&store, "w1").await.iter().all(|(_, _, m)| !m));
+}
+
 on_both_databases!(
+    a_report_matches_handles_whatever_they_hold,
     a_volume_row_exists_before_the_volume_and_records_its_outcome,
     volumes_are_made_only_on_running_workers_on_present_parents,
     a_report_is_diffed_both_ways_and_applied,

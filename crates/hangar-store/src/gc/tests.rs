@@ -26,13 +26,17 @@ async fn poison(store: &Store) {
 }
 
 async fn chain(store: &Store, handles: &[&str]) {
+    chain_on(store, "w1", handles).await
+}
+
+async fn chain_on(store: &Store, worker: &str, handles: &[&str]) {
     let mut parent: Option<&str> = None;
     for h in handles {
         store
             .create_volume_row(
                 &NewVolume {
                     handle: h.to_string(),
-                    worker: "w1".into(),
+                    worker: worker.into(),
                     parent: parent.map(str::to_string),
                     owner_kind: OwnerKind::Container,
                     owner_id: None,
@@ -44,6 +48,22 @@ async fn chain(store: &Store, handles: &[&str]) {
             .unwrap();
         store.finish_volume_creation(h, Ok(None)).await.unwrap();
         parent = Some(h);
+    }
+}
+
+fn info(name: &str) -> WorkerInfo {
+    WorkerInfo {
+        name: name.into(),
+        state_identity: "i".into(),
+        platform: "linux".into(),
+        tags: vec![],
+        team: None,
+        version: "0".into(),
+        resource_types_json: "[]".into(),
+        ephemeral: false,
+        containers: 0,
+        volumes: 0,
+        api_url: None,
     }
 }
 
@@ -101,6 +121,84 @@ async fn one_bad_subtree_is_counted_and_skipped(store: Store) {
         .map(|v| v.handle)
         .collect();
     assert_eq!(left, ["a", "poison-a1", "poison-r2", "r", "r1", "r3"]);
+}
+
+/// Workers are shared out between the lanes that read and delete: every
+/// worker's doomed rows go, a bad subtree on one worker keeps only itself,
+/// and a subtree bigger than a batch goes in order.
+async fn every_workers_missing_rows_go_whichever_lane_reads_them(store: Store) {
+    poison(&store).await;
+    for w in ["w1", "w2", "w3", "w4", "w5"] {
+        let g = store
+            .register_worker(&info(w), T0)
+            .await
+            .unwrap()
+            .generation;
+        let h = |s: &str| format!("{w}-{s}");
+        let (a, a1, a2) = (h("a"), h("a1"), h("a2"));
+        let (b, b1) = (h("b"), h("b1"));
+        chain_on(&store, w, &[&a, &a1, &a2]).await;
+        chain_on(&store, w, &[&b, &b1]).await;
+        let mut reported = vec![b.clone(), b1.clone()];
+        if w == "w3" {
+            let (p, p1) = (h("p"), format!("poison-{w}"));
+            chain_on(&store, w, &[&p, &p1]).await;
+        }
+        if w == "w4" {
+            let long: Vec<String> = (0..7).map(|i| h(&format!("long{i}"))).collect();
+            let long: Vec<&str> = long.iter().map(String::as_str).collect();
+            chain_on(&store, w, &long).await;
+            // Only the base vanished: its live descendants go with it.
+            reported.extend(long[1..].iter().map(|s| s.to_string()));
+        }
+        store
+            .apply_volume_report(w, g, &reported, T0)
+            .await
+            .unwrap();
+    }
+    let config = GcConfig {
+        batch_size: 3,
+        ..GcConfig::default()
+    };
+    let stats = store
+        .run_collector(Collector::MissingVolumes, &config, T0 + 5 * MIN)
+        .await
+        .unwrap();
+    assert_eq!(
+        stats,
+        CollectorStats {
+            found: 5 * 3 + 2 + 7,
+            destroyed: 5 * 3 + 7,
+            failed: 2
+        }
+    );
+    let left: Vec<String> = store
+        .list_volumes(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.handle)
+        .collect();
+    let mut expected: Vec<String> = ["w1", "w2", "w3", "w4", "w5"]
+        .iter()
+        .flat_map(|w| [format!("{w}-b"), format!("{w}-b1")])
+        .chain(["w3-p".to_string(), "poison-w3".to_string()])
+        .collect();
+    expected.sort();
+    let mut left = left;
+    left.sort();
+    assert_eq!(left, expected);
+}
+
+#[tokio::test]
+async fn sqlite_every_workers_missing_rows_go_whichever_lane_reads_them() {
+    every_workers_missing_rows_go_whichever_lane_reads_them(crate::test_db::sqlite_store().await)
+        .await
+}
+
+#[tokio::test]
+async fn postgres_every_workers_missing_rows_go_whichever_lane_reads_them() {
+    every_workers_missing_rows_go_whichever_lane_reads_them(postgres_store().await).await
 }
 
 #[tokio::test]
