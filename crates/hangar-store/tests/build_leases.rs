@@ -174,8 +174,57 @@ async fn web_nodes_heartbeat_and_are_forgotten(store: Store) {
     assert_eq!(left, ["web-a"]);
 }
 
+
+/// Claims take the oldest build a node may run, pending or orphaned
+/// (started under a lease that ran out), whichever is older; finished
+/// builds and builds under a live lease are never taken.
+async fn claims_take_the_oldest_runnable_build_of_either_kind(store: Store) {
+    let old = store
+        .create_build("old", None, "[]", "{}", T0)
+        .await
+        .unwrap();
+    let done = store
+        .create_build("done", None, "[]", "{}", T0)
+        .await
+        .unwrap();
+    let mid = store
+        .create_build("mid", None, "[]", "{}", T0)
+        .await
+        .unwrap();
+    let new = store
+        .create_build("new", None, "[]", "{}", T0)
+        .await
+        .unwrap();
+    let claim = |at: i64| {
+        let store = store.clone();
+        async move {
+            store
+                .claim_build("n", at, LEASE)
+                .await
+                .unwrap()
+                .map(|b| b.id)
+        }
+    };
+    assert_eq!(claim(T0).await, Some(old.id));
+    assert_eq!(claim(T0).await, Some(done.id));
+    store
+        .finish_build(done.id, 1, BuildStatus::Succeeded, None, None, T0)
+        .await
+        .unwrap();
+    assert_eq!(claim(T0).await, Some(mid.id));
+    // `old` and `mid` are held under live leases: the pending one is next.
+    assert_eq!(claim(T0 + 1).await, Some(new.id));
+    assert_eq!(claim(T0 + 2).await, None);
+    // Every lease ran out: the older orphan first, never the finished one.
+    assert_eq!(claim(T0 + LEASE + 10).await, Some(old.id));
+    assert_eq!(claim(T0 + LEASE + 10).await, Some(mid.id));
+    assert_eq!(claim(T0 + LEASE + 10).await, Some(new.id));
+    assert_eq!(claim(T0 + LEASE + 10).await, None);
+}
+
 on_both_databases!(
     a_stale_claim_cannot_write_once_another_node_took_the_build,
     a_released_lease_is_claimed_at_once,
     web_nodes_heartbeat_and_are_forgotten,
+    claims_take_the_oldest_runnable_build_of_either_kind,
 );
