@@ -51,6 +51,9 @@ impl Backend {
 pub struct Store {
     pub(crate) pool: AnyPool,
     backend: Backend,
+    /// Where the pool connects: a listener for other nodes' wake-ups
+    /// needs a connection of its own.
+    pub(crate) url: Arc<str>,
     pub(crate) guard: Arc<Guard>,
 }
 
@@ -148,6 +151,7 @@ impl Store {
             health::settle_marker(path, &marker, &database_id, accept)?;
         }
         Ok(Store {
+            url: Arc::from(url),
             pool,
             backend,
             guard: Arc::new(Guard::new(file, database_id)),

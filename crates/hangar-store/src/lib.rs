@@ -31,6 +31,7 @@ mod scheduling;
 mod scopes;
 mod versions;
 mod volumes;
+mod wakeups;
 mod web_nodes;
 mod workers;
 
@@ -62,6 +63,7 @@ pub use scheduling::{
     StartState,
 };
 pub use volumes::{NewVolume, VolumeRecord};
+pub use wakeups::SchedulerListener;
 pub use web_nodes::WebNodeRecord;
 pub use workers::{
     CommandOutcome, Credentials, Expect, IncumbentRecord, RegisterOutcome, Registration,

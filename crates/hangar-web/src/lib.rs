@@ -19,6 +19,7 @@ mod metrics;
 mod routes;
 mod scheduler_loop;
 mod scheduler_resolve;
+mod scheduler_wakeups;
 mod takeover;
 mod web_nodes_loop;
 
@@ -210,8 +211,16 @@ impl Web {
         self.inner.engine.build_events()
     }
 
-    /// Asks this node's scheduler to look at jobs now.
+    /// Asks the scheduler to look at jobs now: this node's, and on
+    /// PostgreSQL every other node's too (the pipeline's lease may be
+    /// held elsewhere).
     pub fn wake_scheduler(&self) {
+        self.wake_local_scheduler();
+        scheduler_wakeups::tell_other_nodes(self);
+    }
+
+    /// Wakes this node's scheduler only (what another node asked for).
+    pub(crate) fn wake_local_scheduler(&self) {
         self.inner.schedule_wakeup.notify_one();
     }
 
@@ -321,6 +330,7 @@ pub async fn serve(
     }
     if let Some(interval) = web.config().scheduler_interval {
         tasks.spawn(scheduler_loop::run(web.clone(), interval, shutdown.clone()));
+        tasks.spawn(scheduler_wakeups::listen(web.clone(), shutdown.clone()));
     }
     if let Some(interval) = web.config().gc_interval {
         tasks.spawn(gc_loop::run(web.clone(), interval, shutdown.clone()));

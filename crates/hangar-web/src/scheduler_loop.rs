@@ -85,7 +85,10 @@ pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToke
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}
             _ = web.scheduler_woken() => {}
-            _ = web.engine().build_finished().notified() => {}
+            _ = web.engine().build_finished().notified() => {
+                // Downstream jobs may be another node's to schedule.
+                crate::scheduler_wakeups::tell_other_nodes(&web);
+            }
         }
         if let Err(e) = tick(&web).await {
             tracing::warn!(error = %e, "scheduler pass failed");
