@@ -174,7 +174,6 @@ async fn web_nodes_heartbeat_and_are_forgotten(store: Store) {
     assert_eq!(left, ["web-a"]);
 }
 
-
 /// Claims take the oldest build a node may run, pending or orphaned
 /// (started under a lease that ran out), whichever is older; finished
 /// builds and builds under a live lease are never taken.
