@@ -174,6 +174,10 @@ pub(super) struct Samples {
     /// How late each measured call was sent after its tick was due (ms):
     /// near zero unless the load generator falls behind.
     pub(super) send_lag_ms: Vec<f64>,
+    /// Workers through their first registration, and when the last one
+    /// was (seconds after the fleet started).
+    pub(super) registered: usize,
+    pub(super) all_registered_after_s: Option<f64>,
 }
 
 /// One simulated worker's plan.
@@ -188,6 +192,9 @@ pub(super) struct SimWorker {
     pub(super) first_report_at: tokio::time::Instant,
     pub(super) measure_from: Instant,
     pub(super) until: Instant,
+    /// When the fleet started, and how many workers it has.
+    pub(super) fleet_started: Instant,
+    pub(super) fleet_size: usize,
 }
 
 /// One simulated worker: registers (at most `registering` at once, so a
@@ -218,6 +225,18 @@ pub(super) async fn simulate_worker(
         ))
     };
     let (mut client, mut hb_body, mut report_body) = register().await?;
+    {
+        let mut s = samples.lock().await;
+        s.registered += 1;
+        if s.registered == w.fleet_size {
+            let after = w.fleet_started.elapsed().as_secs_f64();
+            s.all_registered_after_s = Some(after);
+            eprintln!(
+                "bench heartbeats: all {} workers registered after {after:.1}s",
+                w.fleet_size
+            );
+        }
+    }
     let mut hb =
         tokio::time::interval_at(w.register_at + w.heartbeat_interval, w.heartbeat_interval);
     hb.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
