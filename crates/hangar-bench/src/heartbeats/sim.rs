@@ -66,7 +66,10 @@ pub async fn seed(url: &str, workers: usize, volumes_per_worker: usize) -> anyho
         .await
         .with_context(|| format!("open {url} to seed it"))?;
     let per_worker = u32::try_from(volumes_per_worker).context("--volumes is too large")?;
-    let now = now_ms();
+    // Registered a minute ago: web starts with every seeded worker past its
+    // heartbeat TTL, as after a restart, so the first run's registrations
+    // are not refused as doubles of workers that look alive.
+    let now = now_ms() - 60_000;
     // PostgreSQL takes registrations on several connections at once;
     // SQLite has one.
     let at_once = match store.backend() {
