@@ -1,27 +1,38 @@
-//! `hangar bench heartbeats`: one web process, N simulated workers over
-//! loopback with the real client. Each registers, heartbeats every
-//! `heartbeat_interval` and reports its full list of volumes every
-//! `report_interval`; web already holds those volumes' rows, seeded before
-//! it starts, so every report is diffed against real rows.
+//! `hangar bench heartbeats`: N simulated workers over loopback with the
+//! real client, against one web process or several on one PostgreSQL
+//! database (`web_nodes`; workers spread over them round-robin, each
+//! worker talking to one node as behind a Service). Each worker registers,
+//! heartbeats every `heartbeat_interval` and reports its full list of
+//! volumes every `report_interval`; web already holds those volumes' rows,
+//! seeded before it starts, so every report is diffed against real rows.
 //!
-//! Web runs as its own process so that its CPU time and memory can be read
-//! from `/proc/<pid>` apart from the load generator's.
+//! Web runs as processes of their own so that their CPU time and memory
+//! can be read from `/proc/<pid>` apart from the load generator's (one
+//! tokio runtime; the workers of one node share its client's
+//! connections). PostgreSQL's own CPU is read too when its postmaster can
+//! be found (`postgres_cpu`). The whole measurement repeats `runs` times
+//! with fresh web processes over the same seeded rows.
+
+mod figures;
+mod sim;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hangar_api::{Heartbeat, RegisterWorker, VolumeReport};
-use hangar_client::Client;
-use hangar_core::volumes::OwnerKind;
-use hangar_store::{NewVolume, Store, WorkerInfo};
-use serde::Serialize;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Semaphore};
 
+pub use figures::{
+    meets, summarise, CallFigures, HeartbeatsReport, NodeFigures, PostgresCpu, RunFigures,
+};
+pub use sim::seed;
+
+use crate::postgres_cpu;
 use crate::procfs;
-use crate::procs::{self, now_ms, WebSpec};
-use crate::stats::{fmt_opt, Summary};
+use crate::procs::{self, WebSpec};
+use crate::stats::Summary;
+use sim::{Samples, SimWorker};
 
 #[derive(Debug, Clone)]
 pub struct HeartbeatsConfig {
@@ -42,6 +53,17 @@ pub struct HeartbeatsConfig {
     pub dir: Option<PathBuf>,
     /// Extra flags for `hangar web` (e.g. `--gc-interval=1h`).
     pub web_args: Vec<String>,
+    /// Web processes on the one database (more than one needs PostgreSQL).
+    pub web_nodes: usize,
+    /// Whole measurements, each with fresh web processes.
+    pub runs: usize,
+    /// A heartbeat p99 every run must be within, for the summary.
+    pub target_p99_ms: Option<f64>,
+    /// PostgreSQL's postmaster, when it cannot be found from the URL.
+    pub postgres_pid: Option<u32>,
+    /// The database already holds this fleet's rows from an earlier run
+    /// (same workers and volumes): seeding is skipped, after a check.
+    pub reuse_seeded: bool,
 }
 
 impl HeartbeatsConfig {
@@ -57,248 +79,66 @@ impl HeartbeatsConfig {
             database_url: None,
             dir: None,
             web_args: Vec::new(),
+            web_nodes: 1,
+            runs: 1,
+            target_p99_ms: None,
+            postgres_pid: None,
+            reuse_seeded: false,
         }
     }
-}
 
-#[derive(Debug, Clone, Serialize)]
-pub struct CallFigures {
-    pub count: usize,
-    pub errors: usize,
-    pub latency_ms: Summary,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct HeartbeatsReport {
-    pub workers: usize,
-    pub volumes_per_worker: usize,
-    pub heartbeat_interval_ms: u64,
-    pub report_interval_ms: u64,
-    pub measured_seconds: f64,
-    pub database: String,
-    pub seed_seconds: f64,
-    pub heartbeats: CallFigures,
-    pub reports: CallFigures,
-    /// Web's CPU time over the window divided by the window: 1.0 = one core.
-    pub web_cpu_cores: f64,
-    /// The load generator's own CPU (it shares the machine with web).
-    pub load_generator_cpu_cores: f64,
-    pub web_rss_mib: f64,
-    pub web_rss_peak_mib: f64,
-    pub machine_cores: usize,
-    pub web_args: Vec<String>,
-}
-
-impl HeartbeatsReport {
-    pub fn line(&self) -> String {
-        format!(
-            "heartbeats: {} workers x {} volumes ({}; hb every {}ms, report every {}ms, {:.0}s measured): \
-             heartbeat p50 {} ms p99 {} ms max {} ms ({} calls, {} errors); \
-             report p50 {} ms p99 {} ms ({} calls, {} errors); \
-             web cpu {:.2} cores, rss {:.1} MiB (peak {:.1}); load generator cpu {:.2} cores",
-            self.workers,
-            self.volumes_per_worker,
-            self.database,
-            self.heartbeat_interval_ms,
-            self.report_interval_ms,
-            self.measured_seconds,
-            fmt_opt(self.heartbeats.latency_ms.p50, 2),
-            fmt_opt(self.heartbeats.latency_ms.p99, 2),
-            fmt_opt(self.heartbeats.latency_ms.max, 2),
-            self.heartbeats.count,
-            self.heartbeats.errors,
-            fmt_opt(self.reports.latency_ms.p50, 2),
-            fmt_opt(self.reports.latency_ms.p99, 2),
-            self.reports.count,
-            self.reports.errors,
-            self.web_cpu_cores,
-            self.web_rss_mib,
-            self.web_rss_peak_mib,
-            self.load_generator_cpu_cores,
-        )
+    fn on_postgres(&self) -> bool {
+        self.database_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"))
     }
-}
 
-/// The name, state identity and volume handles of simulated worker `i`.
-fn sim_name(i: usize) -> String {
-    format!("sim-{i:04}")
-}
-
-fn sim_identity(i: usize) -> String {
-    format!("sim-identity-{i:04}")
-}
-
-/// A handle shaped like a real one (a UUID), unique per worker and index.
-fn sim_handle(worker: usize, volume: usize) -> String {
-    format!("{worker:08x}-0000-4000-8000-{volume:012x}")
-}
-
-fn registration(i: usize, volumes: usize) -> anyhow::Result<RegisterWorker> {
-    // Built from JSON so fields added to the wire type later take their
-    // defaults here too.
-    Ok(serde_json::from_value(serde_json::json!({
-        "name": sim_name(i),
-        "state_identity": sim_identity(i),
-        "platform": "linux",
-        "tags": ["sim"],
-        "version": env!("CARGO_PKG_VERSION"),
-        "volumes": volumes,
-    }))?)
-}
-
-fn heartbeat(generation: i64, volumes: usize) -> anyhow::Result<Heartbeat> {
-    Ok(serde_json::from_value(serde_json::json!({
-        "generation": generation,
-        "containers": 0,
-        "volumes": volumes,
-    }))?)
-}
-
-fn report(generation: i64, handles: &[String]) -> anyhow::Result<VolumeReport> {
-    Ok(serde_json::from_value(serde_json::json!({
-        "generation": generation,
-        "handles": handles,
-    }))?)
-}
-
-/// Registers every simulated worker in the database and inserts its
-/// volumes' rows, before web starts.
-pub async fn seed(url: &str, workers: usize, volumes_per_worker: usize) -> anyhow::Result<()> {
-    let store = Store::open(url)
-        .await
-        .with_context(|| format!("open {url} to seed it"))?;
-    let now = now_ms();
-    for i in 0..workers {
-        let info = WorkerInfo {
-            name: sim_name(i),
-            state_identity: sim_identity(i),
-            platform: "linux".into(),
-            tags: vec!["sim".into()],
-            team: None,
-            version: env!("CARGO_PKG_VERSION").into(),
-            resource_types_json: "[]".into(),
-            ephemeral: false,
-            containers: 0,
-            volumes: volumes_per_worker as i64,
-            api_url: None,
-        };
-        store.register_worker(&info, now).await?;
-        let rows: Vec<NewVolume> = (0..volumes_per_worker)
-            .map(|v| seeded_volume(i, v))
-            .collect();
-        store.insert_created_volumes(&rows, now).await?;
-    }
-    store.close().await;
-    Ok(())
-}
-
-/// Volume `v` of simulated worker `i`, in a mix like a busy worker's: of
-/// every ten, four resource caches, three task caches, two step volumes
-/// made copy-on-write from the first two caches, one build artifact.
-fn seeded_volume(i: usize, v: usize) -> NewVolume {
-    let base = v - v % 10;
-    let (owner_kind, owner_id, parent) = match v % 10 {
-        0..=3 => (OwnerKind::ResourceCache, format!("resource/{v}"), None),
-        4..=6 => (OwnerKind::TaskCache, format!("bench/task/cache-{v}"), None),
-        7 | 8 => (
-            OwnerKind::Container,
-            format!("container-{v}"),
-            Some(sim_handle(i, base + v % 10 - 7)),
-        ),
-        _ => (OwnerKind::Artifact, format!("build/{v}"), None),
-    };
-    NewVolume {
-        handle: sim_handle(i, v),
-        worker: sim_name(i),
-        strategy: if parent.is_some() {
-            hangar_api::Strategy::Cow
-        } else {
-            hangar_api::Strategy::Empty
-        },
-        parent,
-        owner_kind,
-        owner_id: Some(owner_id),
-    }
-}
-
-#[derive(Default)]
-struct Samples {
-    heartbeat_ms: Vec<f64>,
-    heartbeat_errors: usize,
-    report_ms: Vec<f64>,
-    report_errors: usize,
-}
-
-/// One simulated worker: registers, then heartbeats and reports on its
-/// intervals (first ticks spread over the interval) until `until`.
-#[allow(clippy::too_many_arguments)]
-async fn simulate_worker(
-    i: usize,
-    client: Client,
-    volumes: usize,
-    cfg: Arc<HeartbeatsConfig>,
-    offset_hb: Duration,
-    offset_report: Duration,
-    measure_from: Instant,
-    until: Instant,
-    samples: Arc<Mutex<Samples>>,
-) -> anyhow::Result<()> {
-    let name = sim_name(i);
-    let handles: Vec<String> = (0..volumes).map(|v| sim_handle(i, v)).collect();
-    let fleet = client;
-    let registered = fleet.register(&registration(i, volumes)?).await?;
-    let mut generation = registered.generation;
-    let mut client = fleet.with_token(&registered.token);
-    let start = tokio::time::Instant::now();
-    let mut hb = tokio::time::interval_at(start + offset_hb, cfg.heartbeat_interval);
-    hb.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut rep = tokio::time::interval_at(start + offset_report, cfg.report_interval);
-    rep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let is_heartbeat = tokio::select! {
-            _ = hb.tick() => true,
-            _ = rep.tick() => false,
-        };
-        let sent = Instant::now();
-        if sent >= until {
-            return Ok(());
+    /// Refuses a configuration that cannot be measured, saying which flag.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.web_nodes == 0 {
+            return Err("--web-nodes must be at least 1".into());
         }
-        let result = if is_heartbeat {
-            client
-                .heartbeat(&name, &heartbeat(generation, volumes)?)
-                .await
-                .map(|_| ())
-        } else {
-            client
-                .report_volumes(&name, &report(generation, &handles)?)
-                .await
-                .map(|_| ())
-        };
-        let ms = sent.elapsed().as_secs_f64() * 1000.0;
-        if let Err(e) = &result {
-            if matches!(
-                e.code(),
-                Some(hangar_api::codes::REREGISTER | hangar_api::codes::NOT_FOUND)
-            ) {
-                let registered = fleet.register(&registration(i, volumes)?).await?;
-                generation = registered.generation;
-                client = fleet.with_token(&registered.token);
+        if self.web_nodes > 1 && !self.on_postgres() {
+            return Err(format!(
+                "--web-nodes {} needs a PostgreSQL --database-url: several web nodes share \
+                 one PostgreSQL database, and SQLite is for one node",
+                self.web_nodes
+            ));
+        }
+        if self.runs == 0 {
+            return Err("--runs must be at least 1".into());
+        }
+        if self.workers == 0 {
+            return Err("--workers must be at least 1".into());
+        }
+        if self.heartbeat_interval.is_zero() || self.report_interval.is_zero() {
+            return Err("--heartbeat-interval and --report-interval must be above zero".into());
+        }
+        if self.duration.is_zero() {
+            return Err("--duration must be above zero".into());
+        }
+        if let Some(t) = self.target_p99_ms {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(format!(
+                    "--target-p99-ms must be a positive number, not {t}"
+                ));
             }
         }
-        if sent >= measure_from {
-            let mut s = samples.lock().await;
-            match (is_heartbeat, result.is_ok()) {
-                (true, true) => s.heartbeat_ms.push(ms),
-                (true, false) => s.heartbeat_errors += 1,
-                (false, true) => s.report_ms.push(ms),
-                (false, false) => s.report_errors += 1,
-            }
+        if self.reuse_seeded && self.database_url.is_none() {
+            return Err(
+                "--reuse-seeded needs a --database-url (the default database is new)".into(),
+            );
         }
+        if self.postgres_pid.is_some() && !self.on_postgres() {
+            return Err("--postgres-pid needs a PostgreSQL --database-url".into());
+        }
+        Ok(())
     }
 }
 
-/// Runs the benchmark and returns its figures.
+/// Runs the benchmark and returns its figures (every run's).
 pub async fn run(cfg: HeartbeatsConfig) -> anyhow::Result<HeartbeatsReport> {
+    cfg.validate().map_err(anyhow::Error::msg)?;
     let tmp;
     let dir = match &cfg.dir {
         Some(d) => {
@@ -310,102 +150,349 @@ pub async fn run(cfg: HeartbeatsConfig) -> anyhow::Result<HeartbeatsReport> {
             tmp.path().to_path_buf()
         }
     };
-    let mut spec = WebSpec::new(&cfg.bin, &dir)?;
-    spec.database_url = cfg.database_url.clone();
-    spec.heartbeat_ttl = cfg.heartbeat_interval * 3;
-    spec.extra_args = cfg.web_args.clone();
-    std::fs::create_dir_all(&spec.data_dir)?;
-    let url = spec.database();
+    let specs = web_specs(&cfg, &dir)?;
+    let url = specs[0].database();
     let database = url.split(':').next().unwrap_or("").to_string();
 
-    eprintln!(
-        "bench heartbeats: seeding {} workers x {} volumes into {database}",
-        cfg.workers, cfg.volumes_per_worker
-    );
     let seeding = Instant::now();
-    seed(&url, cfg.workers, cfg.volumes_per_worker).await?;
+    if cfg.reuse_seeded {
+        sim::check_seeded(&url, cfg.workers, cfg.volumes_per_worker).await?;
+        eprintln!("bench heartbeats: reusing the fleet seeded in {database} before");
+    } else {
+        eprintln!(
+            "bench heartbeats: seeding {} workers x {} volumes into {database}",
+            cfg.workers, cfg.volumes_per_worker
+        );
+        seed(&url, cfg.workers, cfg.volumes_per_worker).await?;
+        eprintln!(
+            "bench heartbeats: seeded in {:.1}s",
+            seeding.elapsed().as_secs_f64()
+        );
+    }
     let seed_seconds = seeding.elapsed().as_secs_f64();
-    eprintln!("bench heartbeats: seeded in {seed_seconds:.1}s; starting web");
 
-    let mut web = spec.start().await?;
-    let web_pid = web.pid().context("web has no pid")?;
-    let cfg = Arc::new(cfg);
-    let samples = Arc::new(Mutex::new(Samples::default()));
-    let begin = Instant::now();
-    let measure_from = begin + cfg.warmup;
+    let postmaster = cfg.on_postgres().then(|| find_postmaster(&cfg, &url));
+    let mut report = HeartbeatsReport {
+        workers: cfg.workers,
+        volumes_per_worker: cfg.volumes_per_worker,
+        web_nodes: cfg.web_nodes,
+        heartbeat_interval_ms: cfg.heartbeat_interval.as_millis() as u64,
+        report_interval_ms: cfg.report_interval.as_millis() as u64,
+        database,
+        seed_seconds,
+        machine_cores: procfs::cores(),
+        web_args: cfg.web_args.clone(),
+        runs_planned: cfg.runs,
+        runs: Vec::new(),
+        worst_heartbeat_p99_ms: None,
+        target_p99_ms: cfg.target_p99_ms,
+        every_run_met_target: None,
+    };
+    for n in 1..=cfg.runs {
+        if n > 1 {
+            // The last run's workers must be gone in web's eyes (their
+            // heartbeats past the TTL) before the same names register
+            // again: web refuses a registration while the name's holder
+            // is alive, as it would for a real worker's double.
+            let gone = cfg.heartbeat_interval * 3 + Duration::from_secs(3);
+            eprintln!("bench heartbeats: waiting {gone:?} for the last run's workers to go stale");
+            tokio::time::sleep(gone).await;
+        }
+        let figures = one_run(&cfg, &specs, n, postmaster.as_ref()).await?;
+        report.runs.push(figures);
+        let last = report.runs.last().context("a run was just added")?;
+        eprintln!("{}", report.run_line(last));
+    }
+    (report.worst_heartbeat_p99_ms, report.every_run_met_target) =
+        summarise(&report.runs, cfg.target_p99_ms);
+    Ok(report)
+}
+
+/// One spec per web node, each with its own port, data dir and log.
+fn web_specs(cfg: &HeartbeatsConfig, dir: &std::path::Path) -> anyhow::Result<Vec<WebSpec>> {
+    let mut specs = Vec::with_capacity(cfg.web_nodes);
+    for n in 0..cfg.web_nodes {
+        let mut spec = WebSpec::new(&cfg.bin, dir)?;
+        if n > 0 {
+            spec.data_dir = dir.join(format!("web-{n}"));
+            spec.log = dir.join("logs").join(format!("web-{n}.log"));
+        }
+        spec.database_url = cfg.database_url.clone();
+        spec.heartbeat_ttl = cfg.heartbeat_interval * 3;
+        spec.extra_args = cfg.web_args.clone();
+        std::fs::create_dir_all(&spec.data_dir)?;
+        specs.push(spec);
+    }
+    Ok(specs)
+}
+
+/// The postmaster whose CPU is measured, or why there is none.
+fn find_postmaster(cfg: &HeartbeatsConfig, url: &str) -> Result<u32, String> {
+    let found = match cfg.postgres_pid {
+        Some(pid) => postgres_cpu::check_postgres(pid).map(|()| pid),
+        None => postgres_cpu::find_postmaster(url),
+    };
+    match &found {
+        Ok(pid) => eprintln!("bench heartbeats: measuring PostgreSQL's CPU from postmaster {pid}"),
+        Err(why) => eprintln!("bench heartbeats: PostgreSQL's CPU is not measured: {why}"),
+    }
+    found
+}
+
+/// Registrations in flight at once across the fleet. The database
+/// serialises registrations (the generation counter's row stays locked
+/// until each commits) and a waiting registration holds one of its node's
+/// pooled connections: with 64 at once on three nodes, the pools filled
+/// with registrations waiting on that lock and heartbeats queued behind
+/// them for seconds. A few at once keeps the pools for heartbeats.
+const REGISTERING_AT_ONCE: usize = 8;
+
+async fn one_run(
+    cfg: &HeartbeatsConfig,
+    specs: &[WebSpec],
+    run: usize,
+    postmaster: Option<&Result<u32, String>>,
+) -> anyhow::Result<RunFigures> {
+    let mut webs = Vec::with_capacity(specs.len());
+    for spec in specs {
+        webs.push(spec.start().await?);
+    }
+    let pids: Vec<u32> = webs
+        .iter()
+        .map(|w| w.pid().context("web has no pid"))
+        .collect::<anyhow::Result<_>>()?;
+    let timeout = Duration::from_secs(30);
+    let clients: Vec<_> = specs
+        .iter()
+        .map(|s| procs::worker_client(&s.url(), timeout))
+        .collect::<anyhow::Result<_>>()?;
+    let samples = Arc::new(Mutex::new(Samples {
+        heartbeat_ms: vec![Vec::new(); specs.len()],
+        ..Samples::default()
+    }));
+    let registering = Arc::new(Semaphore::new(REGISTERING_AT_ONCE));
+    let begin = tokio::time::Instant::now();
+    let measure_from = Instant::now() + cfg.warmup;
     let until = measure_from + cfg.duration;
     let mut tasks = tokio::task::JoinSet::new();
-    let timeout = Duration::from_secs(30);
+    let mut per_node = vec![0usize; specs.len()];
     for i in 0..cfg.workers {
-        // Each simulated worker has its own client (its own connection),
-        // as real workers do.
-        let client = procs::worker_client(&spec.url(), timeout)?;
+        let node = i % specs.len();
+        per_node[node] += 1;
+        // First ticks spread evenly over each interval.
         let spread = |interval: Duration| interval.mul_f64(i as f64 / cfg.workers as f64);
-        tasks.spawn(simulate_worker(
+        let w = SimWorker {
             i,
-            client,
-            cfg.volumes_per_worker,
-            cfg.clone(),
-            spread(cfg.heartbeat_interval),
-            spread(cfg.report_interval),
+            node,
+            volumes: cfg.volumes_per_worker,
+            heartbeat_interval: cfg.heartbeat_interval,
+            report_interval: cfg.report_interval,
+            register_at: begin + spread(cfg.heartbeat_interval),
+            first_report_at: begin + cfg.heartbeat_interval + spread(cfg.report_interval),
             measure_from,
             until,
+            fleet_started: begin.into_std(),
+            fleet_size: cfg.workers,
+        };
+        tasks.spawn(sim::simulate_worker(
+            w,
+            clients[node].clone(),
+            registering.clone(),
             samples.clone(),
         ));
     }
     eprintln!(
-        "bench heartbeats: load running; warming up for {:?}, then measuring for {:?}",
-        cfg.warmup, cfg.duration
+        "bench heartbeats: run {run}: load running on {} web node(s); warming up for {:?}, then measuring for {:?}",
+        specs.len(),
+        cfg.warmup,
+        cfg.duration
     );
     tokio::time::sleep_until(measure_from.into()).await;
-    let web_cpu_0 = procfs::cpu_seconds(web_pid).context("read web's cpu time")?;
+    let load_start = figures::loadavg();
+    let web_cpu_0 = cpu_of(&pids)?;
+    let pg_cpu_0 = pg_cpu(postmaster);
     let me_cpu_0 = procfs::cpu_seconds(std::process::id()).unwrap_or(0.0);
     let window = Instant::now();
-    let mut rss_max = 0u64;
+    let mut rss_max = vec![0u64; pids.len()];
     while Instant::now() < until {
-        if let Some(r) = procfs::rss(web_pid) {
-            rss_max = rss_max.max(r.now);
+        for (k, pid) in pids.iter().enumerate() {
+            if let Some(r) = procfs::rss(*pid) {
+                rss_max[k] = rss_max[k].max(r.now);
+            }
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let web_cpu_1 = procfs::cpu_seconds(web_pid).context("read web's cpu time")?;
+    let web_cpu_1 = cpu_of(&pids)?;
+    let pg_cpu_1 = pg_cpu(postmaster);
     let me_cpu_1 = procfs::cpu_seconds(std::process::id()).unwrap_or(0.0);
     let measured = window.elapsed().as_secs_f64();
-    let rss = procfs::rss(web_pid).unwrap_or_default();
-    let mut failures = 0;
+    let load_end = figures::loadavg();
+    let rss: Vec<procfs::Rss> = pids
+        .iter()
+        .map(|p| procfs::rss(*p).unwrap_or_default())
+        .collect();
+    let mut workers_failed = 0;
     while let Some(done) = tasks.join_next().await {
-        if !matches!(done, Ok(Ok(()))) {
-            failures += 1;
+        match done {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                if workers_failed == 0 {
+                    eprintln!("bench heartbeats: a simulated worker stopped: {e:#}");
+                }
+                workers_failed += 1;
+            }
+            Err(_) => workers_failed += 1,
         }
     }
-    web.stop(Duration::from_secs(10)).await;
-    if failures > 0 {
-        eprintln!("bench heartbeats: {failures} simulated workers stopped early (see errors)");
+    for web in &mut webs {
+        web.stop(Duration::from_secs(10)).await;
+    }
+    if workers_failed > 0 {
+        eprintln!("bench heartbeats: {workers_failed} simulated workers stopped early");
     }
     let s = samples.lock().await;
-    Ok(HeartbeatsReport {
-        workers: cfg.workers,
-        volumes_per_worker: cfg.volumes_per_worker,
-        heartbeat_interval_ms: cfg.heartbeat_interval.as_millis() as u64,
-        report_interval_ms: cfg.report_interval.as_millis() as u64,
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let nodes: Vec<NodeFigures> = (0..pids.len())
+        .map(|k| NodeFigures {
+            node: k + 1,
+            workers: per_node[k],
+            heartbeat_latency_ms: Summary::of(&s.heartbeat_ms[k]),
+            cpu_cores: (web_cpu_1[k] - web_cpu_0[k]) / measured,
+            rss_mib: mib(rss[k].now.max(rss_max[k])),
+            rss_peak_mib: mib(rss[k].peak),
+        })
+        .collect();
+    let all_heartbeats: Vec<f64> = s.heartbeat_ms.iter().flatten().copied().collect();
+    let due = |interval: Duration| {
+        (cfg.workers as f64 * measured / interval.as_secs_f64()).round() as usize
+    };
+    let postgres_cpu = postmaster.map(|found| match (found, pg_cpu_0, pg_cpu_1) {
+        (Ok(pid), Some(a), Some(b)) => PostgresCpu::Measured {
+            postmaster_pid: *pid,
+            cores: (b - a) / measured,
+        },
+        (Ok(pid), _, _) => PostgresCpu::NotMeasured {
+            why: format!("postmaster {pid} could not be read"),
+        },
+        (Err(why), _, _) => PostgresCpu::NotMeasured { why: why.clone() },
+    });
+    Ok(RunFigures {
+        run,
         measured_seconds: measured,
-        database,
-        seed_seconds,
         heartbeats: CallFigures {
-            count: s.heartbeat_ms.len(),
+            count: all_heartbeats.len(),
             errors: s.heartbeat_errors,
-            latency_ms: Summary::of(&s.heartbeat_ms),
+            due: due(cfg.heartbeat_interval),
+            latency_ms: Summary::of(&all_heartbeats),
         },
         reports: CallFigures {
             count: s.report_ms.len(),
             errors: s.report_errors,
+            due: due(cfg.report_interval),
             latency_ms: Summary::of(&s.report_ms),
         },
-        web_cpu_cores: (web_cpu_1 - web_cpu_0) / measured,
+        send_lag_ms: Summary::of(&s.send_lag_ms),
+        web_cpu_cores: nodes.iter().map(|n| n.cpu_cores).sum(),
+        nodes,
+        postgres_cpu,
         load_generator_cpu_cores: (me_cpu_1 - me_cpu_0) / measured,
-        web_rss_mib: rss.now.max(rss_max) as f64 / (1024.0 * 1024.0),
-        web_rss_peak_mib: rss.peak as f64 / (1024.0 * 1024.0),
-        machine_cores: procfs::cores(),
-        web_args: cfg.web_args.clone(),
+        load_average_start: load_start,
+        load_average_end: load_end,
+        workers_failed,
+        all_registered_after_s: s.all_registered_after_s,
     })
+}
+
+fn cpu_of(pids: &[u32]) -> anyhow::Result<Vec<f64>> {
+    pids.iter()
+        .map(|p| procfs::cpu_seconds(*p).with_context(|| format!("read web {p}'s cpu time")))
+        .collect()
+}
+
+fn pg_cpu(postmaster: Option<&Result<u32, String>>) -> Option<f64> {
+    match postmaster {
+        Some(Ok(pid)) => postgres_cpu::tree_cpu_seconds(*pid),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configurations_that_cannot_be_measured_are_refused_with_the_flag() {
+        let pg = Some("postgres://postgres@127.0.0.1:5432/db".to_string());
+        let sqlite = Some("sqlite:///tmp/x.db".to_string());
+        type Change = Box<dyn Fn(&mut HeartbeatsConfig)>;
+        let cases: Vec<(&str, Change, Option<&str>)> = vec![
+            ("defaults", Box::new(|_| {}), None),
+            (
+                "three nodes on postgres",
+                Box::new({
+                    let pg = pg.clone();
+                    move |c| {
+                        c.web_nodes = 3;
+                        c.database_url = pg.clone();
+                    }
+                }),
+                None,
+            ),
+            (
+                "two nodes, default sqlite",
+                Box::new(|c| c.web_nodes = 2),
+                Some("--web-nodes 2 needs a PostgreSQL"),
+            ),
+            (
+                "two nodes, sqlite url",
+                Box::new({
+                    let s = sqlite.clone();
+                    move |c| {
+                        c.web_nodes = 2;
+                        c.database_url = s.clone();
+                    }
+                }),
+                Some("SQLite is for one node"),
+            ),
+            (
+                "no node",
+                Box::new(|c| c.web_nodes = 0),
+                Some("--web-nodes must be at least 1"),
+            ),
+            (
+                "no run",
+                Box::new(|c| c.runs = 0),
+                Some("--runs must be at least 1"),
+            ),
+            (
+                "no worker",
+                Box::new(|c| c.workers = 0),
+                Some("--workers must be at least 1"),
+            ),
+            (
+                "bad target",
+                Box::new(|c| c.target_p99_ms = Some(-1.0)),
+                Some("--target-p99-ms"),
+            ),
+            (
+                "pid without postgres",
+                Box::new(|c| c.postgres_pid = Some(1)),
+                Some("--postgres-pid needs"),
+            ),
+            (
+                "zero interval",
+                Box::new(|c| c.heartbeat_interval = Duration::ZERO),
+                Some("--heartbeat-interval"),
+            ),
+        ];
+        for (what, change, refusal) in cases {
+            let mut cfg = HeartbeatsConfig::new(PathBuf::from("hangar"));
+            change(&mut cfg);
+            match (cfg.validate(), refusal) {
+                (Ok(()), None) => {}
+                (Err(e), Some(part)) => assert!(e.contains(part), "{what}: {e}"),
+                (got, want) => panic!("{what}: got {got:?}, wanted a refusal containing {want:?}"),
+            }
+        }
+    }
 }

@@ -26,6 +26,7 @@ pub mod image;
 mod image_start;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod memory;
+pub mod postgres_cpu;
 pub mod procfs;
 pub mod procs;
 #[allow(clippy::print_stdout, clippy::print_stderr)]

@@ -44,6 +44,7 @@ mod test_db;
 
 pub use build_versions::BuildVersionRecord;
 pub use builds::{AbortRequest, BuildEventRecord, BuildRecord, StepRecord};
+pub use bulk::{fleet_volume, fleet_volume_handle};
 pub use bulk_history::HistoricBuild;
 pub use checks::{CheckMember, CheckStatus, ClaimedCheck, CLAIM_MARGIN_MS};
 pub use containers::ContainerRecord;

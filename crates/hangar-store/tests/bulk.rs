@@ -108,3 +108,92 @@ mod marked_missing {
 
     on_both_databases!(a_volume_its_worker_does_not_have_is_marked_missing_until_reported);
 }
+
+mod fleet {
+    use super::*;
+    use hangar_store::{fleet_volume, fleet_volume_handle};
+
+    fn prefix(i: usize) -> String {
+        format!("{i:08x}-0000-4000-8000-")
+    }
+
+    async fn generated_fleet_rows_are_the_described_rows_and_a_full_report_changes_nothing(
+        store: Store,
+    ) {
+        // More workers than one statement holds.
+        let workers: Vec<(String, String)> =
+            (0..130).map(|i| (format!("sim-{i}"), prefix(i))).collect();
+        for (name, _) in &workers {
+            store.register_worker(&info(name), T0).await.unwrap();
+        }
+        assert_eq!(
+            store.insert_fleet_volumes(&workers, 23, T0).await.unwrap(),
+            130 * 23
+        );
+        for i in [0, 99, 100, 129] {
+            let (name, prefix) = &workers[i];
+            let listed = store.list_volumes(Some(name)).await.unwrap();
+            let mut expected: Vec<NewVolume> =
+                (0..23).map(|v| fleet_volume(name, prefix, v)).collect();
+            expected.sort_by(|a, b| a.handle.cmp(&b.handle));
+            assert_eq!(listed.len(), expected.len());
+            for (got, want) in listed.iter().zip(&expected) {
+                assert_eq!(
+                    (
+                        &got.handle,
+                        &got.worker,
+                        &got.parent,
+                        got.owner_kind,
+                        &got.owner_id,
+                        got.strategy,
+                    ),
+                    (
+                        &want.handle,
+                        &want.worker,
+                        &want.parent,
+                        want.owner_kind,
+                        &want.owner_id,
+                        want.strategy,
+                    )
+                );
+                assert_eq!(got.state, VolumeState::Created);
+                assert_eq!((got.created_at, got.missing_since), (T0, None));
+            }
+            let handles: Vec<String> = (0..23).map(|v| fleet_volume_handle(prefix, v)).collect();
+            let generation = store.get_worker(name).await.unwrap().unwrap().generation;
+            let plan = store
+                .apply_volume_report(name, generation, &handles, T0 + 1)
+                .await
+                .unwrap();
+            assert!(plan.is_empty(), "{plan:?}");
+        }
+        store.vacuum_after_bulk_insert().await.unwrap();
+        assert_eq!(store.list_volumes(None).await.unwrap().len(), 130 * 23);
+        // Handles past 9 are hex, as the described rows say.
+        assert_eq!(fleet_volume_handle("p-", 26), "p-00000000001a");
+        assert!(store
+            .get_volume(&fleet_volume_handle(&prefix(5), 17))
+            .await
+            .unwrap()
+            .is_some());
+    }
+
+    async fn generated_fleet_rows_for_an_unknown_worker_insert_nothing(store: Store) {
+        store.register_worker(&info("known"), T0).await.unwrap();
+        let workers = vec![
+            ("known".to_string(), prefix(1)),
+            ("unknown".to_string(), prefix(2)),
+        ];
+        assert!(store.insert_fleet_volumes(&workers, 10, T0).await.is_err());
+        assert!(store.list_volumes(None).await.unwrap().is_empty());
+        assert_eq!(
+            store.insert_fleet_volumes(&workers, 0, T0).await.unwrap(),
+            0
+        );
+    }
+
+    on_both_databases!(
+        generated_fleet_rows_are_the_described_rows_and_a_full_report_changes_nothing,
+        generated_fleet_rows_for_an_unknown_worker_insert_nothing,
+    );
+}

@@ -21,8 +21,9 @@ pub(crate) struct Args {
 
 #[derive(clap::Subcommand, Debug)]
 enum What {
-    /// Simulated workers heartbeating and reporting against one web node:
-    /// heartbeat latency, web's CPU and memory.
+    /// Simulated workers heartbeating and reporting against one web node
+    /// (or several on one PostgreSQL: --web-nodes): heartbeat latency,
+    /// each node's CPU and memory, PostgreSQL's CPU.
     Heartbeats(HeartbeatsArgs),
     /// `hangar execute` to the task's process started, warm; and a 5-step
     /// build end to end.
@@ -162,6 +163,26 @@ struct HeartbeatsArgs {
     /// Web's database (default: SQLite in the scratch dir).
     #[arg(long)]
     database_url: Option<String>,
+    /// Web processes on the one database, the simulated workers spread over
+    /// them round-robin (more than one needs a PostgreSQL --database-url).
+    #[arg(long, default_value_t = 1)]
+    web_nodes: usize,
+    /// Whole measurements, each with fresh web processes over the same
+    /// seeded rows; each run prints its line, then a summary.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// A heartbeat p99 (ms) every run must be within; the summary says
+    /// which runs missed it.
+    #[arg(long)]
+    target_p99_ms: Option<f64>,
+    /// PostgreSQL's postmaster, whose CPU (with its children's) is
+    /// reported; by default it is found from a loopback URL's port.
+    #[arg(long)]
+    postgres_pid: Option<u32>,
+    /// The database already holds this fleet from an earlier run with the
+    /// same --workers and --volumes: skip seeding (checked first).
+    #[arg(long)]
+    reuse_seeded: bool,
     /// Keep the scratch dir (logs, database) here.
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -171,6 +192,31 @@ struct HeartbeatsArgs {
     web_args: Vec<String>,
     #[arg(long)]
     json_out: Option<PathBuf>,
+}
+
+/// The benchmark's configuration from its flags, refused as a whole when it
+/// cannot be measured (several nodes on SQLite, no node, no run).
+fn heartbeats_config(
+    a: &HeartbeatsArgs,
+    bin: PathBuf,
+) -> anyhow::Result<heartbeats::HeartbeatsConfig> {
+    let mut cfg = heartbeats::HeartbeatsConfig::new(bin);
+    cfg.workers = a.workers;
+    cfg.volumes_per_worker = a.volumes;
+    cfg.heartbeat_interval = a.heartbeat_interval;
+    cfg.report_interval = a.report_interval;
+    cfg.warmup = a.warmup;
+    cfg.duration = a.duration;
+    cfg.database_url = a.database_url.clone();
+    cfg.dir = a.dir.clone();
+    cfg.web_args = a.web_args.clone();
+    cfg.web_nodes = a.web_nodes;
+    cfg.runs = a.runs;
+    cfg.target_p99_ms = a.target_p99_ms;
+    cfg.postgres_pid = a.postgres_pid;
+    cfg.reuse_seeded = a.reuse_seeded;
+    cfg.validate().map_err(anyhow::Error::msg)?;
+    Ok(cfg)
 }
 
 #[derive(clap::Args, Debug)]
@@ -223,19 +269,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bin = std::env::current_exe().context("find the hangar binary")?;
     match args.what {
         What::Heartbeats(a) => {
-            let mut cfg = heartbeats::HeartbeatsConfig::new(bin);
-            cfg.workers = a.workers;
-            cfg.volumes_per_worker = a.volumes;
-            cfg.heartbeat_interval = a.heartbeat_interval;
-            cfg.report_interval = a.report_interval;
-            cfg.warmup = a.warmup;
-            cfg.duration = a.duration;
-            cfg.database_url = a.database_url;
-            cfg.dir = a.dir;
-            cfg.web_args = a.web_args;
+            let cfg = heartbeats_config(&a, bin)?;
             let report = heartbeats::run(cfg).await?;
             write(&a.json_out, &report)?;
-            emit(&format!("{}\n", report.line()))?;
+            emit(&report.lines())?;
         }
         What::Execute(a) => {
             let mut cfg = execute::ExecuteConfig::new(bin);
@@ -330,9 +367,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 cfg.duration = a.fleet_duration;
                 cfg.dir = a.dir.map(|d| d.join("fleet"));
                 let fleet = heartbeats::run(cfg).await?;
+                let node = fleet
+                    .first_node()
+                    .context("the fleet run measured no node")?;
                 emit(&format!(
                     "web memory with {} simulated workers: {:.1} MiB (high-water mark {:.1} MiB)\n",
-                    fleet.workers, fleet.web_rss_mib, fleet.web_rss_peak_mib
+                    fleet.workers, node.rss_mib, node.rss_peak_mib
                 ))?;
                 Some(fleet)
             } else {
@@ -345,4 +385,69 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        heartbeats: HeartbeatsArgs,
+    }
+
+    fn config(flags: &[&str]) -> anyhow::Result<heartbeats::HeartbeatsConfig> {
+        let cli = Cli::try_parse_from(std::iter::once("bench").chain(flags.iter().copied()))?;
+        heartbeats_config(&cli.heartbeats, PathBuf::from("hangar"))
+    }
+
+    #[test]
+    fn heartbeats_flags_that_cannot_be_measured_are_refused() {
+        let pg = "--database-url=postgres://postgres@127.0.0.1:5432/db";
+        let cases: [(&[&str], Option<&str>); 9] = [
+            (&[], None),
+            (
+                &[
+                    "--web-nodes",
+                    "3",
+                    pg,
+                    "--runs",
+                    "2",
+                    "--target-p99-ms",
+                    "50",
+                ],
+                None,
+            ),
+            (
+                &["--web-nodes", "2"],
+                Some("needs a PostgreSQL --database-url"),
+            ),
+            (
+                &["--web-nodes", "2", "--database-url=sqlite:///tmp/h.db"],
+                Some("SQLite is for one node"),
+            ),
+            (
+                &["--web-nodes", "0", pg],
+                Some("--web-nodes must be at least 1"),
+            ),
+            (&["--runs", "0"], Some("--runs must be at least 1")),
+            (&["--postgres-pid", "12"], Some("--postgres-pid needs")),
+            (&["--target-p99-ms", "0"], Some("--target-p99-ms")),
+            (
+                &["--reuse-seeded"],
+                Some("--reuse-seeded needs a --database-url"),
+            ),
+        ];
+        for (flags, refusal) in cases {
+            match (config(flags), refusal) {
+                (Ok(_), None) => {}
+                (Err(e), Some(part)) => assert!(e.to_string().contains(part), "{flags:?}: {e}"),
+                (got, want) => panic!("{flags:?}: got {:?}, wanted {want:?}", got.map(|_| ())),
+            }
+        }
+        let cfg = config(&["--web-nodes", "3", pg, "--runs", "5"]).unwrap();
+        assert_eq!((cfg.web_nodes, cfg.runs), (3, 5));
+    }
 }
