@@ -145,7 +145,7 @@ pub async fn run(cfg: ChecksConfig) -> anyhow::Result<ChecksReport> {
             .map_err(|e| anyhow::anyhow!("the benchmark's pipeline: {e:?}"))?
             .config;
         if store.pipeline(TEAM, &name).await.is_ok() {
-            store.destroy_pipeline(TEAM, &name).await?;
+            store.destroy_pipeline(TEAM, &name, now_ms()).await?;
         }
         let set = store
             .set_pipeline(TEAM, &name, &config, None, now_ms())

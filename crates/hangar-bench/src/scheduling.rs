@@ -182,7 +182,7 @@ async fn run_scale(
     let seeding = Instant::now();
     let store = Store::open(&url).await?;
     if store.pipeline(TEAM, PIPELINE).await.is_ok() {
-        store.destroy_pipeline(TEAM, PIPELINE).await?;
+        store.destroy_pipeline(TEAM, PIPELINE, now_ms()).await?;
     }
     let config = parse_pipeline(&history::pipeline_yaml())
         .map_err(|e| anyhow::anyhow!("the benchmark's pipeline: {e:?}"))?
@@ -250,6 +250,9 @@ async fn run_scale(
             true => new_version.push(start.elapsed().as_secs_f64() * 1000.0),
             false => timed_out += 1,
         }
+        // No worker runs the builds: aborted, as a user would, so that
+        // rounds of builds waiting for a worker do not pile up in web.
+        abort_newest(&store, &[unit.id]).await?;
 
         // 2. The unit job's build with it succeeded, as a finished build
         //    records it.
@@ -275,6 +278,7 @@ async fn run_scale(
             true => passed.push(start.elapsed().as_secs_f64() * 1000.0),
             false => timed_out += 1,
         }
+        abort_newest(&store, &downstream_ids).await?;
         if let Some(rss) = procfs::rss(pid) {
             rss_peak = rss_peak.max(rss.peak);
         }
@@ -325,6 +329,18 @@ async fn latest_numbers(store: &Store, jobs: &[i64]) -> anyhow::Result<Vec<i64>>
         out.push(latest.first().map_or(0, |b| b.number));
     }
     Ok(out)
+}
+
+/// Asks for each job's newest build to be aborted (if it has not
+/// finished).
+async fn abort_newest(store: &Store, jobs: &[i64]) -> anyhow::Result<()> {
+    for &job in jobs {
+        if let Some(b) = store.job_builds(job, 1).await?.first() {
+            let id = b.build.id;
+            retry_busy(|| store.request_build_abort(id, now_ms())).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Polls until every job has a build newer than `before`; false on

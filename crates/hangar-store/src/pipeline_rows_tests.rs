@@ -56,7 +56,7 @@ async fn destroy_leaves_no_row_behind(store: Store) {
     assert_eq!(counts, [2, 2, 1, 1, 1]);
     assert_eq!(count(&store, "resource_versions").await, 1);
 
-    store.destroy_pipeline("main", "p").await.unwrap();
+    store.destroy_pipeline("main", "p", T0).await.unwrap();
     for table in TABLES
         .iter()
         .chain(&["resource_versions", "resource_scopes"])

@@ -506,10 +506,38 @@ impl Store {
 
     /// Removes the pipeline and everything under it (configs, jobs,
     /// resources). Version histories stay with their scopes.
-    pub async fn destroy_pipeline(&self, team: &str, name: &str) -> Result<(), StoreError> {
+    pub async fn destroy_pipeline(
+        &self,
+        team: &str,
+        name: &str,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
         let pipeline = self.pipeline(team, name).await?;
         let team_id = self.team_id(team).await?;
         let mut tx = self.pool.begin().await?;
+        // Its builds that have not finished end with it, as in Concourse:
+        // a pending one is aborted now, a running one is asked to stop
+        // (the node running it aborts it at its next look). Left alone,
+        // they would wait for workers, or run, for a pipeline that is gone.
+        let of_pipeline = "id IN (SELECT jb.build_id FROM job_builds jb JOIN jobs j \
+             ON j.id = jb.job_id WHERE j.pipeline_id = $2)";
+        sqlx::query(&format!(
+            "UPDATE builds SET status = 'aborted', finished_at = $1, abort_requested_at = $1, \
+             error = 'its pipeline was destroyed before it started' \
+             WHERE status = 'pending' AND {of_pipeline}"
+        ))
+        .bind(now)
+        .bind(pipeline.id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(&format!(
+            "UPDATE builds SET abort_requested_at = COALESCE(abort_requested_at, $1) \
+             WHERE status = 'started' AND {of_pipeline}"
+        ))
+        .bind(now)
+        .bind(pipeline.id)
+        .execute(&mut *tx)
+        .await?;
         // Children first, explicitly: the cascade would do it, but an
         // explicit order keeps a foreign key added later from wedging this.
         // Versions belong to scopes, which other pipelines may share;

@@ -118,7 +118,7 @@ async fn exposing_is_idempotent_and_decides_who_reads_a_build(store: Store) {
     assert!(store.exposed_pipeline_ids().await.unwrap().is_empty());
     // Destroying the pipeline forgets that it was exposed.
     store.set_pipeline_exposed(p, true).await.unwrap();
-    store.destroy_pipeline("main", "p").await.unwrap();
+    store.destroy_pipeline("main", "p", T0).await.unwrap();
     assert!(store.exposed_pipeline_ids().await.unwrap().is_empty());
 }
 

@@ -1,5 +1,6 @@
 //! Builds of a pipeline's jobs, numbered per job, on both databases.
 
+use hangar_core::build::BuildStatus;
 use hangar_core::pipeline::parse_pipeline;
 use hangar_store::{Store, StoreError};
 use hangar_testkit::on_both_databases;
@@ -133,16 +134,51 @@ jobs:
     assert!(store.list_builds(10).await.unwrap().is_empty());
 }
 
-async fn destroying_the_pipeline_keeps_its_builds_and_frees_the_numbering(store: Store) {
+async fn destroying_the_pipeline_ends_its_builds_keeps_them_and_frees_the_numbering(store: Store) {
     set(&store).await;
     let job = store.job("main", "p", "build").await.unwrap();
+    let running = store
+        .create_job_build(job.id, "p/build", "[]", T0)
+        .await
+        .unwrap();
+    let done = store
+        .create_job_build(job.id, "p/build", "[]", T0)
+        .await
+        .unwrap();
+    // `running` and `done` are claimed, `done` ends; `b` stays pending.
+    let r = store.claim_build("n", T0, 60_000).await.unwrap().unwrap();
+    assert_eq!(r.id, running.build.id);
+    let d = store.claim_build("n", T0, 60_000).await.unwrap().unwrap();
+    assert_eq!(d.id, done.build.id);
+    store
+        .finish_build(
+            d.id,
+            d.lease_token,
+            BuildStatus::Succeeded,
+            Some(0),
+            None,
+            T0,
+        )
+        .await
+        .unwrap();
     let b = store
         .create_job_build(job.id, "p/build", "[]", T0)
         .await
         .unwrap();
-    store.destroy_pipeline("main", "p").await.unwrap();
+    let one_off = store.create_build("x", None, "[]", "{}", T0).await.unwrap();
+
+    store.destroy_pipeline("main", "p", T0 + 5).await.unwrap();
     assert!(store.job_builds(job.id, 10).await.unwrap().is_empty());
-    assert!(store.get_build(b.build.id).await.unwrap().is_some());
+    // Its pending build is aborted, its running one asked to stop, its
+    // finished one and builds of no pipeline left as they were.
+    let pending = store.get_build(b.build.id).await.unwrap().unwrap();
+    assert_eq!(pending.status, BuildStatus::Aborted);
+    assert_eq!(pending.finished_at, Some(T0 + 5));
+    assert!(store.build_abort_requested(running.build.id).await.unwrap());
+    let finished = store.get_build(done.build.id).await.unwrap().unwrap();
+    assert_eq!(finished.status, BuildStatus::Succeeded);
+    assert!(!store.build_abort_requested(done.build.id).await.unwrap());
+    assert!(!store.build_abort_requested(one_off.id).await.unwrap());
     // The same name set again starts its numbering anew.
     set(&store).await;
     let job = store.job("main", "p", "build").await.unwrap();
@@ -229,5 +265,5 @@ on_both_databases!(
     builds_are_numbered_per_job_from_one,
     concurrent_triggers_never_share_a_number,
     a_removed_or_unknown_job_takes_no_build,
-    destroying_the_pipeline_keeps_its_builds_and_frees_the_numbering,
+    destroying_the_pipeline_ends_its_builds_keeps_them_and_frees_the_numbering,
 );

@@ -294,7 +294,7 @@ async fn unknown_teams_and_pipelines_are_not_found(store: Store) {
             .map(|_| ()),
         store.pipelines("other").await.map(|_| ()),
         store.pipeline("main", "missing").await.map(|_| ()),
-        store.destroy_pipeline("main", "missing").await,
+        store.destroy_pipeline("main", "missing", T0).await,
         store.set_pipeline_paused("main", "missing", true, T0).await,
         store.set_job_paused("main", "missing", "j", true).await,
     ] {
@@ -372,7 +372,7 @@ async fn destroy_removes_the_pipeline_and_everything_under_it(store: Store) {
         .save_resource_version(repo.id, &json!({"ref": "a"}), &json!([]), T0)
         .await
         .unwrap();
-    store.destroy_pipeline("main", "p").await.unwrap();
+    store.destroy_pipeline("main", "p", T0).await.unwrap();
     assert!(matches!(
         store.pipeline("main", "p").await,
         Err(StoreError::NotFound(_))
@@ -447,7 +447,7 @@ async fn a_set_from_a_build_creates_unpaused_and_a_build_knows_its_pipeline(stor
         .await
         .unwrap();
     assert_eq!(store.build_pipeline(one_off.id).await.unwrap(), None);
-    store.destroy_pipeline("main", "p").await.unwrap();
+    store.destroy_pipeline("main", "p", T0).await.unwrap();
     assert_eq!(store.build_pipeline(build.build.id).await.unwrap(), None);
 }
 
@@ -503,7 +503,7 @@ jobs:
 
     // Destroying one pipeline keeps the shared history; destroying the
     // other removes it.
-    store.destroy_pipeline("main", "a").await.unwrap();
+    store.destroy_pipeline("main", "a", T0).await.unwrap();
     let from_b = store
         .resource_versions("main", "b", "repo", page)
         .await

@@ -213,7 +213,9 @@ pub(super) async fn destroy(
 ) -> Result<StatusCode, ApiError> {
     check_team(&team)?;
     check("pipeline", &name)?;
-    web.store().destroy_pipeline(&team, &name).await?;
+    web.store()
+        .destroy_pipeline(&team, &name, web.now())
+        .await?;
     tracing::info!(%team, pipeline = %name, "pipeline destroyed");
     Ok(StatusCode::NO_CONTENT)
 }
