@@ -110,7 +110,8 @@ struct SchedulingArgs {
     /// Rounds measured per scale (each: a new version, then a passed build).
     #[arg(long, default_value_t = 40)]
     rounds: usize,
-    /// How often web's scheduler looks (the benchmark cannot wake it).
+    /// How often web's scheduler looks (on SQLite the benchmark cannot wake
+    /// it; on PostgreSQL it sends the wake-up a check's node sends).
     #[arg(long, default_value = "10ms", value_parser = duration::parse)]
     scheduler_interval: Duration,
     /// PostgreSQL URL; default SQLite in the scratch dir.
