@@ -18,6 +18,7 @@ mod error;
 mod events;
 mod exposure;
 mod gc;
+mod generations;
 mod handle_list;
 mod health;
 mod job_builds;

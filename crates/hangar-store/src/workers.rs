@@ -10,7 +10,7 @@ use hangar_core::{
 use sqlx::{Any, Row, Transaction};
 
 use crate::containers::invalidate_worker_containers;
-use crate::db::Store;
+use crate::db::{Backend, Store};
 use crate::error::StoreError;
 use crate::events::record_event;
 use crate::records::{parse_state, worker_from_row, WorkerInfo, WorkerRecord, WORKER_COLUMNS};
@@ -145,54 +145,10 @@ impl Store {
         now: UnixMillis,
     ) -> Result<RegisterOutcome, StoreError> {
         let info = reg.info;
-        let mut tx = self.pool.begin().await?;
-        // Taking the counter first locks its row (PostgreSQL) or the database
-        // (SQLite) until commit: registrations are serialised, so the read of
-        // the old row below cannot race another registration of the name.
-        let generation: i64 = sqlx::query(
-            "UPDATE counters SET value = value + 1 WHERE name = 'generation' RETURNING value",
-        )
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("value")?;
-        // A worker that was given a number this database never reached met
-        // another database: this one is empty, restored or replaced. Going on
-        // would tell the worker to destroy state web never knew, and could
-        // hand out its generation again. Only an operator's say-so (accept)
-        // goes on, past that number, so no generation is ever issued twice.
-        let generation = if reg.generation_floor >= generation {
-            if !reg.accept_unissued_generation {
-                return Err(StoreError::DatabaseMismatch(format!(
-                    "worker {} was given generation {} but this database has issued only up to {}: \
-                     it is not the database the fleet registered with (empty, restored or replaced); \
-                     restore the right one, or start web with --accept-new-database to adopt this one",
-                    info.name,
-                    reg.generation_floor,
-                    generation - 1
-                )));
-            }
-            sqlx::query("UPDATE counters SET value = $1 WHERE name = 'generation' RETURNING value")
-                .bind(reg.generation_floor + 1)
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get("value")?
-        } else {
-            generation
+        let (mut tx, generation, previous) = match self.backend() {
+            Backend::Sqlite => self.take_generation_sqlite(reg).await?,
+            Backend::Postgres => self.take_generation_postgres(reg).await?,
         };
-
-        let previous =
-            sqlx::query("SELECT state, state_identity, generation FROM workers WHERE name = $1")
-                .bind(&info.name)
-                .fetch_optional(&mut *tx)
-                .await?
-                .map(|row| -> Result<KnownWorker, StoreError> {
-                    Ok(KnownWorker {
-                        state: parse_state(&row)?,
-                        state_identity: row.try_get("state_identity")?,
-                        generation: row.try_get("generation")?,
-                    })
-                })
-                .transpose()?;
 
         if let Expect::Incumbent(expected) = reg.expect {
             if previous.as_ref().map(|p| p.generation) != expected {
@@ -242,7 +198,19 @@ impl Store {
             .bind(reg.credentials.map(|c| c.token_hash))
             .bind(reg.credentials.and_then(|c| c.api_token))
             .execute(&mut *tx)
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // Two first registrations of one name at once (PostgreSQL:
+                // there was no row to lock): the later one waits for the
+                // earlier to commit and then finds the name taken.
+                sqlx::Error::Database(d) if d.is_unique_violation() => {
+                    StoreError::Conflict(format!(
+                        "worker {} registered from elsewhere at the same time; try again",
+                        info.name
+                    ))
+                }
+                e => StoreError::from(e),
+            })?;
 
         // The old state is gone from the worker's disk: every row of it is
         // false from this instant, so it goes in this same transaction.
