@@ -83,6 +83,60 @@ pub(crate) struct WorkerCaller {
     pub generation: i64,
 }
 
+/// A request presenting an incarnation token for the worker named in the
+/// path, not yet looked up. The heartbeat, sent by every worker every few
+/// seconds, checks the token in the one statement that records it (the
+/// row's generation and secret digest are in its `WHERE`), instead of a
+/// read and then a write; when that statement matches nothing,
+/// [`WorkerClaim::check`] says why, exactly as [`WorkerCaller`] would.
+/// Comparing digests in SQL is not constant-time, and need not be: the
+/// digest is the SHA-256 of 256 random bits, so how long a comparison
+/// takes tells nothing about the secret.
+pub(crate) struct WorkerClaim {
+    pub name: String,
+    /// The generation the token names.
+    pub generation: i64,
+    /// The digest of the token's secret, as web stores it.
+    pub secret_digest: String,
+    token: String,
+}
+
+impl WorkerClaim {
+    /// Checks the claim against the current registration, as
+    /// [`WorkerCaller`] does, and returns its generation.
+    pub(crate) async fn check(&self, web: &Web) -> Result<i64, ApiError> {
+        check_incarnation(web, &self.name, &self.token).await
+    }
+}
+
+impl FromRequestParts<Web> for WorkerClaim {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, web: &Web) -> Result<Self, ApiError> {
+        let token = bearer(parts)?.to_string();
+        match fixed(&token, web) {
+            Fixed::Admin => Err(ApiError::forbidden(
+                "this needs the worker's own credential, not the admin token",
+            )),
+            Fixed::FleetKey => Err(ApiError::forbidden(
+                "the worker key only registers a worker: present the token its registration returned",
+            )),
+            Fixed::Other => {
+                let name = path_name(parts, web).await?;
+                let Some((generation, secret)) = parse_incarnation_token(&token) else {
+                    return Err(ApiError::unauthorized("invalid credentials"));
+                };
+                let secret_digest = digest(secret);
+                Ok(WorkerClaim {
+                    name,
+                    generation,
+                    secret_digest,
+                    token,
+                })
+            }
+        }
+    }
+}
+
 /// A request from the admin or from the worker named in the path.
 pub(crate) struct AdminOrWorker(pub Principal);
 

@@ -9,9 +9,11 @@ use hangar_api::{
 };
 use hangar_core::names::{validate_label, validate_worker_name};
 use hangar_core::OperatorCommand;
-use hangar_store::{Credentials, Registration, StoreError, WorkerInfo, WorkerRecord};
+use hangar_store::{
+    Credentials, HeartbeatRecord, Registration, StoreError, WorkerInfo, WorkerRecord,
+};
 
-use crate::auth::{Admin, AdminOrWorker, FleetKey, Peer, Principal, WorkerCaller};
+use crate::auth::{Admin, AdminOrWorker, FleetKey, Peer, Principal, WorkerClaim};
 use crate::error::ApiError;
 use crate::json::Json;
 use crate::routes::events::event_to_api;
@@ -191,11 +193,10 @@ pub(super) async fn register(
 
 pub(super) async fn heartbeat(
     State(web): State<Web>,
-    caller: WorkerCaller,
+    claim: WorkerClaim,
     Json(hb): Json<Heartbeat>,
 ) -> Result<axum::Json<HeartbeatAccepted>, ApiError> {
-    let name = caller.name;
-    caller_generation(caller.generation, hb.generation)?;
+    caller_generation(claim.generation, hb.generation)?;
     if hb.containers < 0 || hb.volumes < 0 {
         return Err(ApiError::bad_request(
             "container and volume counts must not be negative",
@@ -210,17 +211,48 @@ pub(super) async fn heartbeat(
         }
         None => None,
     };
-    let result = web
+    let beat = HeartbeatRecord {
+        name: &claim.name,
+        generation: hb.generation,
+        containers: hb.containers,
+        volumes: hb.volumes,
+        condition: condition.as_deref(),
+    };
+    // The usual case, one statement: the token's generation and secret
+    // are the row's, and the worker is not stalled.
+    match web
         .store()
-        .heartbeat_with_condition(
-            &name,
-            hb.generation,
-            hb.containers,
-            hb.volumes,
-            condition.as_deref(),
-            web.now(),
-        )
-        .await;
+        .heartbeat_proven(&beat, &claim.secret_digest, web.now())
+        .await
+    {
+        Ok(Some(state)) => {
+            web.metrics().heartbeat(true);
+            return Ok(axum::Json(HeartbeatAccepted { state }));
+        }
+        Ok(None) => {}
+        Err(e) => {
+            web.metrics().heartbeat(false);
+            return Err(e.into());
+        }
+    }
+    // Not recorded: say why, as every other call of a worker would
+    // (invalid credentials, superseded, unknown), then as a heartbeat
+    // (stalled: register again).
+    let result = match claim.check(&web).await {
+        Ok(_) => web
+            .store()
+            .heartbeat_with_condition(
+                &claim.name,
+                hb.generation,
+                hb.containers,
+                hb.volumes,
+                condition.as_deref(),
+                web.now(),
+            )
+            .await
+            .map_err(ApiError::from),
+        Err(e) => Err(e),
+    };
     web.metrics().heartbeat(result.is_ok());
     let state = result?;
     Ok(axum::Json(HeartbeatAccepted { state }))
