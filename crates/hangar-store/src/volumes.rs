@@ -283,17 +283,46 @@ impl Store {
         reported: &[String],
         now: UnixMillis,
     ) -> Result<ReportPlan, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        check_report_generation(&mut tx, worker, generation).await?;
-        let encoded: Option<String> = sqlx::query_scalar(&report_rows_sql())
+        // One statement reads the worker's registration and every row of
+        // it (one snapshot), outside a transaction: most reports change
+        // nothing, and then that statement is all a report costs. Only a
+        // report with changes opens a transaction, and checks the
+        // registration again in it before writing. (PostgreSQL reads at
+        // READ COMMITTED, so a transaction around the read promised no
+        // more than this.)
+        let row = sqlx::query(&report_rows_sql())
             .bind(worker)
-            .fetch_one(&mut *tx)
+            .fetch_one(&self.pool)
             .await?;
+        let state: Option<String> = row.try_get("state")?;
+        let registration = match state {
+            Some(text) => {
+                let state = text.parse::<hangar_core::WorkerState>().map_err(|e| {
+                    StoreError::Corrupt(format!("workers row {worker}, column state: {e}"))
+                })?;
+                Some((state, row.try_get::<i64, _>("generation")?))
+            }
+            None => None,
+        };
+        check_generation(registration, generation).map_err(|refusal| StoreError::Refused {
+            message: refusal.message(worker, generation),
+            refusal,
+        })?;
+        let encoded: Option<String> = row.try_get("packed")?;
+        drop(row);
         let rows = decode_report_rows(encoded.as_deref().unwrap_or_default())
             .map_err(StoreError::Corrupt)?;
         drop(encoded);
         let plan = plan_report(&rows, reported);
         drop(rows);
+        if plan.mark_missing.is_empty()
+            && plan.clear_missing.is_empty()
+            && plan.delete_rows.is_empty()
+        {
+            return Ok(plan);
+        }
+        let mut tx = self.pool.begin().await?;
+        check_report_generation(&mut tx, worker, generation).await?;
         let backend = self.backend();
         if !plan.mark_missing.is_empty() {
             sqlx::query(&format!(
@@ -327,8 +356,10 @@ impl Store {
 /// `string_agg` is SQLite's too (3.44).
 fn report_rows_sql() -> String {
     format!(
-        "SELECT string_agg(state || ' ' || COALESCE(CAST(missing_since AS TEXT), '-') || ' ' \
-         || {HANDLE_AND_PARENT}, '') FROM volumes WHERE worker_name = $1"
+        "SELECT (SELECT state FROM workers WHERE name = $1) AS state, \
+         (SELECT generation FROM workers WHERE name = $1) AS generation, \
+         (SELECT string_agg(state || ' ' || COALESCE(CAST(missing_since AS TEXT), '-') || ' ' \
+         || {HANDLE_AND_PARENT}, '') FROM volumes WHERE worker_name = $1) AS packed"
     )
 }
 
