@@ -239,13 +239,10 @@ fn find_postmaster(cfg: &HeartbeatsConfig, url: &str) -> Result<u32, String> {
     found
 }
 
-/// Registrations in flight at once across the fleet. The database
-/// serialises registrations (the generation counter's row stays locked
-/// until each commits) and a waiting registration holds one of its node's
-/// pooled connections: with 64 at once on three nodes, the pools filled
-/// with registrations waiting on that lock and heartbeats queued behind
-/// them for seconds. A few at once keeps the pools for heartbeats.
-const REGISTERING_AT_ONCE: usize = 8;
+/// Registrations in flight at once across the fleet, as a fleet's workers
+/// starting together would send them. (PostgreSQL takes registrations of
+/// different names at once; SQLite one at a time on its one connection.)
+const REGISTERING_AT_ONCE: usize = 64;
 
 async fn one_run(
     cfg: &HeartbeatsConfig,
