@@ -59,35 +59,54 @@ pub fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
         .collect()
 }
 
-/// The process holding one of `inodes` open, by scanning `/proc/*/fd`.
+/// The process holding one of `inodes` open, by scanning `/proc/*/fd`
+/// (another user's fds are readable only as root).
 fn holder_of(inodes: &[u64]) -> Option<u32> {
     let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
-    for entry in fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
+    procfs::pids().find(|pid| {
         let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-            continue;
+            return false;
         };
-        for fd in fds.flatten() {
-            if let Ok(target) = fs::read_link(fd.path()) {
-                if wanted.iter().any(|w| target.as_os_str() == w.as_str()) {
-                    return Some(pid);
-                }
-            }
-        }
-    }
-    None
+        fds.flatten().any(|fd| {
+            fs::read_link(fd.path())
+                .is_ok_and(|target| wanted.iter().any(|w| target.as_os_str() == w.as_str()))
+        })
+    })
+}
+
+/// A `postgres` process started with `-p <port>` on its command line
+/// (readable for any user's processes).
+fn started_on_port(port: u16) -> Option<u32> {
+    let port = port.to_string();
+    procfs::pids().find(|&pid| {
+        procfs::cmdline(pid).is_some_and(|args| {
+            is_postgres_program(&args) && flag_value(&args, "-p") == Some(port.as_str())
+        })
+    })
+}
+
+fn is_postgres_program(args: &[String]) -> bool {
+    args.first()
+        .is_some_and(|p| p == "postgres" || p.ends_with("/postgres"))
+}
+
+fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.windows(2)
+        .find(|w| w[0] == flag)
+        .map(|w| w[1].as_str())
 }
 
 /// The postmaster behind `url`, or why it was not found.
 pub fn find_postmaster(url: &str) -> Result<u32, String> {
     let port = loopback_port(url)
         .ok_or_else(|| "the database is not on loopback (give --postgres-pid)".to_string())?;
+    postmaster_on_port(port)
+}
+
+/// The postmaster listening on `port` on this machine: the process that
+/// holds the listening socket, or else the `postgres` started with
+/// `-p <port>` (a cluster of another user, seen without root).
+pub fn postmaster_on_port(port: u16) -> Result<u32, String> {
     let mut inodes = Vec::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
         if let Ok(text) = fs::read_to_string(table) {
@@ -98,9 +117,20 @@ pub fn find_postmaster(url: &str) -> Result<u32, String> {
         return Err(format!("no socket listens on port {port}"));
     }
     let pid = holder_of(&inodes)
+        .or_else(|| started_on_port(port))
         .ok_or_else(|| format!("no visible process holds the socket on port {port}"))?;
     check_postgres(pid)?;
     Ok(pid)
+}
+
+/// The data directory of a postmaster: its `-D`, or else its working
+/// directory (PostgreSQL runs in its data directory).
+pub fn data_dir_of(postmaster: u32) -> Option<std::path::PathBuf> {
+    let args = procfs::cmdline(postmaster)?;
+    match flag_value(&args, "-D") {
+        Some(dir) => Some(dir.into()),
+        None => fs::read_link(format!("/proc/{postmaster}/cwd")).ok(),
+    }
 }
 
 /// Refuses a pid that is not a PostgreSQL server process.
@@ -120,19 +150,10 @@ pub fn check_postgres(pid: u32) -> Result<(), String> {
 pub fn tree_cpu_seconds(postmaster: u32) -> Option<f64> {
     let stat = fs::read_to_string(format!("/proc/{postmaster}/stat")).ok()?;
     let own_and_reaped = parse_cpu_with_children(&stat)? as f64 / procfs::clock_ticks_per_second();
-    let mut live = 0.0;
-    for entry in fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if procfs::parent_of(pid) == Some(postmaster) {
-            live += procfs::cpu_seconds(pid).unwrap_or(0.0);
-        }
-    }
+    let live: f64 = procfs::pids()
+        .filter(|&pid| procfs::parent_of(pid) == Some(postmaster))
+        .map(|pid| procfs::cpu_seconds(pid).unwrap_or(0.0))
+        .sum();
     Some(own_and_reaped + live)
 }
 
@@ -190,5 +211,22 @@ mod tests {
     fn a_process_that_is_not_postgres_is_refused() {
         let err = check_postgres(std::process::id()).unwrap_err();
         assert!(err.contains("not postgres"), "{err}");
+    }
+
+    /// The test cluster (`HANGAR_TEST_POSTGRES_URL`, which `scripts/test`
+    /// always sets) is found by its port, with its data directory: what
+    /// chaos restarts and the benchmarks measure. Without the variable the
+    /// test fails, as every PostgreSQL test here does.
+    #[test]
+    fn the_test_clusters_postmaster_and_data_dir_are_found_by_port() {
+        let url = std::env::var("HANGAR_TEST_POSTGRES_URL").expect(
+            "HANGAR_TEST_POSTGRES_URL is not set: scripts/test starts a cluster and sets it",
+        );
+        let port = loopback_port(&url).expect("the test cluster is on loopback");
+        let pid = postmaster_on_port(port).unwrap();
+        assert!(tree_cpu_seconds(pid).is_some());
+        let dir = data_dir_of(pid).expect("its data dir");
+        assert!(dir.join("postmaster.opts").is_file(), "{}", dir.display());
+        assert_eq!(crate::chaos::postgres::find_data_dir(port), Some(dir));
     }
 }

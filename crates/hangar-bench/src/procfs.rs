@@ -13,6 +13,27 @@ pub fn clock_ticks_per_second() -> f64 {
         .unwrap_or(100.0)
 }
 
+/// Every process visible in `/proc` now, by pid.
+pub fn pids() -> impl Iterator<Item = u32> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+}
+
+/// A process's command line, one string per argument (`None`: gone, or
+/// not readable).
+pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        raw.split(|c| *c == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect(),
+    )
+}
+
 /// User plus system CPU seconds a process used so far (all its threads).
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -98,31 +119,12 @@ fn me_and_ancestors() -> Vec<u32> {
 /// directory or command line names a path under one of `dirs`.
 pub fn processes_under(dirs: &[PathBuf]) -> Vec<FoundProcess> {
     let skip = me_and_ancestors();
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
+    for pid in pids() {
         if skip.contains(&pid) {
             continue;
         }
-        let cmdline = fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|b| {
-                b.split(|c| *c == 0)
-                    .map(|s| String::from_utf8_lossy(s).into_owned())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-                    .trim()
-                    .to_string()
-            })
-            .unwrap_or_default();
+        let cmdline = cmdline(pid).unwrap_or_default().join(" ");
         // A zombie is already gone but for its exit status.
         if is_zombie(pid) {
             continue;

@@ -112,30 +112,12 @@ pub fn create_database(url: &str, database: &str) -> anyhow::Result<String> {
     Ok(pg.with_database(url, database))
 }
 
-/// The data directory of the server listening on `port`, read from the
-/// postmaster's command line in `/proc`.
+/// The data directory of the server listening on `port` (its postmaster
+/// found as the benchmarks find it, `postgres_cpu::postmaster_on_port`).
 pub fn find_data_dir(port: u16) -> Option<PathBuf> {
-    let port = port.to_string();
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = raw
-            .split(|b| *b == 0)
-            .map(|s| String::from_utf8_lossy(s).into_owned())
-            .collect();
-        let Some(prog) = args.first() else { continue };
-        if !prog.ends_with("/postgres") && prog != "postgres" {
-            continue;
-        }
-        let value = |flag: &str| args.windows(2).find(|w| w[0] == flag).map(|w| w[1].clone());
-        if value("-p").as_deref() == Some(port.as_str()) {
-            if let Some(d) = value("-D") {
-                return Some(PathBuf::from(d));
-            }
-        }
-    }
-    None
+    crate::postgres_cpu::postmaster_on_port(port)
+        .ok()
+        .and_then(crate::postgres_cpu::data_dir_of)
 }
 
 /// Stops and starts one cluster.
