@@ -49,6 +49,28 @@ enum What {
     Dashboard(DashboardArgs),
 }
 
+/// Where a benchmark keeps its scratch files and writes its figures.
+#[derive(clap::Args, Debug)]
+struct Output {
+    /// Keep the scratch dir (logs, databases) here; by default it is a
+    /// temporary one, removed at the end.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Also write the figures as JSON to this file.
+    #[arg(long)]
+    json_out: Option<PathBuf>,
+}
+
+/// The database a benchmark runs web on. It is given only as a flag,
+/// never taken from `HANGAR_DATABASE_URL`: a benchmark seeds rows into it,
+/// so it must be a throwaway database someone named on purpose.
+#[derive(clap::Args, Debug)]
+struct Database {
+    /// A throwaway database for web (default: SQLite in the scratch dir).
+    #[arg(long)]
+    database_url: Option<String>,
+}
+
 #[derive(clap::Args, Debug)]
 struct DashboardArgs {
     #[arg(long, default_value_t = 1000)]
@@ -58,14 +80,10 @@ struct DashboardArgs {
     /// Times each page is fetched (after one untimed round).
     #[arg(long, default_value_t = 50)]
     rounds: usize,
-    /// A throwaway PostgreSQL database to measure after SQLite (the seed
-    /// is added to what it holds).
-    #[arg(long, env = "HANGAR_DATABASE_URL")]
-    database_url: Option<String>,
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    #[arg(long)]
-    json_out: Option<PathBuf>,
+    #[command(flatten)]
+    db: Database,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(clap::Args, Debug)]
@@ -73,12 +91,10 @@ struct WebhookArgs {
     #[arg(long, default_value_t = 20)]
     rounds: usize,
     /// PostgreSQL URL; default SQLite in the scratch dir.
-    #[arg(long, env = "HANGAR_DATABASE_URL")]
-    database_url: Option<String>,
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    #[arg(long)]
-    json_out: Option<PathBuf>,
+    #[command(flatten)]
+    db: Database,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(clap::Args, Debug)]
@@ -94,12 +110,10 @@ struct ChecksArgs {
     #[arg(long, default_value = "60s", value_parser = duration::parse)]
     duration: Duration,
     /// PostgreSQL URL; default SQLite in the scratch dir.
-    #[arg(long, env = "HANGAR_DATABASE_URL")]
-    database_url: Option<String>,
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    #[arg(long)]
-    json_out: Option<PathBuf>,
+    #[command(flatten)]
+    db: Database,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(clap::Args, Debug)]
@@ -115,12 +129,10 @@ struct SchedulingArgs {
     #[arg(long, default_value = "10ms", value_parser = duration::parse)]
     scheduler_interval: Duration,
     /// PostgreSQL URL; default SQLite in the scratch dir.
-    #[arg(long, env = "HANGAR_DATABASE_URL")]
-    database_url: Option<String>,
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    #[arg(long)]
-    json_out: Option<PathBuf>,
+    #[command(flatten)]
+    db: Database,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(clap::Args, Debug)]
@@ -137,10 +149,8 @@ struct ImageArgs {
     #[arg(long, default_value_t = 10)]
     start_runs: usize,
     /// Keep the scratch dir here.
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    #[arg(long)]
-    json_out: Option<PathBuf>,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(clap::Args, Debug)]
@@ -161,9 +171,8 @@ struct HeartbeatsArgs {
     /// How long figures are collected.
     #[arg(long, default_value = "60s", value_parser = duration::parse)]
     duration: Duration,
-    /// Web's database (default: SQLite in the scratch dir).
-    #[arg(long)]
-    database_url: Option<String>,
+    #[command(flatten)]
+    db: Database,
     /// Web processes on the one database, the simulated workers spread over
     /// them round-robin (more than one needs a PostgreSQL --database-url).
     #[arg(long, default_value_t = 1)]
@@ -184,15 +193,12 @@ struct HeartbeatsArgs {
     /// same --workers and --volumes: skip seeding (checked first).
     #[arg(long)]
     reuse_seeded: bool,
-    /// Keep the scratch dir (logs, database) here.
-    #[arg(long)]
-    dir: Option<PathBuf>,
     /// An extra flag for `hangar web`, e.g. `--web-arg=--gc-interval=1h`
     /// (repeat for more).
     #[arg(long = "web-arg", allow_hyphen_values = true)]
     web_args: Vec<String>,
-    #[arg(long)]
-    json_out: Option<PathBuf>,
+    #[command(flatten)]
+    out: Output,
 }
 
 /// The benchmark's configuration from its flags, refused as a whole when it
@@ -208,8 +214,8 @@ fn heartbeats_config(
     cfg.report_interval = a.report_interval;
     cfg.warmup = a.warmup;
     cfg.duration = a.duration;
-    cfg.database_url = a.database_url.clone();
-    cfg.dir = a.dir.clone();
+    cfg.database_url = a.db.database_url.clone();
+    cfg.dir = a.out.dir.clone();
     cfg.web_args = a.web_args.clone();
     cfg.web_nodes = a.web_nodes;
     cfg.runs = a.runs;
@@ -231,12 +237,10 @@ struct ExecuteArgs {
     /// Timed runs of the 5-step build.
     #[arg(long, default_value_t = 5)]
     pipeline_runs: usize,
-    #[arg(long)]
-    database_url: Option<String>,
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    #[arg(long)]
-    json_out: Option<PathBuf>,
+    #[command(flatten)]
+    db: Database,
+    #[command(flatten)]
+    out: Output,
 }
 
 #[derive(clap::Args, Debug)]
@@ -253,10 +257,8 @@ struct MemoryArgs {
     /// How long the fleet runs after its warm-up.
     #[arg(long, default_value = "30s", value_parser = duration::parse)]
     fleet_duration: Duration,
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    #[arg(long)]
-    json_out: Option<PathBuf>,
+    #[command(flatten)]
+    out: Output,
 }
 
 fn write(json_out: &Option<PathBuf>, value: &impl serde::Serialize) -> anyhow::Result<()> {
@@ -272,7 +274,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         What::Heartbeats(a) => {
             let cfg = heartbeats_config(&a, bin)?;
             let report = heartbeats::run(cfg).await?;
-            write(&a.json_out, &report)?;
+            write(&a.out.json_out, &report)?;
             emit(&report.lines())?;
         }
         What::Execute(a) => {
@@ -280,10 +282,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             cfg.runs = a.runs;
             cfg.warmup = a.warmup;
             cfg.pipeline_runs = a.pipeline_runs;
-            cfg.database_url = a.database_url;
-            cfg.dir = a.dir;
+            cfg.database_url = a.db.database_url;
+            cfg.dir = a.out.dir;
             let report = execute::run(cfg).await?;
-            write(&a.json_out, &report)?;
+            write(&a.out.json_out, &report)?;
             emit(&format!("{}\n", report.line()))?;
         }
         What::Dashboard(a) => {
@@ -295,22 +297,22 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 workers: a.workers,
                 pipelines: a.pipelines,
                 rounds: a.rounds,
-                database_url: a.database_url,
-                dir: a.dir,
+                database_url: a.db.database_url,
+                dir: a.out.dir,
             })
             .await?;
-            write(&a.json_out, &report)?;
+            write(&a.out.json_out, &report)?;
             emit(&report.lines())?;
         }
         What::Webhook(a) => {
             let report = webhook::run(webhook::WebhookConfig {
                 bin,
                 rounds: a.rounds.max(1),
-                database_url: a.database_url,
-                dir: a.dir,
+                database_url: a.db.database_url,
+                dir: a.out.dir,
             })
             .await?;
-            write(&a.json_out, &report)?;
+            write(&a.out.json_out, &report)?;
             emit(&format!("{}\n", report.line()))?;
         }
         What::Checks(a) => {
@@ -322,10 +324,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             cfg.check_every = a.check_every;
             cfg.warmup = a.warmup;
             cfg.duration = a.duration;
-            cfg.database_url = a.database_url;
-            cfg.dir = a.dir;
+            cfg.database_url = a.db.database_url;
+            cfg.dir = a.out.dir;
             let report = checks::run(cfg).await?;
-            write(&a.json_out, &report)?;
+            write(&a.out.json_out, &report)?;
             emit(&format!("{}\n", report.line()))?;
         }
         What::Scheduling(a) => {
@@ -336,10 +338,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             cfg.scales = a.scales;
             cfg.rounds = a.rounds.max(1);
             cfg.scheduler_interval = a.scheduler_interval;
-            cfg.database_url = a.database_url;
-            cfg.dir = a.dir;
+            cfg.database_url = a.db.database_url;
+            cfg.dir = a.out.dir;
             let report = scheduling::run(cfg).await?;
-            write(&a.json_out, &report)?;
+            write(&a.out.json_out, &report)?;
             emit(&report.lines())?;
         }
         What::Image(a) => {
@@ -347,26 +349,26 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 layers: a.layers,
                 layer_mib: a.layer_mib,
                 runs: a.runs,
-                dir: a.dir,
+                dir: a.out.dir,
                 bin: Some(bin),
                 start_runs: a.start_runs,
             })
             .await?;
-            write(&a.json_out, &report)?;
+            write(&a.out.json_out, &report)?;
             emit(&format!("{}\n", report.line()))?;
         }
         What::AgentMemory(a) => {
             let mut cfg = memory::MemoryConfig::new(bin.clone());
             cfg.busy_builds = a.busy_builds;
             cfg.idle_for = a.idle;
-            cfg.dir = a.dir.clone();
+            cfg.dir = a.out.dir.clone();
             let agent = memory::run(cfg).await?;
             emit(&format!("{}\n", agent.line()))?;
             let fleet = if a.fleet_workers > 0 {
                 let mut cfg = heartbeats::HeartbeatsConfig::new(bin);
                 cfg.workers = a.fleet_workers;
                 cfg.duration = a.fleet_duration;
-                cfg.dir = a.dir.map(|d| d.join("fleet"));
+                cfg.dir = a.out.dir.map(|d| d.join("fleet"));
                 let fleet = heartbeats::run(cfg).await?;
                 let node = fleet
                     .first_node()
@@ -380,7 +382,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 None
             };
             write(
-                &a.json_out,
+                &a.out.json_out,
                 &serde_json::json!({ "agent": agent, "fleet": fleet }),
             )?;
         }
