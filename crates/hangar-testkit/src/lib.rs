@@ -7,6 +7,9 @@
 
 use hangar_store::Store;
 
+#[cfg(feature = "browser")]
+pub mod browser;
+
 pub const POSTGRES_URL_VAR: &str = "HANGAR_TEST_POSTGRES_URL";
 
 /// A fresh in-memory SQLite store with every migration applied.

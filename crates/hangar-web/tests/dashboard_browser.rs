@@ -12,16 +12,13 @@
 
 mod common;
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::{TestWeb, ADMIN};
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use hangar_core::build::BuildEventKind;
+use hangar_testkit::browser::{self, artifact_dir, click, fail, start_driver, Step};
 use serde_json::json;
-use tokio::process::{Child, Command};
 
 const CONFIG: &str = "
 resources:
@@ -34,110 +31,11 @@ jobs:
   - get: repo
 ";
 
-/// chromedriver on a free port, killed when dropped.
-struct Driver {
-    _child: Child,
-    url: String,
-}
-
-async fn start_driver() -> Driver {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("chromedriver")
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("chromedriver is not installed: run scripts/install-deps (Debian's chromium and chromium-driver)");
-    let url = format!("http://127.0.0.1:{port}");
-    let driver = Driver { _child: child, url };
-    let status = format!("{}/status", driver.url);
-    for _ in 0..100 {
-        if reqwest::get(&status).await.is_ok() {
-            return driver;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("chromedriver did not answer on {status}");
-}
-
-async fn browser(driver: &Driver) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": "/usr/bin/chromium",
-            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--disable-gpu", "--window-size=1280,900"],
-        }),
-    );
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    ClientBuilder::new(connector)
-        .capabilities(caps)
-        .connect(&driver.url)
-        .await
-        .expect("a chromium session")
-}
-
-fn artifact_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
-}
-
-type Step = Result<(), String>;
-
-fn fail<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> String {
-    move |e| format!("{what}: {e:?}")
-}
-
-async fn text_of(c: &Client, css: &str) -> Result<String, String> {
-    c.find(Locator::Css(css))
-        .await
-        .map_err(fail("find"))?
-        .text()
-        .await
-        .map_err(fail("text"))
-}
-
-/// Waits until the element's text contains `want`.
+/// Waits for the element's text to contain `want`.
 async fn wait_for_text(c: &Client, css: &str, want: &str) -> Step {
-    for _ in 0..200 {
-        if let Ok(text) = text_of(c, css).await {
-            if text.contains(want) {
-                return Ok(());
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // The end of what it shows is enough to see where it stopped.
-    let shown = text_of(c, css).await.unwrap_or_default();
-    let tail: String = shown
-        .chars()
-        .rev()
-        .take(300)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    Err(format!(
-        "{css} never showed {want:?}; it ends with {tail:?}"
-    ))
-}
-
-async fn click(c: &Client, css: &str) -> Step {
-    c.wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css(css))
+    browser::wait_for(c, Locator::Css(css), &[want], Duration::from_secs(20))
         .await
-        .map_err(fail("wait for element"))?
-        .click()
-        .await
-        .map_err(fail("click"))
+        .map(|_| ())
 }
 
 async fn journey(t: &TestWeb, c: &Client) -> Step {
@@ -237,7 +135,7 @@ async fn a_browser_logs_in_triggers_a_job_and_watches_its_log() {
     t.admin.pause_pipeline("main", "p", false).await.unwrap();
     t.register("w1", "disk-1").await;
     let driver = start_driver().await;
-    let c = browser(&driver).await;
+    let c = browser::browser(&driver).await;
     let outcome = journey(&t, &c).await;
     if let Err(e) = &outcome {
         let dir = artifact_dir();

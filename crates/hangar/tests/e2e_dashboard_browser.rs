@@ -15,17 +15,14 @@
 
 mod common;
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::{has, Cluster, Proc, ADMIN};
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use hangar_api::builds::CreateBuild;
+use hangar_testkit::browser::{self, artifact_dir, click, fail, start_driver, Step};
 use nix::sys::signal::Signal;
 use serde_json::json;
-use tokio::process::{Child, Command};
 
 const WORKERS: [&str; 2] = ["dock-a", "dock-b"];
 
@@ -34,111 +31,11 @@ const WORKERS: [&str; 2] = ["dock-a", "dock-b"];
 const SCRIPT: &str = "echo task-started; sleep 5; i=0; \
     while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done; echo task-finished";
 
-/// chromedriver on a free port, killed when dropped.
-struct Driver {
-    _child: Child,
-    url: String,
-}
-
-async fn start_driver() -> Driver {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("chromedriver")
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("chromedriver is not installed: run scripts/install-deps (Debian's chromium and chromium-driver)");
-    let url = format!("http://127.0.0.1:{port}");
-    let status = format!("{url}/status");
-    for _ in 0..100 {
-        if reqwest::get(&status).await.is_ok() {
-            return Driver { _child: child, url };
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("chromedriver did not answer on {status}");
-}
-
-async fn browser(driver: &Driver) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({
-            "binary": "/usr/bin/chromium",
-            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--disable-gpu", "--window-size=1280,900"],
-        }),
-    );
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    ClientBuilder::new(connector)
-        .capabilities(caps)
-        .connect(&driver.url)
-        .await
-        .expect("a chromium session")
-}
-
-fn artifact_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
-}
-
-type Step = Result<(), String>;
-
-fn fail<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> String {
-    move |e| format!("{what}: {e:?}")
-}
-
-async fn text_at(c: &Client, at: Locator<'_>) -> Result<String, String> {
-    c.find(at)
-        .await
-        .map_err(fail("find"))?
-        .text()
-        .await
-        .map_err(fail("text"))
-}
-
-/// Waits until the element's text contains every one of `want`; answers
-/// the text.
+/// Waits for the element's text to hold every one of `want`. Generous:
+/// the retry waits for the heartbeat TTL, and the second attempt sleeps
+/// again before its lines.
 async fn wait_for(c: &Client, at: Locator<'_>, want: &[&str]) -> Result<String, String> {
-    // Generous: the retry waits for the heartbeat TTL, and the second
-    // attempt sleeps again before its lines.
-    for _ in 0..600 {
-        if let Ok(text) = text_at(c, at).await {
-            if want.iter().all(|w| text.contains(w)) {
-                return Ok(text);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let shown = text_at(c, at).await.unwrap_or_default();
-    let tail: String = shown
-        .chars()
-        .rev()
-        .take(400)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    Err(format!(
-        "{at:?} never showed {want:?}; it ends with {tail:?}"
-    ))
-}
-
-async fn click(c: &Client, css: &str) -> Step {
-    c.wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css(css))
-        .await
-        .map_err(fail("wait for element"))?
-        .click()
-        .await
-        .map_err(fail("click"))
+    browser::wait_for(c, at, want, Duration::from_secs(60)).await
 }
 
 /// The worker's row of the workers page (its second cell is the state).
@@ -251,7 +148,7 @@ fn a_browser_watches_a_step_retried_after_its_worker_is_killed() {
         .unwrap();
     rt.block_on(async {
         let driver = start_driver().await;
-        let c = browser(&driver).await;
+        let c = browser::browser(&driver).await;
         let outcome = journey(&cluster, &mut workers, &c).await;
         if let Err(e) = &outcome {
             let dir = artifact_dir();
