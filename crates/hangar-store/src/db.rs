@@ -46,8 +46,8 @@ impl Backend {
 }
 
 /// The database behind web. Cheap to clone (the pool and the guard are
-/// shared).
-#[derive(Clone, Debug)]
+/// shared). Its `Debug` shows the URL without its password.
+#[derive(Clone)]
 pub struct Store {
     pub(crate) pool: AnyPool,
     backend: Backend,
@@ -55,6 +55,76 @@ pub struct Store {
     /// needs a connection of its own.
     pub(crate) url: Arc<str>,
     pub(crate) guard: Arc<Guard>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("backend", &self.backend)
+            .field("url", &without_password(&self.url))
+            .finish_non_exhaustive()
+    }
+}
+
+/// `url` with its password (in the user info, or a `password` query
+/// parameter) replaced by `***`, for logs and `Debug`.
+pub(crate) fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{user}:***@{host}"),
+            None => authority.to_string(),
+        },
+        None => authority.to_string(),
+    };
+    let path = match path.split_once('?') {
+        Some((before, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => p.to_string(),
+                })
+                .collect();
+            format!("{before}?{}", params.join("&"))
+        }
+        None => path.to_string(),
+    };
+    format!("{scheme}://{authority}{path}")
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::without_password;
+
+    #[test]
+    fn a_url_shows_without_its_password() {
+        let cases = [
+            (
+                "postgres://hangar:s3cr%40t@db.example:5432/hangar?sslmode=require",
+                "postgres://hangar:***@db.example:5432/hangar?sslmode=require",
+            ),
+            ("postgres://hangar:p@ss@db/x", "postgres://hangar:***@db/x"),
+            ("postgres://hangar@db/x", "postgres://hangar@db/x"),
+            (
+                "postgres://db/x?sslmode=disable&password=q",
+                "postgres://db/x?sslmode=disable&password=***",
+            ),
+            (
+                "sqlite:///var/lib/hangar/web.db",
+                "sqlite:///var/lib/hangar/web.db",
+            ),
+            ("sqlite::memory:", "sqlite::memory:"),
+            ("", ""),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(without_password(url), shown, "{url}");
+        }
+    }
 }
 
 impl Store {

@@ -36,8 +36,9 @@ pub use error::ApiError;
 pub use gc_loop::CollectorRun;
 pub use hangar_engine::Clock;
 
-/// Everything web is configured with.
-#[derive(Clone, Debug)]
+/// Everything web is configured with. Its `Debug` leaves the two secrets
+/// out.
+#[derive(Clone)]
 pub struct WebConfig {
     /// The token users (the CLI) present.
     pub admin_token: String,
@@ -75,6 +76,27 @@ pub struct WebConfig {
     /// wakes at once through [`Web::wake_scheduler`]); `None` runs it
     /// never (tests drive it).
     pub scheduler_interval: Option<Duration>,
+}
+
+impl std::fmt::Debug for WebConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebConfig")
+            .field("admin_token", &"<redacted>")
+            .field("worker_key", &"<redacted>")
+            .field("lifecycle", &self.lifecycle)
+            .field("heartbeat_interval_ms", &self.heartbeat_interval_ms)
+            .field("lifecycle_interval", &self.lifecycle_interval)
+            .field("clock", &self.clock)
+            .field("run_builds", &self.run_builds)
+            .field("gc", &self.gc)
+            .field("gc_interval", &self.gc_interval)
+            .field("accept_new_database", &self.accept_new_database)
+            .field("metrics_require_token", &self.metrics_require_token)
+            .field("credentials", &self.credentials)
+            .field("check_interval", &self.check_interval)
+            .field("scheduler_interval", &self.scheduler_interval)
+            .finish()
+    }
 }
 
 impl WebConfig {

@@ -493,3 +493,17 @@ on_both_databases!(
     invalid_names_and_queries_in_urls_are_refused,
     metrics_count_workers_and_events,
 );
+
+/// Neither secret shows in the configuration's `Debug` (a log line, a
+/// panic message). (The store's hides the database password:
+/// `hangar-store`'s `redaction_tests`.)
+#[tokio::test]
+async fn debug_output_holds_no_secret() {
+    let t = TestWeb::start(hangar_testkit::sqlite_store().await).await;
+    let shown = format!("{:?}", t.web.config());
+    assert!(
+        !shown.contains(ADMIN) && !shown.contains(WORKER_KEY),
+        "{shown}"
+    );
+    assert!(shown.contains("admin_token: \"<redacted>\""), "{shown}");
+}
