@@ -17,6 +17,7 @@ use crate::builds::{build_from_row, BUILD_COLUMNS};
 use crate::db::Store;
 use crate::error::StoreError;
 use crate::job_builds::JobBuildRecord;
+use crate::volumes::placeholder_groups;
 
 /// How many versions one pass of pin matching reads at a time.
 const PIN_PAGE: i64 = 500;
@@ -390,21 +391,13 @@ impl Store {
         }
         // One statement for all of them (a round trip each is what a
         // decision costs on PostgreSQL).
-        let mut sql =
-            String::from("SELECT DISTINCT name FROM build_inputs WHERE job_id = $1 AND (");
-        for (n, _) in inputs.iter().enumerate() {
-            let at = 2 + 3 * n;
-            if n > 0 {
-                sql.push_str(" OR ");
-            }
-            sql.push_str(&format!(
-                "(resource_id = ${} AND version_id = ${} AND name = ${})",
-                at,
-                at + 1,
-                at + 2
-            ));
-        }
-        sql.push(')');
+        let terms = placeholder_groups(2, inputs.len(), 3, " OR ", |p| {
+            format!(
+                "(resource_id = {} AND version_id = {} AND name = {})",
+                p[0], p[1], p[2]
+            )
+        });
+        let sql = format!("SELECT DISTINCT name FROM build_inputs WHERE job_id = $1 AND ({terms})");
         let mut q = sqlx::query(&sql).bind(job_id);
         for i in inputs {
             q = q.bind(i.resource_id).bind(i.version_id).bind(&i.name);
@@ -641,17 +634,13 @@ async fn insert_inputs(
     if inputs.is_empty() {
         return Ok(());
     }
-    let mut sql = String::from(
-        "INSERT INTO build_inputs (build_id, job_id, name, resource_id, version_id) VALUES ",
+    let rows = placeholder_groups(3, inputs.len(), 3, ", ", |p| {
+        format!("($1, $2, {})", p.join(", "))
+    });
+    let sql = format!(
+        "INSERT INTO build_inputs (build_id, job_id, name, resource_id, version_id) VALUES {rows} \
+         ON CONFLICT (build_id, name) DO NOTHING"
     );
-    for (n, _) in inputs.iter().enumerate() {
-        let at = 3 + 3 * n;
-        if n > 0 {
-            sql.push_str(", ");
-        }
-        sql.push_str(&format!("($1, $2, ${}, ${}, ${})", at, at + 1, at + 2));
-    }
-    sql.push_str(" ON CONFLICT (build_id, name) DO NOTHING");
     let mut q = sqlx::query(&sql).bind(build_id).bind(job_id);
     for i in inputs {
         q = q.bind(&i.name).bind(i.resource_id).bind(i.version_id);

@@ -70,6 +70,26 @@ pub(crate) fn placeholders(first: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// `count` groups of `width` numbered placeholders from `$first` on, each
+/// written by `group` from its own (`["$2", "$3", "$4"]`), joined by
+/// `sep`: the rows of a multi-row `VALUES`, the terms of an `OR`.
+pub(crate) fn placeholder_groups(
+    first: usize,
+    count: usize,
+    width: usize,
+    sep: &str,
+    group: impl Fn(&[String]) -> String,
+) -> String {
+    (0..count)
+        .map(|n| {
+            let at = first + width * n;
+            let own: Vec<String> = (at..at + width).map(|i| format!("${i}")).collect();
+            group(&own)
+        })
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
 impl Store {
     /// Adds the row of a volume about to be made on a running worker. A
     /// copy-on-write child needs a parent that is created, on the same
