@@ -3,29 +3,13 @@
 //! stalled; anything else records nothing, on SQLite and PostgreSQL alike.
 
 use hangar_core::{LifecycleConfig, WorkerState};
-use hangar_store::{Credentials, Expect, HeartbeatRecord, Registration, Store, WorkerInfo};
-use hangar_testkit::on_both_databases;
+use hangar_store::{Credentials, Expect, HeartbeatRecord, Registration, Store};
+use hangar_testkit::{on_both_databases, worker_info};
 
 const T0: i64 = 1_700_000_000_000;
 
-fn info(name: &str) -> WorkerInfo {
-    WorkerInfo {
-        name: name.into(),
-        state_identity: format!("{name}-identity"),
-        platform: "linux".into(),
-        tags: vec![],
-        team: None,
-        version: "0.1.0".into(),
-        resource_types_json: "[]".into(),
-        ephemeral: false,
-        containers: 0,
-        volumes: 0,
-        api_url: None,
-    }
-}
-
 async fn register(store: &Store, name: &str, digest: &str, at: i64) -> i64 {
-    let info = info(name);
+    let info = worker_info(name);
     store
         .register_incarnation(
             &Registration {

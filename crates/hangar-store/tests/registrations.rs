@@ -7,29 +7,13 @@
 
 use std::collections::BTreeSet;
 
-use hangar_store::{Expect, Registration, Store, StoreError, WorkerInfo};
-use hangar_testkit::on_both_databases;
+use hangar_store::{Expect, Registration, Store, StoreError};
+use hangar_testkit::{on_both_databases, worker_info};
 
 const T0: i64 = 1_700_000_000_000;
 
-fn info(name: &str) -> WorkerInfo {
-    WorkerInfo {
-        name: name.into(),
-        state_identity: format!("{name}-identity"),
-        platform: "linux".into(),
-        tags: vec![],
-        team: None,
-        version: "0.1.0".into(),
-        resource_types_json: "[]".into(),
-        ephemeral: false,
-        containers: 0,
-        volumes: 0,
-        api_url: None,
-    }
-}
-
 async fn register(store: &Store, name: &str, floor: i64, accept: bool) -> Result<i64, StoreError> {
-    let info = info(name);
+    let info = worker_info(name);
     store
         .register_incarnation(
             &Registration {

@@ -5,12 +5,30 @@
 //! throwaway cluster; `scripts/test` starts one). Without it the PostgreSQL
 //! half of every suite fails with a message saying so: it never skips.
 
-use hangar_store::Store;
+use hangar_store::{Store, WorkerInfo};
 
 #[cfg(feature = "browser")]
 pub mod browser;
 
 pub const POSTGRES_URL_VAR: &str = "HANGAR_TEST_POSTGRES_URL";
+
+/// A plain Linux worker named `name`, its state identity derived from the
+/// name, with no tags, types, containers or volumes.
+pub fn worker_info(name: &str) -> WorkerInfo {
+    WorkerInfo {
+        name: name.into(),
+        state_identity: format!("{name}-identity"),
+        platform: "linux".into(),
+        tags: vec![],
+        team: None,
+        version: "0.1.0".into(),
+        resource_types_json: "[]".into(),
+        ephemeral: false,
+        containers: 0,
+        volumes: 0,
+        api_url: None,
+    }
+}
 
 /// A fresh in-memory SQLite store with every migration applied.
 pub async fn sqlite_store() -> Store {

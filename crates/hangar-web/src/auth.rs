@@ -70,6 +70,21 @@ fn fixed(token: &str, web: &Web) -> Fixed {
     }
 }
 
+/// The bearer token of a call a worker process makes under its own name:
+/// refused at once if it is the admin token or the fleet's worker key.
+fn worker_token(parts: &Parts, web: &Web) -> Result<String, ApiError> {
+    let token = bearer(parts)?;
+    match fixed(token, web) {
+        Fixed::Admin => Err(ApiError::forbidden(
+            "this needs the worker's own credential, not the admin token",
+        )),
+        Fixed::FleetKey => Err(ApiError::forbidden(
+            "the worker key only registers a worker: present the token its registration returned",
+        )),
+        Fixed::Other => Ok(token.to_string()),
+    }
+}
+
 /// A request from a user holding the admin token.
 pub(crate) struct Admin;
 
@@ -112,28 +127,18 @@ impl WorkerClaim {
 impl FromRequestParts<Web> for WorkerClaim {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, web: &Web) -> Result<Self, ApiError> {
-        let token = bearer(parts)?.to_string();
-        match fixed(&token, web) {
-            Fixed::Admin => Err(ApiError::forbidden(
-                "this needs the worker's own credential, not the admin token",
-            )),
-            Fixed::FleetKey => Err(ApiError::forbidden(
-                "the worker key only registers a worker: present the token its registration returned",
-            )),
-            Fixed::Other => {
-                let name = path_name(parts, web).await?;
-                let Some((generation, secret)) = parse_incarnation_token(&token) else {
-                    return Err(ApiError::unauthorized("invalid credentials"));
-                };
-                let secret_digest = digest(secret);
-                Ok(WorkerClaim {
-                    name,
-                    generation,
-                    secret_digest,
-                    token,
-                })
-            }
-        }
+        let token = worker_token(parts, web)?;
+        let name = path_name(parts, web).await?;
+        let Some((generation, secret)) = parse_incarnation_token(&token) else {
+            return Err(ApiError::unauthorized("invalid credentials"));
+        };
+        let secret_digest = digest(secret);
+        Ok(WorkerClaim {
+            name,
+            generation,
+            secret_digest,
+            token,
+        })
     }
 }
 
@@ -169,20 +174,10 @@ impl FromRequestParts<Web> for FleetKey {
 impl FromRequestParts<Web> for WorkerCaller {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, web: &Web) -> Result<Self, ApiError> {
-        let token = bearer(parts)?.to_string();
-        match fixed(&token, web) {
-            Fixed::Admin => Err(ApiError::forbidden(
-                "this needs the worker's own credential, not the admin token",
-            )),
-            Fixed::FleetKey => Err(ApiError::forbidden(
-                "the worker key only registers a worker: present the token its registration returned",
-            )),
-            Fixed::Other => {
-                let name = path_name(parts, web).await?;
-                let generation = check_incarnation(web, &name, &token).await?;
-                Ok(WorkerCaller { name, generation })
-            }
-        }
+        let token = worker_token(parts, web)?;
+        let name = path_name(parts, web).await?;
+        let generation = check_incarnation(web, &name, &token).await?;
+        Ok(WorkerCaller { name, generation })
     }
 }
 
