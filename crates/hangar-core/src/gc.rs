@@ -103,6 +103,14 @@ pub struct GcConfig {
     pub upload_retention_ms: i64,
     /// The most rows one transaction of the missing collector deletes.
     pub batch_size: usize,
+    /// The most candidate rows a collector reads at once: it plans and
+    /// applies each page before reading the next.
+    pub page_size: usize,
+    /// The caches collector reads whole workers' caches (a cache's rank is
+    /// among its worker's), this many workers per pass, resuming where the
+    /// last pass stopped: a pass costs the same whatever the fleet's size,
+    /// and a fleet of N workers is swept every N / this many passes.
+    pub cache_sweep_workers: usize,
 }
 
 impl Default for GcConfig {
@@ -117,6 +125,8 @@ impl Default for GcConfig {
             artifact_retention_ms: HOUR,
             upload_retention_ms: HOUR,
             batch_size: 2500,
+            page_size: 1000,
+            cache_sweep_workers: 200,
         }
     }
 }
@@ -232,6 +242,8 @@ pub struct GcContainer {
     pub state: ContainerState,
     pub build_id: Option<i64>,
     pub missing_since: Option<UnixMillis>,
+    /// Read so that collectors can page their candidates oldest first.
+    pub created_at: UnixMillis,
 }
 
 /// What the collectors need of one build.

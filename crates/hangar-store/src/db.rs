@@ -55,6 +55,8 @@ pub struct Store {
     /// needs a connection of its own.
     pub(crate) url: Arc<str>,
     pub(crate) guard: Arc<Guard>,
+    /// Where this node's sweep of the caches stands.
+    pub(crate) cache_sweep: Arc<crate::gc::CacheSweep>,
 }
 
 impl std::fmt::Debug for Store {
@@ -225,6 +227,7 @@ impl Store {
             pool,
             backend,
             guard: Arc::new(Guard::new(file, database_id)),
+            cache_sweep: Arc::default(),
         })
     }
 

@@ -25,6 +25,17 @@ use crate::handle_list::{in_list, json_list};
 use crate::packed::{handle_and_parent, malformed, HANDLE_AND_PARENT};
 use crate::volumes::placeholders;
 
+mod caches;
+mod pages;
+mod turn;
+
+pub(crate) use caches::CacheSweep;
+use pages::Pages;
+pub use turn::GcTurn;
+
+/// Container handles, and when each worker's containers were made.
+type ContainersMade = (HashSet<String>, HashMap<String, Vec<UnixMillis>>);
+
 /// Binds per statement stay well under both databases' limits.
 const CHUNK: usize = 1000;
 
@@ -32,23 +43,23 @@ const CHUNK: usize = 1000;
 /// at once (PostgreSQL).
 const MISSING_LANES: usize = 2;
 
-const GC_VOLUME_COLUMNS: &str =
+pub(crate) const GC_VOLUME_COLUMNS: &str =
     "v.handle, v.worker_name, v.state, v.owner_kind, v.owner_id, v.created_at, v.last_used_at, \
      v.missing_since, (SELECT COUNT(*) FROM volumes c WHERE c.parent_handle = v.handle \
      AND c.state NOT IN ('destroying', 'failed')) AS live_children";
 
 /// Created, present task and resource caches.
-const LIVE_CACHES: &str =
+pub(crate) const LIVE_CACHES: &str =
     "v.owner_kind IN ('task-cache', 'resource-cache') AND v.state = 'created' \
      AND v.missing_since IS NULL";
 
 /// Marks `created`, present volumes without live children `destroying`.
-const MARK_CREATED_DESTROYING: &str = "UPDATE volumes SET state = 'destroying' \
+pub(crate) const MARK_CREATED_DESTROYING: &str = "UPDATE volumes SET state = 'destroying' \
      WHERE state = 'created' AND missing_since IS NULL \
      AND NOT EXISTS (SELECT 1 FROM volumes c WHERE c.parent_handle = volumes.handle \
      AND c.state NOT IN ('destroying', 'failed'))";
 
-fn gc_volume(r: &AnyRow) -> Result<GcVolume, StoreError> {
+pub(crate) fn gc_volume(r: &AnyRow) -> Result<GcVolume, StoreError> {
     Ok(GcVolume {
         handle: r.try_get("handle")?,
         worker: r.try_get("worker_name")?,
@@ -62,12 +73,13 @@ fn gc_volume(r: &AnyRow) -> Result<GcVolume, StoreError> {
     })
 }
 
-fn gc_container(r: &AnyRow) -> Result<GcContainer, StoreError> {
+pub(crate) fn gc_container(r: &AnyRow) -> Result<GcContainer, StoreError> {
     Ok(GcContainer {
         handle: r.try_get("handle")?,
         state: decode(r, "containers", &["handle"], "state")?,
         build_id: r.try_get("build_id")?,
         missing_since: r.try_get("missing_since")?,
+        created_at: r.try_get("created_at")?,
     })
 }
 
@@ -89,9 +101,9 @@ impl Store {
     ) -> Result<CollectorStats, StoreError> {
         match collector {
             Collector::AbandonedVolumes => self.gc_abandoned_volumes(config, now).await,
-            Collector::FailedVolumes => self.gc_failed_volumes().await,
-            Collector::FailedContainers => self.gc_failed_containers().await,
-            Collector::BuildContainers => self.gc_build_containers().await,
+            Collector::FailedVolumes => self.gc_failed_volumes(config).await,
+            Collector::FailedContainers => self.gc_failed_containers(config).await,
+            Collector::BuildContainers => self.gc_build_containers(config).await,
             Collector::OrphanVolumes => self.gc_orphan_volumes(config, now).await,
             Collector::Caches => self.gc_caches(config, now).await,
             Collector::Artifacts => self.gc_artifacts(config, now).await,
@@ -111,37 +123,6 @@ impl Store {
             out.push((c, self.run_collector(c, config, now).await));
         }
         out
-    }
-
-    async fn gc_volumes(&self, filter: &str, binds: &[i64]) -> Result<Vec<GcVolume>, StoreError> {
-        let sql = format!("SELECT {GC_VOLUME_COLUMNS} FROM volumes v WHERE {filter}");
-        let mut q = sqlx::query(&sql);
-        for b in binds {
-            q = q.bind(*b);
-        }
-        q.fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(gc_volume)
-            .collect()
-    }
-
-    async fn gc_containers(
-        &self,
-        filter: &str,
-        binds: &[i64],
-    ) -> Result<Vec<GcContainer>, StoreError> {
-        let sql =
-            format!("SELECT handle, state, build_id, missing_since FROM containers WHERE {filter}");
-        let mut q = sqlx::query(&sql);
-        for b in binds {
-            q = q.bind(*b);
-        }
-        q.fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(gc_container)
-            .collect()
     }
 
     /// Builds by id, for the ids given.
@@ -212,72 +193,128 @@ impl Store {
         stats
     }
 
+    /// Plans and applies `filter`'s volumes a page at a time: `plan` gets
+    /// each page and dooms some of its rows, which `apply` (a statement
+    /// [`Store::apply_chunks`] completes) changes if they still qualify.
+    async fn collect_volume_pages(
+        &self,
+        collector: Collector,
+        (filter, binds): (&str, &[i64]),
+        config: &GcConfig,
+        apply: (&str, &[i64]),
+        mut plan: impl FnMut(&[GcVolume]) -> Vec<String>,
+    ) -> Result<CollectorStats, StoreError> {
+        let mut pages = Pages::<GcVolume>::new(filter, binds, config.page_size);
+        let mut stats = CollectorStats::default();
+        while let Some(page) = pages.next(self).await? {
+            let doomed = plan(&page);
+            stats.add(
+                self.apply_chunks(collector, apply.0, apply.1, &doomed)
+                    .await,
+            );
+        }
+        Ok(stats)
+    }
+
+    /// [`Store::collect_volume_pages`] for containers.
+    async fn collect_container_pages(
+        &self,
+        collector: Collector,
+        (filter, binds): (&str, &[i64]),
+        config: &GcConfig,
+        apply: (&str, &[i64]),
+        mut plan: impl FnMut(&[GcContainer]) -> Vec<Vec<String>>,
+    ) -> Result<CollectorStats, StoreError> {
+        let mut pages = Pages::<GcContainer>::new(filter, binds, config.page_size);
+        let mut stats = CollectorStats::default();
+        while let Some(page) = pages.next(self).await? {
+            for doomed in plan(&page) {
+                stats.add(
+                    self.apply_chunks(collector, apply.0, apply.1, &doomed)
+                        .await,
+                );
+            }
+        }
+        Ok(stats)
+    }
+
     async fn gc_abandoned_volumes(
         &self,
         config: &GcConfig,
         now: UnixMillis,
     ) -> Result<CollectorStats, StoreError> {
         let cutoff = now.saturating_sub(config.abandoned_creation_ms);
-        let rows = self
-            .gc_volumes("v.state = 'creating' AND v.created_at <= $1", &[cutoff])
-            .await?;
-        let doomed = gc::plan_abandoned_volumes(&rows, now, config);
-        Ok(self
-            .apply_chunks(
-                Collector::AbandonedVolumes,
+        self.collect_volume_pages(
+            Collector::AbandonedVolumes,
+            ("v.state = 'creating' AND v.created_at <= $1", &[cutoff]),
+            config,
+            (
                 "UPDATE volumes SET state = 'failed' WHERE state = 'creating' AND created_at <= $1",
                 &[cutoff],
-                &doomed,
-            )
-            .await)
+            ),
+            |page| gc::plan_abandoned_volumes(page, now, config),
+        )
+        .await
     }
 
-    async fn gc_failed_volumes(&self) -> Result<CollectorStats, StoreError> {
-        let rows = self.gc_volumes("v.state = 'failed'", &[]).await?;
-        let doomed = gc::plan_failed_volumes(&rows);
-        Ok(self
-            .apply_chunks(
-                Collector::FailedVolumes,
+    async fn gc_failed_volumes(&self, config: &GcConfig) -> Result<CollectorStats, StoreError> {
+        self.collect_volume_pages(
+            Collector::FailedVolumes,
+            ("v.state = 'failed'", &[]),
+            config,
+            (
                 "UPDATE volumes SET state = 'destroying' WHERE state = 'failed'",
                 &[],
-                &doomed,
-            )
-            .await)
+            ),
+            gc::plan_failed_volumes,
+        )
+        .await
     }
 
-    async fn gc_failed_containers(&self) -> Result<CollectorStats, StoreError> {
-        let rows = self.gc_containers("state = 'failed'", &[]).await?;
-        let doomed = gc::plan_failed_containers(&rows);
-        Ok(self
-            .apply_chunks(
-                Collector::FailedContainers,
+    async fn gc_failed_containers(&self, config: &GcConfig) -> Result<CollectorStats, StoreError> {
+        self.collect_container_pages(
+            Collector::FailedContainers,
+            ("v.state = 'failed'", &[]),
+            config,
+            (
                 "UPDATE containers SET state = 'destroying' WHERE state = 'failed'",
                 &[],
-                &doomed,
-            )
-            .await)
+            ),
+            |page| vec![gc::plan_failed_containers(page)],
+        )
+        .await
     }
 
-    async fn gc_build_containers(&self) -> Result<CollectorStats, StoreError> {
-        let rows = self
-            .gc_containers(
-                "build_id IS NOT NULL AND state IN ('creating', 'created')",
-                &[],
-            )
-            .await?;
-        let mut ids: Vec<i64> = rows.iter().filter_map(|c| c.build_id).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let builds = self.gc_builds(&ids).await?;
-        let doomed = gc::plan_build_containers(&rows, &builds);
-        Ok(self
-            .apply_chunks(
-                Collector::BuildContainers,
-                "UPDATE containers SET state = 'destroying' WHERE state IN ('creating', 'created')",
-                &[],
-                &doomed,
-            )
-            .await)
+    async fn gc_build_containers(&self, config: &GcConfig) -> Result<CollectorStats, StoreError> {
+        // The containers of builds still running stay, and there are many:
+        // they are left out here rather than read and kept on every pass.
+        let mut builds = HashMap::new();
+        let mut pages = Pages::<GcContainer>::new(
+            "v.build_id IS NOT NULL AND v.state IN ('creating', 'created') \
+             AND NOT EXISTS (SELECT 1 FROM builds b WHERE b.id = v.build_id \
+             AND b.status IN ('pending', 'started'))",
+            &[],
+            config.page_size,
+        );
+        let mut stats = CollectorStats::default();
+        while let Some(page) = pages.next(self).await? {
+            let mut ids: Vec<i64> = page.iter().filter_map(|c| c.build_id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.retain(|id| !builds.contains_key(id));
+            builds.extend(self.gc_builds(&ids).await?);
+            let doomed = gc::plan_build_containers(&page, &builds);
+            stats.add(
+                self.apply_chunks(
+                    Collector::BuildContainers,
+                    "UPDATE containers SET state = 'destroying' WHERE state IN ('creating', 'created')",
+                    &[],
+                    &doomed,
+                )
+                .await,
+            );
+        }
+        Ok(stats)
     }
 
     async fn gc_orphan_volumes(
@@ -285,118 +322,75 @@ impl Store {
         config: &GcConfig,
         now: UnixMillis,
     ) -> Result<CollectorStats, StoreError> {
-        let rows = self
-            .gc_volumes(
-                "v.owner_kind = 'container' AND v.state = 'created' AND v.missing_since IS NULL \
-                 AND v.created_at <= $1",
-                &[now - config.orphan_min_age_ms],
-            )
-            .await?;
-        if rows.is_empty() {
-            return Ok(CollectorStats::default());
-        }
-        let containers: Vec<(String, String, UnixMillis)> =
-            sqlx::query("SELECT handle, worker_name, created_at FROM containers")
-                .fetch_all(&self.pool)
-                .await?
-                .iter()
-                .map(|r| {
-                    Ok((
-                        r.try_get("handle")?,
-                        r.try_get("worker_name")?,
-                        r.try_get("created_at")?,
-                    ))
-                })
-                .collect::<Result<_, StoreError>>()?;
-        let outputs = self
-            .live_build_texts(
-                "SELECT s.outputs FROM build_steps s JOIN builds b ON b.id = s.build_id \
-                 WHERE b.status IN ($1, $2)",
-            )
-            .await?;
-        let live: HashSet<String> = containers.iter().map(|(h, _, _)| h.clone()).collect();
-        let mut started: HashMap<String, Vec<UnixMillis>> = HashMap::new();
-        for (_, worker, at) in containers {
-            started.entry(worker).or_default().push(at);
-        }
-        let doomed = gc::plan_orphan_volumes(&rows, &live, &started, &outputs, now, config);
-        Ok(self
-            .apply_chunks(
-                Collector::OrphanVolumes,
-                MARK_CREATED_DESTROYING,
-                &[],
-                &doomed,
-            )
-            .await)
-    }
-
-    async fn gc_caches(
-        &self,
-        config: &GcConfig,
-        now: UnixMillis,
-    ) -> Result<CollectorStats, StoreError> {
-        // Only a cache unused for the shorter of the two ages can go; most
-        // caches are younger, and the age index skips them. The planner
-        // ranks each candidate among every cache of its worker and owner,
-        // so those groups are read whole, young rows included.
-        let fresh = now
-            - config
-                .cache_duplicate_grace_ms
-                .min(config.cache_retention_ms);
-        let candidates = self
-            .gc_volumes(
-                &format!(
-                    "{LIVE_CACHES} AND v.created_at <= $1 AND (v.last_used_at IS NULL OR v.last_used_at <= $1)"
-                ),
-                &[fresh],
-            )
-            .await?;
-        if candidates.is_empty() {
-            return Ok(CollectorStats::default());
-        }
-        let rows = self.cache_groups(&candidates).await?;
-        let doomed = gc::plan_caches(&rows, now, config);
-        // A cache a step looked up since the plan was made stays.
-        Ok(self
-            .apply_chunks(
-                Collector::Caches,
-                &format!(
-                    "{MARK_CREATED_DESTROYING} AND (last_used_at IS NULL OR last_used_at <= $1)"
-                ),
-                &[fresh],
-                &doomed,
-            )
-            .await)
-    }
-
-    /// Every live cache of the workers and owners of `candidates`.
-    async fn cache_groups(&self, candidates: &[GcVolume]) -> Result<Vec<GcVolume>, StoreError> {
-        let mut groups: Vec<(&str, Option<&str>)> = candidates
-            .iter()
-            .map(|v| (v.worker.as_str(), v.owner_id.as_deref()))
-            .collect();
-        groups.sort_unstable();
-        groups.dedup();
-        let mut out = Vec::new();
-        for (worker, owner) in groups {
-            let sql = format!(
-                "SELECT {GC_VOLUME_COLUMNS} FROM volumes v WHERE {LIVE_CACHES} \
-                 AND v.worker_name = $1 AND {}",
-                if owner.is_some() {
-                    "v.owner_id = $2"
-                } else {
-                    "v.owner_id IS NULL"
-                }
+        // A scratch volume whose container has a row stays; most live
+        // ones do, so they are left out here rather than read on every pass.
+        let mut pages = Pages::<GcVolume>::new(
+            "v.owner_kind = 'container' AND v.state = 'created' AND v.missing_since IS NULL \
+             AND v.created_at <= $1 \
+             AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.handle = v.owner_id)",
+            &[now - config.orphan_min_age_ms],
+            config.page_size,
+        );
+        let mut outputs = None;
+        let mut stats = CollectorStats::default();
+        while let Some(page) = pages.next(self).await? {
+            if outputs.is_none() {
+                outputs = Some(
+                    self.live_build_texts(
+                        "SELECT s.outputs FROM build_steps s JOIN builds b ON b.id = s.build_id \
+                         WHERE b.status IN ($1, $2)",
+                    )
+                    .await?,
+                );
+            }
+            let (live, started) = self.containers_of_workers(&page).await?;
+            let doomed = gc::plan_orphan_volumes(
+                &page,
+                &live,
+                &started,
+                outputs.as_deref().unwrap_or_default(),
+                now,
+                config,
             );
-            let mut q = sqlx::query(&sql).bind(worker);
-            if let Some(o) = owner {
-                q = q.bind(o);
-            }
-            for r in q.fetch_all(&self.pool).await? {
-                out.push(gc_volume(&r)?);
-            }
+            stats.add(
+                self.apply_chunks(
+                    Collector::OrphanVolumes,
+                    MARK_CREATED_DESTROYING,
+                    &[],
+                    &doomed,
+                )
+                .await,
+            );
         }
-        Ok(out)
+        Ok(stats)
+    }
+
+    /// The container rows of the workers of `volumes`: their handles, and
+    /// when each worker's were made.
+    async fn containers_of_workers(
+        &self,
+        volumes: &[GcVolume],
+    ) -> Result<ContainersMade, StoreError> {
+        let mut workers: Vec<&str> = volumes.iter().map(|v| v.worker.as_str()).collect();
+        workers.sort_unstable();
+        workers.dedup();
+        let rows = sqlx::query(&format!(
+            "SELECT handle, worker_name, created_at FROM containers WHERE {}",
+            in_list(self.backend(), "worker_name", 1)
+        ))
+        .bind(json_list(&workers))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut live = HashSet::new();
+        let mut started: HashMap<String, Vec<UnixMillis>> = HashMap::new();
+        for r in rows {
+            live.insert(r.try_get::<String, _>("handle")?);
+            started
+                .entry(r.try_get("worker_name")?)
+                .or_default()
+                .push(r.try_get("created_at")?);
+        }
+        Ok((live, started))
     }
 
     async fn gc_artifacts(
@@ -404,30 +398,41 @@ impl Store {
         config: &GcConfig,
         now: UnixMillis,
     ) -> Result<CollectorStats, StoreError> {
-        let rows = self
-            .gc_volumes(
-                "v.owner_kind = 'artifact' AND v.state = 'created' AND v.missing_since IS NULL \
-                 AND v.created_at <= $1",
-                &[now - config.artifact_retention_ms.min(config.upload_retention_ms)],
-            )
-            .await?;
-        if rows.is_empty() {
-            return Ok(CollectorStats::default());
+        let mut pages = Pages::<GcVolume>::new(
+            "v.owner_kind = 'artifact' AND v.state = 'created' AND v.missing_since IS NULL \
+             AND v.created_at <= $1",
+            &[now - config.artifact_retention_ms.min(config.upload_retention_ms)],
+            config.page_size,
+        );
+        let mut named = None;
+        let mut stats = CollectorStats::default();
+        while let Some(page) = pages.next(self).await? {
+            if named.is_none() {
+                named = Some(
+                    self.live_build_texts("SELECT artifacts FROM builds WHERE status IN ($1, $2)")
+                        .await?,
+                );
+            }
+            let mut ids: Vec<i64> = page
+                .iter()
+                .filter_map(|v| v.owner_id.as_deref().and_then(gc::artifact_build))
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let builds = self.gc_builds(&ids).await?;
+            let doomed = gc::plan_artifacts(
+                &page,
+                &builds,
+                named.as_deref().unwrap_or_default(),
+                now,
+                config,
+            );
+            stats.add(
+                self.apply_chunks(Collector::Artifacts, MARK_CREATED_DESTROYING, &[], &doomed)
+                    .await,
+            );
         }
-        let mut ids: Vec<i64> = rows
-            .iter()
-            .filter_map(|v| v.owner_id.as_deref().and_then(gc::artifact_build))
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let builds = self.gc_builds(&ids).await?;
-        let named = self
-            .live_build_texts("SELECT artifacts FROM builds WHERE status IN ($1, $2)")
-            .await?;
-        let doomed = gc::plan_artifacts(&rows, &builds, &named, now, config);
-        Ok(self
-            .apply_chunks(Collector::Artifacts, MARK_CREATED_DESTROYING, &[], &doomed)
-            .await)
+        Ok(stats)
     }
 
     async fn gc_missing_containers(
@@ -436,25 +441,20 @@ impl Store {
         now: UnixMillis,
     ) -> Result<CollectorStats, StoreError> {
         let cutoff = config.missing_cutoff(now);
-        let rows = self
-            .gc_containers(
-                "missing_since IS NOT NULL AND missing_since <= $1",
+        self.collect_container_pages(
+            Collector::MissingContainers,
+            (
+                "v.missing_since IS NOT NULL AND v.missing_since <= $1",
                 &[cutoff],
-            )
-            .await?;
-        let mut stats = CollectorStats::default();
-        for batch in gc::plan_missing_containers(&rows, now, config) {
-            stats.add(
-                self.apply_chunks(
-                    Collector::MissingContainers,
-                    "DELETE FROM containers WHERE missing_since IS NOT NULL AND missing_since <= $1",
-                    &[cutoff],
-                    &batch,
-                )
-                .await,
-            );
-        }
-        Ok(stats)
+            ),
+            config,
+            (
+                "DELETE FROM containers WHERE missing_since IS NOT NULL AND missing_since <= $1",
+                &[cutoff],
+            ),
+            |page| gc::plan_missing_containers(page, now, config),
+        )
+        .await
     }
 
     /// Every row missing since `cutoff` or earlier, and all their

@@ -53,6 +53,7 @@ pub use containers::ContainerRecord;
 pub use db::{Backend, Store};
 pub use error::StoreError;
 pub use exposure::BuildExposure;
+pub use gc::GcTurn;
 pub use heartbeats::HeartbeatRecord;
 pub use job_builds::{BuildJob, BuildVersionShown, JobBuildRecord};
 pub use latest_builds::{JobSummary, LatestBuild};

@@ -596,6 +596,150 @@ async fn a_big_forest_of_missing_volumes_goes_in_batches(store: Store) {
     assert!(rows(&store).await.is_empty());
 }
 
+fn destroying(rows: BTreeMap<String, (VolumeState, bool)>) -> Vec<String> {
+    rows.into_iter()
+        .filter(|(_, (s, _))| *s == VolumeState::Destroying)
+        .map(|(h, _)| h)
+        .collect()
+}
+
+async fn collectors_read_their_candidates_a_page_at_a_time(store: Store) {
+    worker(&store, "w1").await;
+    let config = GcConfig {
+        page_size: 2,
+        ..GcConfig::default()
+    };
+    let now = T0 + 30 * HOUR;
+    // Eleven old scratch volumes, made at two moments (ties are settled by
+    // the handle); every third has its container's row and stays.
+    for i in 0..11 {
+        let container = format!("c{i:02}");
+        volume(
+            &store,
+            &format!("s{i:02}"),
+            "w1",
+            None,
+            (OwnerKind::Container, Some(&container)),
+            T0 + i % 2,
+        )
+        .await;
+        if i % 3 == 0 {
+            store
+                .create_container_row(&container, "w1", None, None, T0 - MIN)
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(
+        collect(&store, Collector::OrphanVolumes, &config, now).await,
+        stats(7, 7, 0)
+    );
+    assert_eq!(
+        destroying(rows(&store).await),
+        ["s01", "s02", "s04", "s05", "s07", "s08", "s10"]
+    );
+    // Old uploads: the ones a running build names are read and kept, and
+    // the pages after them are read all the same.
+    store
+        .create_build("b", None, "[]", r#"{"a":"u1","b":"u3"}"#, T0)
+        .await
+        .unwrap();
+    for i in 0..6 {
+        volume(
+            &store,
+            &format!("u{i}"),
+            "w1",
+            None,
+            (OwnerKind::Artifact, Some("upload")),
+            T0,
+        )
+        .await;
+    }
+    assert_eq!(
+        collect(&store, Collector::Artifacts, &config, now).await,
+        stats(4, 4, 0)
+    );
+    let gone = destroying(rows(&store).await);
+    assert_eq!(
+        gone.iter()
+            .filter(|h| h.starts_with('u'))
+            .collect::<Vec<_>>(),
+        ["u0", "u2", "u4", "u5"]
+    );
+    for c in Collector::ALL {
+        assert_eq!(collect(&store, c, &config, now).await.destroyed, 0, "{c}");
+    }
+}
+
+async fn the_caches_collector_sweeps_a_few_workers_per_pass(store: Store) {
+    let config = GcConfig {
+        cache_sweep_workers: 2,
+        ..GcConfig::default()
+    };
+    let now = T0 + 2 * HOUR;
+    let key = (OwnerKind::TaskCache, Some("k"));
+    // Each worker has a duplicate past the grace, and its newest cache.
+    for w in ["w1", "w2", "w3", "w4", "w5"] {
+        worker(&store, w).await;
+        volume(&store, &format!("{w}-dup"), w, None, key, T0).await;
+        volume(&store, &format!("{w}-new"), w, None, key, T0 + HOUR).await;
+    }
+    let pass = || collect(&store, Collector::Caches, &config, now);
+    assert_eq!(pass().await, stats(2, 2, 0));
+    assert_eq!(destroying(rows(&store).await), ["w1-dup", "w2-dup"]);
+    assert_eq!(pass().await, stats(2, 2, 0));
+    assert_eq!(
+        pass().await,
+        stats(1, 1, 0),
+        "the last worker; then it starts over"
+    );
+    assert_eq!(pass().await, stats(0, 0, 0), "w1 and w2 have nothing left");
+    // A newer cache on w1 makes w1-new a duplicate: the sweep reaches it
+    // again after w3, w4 and w5.
+    volume(&store, "w1-newer", "w1", None, key, now).await;
+    assert_eq!(pass().await, stats(0, 0, 0));
+    assert_eq!(pass().await, stats(0, 0, 0));
+    assert_eq!(pass().await, stats(1, 1, 0));
+    let gone = destroying(rows(&store).await);
+    assert!(gone.contains(&"w1-new".to_string()), "{gone:?}");
+    assert_eq!(gone.len(), 6, "{gone:?}");
+    // A pass that ends on the last worker leaves the next one nothing
+    // after it: that pass starts over at once instead of sweeping nothing.
+    let whole = GcConfig {
+        cache_sweep_workers: 5,
+        ..config
+    };
+    let pass = || collect(&store, Collector::Caches, &whole, now);
+    assert_eq!(pass().await, stats(0, 0, 0), "w3 to w5, then the end");
+    assert_eq!(pass().await, stats(0, 0, 0), "all five, ending on w5");
+    volume(&store, "w5-newer", "w5", None, key, now).await;
+    assert_eq!(pass().await, stats(1, 1, 0));
+}
+
+async fn one_node_at_a_time_collects_garbage(store: Store) {
+    let first = store.try_gc_turn().await.unwrap();
+    assert!(first.is_some());
+    let second = store.try_gc_turn().await.unwrap();
+    match store.backend() {
+        // A web node on SQLite is alone: its turn is always its own.
+        hangar_store::Backend::Sqlite => assert!(second.is_some()),
+        hangar_store::Backend::Postgres => {
+            assert!(second.is_none(), "another connection took a held turn");
+            let other = store.clone();
+            let waiting = tokio::spawn(async move { other.gc_turn().await.map(drop) });
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            assert!(
+                !waiting.is_finished(),
+                "gc_turn did not wait for the holder"
+            );
+            drop(first);
+            waiting.await.unwrap().unwrap();
+            let again = store.try_gc_turn().await.unwrap();
+            assert!(again.is_some(), "the turn was not given back");
+        }
+    }
+}
+
 on_both_databases!(
     a_container_report_is_diffed_both_ways_and_applied,
     a_missing_base_with_live_children_is_collected_with_unrelated_ones,
@@ -604,4 +748,7 @@ on_both_databases!(
     an_abandoned_creation_is_failed_destroyed_and_forgotten,
     orphans_caches_and_artifacts_are_marked_destroying_by_their_rules,
     a_big_forest_of_missing_volumes_goes_in_batches,
+    collectors_read_their_candidates_a_page_at_a_time,
+    the_caches_collector_sweeps_a_few_workers_per_pass,
+    one_node_at_a_time_collects_garbage,
 );

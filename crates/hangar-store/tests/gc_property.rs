@@ -497,6 +497,7 @@ async fn run_case(store: Store, case: usize, ops: Vec<Op>) -> Result<(), TestCas
         next: 0,
         config: GcConfig {
             batch_size: 3,
+            page_size: 3,
             ..GcConfig::default()
         },
     };

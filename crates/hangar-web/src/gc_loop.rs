@@ -1,6 +1,8 @@
 //! The garbage collection loop: every collector of `hangar_core::gc`, run
 //! by the store, every `--gc-interval`. A collector that fails is logged,
 //! counted and run again next tick; it never stops the others or the loop.
+//! One node at a time collects ([`hangar_store::GcTurn`]): a node whose
+//! tick finds another node collecting skips it.
 
 use std::time::{Duration, Instant};
 
@@ -28,13 +30,35 @@ pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToke
             _ = shutdown.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        tick(&web).await;
+        match web.store().try_gc_turn().await {
+            Ok(Some(turn)) => {
+                collect(&web).await;
+                drop(turn);
+            }
+            Ok(None) => {
+                tracing::debug!("another web node is collecting garbage; skipping this tick")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not take the garbage collection turn; retrying next tick")
+            }
+        }
+    }
+}
+
+/// Waits for this node's turn, then collects once.
+pub(crate) async fn tick(web: &Web) -> Vec<CollectorRun> {
+    match web.store().gc_turn().await {
+        Ok(_turn) => collect(web).await,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not take the garbage collection turn");
+            Vec::new()
+        }
     }
 }
 
 /// Runs every collector once, in order, each at the time it starts, then
 /// the jobs' build log retention.
-pub(crate) async fn tick(web: &Web) -> Vec<CollectorRun> {
+async fn collect(web: &Web) -> Vec<CollectorRun> {
     let mut runs = Vec::with_capacity(Collector::ALL.len());
     for collector in Collector::ALL {
         let started = Instant::now();

@@ -33,6 +33,7 @@ fn container(handle: &str, state: ContainerState, build: Option<i64>) -> GcConta
         state,
         build_id: build,
         missing_since: None,
+        created_at: 0,
     }
 }
 

@@ -1,0 +1,137 @@
+//! The caches collector's sweep.
+//!
+//! A cache's fate depends on its rank among the caches of its worker and
+//! owner, so the planner needs whole groups; and most caches are kept (the
+//! newest of each group, until the retention), so a collector that read
+//! every candidate on every pass would read the same kept rows again and
+//! again, millions of them on a large fleet. Instead each pass reads the
+//! caches of the next `cache_sweep_workers` workers, by name, after the
+//! last one the previous pass on this node reached; at the last worker the
+//! sweep starts over. A pass costs the same whatever the fleet's size; a
+//! fleet of N workers is swept every N / `cache_sweep_workers` passes, so a
+//! cache may outlive its retention or grace by that long.
+
+use hangar_core::gc::{self, Collector, CollectorStats, GcConfig, GcVolume};
+use hangar_core::UnixMillis;
+
+use super::{gc_volume, GC_VOLUME_COLUMNS, LIVE_CACHES, MARK_CREATED_DESTROYING};
+use crate::db::Store;
+use crate::error::StoreError;
+use crate::handle_list::{in_list, json_list};
+
+/// Workers whose caches one statement reads.
+const WORKERS_PER_PAGE: usize = 50;
+
+/// Where this node's sweep of the caches stands: the last worker swept.
+#[derive(Debug, Default)]
+pub(crate) struct CacheSweep {
+    after: std::sync::Mutex<Option<String>>,
+}
+
+impl CacheSweep {
+    fn after(&self) -> Option<String> {
+        self.after
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, worker: Option<String>) {
+        *self
+            .after
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = worker;
+    }
+}
+
+impl Store {
+    pub(super) async fn gc_caches(
+        &self,
+        config: &GcConfig,
+        now: UnixMillis,
+    ) -> Result<CollectorStats, StoreError> {
+        let mut stats = CollectorStats::default();
+        let mut left = config.cache_sweep_workers.max(1);
+        let mut started_over = false;
+        while left > 0 {
+            let take = left.min(WORKERS_PER_PAGE);
+            let after = self.cache_sweep.after();
+            let workers = self.workers_after(after.as_deref(), take).await?;
+            let Some(last) = workers.last().cloned() else {
+                // Past the last worker: start over, once per pass (the
+                // fleet may be empty).
+                self.cache_sweep.set(None);
+                if after.is_none() || started_over {
+                    break;
+                }
+                started_over = true;
+                continue;
+            };
+            stats.add(self.collect_caches_of(&workers, config, now).await?);
+            if workers.len() < take {
+                // The end of the fleet: the next pass starts over.
+                self.cache_sweep.set(None);
+                break;
+            }
+            self.cache_sweep.set(Some(last));
+            left -= take;
+        }
+        Ok(stats)
+    }
+
+    /// Up to `limit` worker names after `after`, in order.
+    async fn workers_after(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let sql = match after {
+            Some(_) => {
+                format!("SELECT name FROM workers WHERE name > $1 ORDER BY name LIMIT {limit}")
+            }
+            None => format!("SELECT name FROM workers ORDER BY name LIMIT {limit}"),
+        };
+        let mut q = sqlx::query_scalar(&sql);
+        if let Some(name) = after {
+            q = q.bind(name.to_string());
+        }
+        Ok(q.fetch_all(&self.pool).await?)
+    }
+
+    /// Plans and applies the caches of `workers`.
+    async fn collect_caches_of(
+        &self,
+        workers: &[String],
+        config: &GcConfig,
+        now: UnixMillis,
+    ) -> Result<CollectorStats, StoreError> {
+        let rows: Vec<GcVolume> = sqlx::query(&format!(
+            "SELECT {GC_VOLUME_COLUMNS} FROM volumes v WHERE {LIVE_CACHES} AND {}",
+            in_list(self.backend(), "v.worker_name", 1)
+        ))
+        .bind(json_list(workers))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(gc_volume)
+        .collect::<Result<_, _>>()?;
+        let doomed = gc::plan_caches(&rows, now, config);
+        drop(rows);
+        // Only a cache unused for the shorter of the two ages can be doomed;
+        // one a step looked up since the plan was made stays.
+        let fresh = now
+            - config
+                .cache_duplicate_grace_ms
+                .min(config.cache_retention_ms);
+        Ok(self
+            .apply_chunks(
+                Collector::Caches,
+                &format!(
+                    "{MARK_CREATED_DESTROYING} AND (last_used_at IS NULL OR last_used_at <= $1)"
+                ),
+                &[fresh],
+                &doomed,
+            )
+            .await)
+    }
+}
