@@ -64,6 +64,8 @@ pub struct HeartbeatsConfig {
     /// The database already holds this fleet's rows from an earlier run
     /// (same workers and volumes): seeding is skipped, after a check.
     pub reuse_seeded: bool,
+    /// How long before now the seeded volumes were made.
+    pub seed_age: Duration,
 }
 
 impl HeartbeatsConfig {
@@ -84,6 +86,7 @@ impl HeartbeatsConfig {
             target_p99_ms: None,
             postgres_pid: None,
             reuse_seeded: false,
+            seed_age: Duration::ZERO,
         }
     }
 
@@ -129,6 +132,9 @@ impl HeartbeatsConfig {
                 "--reuse-seeded needs a --database-url (the default database is new)".into(),
             );
         }
+        if self.reuse_seeded && !self.seed_age.is_zero() {
+            return Err("--seed-age applies to seeding, and --reuse-seeded seeds nothing".into());
+        }
         if self.postgres_pid.is_some() && !self.on_postgres() {
             return Err("--postgres-pid needs a PostgreSQL --database-url".into());
         }
@@ -163,7 +169,7 @@ pub async fn run(cfg: HeartbeatsConfig) -> anyhow::Result<HeartbeatsReport> {
             "bench heartbeats: seeding {} workers x {} volumes into {database}",
             cfg.workers, cfg.volumes_per_worker
         );
-        seed(&url, cfg.workers, cfg.volumes_per_worker).await?;
+        seed(&url, cfg.workers, cfg.volumes_per_worker, cfg.seed_age).await?;
         eprintln!(
             "bench heartbeats: seeded in {:.1}s",
             seeding.elapsed().as_secs_f64()
@@ -180,6 +186,7 @@ pub async fn run(cfg: HeartbeatsConfig) -> anyhow::Result<HeartbeatsReport> {
         report_interval_ms: cfg.report_interval.as_millis() as u64,
         database,
         seed_seconds,
+        seed_age_seconds: cfg.seed_age.as_secs(),
         machine_cores: procfs::cores(),
         web_args: cfg.web_args.clone(),
         runs_planned: cfg.runs,

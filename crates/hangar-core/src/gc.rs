@@ -48,7 +48,9 @@
 //!   "Last used" is the later of its creation and the last use recorded
 //!   with `Store::mark_volumes_used`, which the engine calls each time a
 //!   get or task step reuses the cache. A cache a step still mounts is
-//!   kept on disk by the worker's sweeper whatever web decides.
+//!   kept on disk by the worker's sweeper whatever web decides. The store
+//!   plans a few hundred workers' caches per pass (`cache_sweep_workers`),
+//!   so on a large fleet a cache may outlive these ages by one sweep.
 //! - **artifacts**: a `created`, present artifact with no live children,
 //!   not named by a build that is not final, becomes `destroying` when it is
 //!   a step output of a build (`build/<id>`) that finished longer than

@@ -71,6 +71,9 @@ pub struct HeartbeatsReport {
     pub report_interval_ms: u64,
     pub database: String,
     pub seed_seconds: f64,
+    /// How long before the run the seeded volumes were made (0 when the
+    /// fleet was reused).
+    pub seed_age_seconds: u64,
     pub machine_cores: usize,
     pub web_args: Vec<String>,
     /// Runs asked for (`runs` holds those made).

@@ -60,8 +60,15 @@ const SEED_WORKERS_PER_BATCH: usize = 100;
 
 /// Registers every simulated worker in the database and inserts its
 /// volumes' rows (`Store::insert_fleet_volumes`: the database generates
-/// them), before web starts.
-pub async fn seed(url: &str, workers: usize, volumes_per_worker: usize) -> anyhow::Result<()> {
+/// them), before web starts. The volumes are made `volumes_age` before
+/// now: an old fleet has its caches, scratch and artifacts past their
+/// collectors' ages from the first garbage collection on.
+pub async fn seed(
+    url: &str,
+    workers: usize,
+    volumes_per_worker: usize,
+    volumes_age: Duration,
+) -> anyhow::Result<()> {
     let store = Store::open(url)
         .await
         .with_context(|| format!("open {url} to seed it"))?;
@@ -101,7 +108,9 @@ pub async fn seed(url: &str, workers: usize, volumes_per_worker: usize) -> anyho
             .iter()
             .map(|&i| (sim_name(i), handle_prefix(i)))
             .collect();
-        store.insert_fleet_volumes(&rows, per_worker, now).await?;
+        let made =
+            now - i64::try_from(volumes_age.as_millis()).context("--seed-age is too large")?;
+        store.insert_fleet_volumes(&rows, per_worker, made).await?;
         batch_start += batch.len();
         if batch_start % 1000 == 0 || batch_start == workers {
             eprintln!(
@@ -122,6 +131,13 @@ pub async fn seed(url: &str, workers: usize, volumes_per_worker: usize) -> anyho
 /// Refuses a database that does not hold a seeded fleet of this size (its
 /// last worker and that worker's last volume), so that reusing one never
 /// measures reports against missing rows.
+/// The highest volume number below `volumes` that is a cache in
+/// [`hangar_store::fleet_volume`]'s mix (numbers ending in 0 to 6).
+fn last_cache(volumes: u64) -> u64 {
+    let last = volumes - 1;
+    last - last % 10 + (last % 10).min(6)
+}
+
 pub(super) async fn check_seeded(
     url: &str,
     workers: usize,
@@ -134,8 +150,13 @@ pub(super) async fn check_seeded(
     let worker = store.get_worker(&sim_name(last)).await?;
     let volume = match volumes_per_worker {
         0 => None,
+        // The last cache: caches outlive a garbage collection of an old
+        // fleet (its scratch and artifacts do not).
         n => store
-            .get_volume(&fleet_volume_handle(&handle_prefix(last), n as u64 - 1))
+            .get_volume(&fleet_volume_handle(
+                &handle_prefix(last),
+                last_cache(n as u64),
+            ))
             .await?
             .map(|_| ()),
     };
@@ -212,22 +233,23 @@ pub(super) async fn simulate_worker(
 ) -> anyhow::Result<()> {
     let name = sim_name(w.i);
     let prefix = handle_prefix(w.i);
-    let handles: Vec<String> = (0..w.volumes as u64)
+    let mut handles: Vec<String> = (0..w.volumes as u64)
         .map(|v| fleet_volume_handle(&prefix, v))
         .collect();
     tokio::time::sleep_until(w.register_at).await;
     let fleet = client;
-    let register = || async {
+    let (fleet, registering) = (&fleet, &registering);
+    let register = |handles: Vec<String>| async move {
         let _permit = registering.acquire().await?;
         let registered = fleet.register(&registration(w.i, w.volumes)?).await?;
         let generation = registered.generation;
         anyhow::Ok((
             fleet.with_token(&registered.token),
-            heartbeat(generation, w.volumes)?,
+            heartbeat(generation, handles.len())?,
             report(generation, &handles)?,
         ))
     };
-    let (mut client, mut hb_body, mut report_body) = register().await?;
+    let (mut client, mut hb_body, mut report_body) = register(handles.clone()).await?;
     {
         let mut s = samples.lock().await;
         s.registered += 1;
@@ -261,7 +283,18 @@ pub(super) async fn simulate_worker(
         let result = if is_heartbeat {
             client.heartbeat(&name, &hb_body).await.map(|_| ())
         } else {
-            client.report_volumes(&name, &report_body).await.map(|_| ())
+            let answer = client.report_volumes(&name, &report_body).await;
+            // Like a real worker, destroy what web wants gone and stop
+            // listing it; the next report lets web delete the rows.
+            if let Ok(a) = &answer {
+                if !a.destroy.is_empty() {
+                    let gone: std::collections::HashSet<&String> = a.destroy.iter().collect();
+                    handles.retain(|h| !gone.contains(h));
+                    report_body.handles.clone_from(&handles);
+                    hb_body.volumes = handles.len() as i64;
+                }
+            }
+            answer.map(|_| ())
         };
         let ms = sent.elapsed().as_secs_f64() * 1000.0;
         if let Err(e) = &result {
@@ -269,7 +302,7 @@ pub(super) async fn simulate_worker(
                 e.code(),
                 Some(hangar_api::codes::REREGISTER | hangar_api::codes::NOT_FOUND)
             ) {
-                (client, hb_body, report_body) = register().await?;
+                (client, hb_body, report_body) = register(handles.clone()).await?;
             }
         }
         if sent >= w.measure_from {
@@ -281,6 +314,35 @@ pub(super) async fn simulate_worker(
                 (false, true) => s.report_ms.push(ms),
                 (false, false) => s.report_errors += 1,
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_cache_is_the_highest_cache_number() {
+        for (volumes, cache) in [
+            (1, 0),
+            (7, 6),
+            (8, 6),
+            (10, 6),
+            (11, 10),
+            (17, 16),
+            (1000, 996),
+        ] {
+            assert_eq!(last_cache(volumes), cache, "{volumes} volumes");
+            let v = hangar_store::fleet_volume("w", "p-", cache);
+            assert!(
+                matches!(
+                    v.owner_kind,
+                    hangar_core::volumes::OwnerKind::ResourceCache
+                        | hangar_core::volumes::OwnerKind::TaskCache
+                ),
+                "{volumes}: {v:?}"
+            );
         }
     }
 }

@@ -69,13 +69,13 @@ impl<T: Candidate> Pages<T> {
         let select = select_of::<T>();
         let order = format!("ORDER BY v.created_at, v.handle LIMIT {size}");
         let (at, handle) = (binds.len() + 1, binds.len() + 2);
-        // The plain `created_at >= …` lets an index on created_at bound the
-        // scan; the rest settles ties on the handle.
+        // The row comparison is a range of the index on (state, owner_kind,
+        // created_at, handle) (migration 0020) when the filter fixes the
+        // first two.
         Pages {
             first: format!("{select} WHERE {filter} {order}"),
             rest: format!(
-                "{select} WHERE {filter} AND v.created_at >= ${at} \
-                 AND (v.created_at > ${at} OR v.handle > ${handle}) {order}"
+                "{select} WHERE {filter} AND (v.created_at, v.handle) > (${at}, ${handle}) {order}"
             ),
             binds: binds.to_vec(),
             size,

@@ -193,6 +193,10 @@ struct HeartbeatsArgs {
     /// same --workers and --volumes: skip seeding (checked first).
     #[arg(long)]
     reuse_seeded: bool,
+    /// Seed the volumes as made this long ago (e.g. 2h): the garbage
+    /// collectors then meet an old fleet from their first pass.
+    #[arg(long, default_value = "0s", value_parser = duration::parse)]
+    seed_age: Duration,
     /// An extra flag for `hangar web`, e.g. `--web-arg=--gc-interval=1h`
     /// (repeat for more).
     #[arg(long = "web-arg", allow_hyphen_values = true)]
@@ -222,6 +226,7 @@ fn heartbeats_config(
     cfg.target_p99_ms = a.target_p99_ms;
     cfg.postgres_pid = a.postgres_pid;
     cfg.reuse_seeded = a.reuse_seeded;
+    cfg.seed_age = a.seed_age;
     cfg.validate().map_err(anyhow::Error::msg)?;
     Ok(cfg)
 }
@@ -409,7 +414,7 @@ mod tests {
     #[test]
     fn heartbeats_flags_that_cannot_be_measured_are_refused() {
         let pg = "--database-url=postgres://postgres@127.0.0.1:5432/db";
-        let cases: [(&[&str], Option<&str>); 9] = [
+        let cases: [(&[&str], Option<&str>); 11] = [
             (&[], None),
             (
                 &[
@@ -442,6 +447,17 @@ mod tests {
                 &["--reuse-seeded"],
                 Some("--reuse-seeded needs a --database-url"),
             ),
+            (
+                &[
+                    "--database-url",
+                    "postgres://h/db",
+                    "--reuse-seeded",
+                    "--seed-age",
+                    "2h",
+                ],
+                Some("--seed-age applies to seeding"),
+            ),
+            (&["--seed-age", "soon"], Some("")),
         ];
         for (flags, refusal) in cases {
             match (config(flags), refusal) {
@@ -450,7 +466,8 @@ mod tests {
                 (got, want) => panic!("{flags:?}: got {:?}, wanted {want:?}", got.map(|_| ())),
             }
         }
-        let cfg = config(&["--web-nodes", "3", pg, "--runs", "5"]).unwrap();
+        let cfg = config(&["--web-nodes", "3", pg, "--runs", "5", "--seed-age", "2h"]).unwrap();
         assert_eq!((cfg.web_nodes, cfg.runs), (3, 5));
+        assert_eq!(cfg.seed_age, Duration::from_secs(7200));
     }
 }
