@@ -19,6 +19,11 @@ use crate::db::Store;
 use crate::error::StoreError;
 use crate::handle_list::{in_list, json_list};
 
+/// When a cache was last used: the later of its creation and its last
+/// recorded use (`GcVolume::last_used`).
+const LAST_USED: &str =
+    "CASE WHEN v.last_used_at > v.created_at THEN v.last_used_at ELSE v.created_at END";
+
 /// Workers whose caches one statement reads.
 const WORKERS_PER_PAGE: usize = 50;
 
@@ -99,17 +104,30 @@ impl Store {
     }
 
     /// Plans and applies the caches of `workers`.
+    ///
+    /// Only groups (worker, owner kind, owner id) that could lose a cache
+    /// are read: those with more than `cache_keep_per_owner` live caches,
+    /// or with one unused for the whole retention. The rest (most groups:
+    /// one cache per owner, kept) are counted in the database and never
+    /// leave it. The owner id is compared with NULL as '', which can only
+    /// let more groups through, never fewer.
     async fn collect_caches_of(
         &self,
         workers: &[String],
         config: &GcConfig,
         now: UnixMillis,
     ) -> Result<CollectorStats, StoreError> {
+        let of_workers = in_list(self.backend(), "v.worker_name", 1);
+        let group = "v.worker_name, v.owner_kind, COALESCE(v.owner_id, '')";
         let rows: Vec<GcVolume> = sqlx::query(&format!(
-            "SELECT {GC_VOLUME_COLUMNS} FROM volumes v WHERE {LIVE_CACHES} AND {}",
-            in_list(self.backend(), "v.worker_name", 1)
+            "SELECT {GC_VOLUME_COLUMNS} FROM volumes v WHERE {LIVE_CACHES} AND {of_workers} \
+             AND ({group}) IN (SELECT {group} FROM volumes v \
+               WHERE {LIVE_CACHES} AND {of_workers} GROUP BY {group} \
+               HAVING COUNT(*) > $2 OR MIN({LAST_USED}) <= $3)"
         ))
         .bind(json_list(workers))
+        .bind(i64::try_from(config.cache_keep_per_owner).unwrap_or(i64::MAX))
+        .bind(now.saturating_sub(config.cache_retention_ms))
         .fetch_all(&self.pool)
         .await?
         .iter()
