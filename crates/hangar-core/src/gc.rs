@@ -134,6 +134,12 @@ impl Default for GcConfig {
 }
 
 impl GcConfig {
+    /// Only a cache last used at this time or before (the shorter of the
+    /// grace and the retention ago) can be collected.
+    pub fn cache_idle_cutoff(&self, now: UnixMillis) -> UnixMillis {
+        now.saturating_sub(self.cache_duplicate_grace_ms.min(self.cache_retention_ms))
+    }
+
     /// Rows missing since this time or earlier are collected.
     pub fn missing_cutoff(&self, now: UnixMillis) -> UnixMillis {
         now.saturating_sub(self.missing_grace_ms)

@@ -573,3 +573,32 @@ fn collector_names_are_stable_and_distinct() {
     assert_eq!(artifact_build("build/42"), Some(42));
     assert_eq!(artifact_build("upload"), None);
 }
+
+#[test]
+fn only_caches_unused_for_the_shorter_age_can_go() {
+    let hour = 60 * 60_000;
+    let cases = [
+        // (grace, retention, cutoff before NOW)
+        (hour, 24 * hour, hour),
+        (2 * hour, hour, hour),
+        (0, 24 * hour, 0),
+    ];
+    for (grace, retention, before) in cases {
+        let config = GcConfig {
+            cache_duplicate_grace_ms: grace,
+            cache_retention_ms: retention,
+            ..GcConfig::default()
+        };
+        assert_eq!(
+            config.cache_idle_cutoff(NOW),
+            NOW - before,
+            "{grace} {retention}"
+        );
+    }
+    let forever = GcConfig {
+        cache_duplicate_grace_ms: i64::MAX,
+        cache_retention_ms: i64::MAX,
+        ..GcConfig::default()
+    };
+    assert_eq!(forever.cache_idle_cutoff(-1), i64::MIN);
+}

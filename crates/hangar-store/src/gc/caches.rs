@@ -56,6 +56,14 @@ impl Store {
         now: UnixMillis,
     ) -> Result<CollectorStats, StoreError> {
         let mut stats = CollectorStats::default();
+        if !self
+            .any_cache_unused_since(config.cache_idle_cutoff(now))
+            .await?
+        {
+            // A young fleet: nothing to sweep, and the age index said so
+            // without reading a worker's caches.
+            return Ok(stats);
+        }
         let mut left = config.cache_sweep_workers.max(1);
         let mut started_over = false;
         while left > 0 {
@@ -84,6 +92,19 @@ impl Store {
         Ok(stats)
     }
 
+    /// Whether any live cache was made at `at` or before (a cache is last
+    /// used at its creation or later, so only such a one can be idle since).
+    async fn any_cache_unused_since(&self, at: UnixMillis) -> Result<bool, StoreError> {
+        let found: i64 = sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM volumes v \
+             WHERE {LIVE_CACHES} AND v.created_at <= $1 LIMIT 1) old"
+        ))
+        .bind(at)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(found > 0)
+    }
+
     /// Up to `limit` worker names after `after`, in order.
     async fn workers_after(
         &self,
@@ -106,8 +127,9 @@ impl Store {
     /// Plans and applies the caches of `workers`.
     ///
     /// Only groups (worker, owner kind, owner id) that could lose a cache
-    /// are read: those with more than `cache_keep_per_owner` live caches,
-    /// or with one unused for the whole retention. The rest (most groups:
+    /// are read: those with more than `cache_keep_per_owner` live caches
+    /// and one unused for the grace, or with one unused for the whole
+    /// retention. The rest (most groups:
     /// one cache per owner, kept) are counted in the database and never
     /// leave it. The owner id is compared with NULL as '', which can only
     /// let more groups through, never fewer.
@@ -123,10 +145,11 @@ impl Store {
             "SELECT {GC_VOLUME_COLUMNS} FROM volumes v WHERE {LIVE_CACHES} AND {of_workers} \
              AND ({group}) IN (SELECT {group} FROM volumes v \
                WHERE {LIVE_CACHES} AND {of_workers} GROUP BY {group} \
-               HAVING COUNT(*) > $2 OR MIN({LAST_USED}) <= $3)"
+               HAVING (COUNT(*) > $2 AND MIN({LAST_USED}) <= $3) OR MIN({LAST_USED}) <= $4)"
         ))
         .bind(json_list(workers))
         .bind(i64::try_from(config.cache_keep_per_owner).unwrap_or(i64::MAX))
+        .bind(now.saturating_sub(config.cache_duplicate_grace_ms))
         .bind(now.saturating_sub(config.cache_retention_ms))
         .fetch_all(&self.pool)
         .await?
@@ -135,12 +158,8 @@ impl Store {
         .collect::<Result<_, _>>()?;
         let doomed = gc::plan_caches(&rows, now, config);
         drop(rows);
-        // Only a cache unused for the shorter of the two ages can be doomed;
-        // one a step looked up since the plan was made stays.
-        let fresh = now
-            - config
-                .cache_duplicate_grace_ms
-                .min(config.cache_retention_ms);
+        // One a step looked up since the plan was made stays.
+        let fresh = config.cache_idle_cutoff(now);
         Ok(self
             .apply_chunks(
                 Collector::Caches,
