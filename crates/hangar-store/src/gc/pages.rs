@@ -16,14 +16,16 @@ use crate::error::StoreError;
 
 /// Which table a [`Pages`] reads, and how its rows become candidates.
 pub(super) trait Candidate: Sized {
-    /// `SELECT … FROM table alias`, the alias being `v`.
-    const SELECT: &'static str;
+    /// `SELECT … FROM table v`: the columns `from_row` reads.
+    fn select() -> String;
     fn from_row(row: &AnyRow) -> Result<Self, StoreError>;
     fn key(&self) -> (UnixMillis, &str);
 }
 
 impl Candidate for GcVolume {
-    const SELECT: &'static str = "";
+    fn select() -> String {
+        format!("SELECT {GC_VOLUME_COLUMNS} FROM volumes v")
+    }
     fn from_row(row: &AnyRow) -> Result<Self, StoreError> {
         gc_volume(row)
     }
@@ -33,21 +35,15 @@ impl Candidate for GcVolume {
 }
 
 impl Candidate for GcContainer {
-    const SELECT: &'static str =
-        "SELECT v.handle, v.state, v.build_id, v.missing_since, v.created_at FROM containers v";
+    fn select() -> String {
+        "SELECT v.handle, v.state, v.build_id, v.missing_since, v.created_at FROM containers v"
+            .to_string()
+    }
     fn from_row(row: &AnyRow) -> Result<Self, StoreError> {
         gc_container(row)
     }
     fn key(&self) -> (UnixMillis, &str) {
         (self.created_at, &self.handle)
-    }
-}
-
-fn select_of<T: Candidate>() -> String {
-    if T::SELECT.is_empty() {
-        format!("SELECT {GC_VOLUME_COLUMNS} FROM volumes v")
-    } else {
-        T::SELECT.to_string()
     }
 }
 
@@ -66,7 +62,7 @@ pub(super) struct Pages<T> {
 impl<T: Candidate> Pages<T> {
     pub(super) fn new(filter: &str, binds: &[i64], size: usize) -> Self {
         let size = size.max(1);
-        let select = select_of::<T>();
+        let select = T::select();
         let order = format!("ORDER BY v.created_at, v.handle LIMIT {size}");
         let (at, handle) = (binds.len() + 1, binds.len() + 2);
         // The row comparison is a range of the index on (state, owner_kind,
