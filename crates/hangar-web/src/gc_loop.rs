@@ -34,12 +34,15 @@ pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToke
             Ok(Some(turn)) => {
                 collect(&web).await;
                 drop(turn);
+                web.metrics().gc_pass("collected");
             }
             Ok(None) => {
-                tracing::debug!("another web node is collecting garbage; skipping this tick")
+                tracing::debug!("another web node is collecting garbage; skipping this tick");
+                web.metrics().gc_pass("skipped");
             }
             Err(e) => {
-                tracing::warn!(error = %e, "could not take the garbage collection turn; retrying next tick")
+                tracing::warn!(error = %e, "could not take the garbage collection turn; retrying next tick");
+                web.metrics().gc_pass("failed");
             }
         }
     }
@@ -48,9 +51,14 @@ pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToke
 /// Waits for this node's turn, then collects once.
 pub(crate) async fn tick(web: &Web) -> Vec<CollectorRun> {
     match web.store().gc_turn().await {
-        Ok(_turn) => collect(web).await,
+        Ok(_turn) => {
+            let runs = collect(web).await;
+            web.metrics().gc_pass("collected");
+            runs
+        }
         Err(e) => {
             tracing::warn!(error = %e, "could not take the garbage collection turn");
+            web.metrics().gc_pass("failed");
             Vec::new()
         }
     }

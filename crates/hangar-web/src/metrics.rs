@@ -59,6 +59,7 @@ impl DatabaseMetrics {
 /// Per garbage collector: rows found, destroyed and failed, and how long
 /// each run took.
 struct GcMetrics {
+    passes: Family<Labels, Counter>,
     found: Family<Labels, Counter>,
     destroyed: Family<Labels, Counter>,
     failed: Family<Labels, Counter>,
@@ -74,12 +75,19 @@ fn gc_duration_histogram() -> Histogram {
 impl GcMetrics {
     fn register(registry: &mut Registry) -> GcMetrics {
         let m = GcMetrics {
+            passes: Family::default(),
             found: Family::default(),
             destroyed: Family::default(),
             failed: Family::default(),
             errors: Family::default(),
             duration: Family::new_with_constructor(gc_duration_histogram),
         };
+        registry.register(
+            "gc_passes",
+            "Garbage collection ticks of this node, by outcome: collected; skipped (another node \
+             held the turn); failed (the turn could not be taken)",
+            m.passes.clone(),
+        );
         registry.register(
             "gc_found",
             "Rows a garbage collector chose to collect, by collector",
@@ -165,6 +173,13 @@ impl Metrics {
         self.invalidated
             .get_or_create(&vec![("kind", "container")])
             .inc_by(containers);
+    }
+
+    pub(crate) fn gc_pass(&self, outcome: &'static str) {
+        self.gc
+            .passes
+            .get_or_create(&vec![("outcome", outcome)])
+            .inc();
     }
 
     pub(crate) fn gc_run(&self, run: &crate::gc_loop::CollectorRun) {

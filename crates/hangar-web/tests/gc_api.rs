@@ -155,6 +155,7 @@ async fn a_gc_pass_collects_missing_volumes_and_shows_in_the_metrics(store: Stor
         "hangar_gc_failed_total{collector=\"missing-volumes\"} 0",
         "hangar_gc_errors_total{collector=\"caches\"} 0",
         "hangar_gc_duration_seconds_count{collector=\"orphan-volumes\"} 2",
+        "hangar_gc_passes_total{outcome=\"collected\"} 2",
     ] {
         assert!(metrics.contains(line), "no {line:?} in\n{metrics}");
     }
