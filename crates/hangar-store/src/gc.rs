@@ -30,7 +30,7 @@ mod pages;
 mod turn;
 
 pub(crate) use caches::CacheSweep;
-use pages::Pages;
+use pages::{Candidate, Pages};
 pub use turn::GcTurn;
 
 /// Container handles, and when each worker's containers were made.
@@ -193,39 +193,19 @@ impl Store {
         stats
     }
 
-    /// Plans and applies `filter`'s volumes a page at a time: `plan` gets
-    /// each page and dooms some of its rows, which `apply` (a statement
-    /// [`Store::apply_chunks`] completes) changes if they still qualify.
-    async fn collect_volume_pages(
+    /// Plans and applies `filter`'s rows a page at a time: `plan` gets
+    /// each page and dooms some of its rows, in batches applied in order,
+    /// which `apply` (a statement [`Store::apply_chunks`] completes)
+    /// changes if they still qualify.
+    async fn collect_pages<T: Candidate>(
         &self,
         collector: Collector,
         (filter, binds): (&str, &[i64]),
         config: &GcConfig,
         apply: (&str, &[i64]),
-        mut plan: impl FnMut(&[GcVolume]) -> Vec<String>,
+        mut plan: impl FnMut(&[T]) -> Vec<Vec<String>>,
     ) -> Result<CollectorStats, StoreError> {
-        let mut pages = Pages::<GcVolume>::new(filter, binds, config.page_size);
-        let mut stats = CollectorStats::default();
-        while let Some(page) = pages.next(self).await? {
-            let doomed = plan(&page);
-            stats.add(
-                self.apply_chunks(collector, apply.0, apply.1, &doomed)
-                    .await,
-            );
-        }
-        Ok(stats)
-    }
-
-    /// [`Store::collect_volume_pages`] for containers.
-    async fn collect_container_pages(
-        &self,
-        collector: Collector,
-        (filter, binds): (&str, &[i64]),
-        config: &GcConfig,
-        apply: (&str, &[i64]),
-        mut plan: impl FnMut(&[GcContainer]) -> Vec<Vec<String>>,
-    ) -> Result<CollectorStats, StoreError> {
-        let mut pages = Pages::<GcContainer>::new(filter, binds, config.page_size);
+        let mut pages = Pages::<T>::new(filter, binds, config.page_size);
         let mut stats = CollectorStats::default();
         while let Some(page) = pages.next(self).await? {
             for doomed in plan(&page) {
@@ -244,7 +224,7 @@ impl Store {
         now: UnixMillis,
     ) -> Result<CollectorStats, StoreError> {
         let cutoff = now.saturating_sub(config.abandoned_creation_ms);
-        self.collect_volume_pages(
+        self.collect_pages(
             Collector::AbandonedVolumes,
             ("v.state = 'creating' AND v.created_at <= $1", &[cutoff]),
             config,
@@ -252,13 +232,13 @@ impl Store {
                 "UPDATE volumes SET state = 'failed' WHERE state = 'creating' AND created_at <= $1",
                 &[cutoff],
             ),
-            |page| gc::plan_abandoned_volumes(page, now, config),
+            |page| vec![gc::plan_abandoned_volumes(page, now, config)],
         )
         .await
     }
 
     async fn gc_failed_volumes(&self, config: &GcConfig) -> Result<CollectorStats, StoreError> {
-        self.collect_volume_pages(
+        self.collect_pages(
             Collector::FailedVolumes,
             ("v.state = 'failed'", &[]),
             config,
@@ -266,13 +246,13 @@ impl Store {
                 "UPDATE volumes SET state = 'destroying' WHERE state = 'failed'",
                 &[],
             ),
-            gc::plan_failed_volumes,
+            |page| vec![gc::plan_failed_volumes(page)],
         )
         .await
     }
 
     async fn gc_failed_containers(&self, config: &GcConfig) -> Result<CollectorStats, StoreError> {
-        self.collect_container_pages(
+        self.collect_pages(
             Collector::FailedContainers,
             ("v.state = 'failed'", &[]),
             config,
@@ -441,7 +421,7 @@ impl Store {
         now: UnixMillis,
     ) -> Result<CollectorStats, StoreError> {
         let cutoff = config.missing_cutoff(now);
-        self.collect_container_pages(
+        self.collect_pages(
             Collector::MissingContainers,
             (
                 "v.missing_since IS NOT NULL AND v.missing_since <= $1",
