@@ -128,9 +128,6 @@ pub async fn seed(
     Ok(())
 }
 
-/// Refuses a database that does not hold a seeded fleet of this size (its
-/// last worker and that worker's last volume), so that reusing one never
-/// measures reports against missing rows.
 /// The highest volume number below `volumes` that is a cache in
 /// [`hangar_store::fleet_volume`]'s mix (numbers ending in 0 to 6).
 fn last_cache(volumes: u64) -> u64 {
@@ -138,6 +135,9 @@ fn last_cache(volumes: u64) -> u64 {
     last - last % 10 + (last % 10).min(6)
 }
 
+/// Refuses a database that does not hold a seeded fleet of this size (its
+/// last worker and that worker's last cache), so that reusing one never
+/// measures reports against missing rows.
 pub(super) async fn check_seeded(
     url: &str,
     workers: usize,
