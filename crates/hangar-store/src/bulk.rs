@@ -60,6 +60,8 @@ impl Store {
             }
             inserted += q.execute(&mut *tx).await?.rows_affected();
         }
+        let workers: Vec<&str> = rows.iter().map(|v| v.worker.as_str()).collect();
+        crate::volume_stamps::bump(&mut *tx, self.backend(), &workers).await?;
         tx.commit().await?;
         Ok(inserted)
     }
@@ -168,6 +170,8 @@ impl Store {
             }
             inserted += q.execute(&mut *tx).await?.rows_affected();
         }
+        let names: Vec<&str> = workers.iter().map(|(name, _)| name.as_str()).collect();
+        crate::volume_stamps::bump(&mut *tx, self.backend(), &names).await?;
         tx.commit().await?;
         Ok(inserted)
     }
@@ -181,7 +185,7 @@ impl Store {
     /// come from its indexes alone (web never runs `ANALYZE` there).
     pub async fn vacuum_after_bulk_insert(&self) -> Result<(), StoreError> {
         if self.backend() == Backend::Postgres {
-            sqlx::query("VACUUM ANALYZE volumes, workers")
+            sqlx::query("VACUUM ANALYZE volumes, workers, worker_volume_stamps")
                 .execute(&self.pool)
                 .await?;
         }

@@ -53,6 +53,22 @@ pub(crate) const LIVE_CACHES: &str =
     "v.owner_kind IN ('task-cache', 'resource-cache') AND v.state = 'created' \
      AND v.missing_since IS NULL";
 
+/// Whether `collector` changes volume rows (and so their workers' volume
+/// stamps, [`crate::volume_stamps`]) rather than container rows.
+fn marks_volumes(collector: Collector) -> bool {
+    match collector {
+        Collector::AbandonedVolumes
+        | Collector::FailedVolumes
+        | Collector::OrphanVolumes
+        | Collector::Caches
+        | Collector::Artifacts
+        | Collector::MissingVolumes => true,
+        Collector::FailedContainers | Collector::BuildContainers | Collector::MissingContainers => {
+            false
+        }
+    }
+}
+
 /// Marks `created`, present volumes without live children `destroying`.
 pub(crate) const MARK_CREATED_DESTROYING: &str = "UPDATE volumes SET state = 'destroying' \
      WHERE state = 'created' AND missing_since IS NULL \
@@ -171,19 +187,8 @@ impl Store {
             ..Default::default()
         };
         for chunk in handles.chunks(CHUNK) {
-            let text = format!(
-                "{sql} AND handle IN ({})",
-                placeholders(first.len() + 1, chunk.len())
-            );
-            let mut q = sqlx::query(&text);
-            for b in first {
-                q = q.bind(*b);
-            }
-            for h in chunk {
-                q = q.bind(h);
-            }
-            match q.execute(&self.pool).await {
-                Ok(done) => stats.destroyed += done.rows_affected(),
+            match self.apply_chunk(collector, sql, first, chunk).await {
+                Ok(changed) => stats.destroyed += changed,
                 Err(e) => {
                     tracing::warn!(%collector, rows = chunk.len(), error = %e, "garbage collection of a chunk failed; retrying next run");
                     stats.failed += chunk.len() as u64;
@@ -191,6 +196,44 @@ impl Store {
             }
         }
         stats
+    }
+
+    /// Applies `sql` to one chunk of handles. A volume collector's change
+    /// and its workers' stamp bumps share a transaction.
+    async fn apply_chunk(
+        &self,
+        collector: Collector,
+        sql: &str,
+        first: &[i64],
+        chunk: &[String],
+    ) -> Result<u64, StoreError> {
+        let text = format!(
+            "{sql} AND handle IN ({})",
+            placeholders(first.len() + 1, chunk.len())
+        );
+        if !marks_volumes(collector) {
+            let mut q = sqlx::query(&text);
+            for b in first {
+                q = q.bind(*b);
+            }
+            for h in chunk {
+                q = q.bind(h);
+            }
+            return Ok(q.execute(&self.pool).await?.rows_affected());
+        }
+        let text = format!("{text} RETURNING worker_name");
+        let mut q = sqlx::query_scalar::<_, String>(&text);
+        for b in first {
+            q = q.bind(*b);
+        }
+        for h in chunk {
+            q = q.bind(h);
+        }
+        let mut tx = self.pool.begin().await?;
+        let workers = q.fetch_all(&mut *tx).await?;
+        crate::volume_stamps::bump(&mut *tx, self.backend(), &workers).await?;
+        tx.commit().await?;
+        Ok(workers.len() as u64)
     }
 
     /// Plans and applies `filter`'s rows a page at a time: `plan` gets
@@ -696,7 +739,8 @@ impl Store {
     }
 }
 
-/// Deletes rows by handle in one statement. Each foreign key is checked at
+/// Deletes rows by handle in one statement, and bumps their workers'
+/// volume stamps in the same transaction. Each foreign key is checked at
 /// the statement's end, so rows may come in any order as long as every
 /// child of a deleted row is deleted too.
 pub(crate) async fn delete_handles<S: AsRef<str>>(
@@ -707,14 +751,15 @@ pub(crate) async fn delete_handles<S: AsRef<str>>(
     if handles.is_empty() {
         return Ok(0);
     }
-    let done = sqlx::query(&format!(
-        "DELETE FROM volumes WHERE {}",
+    let workers: Vec<String> = sqlx::query_scalar(&format!(
+        "DELETE FROM volumes WHERE {} RETURNING worker_name",
         in_list(backend, "handle", 1)
     ))
     .bind(json_list(handles))
-    .execute(&mut **tx)
+    .fetch_all(&mut **tx)
     .await?;
-    Ok(done.rows_affected())
+    crate::volume_stamps::bump(&mut **tx, backend, &workers).await?;
+    Ok(workers.len() as u64)
 }
 
 #[cfg(test)]

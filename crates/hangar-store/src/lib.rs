@@ -32,6 +32,7 @@ mod records;
 mod scheduling;
 mod scopes;
 mod versions;
+mod volume_stamps;
 mod volumes;
 mod wakeups;
 mod web_nodes;
@@ -67,7 +68,7 @@ pub use scheduling::{
     version_matches_pin, InputsPendingBuild, PlannedInput, SchedulablePipeline, SchedulingResource,
     StartState,
 };
-pub use volumes::{NewVolume, VolumeRecord};
+pub use volumes::{AppliedReport, NewVolume, VolumeRecord};
 pub use wakeups::SchedulerListener;
 pub use web_nodes::WebNodeRecord;
 pub use workers::{

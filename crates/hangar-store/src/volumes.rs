@@ -4,11 +4,12 @@ use hangar_core::UnixMillis;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use crate::db::Store;
+use crate::db::{Backend, Store};
 use crate::error::{decode, StoreError};
 use crate::handle_list::{in_list, json_list};
 use crate::packed::{handle_and_parent, malformed, next_field, HANDLE_AND_PARENT};
 use crate::records::parse_state;
+use crate::volume_stamps;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewVolume {
@@ -152,6 +153,7 @@ impl Store {
             }
             other => other.into(),
         })?;
+        volume_stamps::bump(&mut *tx, self.backend(), &[&v.worker]).await?;
         let record = get_volume_in(&mut tx, &v.handle).await?.ok_or_else(|| {
             StoreError::Corrupt("volume row vanished inside its transaction".into())
         })?;
@@ -170,22 +172,26 @@ impl Store {
             Ok(size) => (VolumeState::Created, size),
             Err(()) => (VolumeState::Failed, None),
         };
-        let done = sqlx::query(
-            "UPDATE volumes SET state = $1, size_bytes = $2 WHERE handle = $3 AND state = 'creating'",
+        let mut tx = self.pool.begin().await?;
+        let worker: Option<String> = sqlx::query_scalar(
+            "UPDATE volumes SET state = $1, size_bytes = $2 WHERE handle = $3 AND state = 'creating' \
+             RETURNING worker_name",
         )
         .bind(state.as_str())
         .bind(size)
         .bind(handle)
-        .execute(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
-        if done.rows_affected() == 0 {
+        let Some(worker) = worker else {
             // Garbage collection gave the creation up (it outlived the
             // abandon age) or the row went with its worker: whoever asked
             // must not use the volume.
             return Err(StoreError::Conflict(format!(
                 "volume {handle} is no longer being created (abandoned or removed)"
             )));
-        }
+        };
+        volume_stamps::bump(&mut *tx, self.backend(), &[worker]).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -269,6 +275,7 @@ impl Store {
             .bind(handle)
             .execute(&mut *tx)
             .await?;
+        volume_stamps::bump(&mut *tx, self.backend(), &[&v.worker]).await?;
         tx.commit().await?;
         Ok(VolumeState::Destroying)
     }
@@ -283,14 +290,21 @@ impl Store {
         handle: &str,
         now: UnixMillis,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE volumes SET missing_since = $1 WHERE handle = $2 AND state = 'created' AND missing_since IS NULL",
+        let mut tx = self.pool.begin().await?;
+        let worker: Option<String> = sqlx::query_scalar(
+            "UPDATE volumes SET missing_since = $1 \
+             WHERE handle = $2 AND state = 'created' AND missing_since IS NULL RETURNING worker_name",
         )
         .bind(now)
         .bind(handle)
-        .execute(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
-        Ok(done.rows_affected() > 0)
+        let Some(worker) = worker else {
+            return Ok(false);
+        };
+        volume_stamps::bump(&mut *tx, self.backend(), &[worker]).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// Applies a worker's full report of its volume handles and returns the
@@ -303,15 +317,32 @@ impl Store {
         reported: &[String],
         now: UnixMillis,
     ) -> Result<ReportPlan, StoreError> {
-        // One statement reads the worker's registration and every row of
-        // it (one snapshot), outside a transaction: most reports change
-        // nothing, and then that statement is all a report costs. Only a
-        // report with changes opens a transaction, and checks the
-        // registration again in it before writing. (PostgreSQL reads at
-        // READ COMMITTED, so a transaction around the read promised no
-        // more than this.)
+        Ok(self
+            .apply_volume_report_counted(worker, generation, reported, now)
+            .await?
+            .plan)
+    }
+
+    /// [`Store::apply_volume_report`], also saying whether the report was
+    /// quiet and skipped reading its worker's rows ([`crate::volume_stamps`]).
+    pub async fn apply_volume_report_counted(
+        &self,
+        worker: &str,
+        generation: i64,
+        reported: &[String],
+        now: UnixMillis,
+    ) -> Result<AppliedReport, StoreError> {
+        // One statement reads the worker's registration, its volume stamp
+        // and, unless the report is quiet, every row of it (one snapshot),
+        // outside a transaction: most reports change nothing, and then
+        // that statement is all a report costs. Only a report with changes
+        // opens a transaction, and checks the registration again in it
+        // before writing. (PostgreSQL reads at READ COMMITTED, so a
+        // transaction around the read promised no more than this.)
+        let digest = volume_stamps::report_digest(reported);
         let row = sqlx::query(&report_rows_sql())
             .bind(worker)
+            .bind(&digest)
             .fetch_one(&self.pool)
             .await?;
         let state: Option<String> = row.try_get("state")?;
@@ -328,6 +359,15 @@ impl Store {
             message: refusal.message(worker, generation),
             refusal,
         })?;
+        let stamp: Option<i64> = row.try_get("stamp")?;
+        // The statement decides: it read no row when it found the report
+        // quiet, so only its own verdict may skip the plan.
+        if row.try_get::<i64, _>("quiet")? == 1 {
+            return Ok(AppliedReport {
+                plan: ReportPlan::default(),
+                read_rows: false,
+            });
+        }
         let encoded: Option<String> = row.try_get("packed")?;
         drop(row);
         let rows = decode_report_rows(encoded.as_deref().unwrap_or_default())
@@ -335,11 +375,25 @@ impl Store {
         drop(encoded);
         let plan = plan_report(&rows, reported);
         drop(rows);
+        let applied = |plan| AppliedReport {
+            plan,
+            read_rows: true,
+        };
         if plan.mark_missing.is_empty()
             && plan.clear_missing.is_empty()
             && plan.delete_rows.is_empty()
         {
-            return Ok(plan);
+            if plan.destroy_on_worker.is_empty() {
+                volume_stamps::record_quiet(
+                    &self.pool,
+                    worker,
+                    generation,
+                    &digest,
+                    stamp.unwrap_or(0),
+                )
+                .await?;
+            }
+            return Ok(applied(plan));
         }
         let mut tx = self.pool.begin().await?;
         check_report_generation(&mut tx, worker, generation).await?;
@@ -363,10 +417,23 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         }
+        if !plan.mark_missing.is_empty() || !plan.clear_missing.is_empty() {
+            volume_stamps::bump(&mut *tx, backend, &[worker]).await?;
+        }
+        // (Deleting rows bumps their workers' stamps itself.)
         crate::gc::delete_handles(&mut tx, backend, &plan.delete_rows).await?;
         tx.commit().await?;
-        Ok(plan)
+        Ok(applied(plan))
     }
+}
+
+/// What [`Store::apply_volume_report_counted`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppliedReport {
+    pub plan: ReportPlan,
+    /// Whether the worker's rows were read: `false` for a quiet report
+    /// answered from its stamp.
+    pub read_rows: bool,
 }
 
 /// Every row of a worker for the report planner, packed into one text
@@ -374,12 +441,21 @@ impl Store {
 /// handle and parent. A report reads every row of its worker (50,000 on a
 /// big one); packed, they cost sqlx's `Any` driver no allocation per row.
 /// `string_agg` is SQLite's too (3.44).
+///
+/// A quiet report (its digest `$2` recorded at the stamp the rows still
+/// have) reads no row: both databases evaluate a `CASE` branch only when
+/// it is taken.
 fn report_rows_sql() -> String {
+    const QUIET: &str = "s.quiet_digest = $2 AND s.quiet_stamp = s.stamp";
     format!(
-        "SELECT (SELECT state FROM workers WHERE name = $1) AS state, \
-         (SELECT generation FROM workers WHERE name = $1) AS generation, \
+        "SELECT w.state, w.generation, s.stamp, \
+         CASE WHEN {QUIET} THEN CAST(1 AS BIGINT) ELSE CAST(0 AS BIGINT) END AS quiet, \
+         CASE WHEN {QUIET} THEN NULL ELSE \
          (SELECT string_agg(state || ' ' || COALESCE(CAST(missing_since AS TEXT), '-') || ' ' \
-         || {HANDLE_AND_PARENT}, '') FROM volumes WHERE worker_name = $1) AS packed"
+         || {HANDLE_AND_PARENT}, '') FROM volumes WHERE worker_name = $1) END AS packed \
+         FROM (SELECT 1 AS x) AS anchor \
+         LEFT JOIN workers w ON w.name = $1 \
+         LEFT JOIN worker_volume_stamps s ON s.worker_name = $1"
     )
 }
 
@@ -454,12 +530,14 @@ async fn get_volume_in(
 /// statement-level foreign key check) and returns how many there were.
 pub(crate) async fn invalidate_worker_volumes(
     tx: &mut Transaction<'_, Any>,
+    backend: Backend,
     worker: &str,
 ) -> Result<u64, StoreError> {
     let done = sqlx::query("DELETE FROM volumes WHERE worker_name = $1")
         .bind(worker)
         .execute(&mut **tx)
         .await?;
+    volume_stamps::bump(&mut **tx, backend, &[worker]).await?;
     Ok(done.rows_affected())
 }
 

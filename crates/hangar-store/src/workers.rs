@@ -216,7 +216,7 @@ impl Store {
         // false from this instant, so it goes in this same transaction.
         let (invalidated_volumes, invalidated_containers) = if kind == RegistrationKind::StateLost {
             (
-                invalidate_worker_volumes(&mut tx, &info.name).await?,
+                invalidate_worker_volumes(&mut tx, self.backend(), &info.name).await?,
                 invalidate_worker_containers(&mut tx, &info.name).await?,
             )
         } else {

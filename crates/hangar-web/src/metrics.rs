@@ -16,6 +16,7 @@ pub(crate) struct Metrics {
     registry: Mutex<Registry>,
     events: Family<Labels, Counter>,
     heartbeats: Family<Labels, Counter>,
+    volume_reports: Family<Labels, Counter>,
     workers: Family<Labels, Gauge>,
     invalidated: Family<Labels, Counter>,
     step_retries: Family<Labels, Counter>,
@@ -133,6 +134,12 @@ impl Metrics {
             "Worker heartbeats received, by result",
             heartbeats.clone(),
         );
+        let volume_reports = Family::<Labels, Counter>::default();
+        registry.register(
+            "volume_reports",
+            "Volume reports answered, by whether the worker's rows were read or the report was quiet (same handles, no row changed since its last quiet report)",
+            volume_reports.clone(),
+        );
         registry.register("workers", "Workers known, by state", workers.clone());
         let invalidated = Family::<Labels, Counter>::default();
         registry.register(
@@ -154,6 +161,7 @@ impl Metrics {
             registry: Mutex::new(registry),
             events,
             heartbeats,
+            volume_reports,
             workers,
             invalidated,
             step_retries,
@@ -224,6 +232,13 @@ impl Metrics {
         let result = if accepted { "accepted" } else { "refused" };
         self.heartbeats
             .get_or_create(&vec![("result", result)])
+            .inc();
+    }
+
+    pub(crate) fn volume_report(&self, read_rows: bool) {
+        let rows = if read_rows { "read" } else { "quiet" };
+        self.volume_reports
+            .get_or_create(&vec![("rows", rows)])
             .inc();
     }
 

@@ -328,7 +328,52 @@ async fn reports_with_bad_handles_stale_generations_or_too_much_are_refused(stor
     t.stop().await;
 }
 
+async fn report_counts(t: &TestWeb) -> (String, String) {
+    let text = t
+        .raw
+        .get(format!("{}/metrics", t.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let count = |rows: &str| {
+        let prefix = format!("hangar_volume_reports_total{{rows=\"{rows}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or("absent")
+            .to_string()
+    };
+    (count("read"), count("quiet"))
+}
+
+async fn a_quiet_report_reads_nothing_and_a_destroy_still_reaches_the_worker(store: Store) {
+    let t = TestWeb::start(store).await;
+    let host = FakeWorkerHost::start(&t, "w1").await;
+    let v = t
+        .admin
+        .create_volume(&create("w1", "empty", None))
+        .await
+        .unwrap();
+    host.report(&t, "w1").await;
+    host.report(&t, "w1").await;
+    assert_eq!(report_counts(&t).await, ("1".into(), "1".into()));
+    t.admin.destroy_volume(&v.handle).await.unwrap();
+    host.report(&t, "w1").await; // read: the worker is told to destroy it
+    assert!(host.on_disk().is_empty());
+    host.report(&t, "w1").await; // read: web forgets the row
+    assert!(t.admin.volumes(Some("w1")).await.unwrap().is_empty());
+    // A report that changed rows records no quiet: the next one reads,
+    // finds nothing to do and records it; the one after is quiet.
+    host.report(&t, "w1").await;
+    host.report(&t, "w1").await;
+    assert_eq!(report_counts(&t).await, ("4".into(), "2".into()));
+    t.stop().await;
+}
+
 on_both_databases!(
+    a_quiet_report_reads_nothing_and_a_destroy_still_reaches_the_worker,
     a_volume_is_made_through_web_on_the_worker_and_destroyed_by_its_report,
     a_volume_web_does_not_know_is_destroyed_on_the_worker,
     a_volume_the_worker_stops_reporting_is_missing_and_never_a_parent,

@@ -173,10 +173,12 @@ pub(super) async fn report(
             validate_handle(h)?;
         }
     }
-    let plan = web
+    let applied = web
         .store()
-        .apply_volume_report(&name, report.generation, &report.handles, web.now())
+        .apply_volume_report_counted(&name, report.generation, &report.handles, web.now())
         .await?;
+    web.metrics().volume_report(applied.read_rows);
+    let plan = applied.plan;
     if !plan.is_empty() {
         tracing::info!(
             worker = %name,
