@@ -14,9 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use hangar_core::gc::GcConfig;
-use hangar_core::volumes::{plan_report, OwnerKind, ReportPlan, VolumeRow, VolumeState};
+use hangar_core::volumes::{OwnerKind, VolumeState};
 use hangar_store::{NewVolume, Store, StoreError, WorkerInfo};
-use hangar_testkit::on_both_databases;
+use hangar_testkit::{on_both_databases, planned_report, sorted_plan};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
@@ -97,19 +97,6 @@ struct Sim {
     now: i64,
     next: usize,
     config: GcConfig,
-}
-
-/// A plan with each list sorted: the planner's order follows the rows'.
-fn sorted(mut plan: ReportPlan) -> ReportPlan {
-    for list in [
-        &mut plan.mark_missing,
-        &mut plan.clear_missing,
-        &mut plan.destroy_on_worker,
-        &mut plan.delete_rows,
-    ] {
-        list.sort();
-    }
-    plan
 }
 
 fn fail(msg: String) -> TestCaseError {
@@ -329,24 +316,18 @@ impl Sim {
         }
         // What the planner makes of the rows as they are: a report
         // answered from its stamp (quiet) must give the same answer.
-        let rows: Vec<VolumeRow> = self
-            .rows()
-            .await?
-            .into_values()
-            .map(|v| VolumeRow {
-                handle: v.handle,
-                state: v.state,
-                parent: v.parent,
-                missing_since: v.missing_since,
-            })
-            .collect();
-        let expected = sorted(plan_report(&rows, &listed));
+        let expected = planned_report(&self.store, &self.worker, &listed).await;
         let plan = self
             .store
             .apply_volume_report(&self.worker, self.generation, &listed, self.now)
             .await
             .map_err(|e| fail(format!("report: {e}")))?;
-        prop_assert_eq!(sorted(plan.clone()), expected, "report of {:?}", listed);
+        prop_assert_eq!(
+            sorted_plan(plan.clone()),
+            expected,
+            "report of {:?}",
+            listed
+        );
         // The sweeper: destroy what is listed, a volume only once no
         // volume on disk is its child (like the volume store refuses).
         let mut todo: Vec<String> = plan.destroy_on_worker;

@@ -4,25 +4,16 @@
 //! PostgreSQL alike.
 
 use hangar_core::gc::GcConfig;
-use hangar_core::volumes::{plan_report, OwnerKind, ReportPlan, Strategy, VolumeRow};
+use hangar_core::volumes::{OwnerKind, ReportPlan, Strategy};
 use hangar_store::{AppliedReport, NewVolume, Store, WorkerInfo};
-use hangar_testkit::on_both_databases;
+use hangar_testkit::{on_both_databases, planned_report, sorted_plan, worker_info};
 
 const T0: i64 = 1_700_000_000_000;
 
 fn info(name: &str, identity: &str) -> WorkerInfo {
     WorkerInfo {
-        name: name.into(),
         state_identity: identity.into(),
-        platform: "linux".into(),
-        tags: vec![],
-        team: None,
-        version: "0.1.0".into(),
-        resource_types_json: "[]".into(),
-        ephemeral: false,
-        containers: 0,
-        volumes: 0,
-        api_url: Some("http://127.0.0.1:7788".into()),
+        ..worker_info(name)
     }
 }
 
@@ -56,36 +47,6 @@ async fn worker_with_a_and_b(store: &Store, w: &str) -> i64 {
     g
 }
 
-/// A plan with each list sorted: the planner's order follows the rows'.
-fn sorted(mut plan: ReportPlan) -> ReportPlan {
-    for list in [
-        &mut plan.mark_missing,
-        &mut plan.clear_missing,
-        &mut plan.destroy_on_worker,
-        &mut plan.delete_rows,
-    ] {
-        list.sort();
-    }
-    plan
-}
-
-/// What the planner makes of the worker's rows as they are now.
-async fn planned(store: &Store, w: &str, listed: &[String]) -> ReportPlan {
-    let rows: Vec<VolumeRow> = store
-        .list_volumes(Some(w))
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|v| VolumeRow {
-            handle: v.handle,
-            state: v.state,
-            parent: v.parent,
-            missing_since: v.missing_since,
-        })
-        .collect();
-    sorted(plan_report(&rows, listed))
-}
-
 async fn report(store: &Store, w: &str, g: i64, listed: &[String], now: i64) -> AppliedReport {
     store
         .apply_volume_report_counted(w, g, listed, now)
@@ -107,10 +68,10 @@ async fn a_report_with_the_same_handles_and_unchanged_rows_reads_nothing(store: 
     }
     // Another set is read, and planned from the rows.
     let fewer = handles(&["w-a"]);
-    let expected = planned(&store, "w", &fewer).await;
+    let expected = planned_report(&store, "w", &fewer).await;
     let other = report(&store, "w", g, &fewer, T0).await;
     assert!(other.read_rows);
-    assert_eq!(sorted(other.plan), expected);
+    assert_eq!(sorted_plan(other.plan), expected);
     assert_eq!(expected.mark_missing, handles(&["w-b"]));
     // A report that changed rows leaves no quiet behind: the next one
     // reads again (and clears the mark it set).
@@ -194,10 +155,10 @@ async fn every_change_to_a_row_ends_the_quiet(store: Store) {
                     .generation;
             }
         }
-        let expected = planned(&store, w, &listed).await;
+        let expected = planned_report(&store, w, &listed).await;
         let after = report(&store, w, g, &listed, now).await;
         assert!(after.read_rows, "{change:?}: the change was read");
-        assert_eq!(sorted(after.plan.clone()), expected, "{change:?}");
+        assert_eq!(sorted_plan(after.plan.clone()), expected, "{change:?}");
         let shows = match change {
             // A row being made is nothing to a report yet; the test is that
             // it was read at all.

@@ -5,6 +5,7 @@
 //! throwaway cluster; `scripts/test` starts one). Without it the PostgreSQL
 //! half of every suite fails with a message saying so: it never skips.
 
+use hangar_core::volumes::{plan_report, ReportPlan, VolumeRow};
 use hangar_store::{Store, WorkerInfo};
 
 #[cfg(feature = "browser")]
@@ -28,6 +29,38 @@ pub fn worker_info(name: &str) -> WorkerInfo {
         volumes: 0,
         api_url: None,
     }
+}
+
+/// `plan` with each list sorted: the planner's order follows the rows'.
+pub fn sorted_plan(mut plan: ReportPlan) -> ReportPlan {
+    for list in [
+        &mut plan.mark_missing,
+        &mut plan.clear_missing,
+        &mut plan.destroy_on_worker,
+        &mut plan.delete_rows,
+    ] {
+        list.sort();
+    }
+    plan
+}
+
+/// What the report planner makes of `worker`'s rows as they are now, for
+/// `listed` (sorted as [`sorted_plan`]): what any report, read or quiet,
+/// must answer.
+pub async fn planned_report(store: &Store, worker: &str, listed: &[String]) -> ReportPlan {
+    let rows: Vec<VolumeRow> = store
+        .list_volumes(Some(worker))
+        .await
+        .expect("list the worker's volumes")
+        .into_iter()
+        .map(|v| VolumeRow {
+            handle: v.handle,
+            state: v.state,
+            parent: v.parent,
+            missing_since: v.missing_since,
+        })
+        .collect();
+    sorted_plan(plan_report(&rows, listed))
 }
 
 /// A fresh in-memory SQLite store with every migration applied.

@@ -451,15 +451,7 @@ async fn metrics_count_workers_and_events(store: Store) {
     t.register("w1", "id-a").await;
     t.advance(TTL + 1);
     t.lifecycle().await;
-    let text = t
-        .raw
-        .get(format!("{}/metrics", t.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = t.metrics().await;
     assert!(
         text.contains("hangar_workers{state=\"stalled\"} 1"),
         "{text}"

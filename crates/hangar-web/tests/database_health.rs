@@ -29,15 +29,7 @@ async fn info(t: &TestWeb) -> (StatusCode, Info) {
 }
 
 async fn metric(t: &TestWeb, name: &str) -> String {
-    let text = t
-        .raw
-        .get(format!("{}/metrics", t.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = t.metrics().await;
     text.lines()
         .find(|l| l.starts_with(&format!("{name} ")))
         .unwrap_or_else(|| panic!("no {name} in\n{text}"))

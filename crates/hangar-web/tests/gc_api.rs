@@ -140,15 +140,7 @@ async fn a_gc_pass_collects_missing_volumes_and_shows_in_the_metrics(store: Stor
     destroy.sort();
     assert_eq!(destroy, ["child", "grandchild"]);
 
-    let metrics = t
-        .raw
-        .get(format!("{}/metrics", t.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = t.metrics().await;
     for line in [
         "hangar_gc_found_total{collector=\"missing-volumes\"} 3",
         "hangar_gc_destroyed_total{collector=\"missing-volumes\"} 3",

@@ -329,15 +329,7 @@ async fn reports_with_bad_handles_stale_generations_or_too_much_are_refused(stor
 }
 
 async fn report_counts(t: &TestWeb) -> (String, String) {
-    let text = t
-        .raw
-        .get(format!("{}/metrics", t.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = t.metrics().await;
     let count = |rows: &str| {
         let prefix = format!("hangar_volume_reports_total{{rows=\"{rows}\"}} ");
         text.lines()

@@ -34,6 +34,18 @@ pub(crate) struct TestWeb {
 }
 
 impl TestWeb {
+    /// The text `/metrics` serves now.
+    pub(crate) async fn metrics(&self) -> String {
+        self.raw
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub(crate) async fn start(store: Store) -> TestWeb {
         TestWeb::start_with(store, |_| {}).await
     }
