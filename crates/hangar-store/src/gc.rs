@@ -207,27 +207,21 @@ impl Store {
         first: &[i64],
         chunk: &[String],
     ) -> Result<u64, StoreError> {
+        // Both tables name each row's worker: what the statement changed
+        // is counted from the names it returns.
         let text = format!(
-            "{sql} AND handle IN ({})",
+            "{sql} AND handle IN ({}) RETURNING worker_name",
             placeholders(first.len() + 1, chunk.len())
         );
-        if !marks_volumes(collector) {
-            let mut q = sqlx::query(&text);
-            for b in first {
-                q = q.bind(*b);
-            }
-            for h in chunk {
-                q = q.bind(h);
-            }
-            return Ok(q.execute(&self.pool).await?.rows_affected());
-        }
-        let text = format!("{text} RETURNING worker_name");
         let mut q = sqlx::query_scalar::<_, String>(&text);
         for b in first {
             q = q.bind(*b);
         }
         for h in chunk {
             q = q.bind(h);
+        }
+        if !marks_volumes(collector) {
+            return Ok(q.fetch_all(&self.pool).await?.len() as u64);
         }
         let mut tx = self.pool.begin().await?;
         let workers = q.fetch_all(&mut *tx).await?;
