@@ -55,7 +55,7 @@ where
 }
 
 /// Records that `worker`'s report with `digest`, planned from the rows read
-/// at `stamp`, was quiet. Kept only while `generation` is current.
+/// at `stamp`, was quiet; recorded only if `generation` is still current.
 pub(crate) async fn record_quiet<'e, E>(
     exec: E,
     worker: &str,
