@@ -28,8 +28,8 @@
 //! - resource type names, their `type`s and every worker tag follow
 //!   [`crate::names::validate_label`], as a build's `resource_types` do, so
 //!   a pipeline accepted here is one whose builds hangar can run;
-//! - `privileged` tasks and resource types, hermetic tasks, `across`,
-//!   `run` steps and `prototypes` are refused rather than ignored;
+//! - hermetic tasks, `across`, `run` steps and `prototypes` are refused
+//!   rather than ignored;
 //! - an artifact a step reads (a put's `inputs`, a task's `image`, inputs
 //!   and `file:`) that no step of the job produces is refused;
 //! - `version` of a get is `latest`, `every` or a version; Concourse reads
@@ -183,7 +183,8 @@ pub struct ResourceType {
     pub source: Map<String, Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub defaults: Option<Map<String, Value>>,
-    /// Always false: hangar refuses privileged resource types.
+    /// The type's check, get and put containers run privileged, on
+    /// workers started with `--allow-privileged`.
     #[serde(skip_serializing_if = "is_false")]
     pub privileged: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -204,6 +205,7 @@ impl ResourceType {
             params: self.params.clone(),
             tags: self.tags.clone(),
             defaults: self.defaults.clone(),
+            privileged: self.privileged,
         }
     }
 }

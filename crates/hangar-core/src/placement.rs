@@ -21,6 +21,8 @@ pub struct Candidate {
     /// Memory the worker has not promised to running containers, when it
     /// said.
     pub memory_free: Option<u64>,
+    /// Started with `--allow-privileged`: it runs privileged containers.
+    pub allow_privileged: bool,
 }
 
 /// What a step asks of its worker.
@@ -35,15 +37,25 @@ pub struct Requirement {
     pub avoid: BTreeSet<String>,
     /// The step's memory limit, if it has one.
     pub memory: Option<u64>,
+    /// The step runs a privileged container (a privileged task, or an
+    /// action of a privileged resource type): only a worker that allows
+    /// them will do.
+    pub privileged: bool,
 }
 
 /// Why no worker was chosen, in plain words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoWorker(pub String);
 
+/// Why a privileged step waits when no running worker allows privileged
+/// containers.
+pub const NO_PRIVILEGED_WORKER: &str =
+    "privileged step: no worker allows privileged containers (start a worker with --allow-privileged)";
+
 /// Picks a worker: among running workers that fit (platform, tags, team,
-/// accepting work), the one holding most of the wanted caches, then the least
-/// busy, then by name. Workers to avoid are used only if nothing else fits.
+/// privileged containers allowed if the step needs them, accepting work),
+/// the one holding most of the wanted caches, then the least busy, then by
+/// name. Workers to avoid are used only if nothing else fits.
 pub fn place(candidates: &[Candidate], req: &Requirement) -> Result<String, NoWorker> {
     let fits = |c: &&Candidate| {
         c.state == WorkerState::Running
@@ -54,6 +66,7 @@ pub fn place(candidates: &[Candidate], req: &Requirement) -> Result<String, NoWo
             && req.tags.is_subset(&c.tags)
             // A team worker serves only its team; a shared worker serves all.
             && (c.team.is_none() || c.team == req.team)
+            && (!req.privileged || c.allow_privileged)
             && crate::pressure::has_room(c.memory_free, req.memory)
     };
     let fitting: Vec<&Candidate> = candidates.iter().filter(fits).collect();
@@ -93,12 +106,16 @@ fn explain(candidates: &[Candidate], req: &Requirement) -> String {
     if !req.platform.is_empty() && !running.iter().any(|c| c.platform == req.platform) {
         return format!("no running worker has platform {}", req.platform);
     }
+    if req.privileged && !running.iter().any(|c| c.allow_privileged) {
+        return NO_PRIVILEGED_WORKER.into();
+    }
     let fitting: Vec<_> = running
         .iter()
         .filter(|c| {
             (req.platform.is_empty() || c.platform == req.platform)
                 && req.tags.is_subset(&c.tags)
                 && (c.team.is_none() || c.team == req.team)
+                && (!req.privileged || c.allow_privileged)
         })
         .collect();
     if fitting.is_empty() {
@@ -115,8 +132,13 @@ fn explain(candidates: &[Candidate], req: &Requirement) -> String {
             .as_ref()
             .map(|t| format!(" for team {t}"))
             .unwrap_or_default();
+        let privileged = if req.privileged {
+            " that allows privileged containers (--allow-privileged)"
+        } else {
+            ""
+        };
         return format!(
-            "no running worker fits platform {}{tags}{team}",
+            "no running worker fits platform {}{tags}{team}{privileged}",
             req.platform
         );
     }
@@ -147,6 +169,7 @@ mod tests {
             has: has.iter().map(|s| s.to_string()).collect(),
             accepting_work: true,
             memory_free: None,
+            allow_privileged: false,
         }
     }
 
@@ -183,6 +206,14 @@ mod tests {
         let pressured = Candidate {
             accepting_work: false,
             ..c("p", 0, &["k"])
+        };
+        let privileged = Candidate {
+            allow_privileged: true,
+            ..c("root", 7, &[])
+        };
+        let needs_root = Requirement {
+            privileged: true,
+            ..req(&["k"])
         };
         let cases: Vec<(Vec<Candidate>, Requirement, Result<&str, &str>)> = vec![
             (
@@ -285,7 +316,59 @@ mod tests {
                 Err("no running worker fits platform linux with tags arm"),
             ),
         ];
-        for (i, (cands, r, expected)) in cases.into_iter().enumerate() {
+        let privileged_cases: Vec<(Vec<Candidate>, Requirement, Result<&str, &str>)> = vec![
+            // Only the worker that allows privileged containers takes a
+            // privileged step, though another holds its cache and is idle.
+            (
+                vec![c("a", 0, &["k"]), privileged.clone()],
+                needs_root.clone(),
+                Ok("root"),
+            ),
+            // An unprivileged step goes anywhere (here: to the cache).
+            (
+                vec![c("a", 0, &["k"]), privileged.clone()],
+                req(&["k"]),
+                Ok("a"),
+            ),
+            // Even a worker to avoid is better than one that refuses.
+            (
+                vec![c("a", 0, &["k"]), privileged.clone()],
+                Requirement {
+                    avoid: ["root".to_string()].into(),
+                    ..needs_root.clone()
+                },
+                Ok("root"),
+            ),
+            (
+                vec![c("a", 0, &["k"]), c("b", 0, &[])],
+                needs_root.clone(),
+                Err(NO_PRIVILEGED_WORKER),
+            ),
+            (
+                vec![
+                    Candidate {
+                        tags: ["gpu".to_string()].into(),
+                        ..c("gpu", 5, &[])
+                    },
+                    privileged.clone(),
+                ],
+                Requirement {
+                    tags: ["gpu".to_string()].into(),
+                    ..needs_root.clone()
+                },
+                Err("no running worker fits platform linux with tags gpu that allows privileged containers (--allow-privileged)"),
+            ),
+            (
+                vec![Candidate {
+                    accepting_work: false,
+                    ..privileged.clone()
+                }],
+                needs_root,
+                Err("every running worker that fits is under pressure or unhealthy"),
+            ),
+        ];
+        let cases = cases.into_iter().chain(privileged_cases);
+        for (i, (cands, r, expected)) in cases.enumerate() {
             let got = place(&cands, &r);
             match expected {
                 Ok(name) => assert_eq!(got, Ok(name.to_string()), "case {i}"),

@@ -138,6 +138,11 @@ pub struct TaskStep {
     /// An artifact whose content is the root filesystem to run in (runc).
     #[serde(default)]
     pub image: Option<String>,
+    /// Concourse's step-level `privileged`: the container runs as real
+    /// root with every capability, so only on a worker started with
+    /// `--allow-privileged`.
+    #[serde(default)]
+    pub privileged: bool,
     #[serde(default)]
     pub tags: Vec<String>,
     /// hangar's infrastructure attempts (not Concourse's `attempts`);

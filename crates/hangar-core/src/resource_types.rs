@@ -22,16 +22,10 @@ pub const MAX_CHAIN: usize = 4;
 
 /// Fields of Concourse's `resource_type` schema hangar does not support
 /// yet, with why: refused, never accepted and ignored.
-const UNSUPPORTED: &[(&str, &str)] = &[
-    (
-        "privileged",
-        "hangar runs resource type containers unprivileged only",
-    ),
-    (
-        "check_every",
-        "hangar has no periodic checking yet; a get step checks when it runs",
-    ),
-];
+const UNSUPPORTED: &[(&str, &str)] = &[(
+    "check_every",
+    "hangar has no periodic checking yet; a get step checks when it runs",
+)];
 
 /// One custom resource type.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -53,6 +47,12 @@ pub struct ResourceType {
     /// resource's own keys win, as in Concourse.
     #[serde(default)]
     pub defaults: Option<Map<String, Value>>,
+    /// The type's actions (`check`, `in`, `out` in a container of its
+    /// image) run privileged: only on workers started with
+    /// `--allow-privileged`. The image itself is fetched by the type
+    /// below, privileged only if that type is.
+    #[serde(default)]
+    pub privileged: bool,
 }
 
 impl ResourceType {
@@ -210,6 +210,17 @@ mod tests {
     }
 
     #[test]
+    fn privileged_is_taken_per_type_and_defaults_to_false() {
+        let types = parse_resource_types(&json!([
+            {"name": "dind", "type": "registry-image", "source": {}, "privileged": true},
+            {"name": "plain", "type": "registry-image", "source": {}},
+        ]))
+        .unwrap();
+        assert!(types[0].privileged);
+        assert!(!types[1].privileged);
+    }
+
+    #[test]
     fn defaults_go_under_the_source() {
         let types = parse_resource_types(&json!([
             {"name": "s3", "type": "registry-image", "source": {},
@@ -242,8 +253,8 @@ mod tests {
                 "plan: resource_types[0]: missing field `name`",
             ),
             (
-                json!([{"name": "a", "type": "registry-image", "source": {}, "privileged": true}]),
-                "plan: resource_types[0].privileged: not supported",
+                json!([{"name": "a", "type": "registry-image", "source": {}, "privileged": "yes"}]),
+                "plan: resource_types[0].privileged: invalid type: string \"yes\", expected a boolean",
             ),
             (
                 json!([{"name": "a", "type": "registry-image", "source": {}, "check_every": "1m"}]),

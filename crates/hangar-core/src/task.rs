@@ -251,8 +251,9 @@ impl TaskConfig {
     /// task that names an `image_resource` has its image fetched by the
     /// engine on the task's worker (a step's own `image` artifact wins over
     /// it, as in Concourse). Kept as the one place a step-dependent refusal
-    /// would go; `privileged` needs none, since neither a task config nor a
-    /// task step accepts that field (both refuse unknown fields).
+    /// would go; `privileged` needs none: it is a field of the step (placed
+    /// on a worker started with `--allow-privileged`), never of the config,
+    /// which refuses it as an unknown field, as Concourse's does.
     pub fn check_runnable(&self, _step_gives_image: bool) -> Result<(), TaskConfigError> {
         Ok(())
     }

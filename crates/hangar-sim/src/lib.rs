@@ -724,6 +724,7 @@ impl Sim {
                         .collect(),
                     accepting_work: true,
                     memory_free: None,
+                    allow_privileged: false,
                 })
             })
             .collect()

@@ -424,18 +424,12 @@ impl Reader {
             ],
             at,
         );
-        if self.boolean(obj, "privileged", at) {
-            self.err(
-                format!("{at}.privileged"),
-                "not supported: hangar runs resource type containers unprivileged only",
-            );
-        }
         let t = ResourceType {
             name: self.required(obj, "name", at, "has no name"),
             resource_type: self.required(obj, "type", at, "has no type"),
             source: self.map(obj, "source", at).unwrap_or_default(),
             defaults: self.map(obj, "defaults", at),
-            privileged: false,
+            privileged: self.boolean(obj, "privileged", at),
             check_every: self.check_every(obj, at),
             tags: self.labels(obj, "tags", at),
             params: self.map(obj, "params", at),

@@ -390,12 +390,6 @@ impl Reader {
     }
 
     fn task_step(&mut self, obj: &Map<String, Value>, name: String, at: &str) -> TaskStep {
-        if self.boolean(obj, "privileged", at) {
-            self.err(
-                format!("{at}.privileged"),
-                "not supported: hangar runs task containers unprivileged only",
-            );
-        }
         if self.boolean(obj, "hermetic", at) {
             self.err(
                 format!("{at}.hermetic"),
@@ -441,6 +435,7 @@ impl Reader {
             input_mapping: self.string_map(obj, "input_mapping", at),
             output_mapping: self.string_map(obj, "output_mapping", at),
             image: self.string(obj, "image", at),
+            privileged: self.boolean(obj, "privileged", at),
             container_limits,
             name,
         }

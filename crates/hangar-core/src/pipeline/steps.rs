@@ -118,6 +118,9 @@ pub struct TaskStep {
     pub output_mapping: BTreeMap<String, String>,
     /// An artifact to run in, instead of the config's image.
     pub image: Option<String>,
+    /// Run the task's container privileged (as real root with every
+    /// capability), on a worker started with `--allow-privileged`.
+    pub privileged: bool,
     pub container_limits: Option<ContainerLimits>,
 }
 
@@ -305,6 +308,7 @@ impl Step {
                 opt("input_mapping", mapping(&s.input_mapping));
                 opt("output_mapping", mapping(&s.output_mapping));
                 opt("image", s.image.clone().map(Value::from));
+                opt("privileged", s.privileged.then_some(Value::Bool(true)));
                 opt(
                     "container_limits",
                     s.container_limits

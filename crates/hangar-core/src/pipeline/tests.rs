@@ -306,6 +306,7 @@ resource_types:
   defaults: {url: "((slack_url))"}
   check_every: 24h
   tags: [linux]
+  privileged: true
 jobs:
 - name: unit
   old_name: test
@@ -329,7 +330,7 @@ jobs:
       - get: image
         params: {format: oci}
   - task: test
-    privileged: false
+    privileged: true
     image: image
     input_mapping: {source: repo}
     output_mapping: {out: built}
@@ -405,6 +406,9 @@ fn every_field_is_read() {
     let slack = &c.resource_types[0];
     assert_eq!(slack.params.as_ref().unwrap()["format"], "rootfs");
     assert_eq!(slack.defaults.as_ref().unwrap()["url"], "((slack_url))");
+    // Concourse's `privileged` on a resource type reaches the build's type.
+    assert!(slack.privileged);
+    assert!(slack.to_build_type().privileged);
 
     let unit = &c.jobs[0];
     assert_eq!(unit.old_name.as_deref(), Some("test"));
@@ -444,6 +448,8 @@ fn every_field_is_read() {
         panic!()
     };
     assert_eq!(t.image.as_deref(), Some("image"));
+    // Concourse's `privileged` is a field of the task step.
+    assert!(t.privileged);
     assert_eq!(t.input_mapping["source"], "repo");
     assert_eq!(t.output_mapping["out"], "built");
     let limits = t.container_limits.as_ref().unwrap();

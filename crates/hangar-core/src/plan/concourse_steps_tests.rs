@@ -234,3 +234,33 @@ fn a_step_without_modifiers_is_not_wrapped() {
     let steps = parse_plan(&json!([task("a")])).unwrap();
     assert!(matches!(&steps[0], Step::Task(_)));
 }
+
+#[test]
+fn privileged_is_a_task_step_field_and_no_other_step_s() {
+    let steps = parse_plan(&json!([
+        {"task": "root", "config": {}, "privileged": true},
+        task("user"),
+    ]))
+    .unwrap();
+    let privileged: Vec<bool> = steps
+        .iter()
+        .map(|s| match s {
+            Step::Task(t) => t.privileged,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(privileged, [true, false]);
+    for (plan, expected) in [
+        (
+            json!([{"task": "t", "config": {}, "privileged": "yes"}]),
+            "plan: plan[0].privileged: invalid type: string \"yes\", expected a boolean",
+        ),
+        (
+            json!([{"get": "r", "type": "git", "source": {}, "privileged": true}]),
+            "plan: plan[0].privileged: unknown field `privileged`",
+        ),
+    ] {
+        let got = parse_plan(&plan).unwrap_err().to_string();
+        assert!(got.starts_with(expected), "{plan}: {got}");
+    }
+}

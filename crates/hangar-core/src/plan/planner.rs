@@ -110,6 +110,9 @@ fn resource_type(t: &crate::pipeline::ResourceType) -> Value {
     if let Some(d) = &t.defaults {
         out.insert("defaults".into(), Value::Object(d.clone()));
     }
+    if t.privileged {
+        out.insert("privileged".into(), json!(true));
+    }
     Value::Object(out)
 }
 
@@ -207,6 +210,9 @@ fn step(config: &Planner, s: &Step, at: &str) -> Result<Value, PlannerError> {
             }
             if let Some(image) = &task.image {
                 o.insert("image".into(), json!(image));
+            }
+            if task.privileged {
+                o.insert("privileged".into(), json!(true));
             }
             if !s.tags.is_empty() {
                 o.insert("tags".into(), json!(s.tags));

@@ -717,7 +717,9 @@ fn image_resource_takes_concourse_fields_and_runs_without_an_image_from_the_step
         "image_resource: {type: registry-image, tags: ['a b']}\n",
     ));
     assert!(e.contains("image_resource.tags[0]"), "{e}");
-    // Concourse puts `privileged` on the step; hangar accepts it nowhere.
+    // Concourse puts `privileged` on the step (a pipeline's task step,
+    // fly execute's --privileged), never in the task config, whose unknown
+    // fields it refuses: so does hangar.
     let e = err(&with("privileged: true\n"));
     assert!(e.contains("privileged"), "{e}");
 }

@@ -47,8 +47,8 @@ fn broken_configs_are_refused_with_every_problem_named() {
             &["jobs.j.plan.do[1].task(t).config.run.path: missing field"],
         ),
         (
-            &with_steps("  - task: t\n    file: r/t.yml\n    privileged: true\n"),
-            &["jobs.j.plan.do[1].task(t).privileged: not supported: hangar runs task containers unprivileged only"],
+            &with_steps("  - task: t\n    file: r/t.yml\n    privileged: yes-please\n"),
+            &["jobs.j.plan.do[1].task(t).privileged: expected true or false, got a string"],
         ),
         (
             &with_steps("  - task: t\n    file: r/t.yml\n    hermetic: true\n"),
@@ -183,9 +183,9 @@ fn broken_configs_are_refused_with_every_problem_named() {
             ],
         ),
         (
-            "resource_types: [{name: Slack, type: registry-image, source: {}, privileged: true}]\nresources: [{name: r, type: git}]\njobs:\n- name: j\n  plan: [{get: r}]\n",
+            "resource_types: [{name: Slack, type: registry-image, source: {}, privileged: [true]}]\nresources: [{name: r, type: git}]\njobs:\n- name: j\n  plan: [{get: r}]\n",
             &[
-                "resource_types.Slack.privileged: not supported: hangar runs resource type containers unprivileged only",
+                "resource_types.Slack.privileged: expected true or false, got a list",
             ],
         ),
         (

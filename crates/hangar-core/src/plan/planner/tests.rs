@@ -125,6 +125,79 @@ jobs:
 }
 
 #[test]
+fn privileged_tasks_and_resource_types_reach_the_build_plan() {
+    let plan = job_plan(
+        r#"
+resource_types:
+- name: dind
+  type: registry-image
+  source: {repository: example/dind}
+  privileged: true
+- name: plain
+  type: registry-image
+  source: {repository: example/plain}
+resources:
+- name: r
+  type: dind
+  source: {}
+jobs:
+- name: j
+  plan:
+  - get: r
+  - task: root
+    privileged: true
+    config: {platform: linux, run: {path: docker}}
+  - task: from-file
+    privileged: true
+    file: r/task.yml
+  - task: user
+    privileged: false
+    config: {platform: linux, run: {path: make}}
+"#,
+    )
+    .unwrap();
+    let steps = plan.stored["steps"].as_array().unwrap();
+    assert_eq!(steps[1]["privileged"], json!(true));
+    assert_eq!(steps[2]["privileged"], json!(true));
+    // Unprivileged is the default, left out as Concourse leaves it out.
+    assert!(steps[3].get("privileged").is_none(), "{}", steps[3]);
+    assert_eq!(plan.stored["resource_types"][0]["privileged"], json!(true));
+    assert!(plan.stored["resource_types"][1].get("privileged").is_none());
+    let tasks: Vec<(String, bool)> = leaf_steps(&plan.plan.steps)
+        .into_iter()
+        .filter_map(|(_, s)| match s {
+            PlanStep::Task(t) => Some((t.task.clone(), t.privileged)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        tasks,
+        [
+            ("root".to_string(), true),
+            ("from-file".to_string(), true),
+            ("user".to_string(), false)
+        ]
+    );
+    // A task read from its file keeps the step's privilege.
+    let leaves = leaf_steps(&plan.plan.steps);
+    let PlanStep::Task(from_file) = leaves[2].1 else {
+        panic!()
+    };
+    assert!(
+        from_file
+            .with_config(json!({"platform": "linux", "run": {"path": "x"}}))
+            .privileged
+    );
+    let types: Vec<(&str, bool)> = plan
+        .plan
+        .resource_types
+        .iter()
+        .map(|t| (t.name.as_str(), t.privileged))
+        .collect();
+    assert_eq!(types, [("dind", true), ("plain", false)]);
+}
+
+#[test]
 fn custom_resource_types_travel_with_the_plan() {
     let plan = job_plan(
         r##"
