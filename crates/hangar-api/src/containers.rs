@@ -109,6 +109,12 @@ pub struct ContainerSpec {
     /// worker's default task user (`process`), root in the container (`runc`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// Concourse's `privileged`: the container runs as real root with every
+    /// capability. A worker not started with `--allow-privileged` refuses
+    /// the spec. Left out when false, so a worker that predates the field
+    /// still takes every unprivileged spec.
+    #[serde(default, skip_serializing_if = "crate::is_false")]
+    pub privileged: bool,
 }
 
 /// A volume mounted into the container's working directory.

@@ -74,6 +74,16 @@ pub struct RegisterWorker {
     /// fleet knew.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_generation: Option<i64>,
+    /// The worker was started with `--allow-privileged`: web may place
+    /// privileged steps on it (they run as real root with every
+    /// capability, root on the worker's host). Left out when false, so a
+    /// web that predates the field still takes the registration.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_privileged: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// Defines a wire struct that travels both ways: the struct itself tolerates
@@ -235,6 +245,9 @@ pub struct Worker {
     /// As of the last heartbeat.
     #[serde(default)]
     pub condition: Option<WorkerCondition>,
+    /// Started with `--allow-privileged`: runs privileged steps.
+    #[serde(default)]
+    pub allow_privileged: bool,
 }
 
 /// One lifecycle event of a worker.

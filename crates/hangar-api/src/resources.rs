@@ -34,6 +34,12 @@ pub struct ResourceAction {
     pub inputs: std::collections::BTreeMap<String, String>,
     /// The JSON the program reads on stdin.
     pub request: Value,
+    /// The custom type is `privileged` (Concourse's field of a
+    /// `resource_types` entry): its container in `image_volume` runs as
+    /// real root with every capability. A worker not started with
+    /// `--allow-privileged` refuses the action. Left out when false.
+    #[serde(default, skip_serializing_if = "crate::is_false")]
+    pub privileged: bool,
 }
 
 /// The exit code with which a worker's own base resource type says its

@@ -279,6 +279,49 @@ fn a_container_spec_carries_cpu_shares_only_when_set() {
     assert!(err.to_string().contains("invalid type"), "{err}");
 }
 
+/// `privileged` (a container spec, a resource action) and
+/// `allow_privileged` (a registration) travel only when true: a worker or
+/// web that predates them (and refuses unknown fields) still takes every
+/// request that asks for nothing privileged, and one that asks is refused
+/// by it rather than run unprivileged behind the caller's back.
+#[test]
+fn privileged_travels_only_when_true() {
+    fn round_trip<T>(name: &str, base: &str, field: &str, get: fn(&T) -> bool)
+    where
+        T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug,
+    {
+        let plain: T = serde_json::from_str(base).unwrap();
+        assert!(!get(&plain), "{name}");
+        let json = serde_json::to_value(&plain).unwrap();
+        assert!(json.get(field).is_none(), "{name}: {json}");
+        let mut asked: Value = serde_json::from_str(base).unwrap();
+        asked[field] = Value::Bool(true);
+        let asked: T = serde_json::from_value(asked).unwrap();
+        assert!(get(&asked), "{name}");
+        let json = serde_json::to_value(&asked).unwrap();
+        assert_eq!(json[field], Value::Bool(true), "{name}");
+        assert_eq!(serde_json::from_value::<T>(json).unwrap(), asked, "{name}");
+    }
+    round_trip::<ContainerSpec>(
+        "ContainerSpec",
+        r#"{"handle":"c","runtime":"runc","rootfs_volume":"r","path":"sh"}"#,
+        "privileged",
+        |s| s.privileged,
+    );
+    round_trip::<ResourceAction>(
+        "ResourceAction",
+        r#"{"resource_type":"dind","action":"check","image_volume":"i","request":{}}"#,
+        "privileged",
+        |a| a.privileged,
+    );
+    round_trip::<RegisterWorker>(
+        "RegisterWorker",
+        r#"{"name":"w","state_identity":"s","platform":"linux","version":"1"}"#,
+        "allow_privileged",
+        |r| r.allow_privileged,
+    );
+}
+
 /// `BaseResourceType` and `WorkerCondition` travel both ways: refused with
 /// an unknown field inside a registration or heartbeat, tolerated inside a
 /// listed `Worker`.

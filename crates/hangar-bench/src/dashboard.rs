@@ -76,6 +76,7 @@ fn worker(i: usize) -> WorkerInfo {
         containers: 12,
         volumes: 40,
         api_url: None,
+        allow_privileged: false,
     }
 }
 

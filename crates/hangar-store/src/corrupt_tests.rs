@@ -24,6 +24,7 @@ async fn worker_with_a_volume(store: &Store) {
                 containers: 0,
                 volumes: 0,
                 api_url: None,
+                allow_privileged: false,
             },
             T0,
         )

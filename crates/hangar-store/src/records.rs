@@ -21,6 +21,8 @@ pub struct WorkerInfo {
     pub volumes: i64,
     /// Where the worker serves its volume API, if it does.
     pub api_url: Option<String>,
+    /// Started with `--allow-privileged`: privileged steps may go to it.
+    pub allow_privileged: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +55,8 @@ pub struct EventRecord {
 pub(crate) const WORKER_COLUMNS: &str =
     "w.name, w.state, w.state_identity, w.generation, w.platform, \
      w.tags, w.team, w.version, w.resource_types, w.ephemeral, w.containers, w.volumes, \
-     w.first_registered_at, w.registered_at, w.last_heartbeat_at, w.state_changed_at, w.restarts, w.api_url, w.condition";
+     w.first_registered_at, w.registered_at, w.last_heartbeat_at, w.state_changed_at, w.restarts, w.api_url, w.condition, \
+     w.allow_privileged";
 
 /// A `workers` row's state.
 pub(crate) fn parse_state(row: &AnyRow) -> Result<WorkerState, StoreError> {
@@ -97,6 +100,7 @@ pub(crate) fn worker_from_row(row: &AnyRow) -> Result<WorkerRecord, StoreError> 
             containers: row.try_get("containers")?,
             volumes: row.try_get("volumes")?,
             api_url: row.try_get("api_url")?,
+            allow_privileged: row.try_get::<i64, _>("allow_privileged")? != 0,
         },
         state: parse_state(row)?,
         generation: row.try_get("generation")?,

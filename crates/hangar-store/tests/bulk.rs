@@ -19,6 +19,7 @@ fn info(name: &str) -> WorkerInfo {
         containers: 0,
         volumes: 0,
         api_url: None,
+        allow_privileged: false,
     }
 }
 

@@ -489,6 +489,7 @@ async fn run_case(store: Store, case: usize, ops: Vec<Op>) -> Result<(), TestCas
         containers: 0,
         volumes: 0,
         api_url: None,
+        allow_privileged: false,
     };
     let generation = store
         .register_worker(&info("disk"), T0)

@@ -136,7 +136,46 @@ async fn adoptions_at_once_with_other_registrations_never_lower_the_numbers(stor
     );
 }
 
+/// `--allow-privileged`, as each registration says it: kept with the row,
+/// read back by every read of workers, and replaced by the next
+/// registration (a worker restarted without the flag allows nothing).
+async fn allow_privileged_follows_the_latest_registration(store: Store) {
+    let register_as = |name: &'static str, identity: &'static str, allow: bool| {
+        let store = store.clone();
+        async move {
+            let info = hangar_store::WorkerInfo {
+                state_identity: identity.into(),
+                allow_privileged: allow,
+                ..worker_info(name)
+            };
+            store.register_worker(&info, T0).await.unwrap();
+        }
+    };
+    let allowed = |name: &'static str| {
+        let store = store.clone();
+        async move {
+            let one = store.get_worker(name).await.unwrap().unwrap();
+            let listed = store.list_workers().await.unwrap();
+            let listed = listed.iter().find(|w| w.info.name == name).unwrap();
+            assert_eq!(one, *listed, "{name}");
+            one.info.allow_privileged
+        }
+    };
+    register_as("root", "disk-1", true).await;
+    register_as("plain", "disk-2", false).await;
+    assert!(allowed("root").await);
+    assert!(!allowed("plain").await);
+    // Again on the same disk without the flag, then with it on a new disk.
+    register_as("root", "disk-1", false).await;
+    assert!(!allowed("root").await);
+    register_as("root", "disk-3", true).await;
+    assert!(allowed("root").await);
+    register_as("plain", "disk-2", true).await;
+    assert!(allowed("plain").await);
+}
+
 on_both_databases!(
+    allow_privileged_follows_the_latest_registration,
     registrations_at_once_each_get_their_own_number,
     an_unissued_floor_is_refused_and_changes_nothing,
     an_accepted_floor_is_adopted_and_never_issued_again,

@@ -20,6 +20,7 @@ fn info(name: &str, identity: &str) -> WorkerInfo {
         containers: 0,
         volumes: 0,
         api_url: Some("http://127.0.0.1:7788".into()),
+        allow_privileged: false,
     }
 }
 

@@ -30,6 +30,7 @@ fn info(name: &str, identity: &str) -> WorkerInfo {
         containers: 0,
         volumes: 0,
         api_url: None,
+        allow_privileged: false,
     }
 }
 

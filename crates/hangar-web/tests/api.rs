@@ -63,6 +63,51 @@ async fn a_worker_registers_heartbeats_and_is_listed(store: Store) {
     t.stop().await;
 }
 
+/// `allow_privileged` of a registration (`--allow-privileged`) is what
+/// `hangar workers` shows, and what the next registration says replaces it.
+async fn allow_privileged_round_trips_through_registration(store: Store) {
+    let t = TestWeb::start(store).await;
+    let mut root = registration("root", "id-a");
+    root.allow_privileged = true;
+    t.worker.register(&root).await.unwrap();
+    t.worker
+        .register(&registration("plain", "id-b"))
+        .await
+        .unwrap();
+    let shown = |workers: Vec<hangar_api::Worker>| -> Vec<(String, bool)> {
+        workers
+            .into_iter()
+            .map(|w| (w.name, w.allow_privileged))
+            .collect()
+    };
+    assert_eq!(
+        shown(t.admin.workers().await.unwrap()),
+        [("plain".to_string(), false), ("root".to_string(), true)]
+    );
+    assert!(t.admin.worker("root").await.unwrap().allow_privileged);
+    // Restarted without the flag (the old process silent for a whole TTL,
+    // so its name may be taken): it allows nothing any more.
+    t.advance(TTL);
+    t.worker
+        .register(&registration("root", "id-a"))
+        .await
+        .unwrap();
+    assert!(!t.admin.worker("root").await.unwrap().allow_privileged);
+    // A listed worker always says it, true or false.
+    let raw: serde_json::Value = t
+        .raw
+        .get(format!("{}/api/v1/workers/root", t.url))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(raw["allow_privileged"], serde_json::json!(false));
+    t.stop().await;
+}
+
 async fn the_lifecycle_runs_through_the_api_in_virtual_time(store: Store) {
     let t = TestWeb::start(store).await;
     let g1 = t.register("w1", "id-a").await;
@@ -474,6 +519,7 @@ async fn metrics_count_workers_and_events(store: Store) {
 on_both_databases!(
     info_answers_without_credentials,
     a_worker_registers_heartbeats_and_is_listed,
+    allow_privileged_round_trips_through_registration,
     the_lifecycle_runs_through_the_api_in_virtual_time,
     a_superseded_worker_is_told_to_stop,
     pruning_a_running_worker_is_a_clear_conflict,

@@ -184,6 +184,7 @@ fn worker_info(i: usize, volumes: usize) -> WorkerInfo {
         containers: 0,
         volumes: volumes as i64,
         api_url: None,
+        allow_privileged: false,
     }
 }
 

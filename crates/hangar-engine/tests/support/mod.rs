@@ -41,6 +41,7 @@ pub(crate) fn info(name: &str, identity: &str) -> WorkerInfo {
         containers: 0,
         volumes: 0,
         api_url: Some("http://fake.invalid:7788".into()),
+        allow_privileged: false,
     }
 }
 

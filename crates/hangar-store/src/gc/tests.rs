@@ -64,6 +64,7 @@ fn info(name: &str) -> WorkerInfo {
         containers: 0,
         volumes: 0,
         api_url: None,
+        allow_privileged: false,
     }
 }
 
@@ -82,6 +83,7 @@ async fn one_bad_subtree_is_counted_and_skipped(store: Store) {
                 containers: 0,
                 volumes: 0,
                 api_url: None,
+                allow_privileged: false,
             },
             T0,
         )

@@ -155,6 +155,7 @@ pub(super) async fn register(
         containers: req.containers,
         volumes: req.volumes,
         api_url: req.api_url,
+        allow_privileged: req.allow_privileged,
     };
     let cfg = web.config();
     let out = web
@@ -296,6 +297,7 @@ pub(super) fn worker_to_api(w: WorkerRecord) -> Result<Worker, ApiError> {
         last_event: w.last_event.map(event_to_api),
         last_restart: w.last_restart.map(event_to_api),
         condition,
+        allow_privileged: w.info.allow_privileged,
     })
 }
 

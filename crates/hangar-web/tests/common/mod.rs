@@ -148,6 +148,7 @@ pub(crate) fn registration(name: &str, identity: &str) -> RegisterWorker {
         previous_exit: None,
         api_token: None,
         last_generation: None,
+        allow_privileged: false,
     }
 }
 
