@@ -101,6 +101,7 @@ async fn attempts(engine: &Engine, job: &CheckJob, deadline: tokio::time::Instan
                 wants: vec![],
                 avoid: avoid.clone(),
                 memory: None,
+                privileged: chain.iter().any(|t| t.privileged),
             },
             resource_type: Some(
                 chain
@@ -154,6 +155,7 @@ async fn on_worker(
         image_volume: None,
         inputs: Default::default(),
         request: json!({ "source": job.source, "version": job.from.clone().unwrap_or(Value::Null) }),
+        privileged: false,
     };
     let (tx, mut rx) = tokio::sync::mpsc::channel(16);
     let work = async {
@@ -249,6 +251,8 @@ async fn with_type_image(
             image_volume: None,
             inputs: Default::default(),
             request: json!({ "source": source, "version": job.from.clone().unwrap_or(Value::Null) }),
+            // The image's own type's privilege (`action` sets it).
+            privileged: false,
         };
         Ok(
             crate::get_step::action(&ctx, "check", worker, &seen, Some(&image), &req)

@@ -146,6 +146,7 @@ pub(crate) async fn action(
     let mut req = req.clone();
     req.resource_type = image.type_name.clone();
     req.image_volume = Some(copy.handle.clone());
+    req.privileged = image.privileged;
     let out = plain_action(ctx, step_id, worker, seen, &req).await;
     engine.release_volume(&copy.handle).await;
     out
@@ -225,6 +226,9 @@ pub(crate) struct TypeImage {
     /// That cache's key: a resource fetched with this image is keyed by
     /// it as well, so a new image version fetches anew.
     pub key: String,
+    /// The custom type is privileged: its actions run in privileged
+    /// containers of the image.
+    pub privileged: bool,
 }
 
 impl Fetch {
@@ -333,6 +337,9 @@ async fn attempt(
             wants: vec![],
             avoid: avoid.clone(),
             memory: None,
+            // Every type of the chain runs an action on the step's worker
+            // (each image is fetched in a container of the one below).
+            privileged: chain.iter().any(|t| t.privileged),
         },
         resource_type: Some(base),
         volumes: vec![],
@@ -416,6 +423,7 @@ pub(crate) async fn fetch_type_images(
             type_name: t.name.clone(),
             handle: fetched.handle,
             key: fetched.key,
+            privileged: t.privileged,
         });
     }
     Ok(image.ok_or_else(|| StepFailure::Invalid {
@@ -468,6 +476,7 @@ pub(crate) async fn fetch_on(
                 action: "check".into(),
                 volume: None,
                 request: json!({ "source": source, "version": null }),
+                privileged: false,
             };
             let out = match action(ctx, step_id, worker, seen, fetch.image.as_ref(), &req).await? {
                 Ok(o) => o,
@@ -540,6 +549,7 @@ pub(crate) async fn fetch_on(
         action: "in".into(),
         volume: Some(volume.handle.clone()),
         request,
+        privileged: false,
     };
     let out = match action(ctx, step_id, worker, seen, fetch.image.as_ref(), &req).await {
         Ok(Ok(o)) => o,

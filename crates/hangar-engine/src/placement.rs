@@ -53,6 +53,7 @@ fn candidate(w: WorkerRecord, has: BTreeSet<String>) -> Candidate {
         tags: w.info.tags.into_iter().collect(),
         team: w.info.team,
         active_containers: w.info.containers,
+        allow_privileged: w.info.allow_privileged,
     }
 }
 

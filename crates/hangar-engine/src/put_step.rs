@@ -189,6 +189,8 @@ async fn attempt(
             wants: vec![],
             avoid: avoid.clone(),
             memory: None,
+            // Only a base type is put to (see above): never privileged.
+            privileged: false,
         },
         resource_type: Some(step.resource_type.clone()),
         volumes: inputs.iter().map(|(_, h)| h.clone()).collect(),
@@ -226,6 +228,7 @@ async fn attempt(
             "source": step.source,
             "params": step.params.clone().map_or(Value::Null, Value::Object),
         }),
+        privileged: false,
     };
     let answer = get_step::plain_action(ctx, step_id, &worker, &seen, &req).await;
     release_all(ctx, &release).await;

@@ -324,6 +324,8 @@ async fn attempt(
             wants: vec![],
             avoid: avoid.clone(),
             memory: config.memory_limit_bytes(),
+            // A privileged task runs only where the worker allows it.
+            privileged: step.privileged,
         },
         resource_type: image_fetch.as_ref().map(|(f, _)| f.resource_type.clone()),
         volumes: inputs
@@ -534,6 +536,7 @@ async fn prepare_and_run(
         memory_limit_bytes: config.memory_limit_bytes(),
         cpu_shares: config.cpu_shares(),
         user: config.run_user().map(str::to_string),
+        privileged: placed.step.privileged,
     };
     // Stopped while the worker starts it (`?`): the row and the step record
     // name the container, so the resumed build re-attaches to it (or finds

@@ -151,7 +151,7 @@ async fn a_stored_plan_with_a_cycle_errors_without_calling_a_worker() {
 #[tokio::test]
 async fn an_unsupported_field_in_a_stored_plan_errors() {
     let h = Harness::new(&["w1"]).await;
-    let types = json!([{"name": "rss", "type": "mock", "source": {}, "privileged": true}]);
+    let types = json!([{"name": "rss", "type": "mock", "source": {}, "check_every": "1m"}]);
     let id = h.submit(stored_plan(&get("rss"), &types)).await;
     assert_eq!(h.finished(id).await, BuildStatus::Errored);
     let build = h.store.get_build(id).await.unwrap().unwrap();
@@ -160,7 +160,7 @@ async fn an_unsupported_field_in_a_stored_plan_errors() {
             .error
             .as_deref()
             .unwrap_or("")
-            .contains("privileged: not supported"),
+            .contains("check_every: not supported"),
         "{build:?}"
     );
 }

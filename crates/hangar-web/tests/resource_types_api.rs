@@ -59,8 +59,8 @@ async fn bad_resource_types_are_refused_saying_where(store: Store) {
             "resource_types[0]: missing field `source`",
         ),
         (
-            json!([{"name": "rss", "type": "registry-image", "source": {}, "privileged": true}]),
-            "resource_types[0].privileged: not supported",
+            json!([{"name": "rss", "type": "registry-image", "source": {}, "privileged": "yes"}]),
+            "resource_types[0].privileged: invalid type: string \"yes\", expected a boolean",
         ),
         (
             json!([{"name": "rss", "type": "registry-image", "source": {}, "check_every": "1m"}]),
