@@ -45,6 +45,11 @@ pub struct WorkerConfig {
     pub task_user: hangar_core::users::Ids,
     /// Host directories `import` volumes may copy from; empty: none.
     pub allow_import_dirs: Vec<PathBuf>,
+    /// `--allow-privileged`: run privileged containers (privileged tasks,
+    /// actions of privileged resource types), as real root with every
+    /// capability; advertised to web at registration. Without it such a
+    /// container is refused, whatever web sends.
+    pub allow_privileged: bool,
 }
 
 /// What the agent is asked to do, from a signal or from its owner.
@@ -162,7 +167,8 @@ pub async fn run(
                 )
                 .with_task_user(config.task_user)
                 .with_isolation(containers.isolation())
-                .with_action_runtime(containers.action_runtime()),
+                .with_action_runtime(containers.action_runtime())
+                .with_allow_privileged(config.allow_privileged),
             ),
         api_stop,
     ));
@@ -240,6 +246,7 @@ async fn open_containers(
     let options = crate::containers::ContainerOptions {
         task_user: config.task_user,
         hangar_exe: std::env::current_exe().ok(),
+        allow_privileged: config.allow_privileged,
         ..Default::default()
     };
     let manager =
@@ -605,6 +612,7 @@ fn registration(config: &WorkerConfig, identity: &str) -> RegisterWorker {
         previous_exit: None,
         api_token: None,
         last_generation: None,
+        allow_privileged: config.allow_privileged,
     }
 }
 

@@ -148,7 +148,8 @@ impl From<ActionError> for ApiError {
             | ActionError::NoVolume
             | ActionError::Misplaced(_)
             | ActionError::BadInput(_)
-            | ActionError::Input(_) => ApiError::bad_request(message),
+            | ActionError::Input(_)
+            | ActionError::PrivilegedRefused(_) => ApiError::bad_request(message),
             ActionError::NoResourceType(_) | ActionError::VolumeNotFound(_) => {
                 ApiError::not_found(message)
             }

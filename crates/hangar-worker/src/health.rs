@@ -202,6 +202,7 @@ async fn probe_container(containers: &Arc<ContainerManager>) -> Result<(), Strin
             memory_limit_bytes: None,
             cpu_shares: None,
             user: None,
+            privileged: false,
         };
         let result = m
             .create(spec)

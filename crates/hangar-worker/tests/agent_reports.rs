@@ -1,7 +1,8 @@
 //! The agent against a fake web whose volume report endpoint can be held:
 //! heartbeats go on while a report hangs, no second report starts beside
 //! it, a report carries the generation of the current registration, and a
-//! superseded worker stops without waiting for the report under way.
+//! superseded worker stops without waiting for the report under way; the
+//! registration says whether the worker allows privileged containers.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,6 +24,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Default)]
 struct Seen {
     registrations: i64,
+    /// `allow_privileged` of each registration.
+    allow_privileged: Vec<bool>,
     /// The generation of each heartbeat.
     heartbeats: Vec<i64>,
     /// The generation of each report that reached the handler.
@@ -45,10 +48,14 @@ struct FakeWeb {
     reports_open: watch::Receiver<bool>,
 }
 
-async fn register_with(State(web): State<FakeWeb>) -> Json<Registered> {
+async fn register_with(
+    State(web): State<FakeWeb>,
+    Json(reg): Json<hangar_api::RegisterWorker>,
+) -> Json<Registered> {
     let generation = {
         let mut seen = web.seen.lock().unwrap();
         seen.registrations += 1;
+        seen.allow_privileged.push(reg.allow_privileged);
         seen.registrations
     };
     Json(Registered {
@@ -113,6 +120,10 @@ struct Fixture {
 }
 
 async fn start(reports_open: bool) -> Fixture {
+    start_with(reports_open, false).await
+}
+
+async fn start_with(reports_open: bool, allow_privileged: bool) -> Fixture {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let (open_reports, reports_open_rx) = watch::channel(reports_open);
     let web = FakeWeb {
@@ -161,6 +172,7 @@ async fn start(reports_open: bool) -> Fixture {
         },
         task_user: hangar_worker::containers::DEFAULT_TASK_IDS,
         allow_import_dirs: vec![],
+        allow_privileged,
     };
     let (commands, rx) = mpsc::channel(4);
     let shutdown = CancellationToken::new();
@@ -258,4 +270,23 @@ async fn a_superseded_worker_stops_without_waiting_for_the_report_under_way() {
     let s = f.seen.lock().unwrap();
     assert_eq!(s.reports_done, 0);
     assert_eq!(s.reports.len(), 1);
+}
+
+/// `--allow-privileged` is advertised with every registration, and only
+/// when given: web places privileged steps by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_registration_says_whether_privileged_containers_are_allowed() {
+    for allow in [false, true] {
+        let f = start_with(true, allow).await;
+        assert!(until(&f.seen, |s| s.registrations >= 1).await);
+        f.seen.lock().unwrap().refuse_next_heartbeat = Some("reregister");
+        assert!(until(&f.seen, |s| s.registrations >= 2).await);
+        assert_eq!(
+            f.seen.lock().unwrap().allow_privileged[..2],
+            [allow, allow],
+            "--allow-privileged {allow}"
+        );
+        f.shutdown.cancel();
+        assert_eq!(f.agent.await.unwrap().unwrap(), AgentExit::Stopped);
+    }
 }

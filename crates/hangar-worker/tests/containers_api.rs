@@ -11,7 +11,7 @@ use containers_support::{mkfifo, mount, process_spec, write_fifo, WAIT};
 use hangar_client::{ClientError, WorkerApi};
 use hangar_volumes::{DriverKind, Limits, Strategy, VolumeManager};
 use hangar_worker::api::{serve, VolumeApi};
-use hangar_worker::containers::ContainerManager;
+use hangar_worker::containers::{ContainerManager, ContainerOptions};
 use reqwest::StatusCode;
 use tokio_util::sync::CancellationToken;
 
@@ -35,10 +35,16 @@ impl Drop for Worker {
 }
 
 async fn start() -> Worker {
+    start_with(ContainerOptions::default()).await
+}
+
+async fn start_with(options: ContainerOptions) -> Worker {
     let dir = tempfile::tempdir().unwrap();
     let volumes = Arc::new(VolumeManager::open(dir.path(), DriverKind::Naive).unwrap());
-    let containers =
-        Arc::new(ContainerManager::open(&dir.path().join("containers"), volumes.clone()).unwrap());
+    let containers = Arc::new(
+        ContainerManager::open_with(&dir.path().join("containers"), volumes.clone(), options)
+            .unwrap(),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
@@ -216,7 +222,7 @@ async fn bad_specs_are_400_naming_the_field_unknown_things_404_and_taken_handles
     let unknown_field = reqwest::Client::new()
         .post(format!("{}/containers", w.url))
         .bearer_auth(KEY)
-        .json(&serde_json::json!({"handle": "x", "runtime": "process", "path": "true", "privileged": true}))
+        .json(&serde_json::json!({"handle": "x", "runtime": "process", "path": "true", "hermetic": true}))
         .send()
         .await
         .unwrap();
@@ -278,4 +284,48 @@ async fn destroy_kills_and_forgets_and_destroying_again_is_fine() {
     let (status, _, _) = api_error(w.api.container("doomed").await.unwrap_err());
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(w.containers.active_count().unwrap(), 0);
+}
+
+/// A privileged spec reaching a worker not started with
+/// `--allow-privileged` is refused before anything is made (no container
+/// dir, no staging dir, its volumes untouched), with a message naming the
+/// flag; a worker started with it takes the same spec.
+#[tokio::test]
+async fn a_privileged_spec_is_refused_without_allow_privileged_and_nothing_is_made() {
+    let w = start().await;
+    let vol = w.volume("work");
+    let before: Vec<_> = std::fs::read_dir(w.containers.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let mut spec = process_spec("root", "touch work/ran");
+    spec.mounts = vec![mount("work", "work")];
+    spec.privileged = true;
+    let (status, code, message) = api_error(w.api.create_container(&spec).await.unwrap_err());
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::BAD_REQUEST, "bad_request")
+    );
+    assert_eq!(
+        message,
+        "unsupported on this worker: privileged container: this worker was not started with --allow-privileged"
+    );
+    let after: Vec<_> = std::fs::read_dir(w.containers.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(after, before, "something was made for a refused container");
+    assert!(!w.containers.root().join("root").exists());
+    assert!(w.api.containers().await.unwrap().is_empty());
+    assert_eq!(std::fs::read_dir(&vol).unwrap().count(), 0);
+
+    let allowed = start_with(ContainerOptions {
+        allow_privileged: true,
+        ..ContainerOptions::default()
+    })
+    .await;
+    allowed.volume("work");
+    allowed.api.create_container(&spec).await.unwrap();
+    let done = allowed.api.wait_container("root", WAIT).await.unwrap();
+    assert_eq!(done.exit.as_ref().and_then(|e| e.code), Some(0), "{done:?}");
 }

@@ -21,6 +21,7 @@ fn sleeper(handle: &str, limit: Option<u64>) -> ContainerSpec {
         memory_limit_bytes: limit,
         cpu_shares: None,
         user: None,
+        privileged: false,
     }
 }
 

@@ -85,6 +85,7 @@ fn filler(handle: &str, volume: &str) -> ContainerSpec {
         memory_limit_bytes: None,
         cpu_shares: None,
         user: None,
+        privileged: false,
     }
 }
 

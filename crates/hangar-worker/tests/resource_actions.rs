@@ -158,6 +158,11 @@ impl Worker {
     /// With `isolated`, actions get what a root worker's process tasks get
     /// (found out as the worker finds it out).
     async fn start_with(timeout: Duration, isolated: bool) -> Worker {
+        Worker::start_full(timeout, isolated, false).await
+    }
+
+    /// With `allow_privileged`, as `--allow-privileged` starts it.
+    async fn start_full(timeout: Duration, isolated: bool, allow_privileged: bool) -> Worker {
         let dir = tempfile::tempdir().unwrap();
         let volumes = Arc::new(VolumeManager::open(dir.path(), DriverKind::Naive).unwrap());
         let actions = ActionDirs::open(&dir.path().join(ACTIONS_DIR)).unwrap();
@@ -170,7 +175,8 @@ impl Worker {
             actions,
             KEY,
             timeout,
-        );
+        )
+        .with_allow_privileged(allow_privileged);
         let runner = if isolated {
             let containers =
                 ContainerManager::open(&dir.path().join("containers"), volumes.clone()).unwrap();
@@ -238,6 +244,7 @@ impl Worker {
                 action: action.into(),
                 volume: volume.map(Into::into),
                 request,
+                privileged: false,
             })
             .await;
         let status = resp.status();
@@ -258,6 +265,7 @@ async fn streamed(w: &Worker, resource_type: &str) -> (Vec<String>, ResourceActi
         volume: None,
         inputs: Default::default(),
         request: json!({"source": {}}),
+        privileged: false,
     };
     let mut events = api.resource_action_events(&req).await.unwrap();
     let mut stderr = Vec::new();
@@ -334,6 +342,7 @@ async fn an_action_that_times_out_after_writing_ends_its_streamed_answer_with_th
         volume: None,
         inputs: Default::default(),
         request: json!({"source": {}}),
+        privileged: false,
     };
     let mut events = api.resource_action_events(&req).await.unwrap();
     assert_eq!(
@@ -430,6 +439,7 @@ async fn an_action_that_times_out_is_killed_with_its_helpers_and_its_dir_removed
                 "pidfile": pidfile.display().to_string(),
                 "dirfile": dirfile.display().to_string(),
             }}),
+            privileged: false,
         })
         .await;
     assert_eq!(resp.status(), reqwest::StatusCode::GATEWAY_TIMEOUT);
@@ -476,6 +486,7 @@ async fn an_action_whose_dir_cannot_be_made_fails_clearly_and_runs_nothing() {
             action: "check".into(),
             volume: None,
             request: json!({"source": {"uri": "x"}}),
+            privileged: false,
         })
         .await;
     assert_eq!(resp.status(), reqwest::StatusCode::INTERNAL_SERVER_ERROR);
@@ -547,6 +558,7 @@ async fn a_program_that_cannot_be_run_is_the_worker_s_failure_with_or_without_a_
                 action: "check".into(),
                 volume: None,
                 request: json!({"source": {"uri": "x"}}),
+                privileged: false,
             })
             .await;
         assert_eq!(
@@ -599,6 +611,7 @@ async fn out_gets_its_inputs_laid_out_as_concourse_does() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         request: json!({"source": {}, "params": {}}),
+        privileged: false,
     };
     let resp = w
         .post(action(
@@ -668,4 +681,55 @@ async fn out_gets_its_inputs_laid_out_as_concourse_does() {
         );
     }
     assert!(w.action_dirs().is_empty());
+}
+
+/// A privileged resource type's action reaching a worker not started with
+/// `--allow-privileged` (web placed it from a stale row) is refused before
+/// anything runs or is made: no action dir, nothing fetched, and the
+/// message names the flag. The same worker runs unprivileged actions, and
+/// one started with the flag takes the privileged one.
+#[tokio::test]
+async fn a_privileged_action_is_refused_without_allow_privileged_and_runs_nothing() {
+    let w = Worker::start(Duration::from_secs(60)).await;
+    let dest = w.volume("dest");
+    w.volume("image");
+    let privileged = ResourceAction {
+        inputs: Default::default(),
+        image_volume: Some("image".into()),
+        resource_type: "env".into(),
+        action: "in".into(),
+        volume: Some("dest".into()),
+        request: json!({"source": {"uri": "refused"}, "version": {"ref": "1"}}),
+        privileged: true,
+    };
+    let resp = w.post(privileged.clone()).await;
+    assert_eq!(resp.status(), reqwest::StatusCode::BAD_REQUEST);
+    let body: ErrorBody = resp.json().await.unwrap();
+    assert_eq!(
+        body.error.message,
+        "resource type env is privileged: this worker was not started with --allow-privileged"
+    );
+    assert_eq!(w.action_dirs(), Vec::<PathBuf>::new());
+    assert_eq!(std::fs::read_dir(&dest).unwrap().count(), 0);
+    // Unprivileged, the same type runs here.
+    let out = w
+        .run("env", "check", None, json!({"source": {"uri": "plain"}}))
+        .await;
+    assert_eq!(out.exit_code, 0);
+
+    // Allowed: the action gets past the check (here, to the base type's
+    // program, as no image is asked for).
+    let allowed = Worker::start_full(Duration::from_secs(60), false, true).await;
+    allowed.volume("dest");
+    let resp = allowed
+        .post(ResourceAction {
+            image_volume: None,
+            ..privileged
+        })
+        .await;
+    let status = resp.status();
+    let text = resp.text().await.unwrap();
+    assert!(status.is_success(), "{status}: {text}");
+    let out: ResourceActionResult = serde_json::from_str(&text).unwrap();
+    assert_eq!(out.exit_code, 0, "{}", out.stderr);
 }

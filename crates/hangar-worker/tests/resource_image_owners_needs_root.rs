@@ -90,6 +90,7 @@ async fn an_image_keeps_its_owners_and_anything_else_goes_to_the_task_user() {
                     volume: Some(handle.into()),
                     image_volume: None,
                     request: json!({"source": {}, "version": {}}),
+                    privileged: false,
                 })
                 .send()
                 .await

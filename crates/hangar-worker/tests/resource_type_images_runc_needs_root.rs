@@ -123,6 +123,7 @@ impl Api {
                 volume: volume.map(Into::into),
                 image_volume: Some(image.into()),
                 request,
+                privileged: false,
             })
             .send()
             .await
@@ -296,6 +297,7 @@ async fn runc_an_action_whose_caller_hangs_up_is_killed_with_its_container() {
             volume: None,
             image_volume: Some("image".into()),
             request: json!({"source": {}}),
+            privileged: false,
         })
         .send()
         .await;

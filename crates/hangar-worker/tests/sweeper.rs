@@ -70,6 +70,7 @@ impl Host {
                 memory_limit_bytes: None,
                 cpu_shares: None,
                 user: None,
+                privileged: false,
             })
             .unwrap();
     }

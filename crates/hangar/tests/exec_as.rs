@@ -30,6 +30,7 @@ fn spec(handle: &str, script: &str) -> ContainerSpec {
         memory_limit_bytes: None,
         cpu_shares: None,
         user: None,
+        privileged: false,
     }
 }
 

@@ -76,6 +76,7 @@ async fn run(
         image_volume: None,
         inputs: Default::default(),
         request,
+        privileged: false,
     };
     let mut events = w.api.resource_action_events(&req).await.unwrap();
     let mut stderr = Vec::new();

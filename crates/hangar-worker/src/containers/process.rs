@@ -66,6 +66,7 @@ mod tests {
             memory_limit_bytes: None,
             cpu_shares: None,
             user: None,
+            privileged: false,
         };
         let checked = validate_spec(&spec).unwrap();
         let work = tmp.path().join("work");

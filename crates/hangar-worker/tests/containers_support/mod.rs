@@ -131,6 +131,7 @@ pub(crate) fn process_spec(handle: &str, script: &str) -> ContainerSpec {
         memory_limit_bytes: None,
         cpu_shares: None,
         user: None,
+        privileged: false,
     }
 }
 

@@ -40,6 +40,10 @@ pub(crate) struct Args {
     /// A directory holding a root filesystem to run the task in (runc).
     #[arg(long)]
     pub image: Option<PathBuf>,
+    /// Run the task privileged, as fly's --privileged: as real root with
+    /// all capabilities, on a worker started with --allow-privileged.
+    #[arg(long)]
+    pub privileged: bool,
     #[command(flatten)]
     pub var_flags: VarFlags,
 }
@@ -306,6 +310,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.image.is_some() {
         step["image"] = serde_json::json!("image");
+    }
+    if args.privileged {
+        step["privileged"] = serde_json::json!(true);
     }
     let build = client
         .create_build(&CreateBuild {

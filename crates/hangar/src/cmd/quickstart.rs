@@ -88,6 +88,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             health: args.health.config(Duration::from_secs(5))?,
             task_user: hangar_worker::containers::DEFAULT_TASK_IDS,
             allow_import_dirs: vec![],
+            allow_privileged: false,
         };
         let (tx, rx) = mpsc::channel(4);
         senders.push(tx);

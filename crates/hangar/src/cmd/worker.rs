@@ -55,6 +55,13 @@ pub(crate) struct Args {
     /// Serve only this team's builds.
     #[arg(long, env = "HANGAR_TEAM")]
     pub team: Option<String>,
+    /// Run privileged steps (`privileged: true` on a task step, a
+    /// privileged resource type, `execute --privileged`): they run as real
+    /// root with all capabilities, which is root on this host. Off by
+    /// default: web places no privileged step here and the worker refuses
+    /// one that arrives anyway.
+    #[arg(long, env = "HANGAR_ALLOW_PRIVILEGED")]
+    pub allow_privileged: bool,
     /// The worker's state does not outlive it: web removes it, rather than
     /// stalls it, when it goes silent.
     #[arg(long, env = "HANGAR_EPHEMERAL")]
@@ -221,6 +228,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         health: args.health.config(args.heartbeat_interval)?,
         task_user: args.task_user,
         allow_import_dirs: args.allow_import_dirs,
+        allow_privileged: args.allow_privileged,
     };
     let shutdown = CancellationToken::new();
     let (tx, rx) = mpsc::channel(4);

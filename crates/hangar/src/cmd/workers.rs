@@ -39,6 +39,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 } else {
                     w.tags.join(",")
                 },
+                // `--allow-privileged`: privileged steps run here as root.
+                if w.allow_privileged { "allowed" } else { "no" }.into(),
                 match &w.last_restart {
                     Some(r) => format!("{} (last: {} {})", w.restarts, r.kind, ago(now, r.at)),
                     None => w.restarts.to_string(),
@@ -63,6 +65,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "volumes",
             "platform",
             "tags",
+            "privileged",
             "restarts",
             "condition",
             "last event",
