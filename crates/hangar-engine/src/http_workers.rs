@@ -40,11 +40,9 @@ impl HttpWorkers {
     /// is the one this worker process made: web never presents a
     /// fleet-wide secret to a URL a worker named.
     pub async fn api(&self, worker: &str, timeout: Duration) -> Result<WorkerApi, CallError> {
-        let endpoint = self
-            .store
-            .worker_api_endpoint(worker)
-            .await
-            .map_err(|e| CallError::unreachable(format!("cannot read its API address: {e}")))?;
+        let endpoint = self.store.worker_api_endpoint(worker).await.map_err(|e| {
+            CallError::unreachable(format!("cannot read its API address and token: {e}"))
+        })?;
         let Some((Some(url), Some(token))) = endpoint else {
             return Err(match endpoint {
                 None => CallError::refused(404, "not_found", format!("worker {worker} not found")),

@@ -57,6 +57,9 @@ pub struct Store {
     pub(crate) guard: Arc<Guard>,
     /// Where this node's sweep of the caches stands.
     pub(crate) cache_sweep: Arc<crate::gc::CacheSweep>,
+    /// What worker API tokens are sealed with at rest (web's; none for
+    /// tools and tests that store no token).
+    pub(crate) worker_token_key: Option<Arc<crate::api_tokens::WorkerTokenKey>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -228,6 +231,7 @@ impl Store {
             backend,
             guard: Arc::new(Guard::new(file, database_id)),
             cache_sweep: Arc::default(),
+            worker_token_key: None,
         })
     }
 

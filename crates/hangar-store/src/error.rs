@@ -26,6 +26,11 @@ pub enum StoreError {
     /// column.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A worker's API token that cannot be sealed, or whose stored value
+    /// does not open: the store has no key or not the one it was sealed
+    /// with, or the value was altered or copied from another worker's row.
+    #[error("{0}")]
+    Sealed(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
     #[error("database migration failed: {0}")]

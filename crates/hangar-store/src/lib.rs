@@ -7,6 +7,7 @@
 //! its own text. Times are passed in by the caller, never read here, so tests
 //! drive the lifecycle in virtual time.
 
+mod api_tokens;
 mod build_versions;
 mod builds;
 mod bulk;
@@ -45,6 +46,7 @@ mod pipeline_rows_tests;
 #[cfg(test)]
 mod test_db;
 
+pub use api_tokens::{TokenSealing, WorkerTokenKey, MAX_STORED_LEN, MAX_TOKEN_LEN};
 pub use build_versions::BuildVersionRecord;
 pub use builds::{AbortRequest, BuildEventRecord, BuildRecord, StepRecord};
 pub use bulk::{fleet_volume, fleet_volume_handle};

@@ -33,7 +33,8 @@ pub struct RegisterOutcome {
 pub struct Credentials<'a> {
     /// The digest of the secret part of the incarnation token.
     pub token_hash: &'a str,
-    /// The token web presents to the worker's own API.
+    /// The token web presents to the worker's own API (stored sealed with
+    /// the store's [`WorkerTokenKey`](crate::WorkerTokenKey)).
     pub api_token: Option<&'a str>,
 }
 
@@ -70,6 +71,10 @@ pub struct IncumbentRecord {
     pub generation: i64,
     pub last_heartbeat_at: UnixMillis,
     pub api_url: Option<String>,
+    /// The holder's API token, opened. `None` also when the stored value
+    /// does not open with this store's key (logged): web cannot ask such a
+    /// holder whether it is alive, so it keeps its name until its
+    /// heartbeats lapse.
     pub api_token: Option<String>,
 }
 
@@ -145,6 +150,12 @@ impl Store {
         now: UnixMillis,
     ) -> Result<RegisterOutcome, StoreError> {
         let info = reg.info;
+        // Sealed before the row is locked: only the sealed value is written.
+        let api_token = reg
+            .credentials
+            .and_then(|c| c.api_token)
+            .map(|t| self.seal_api_token(&info.name, t))
+            .transpose()?;
         let (mut tx, generation, previous) = match self.backend() {
             Backend::Sqlite => self.take_generation_sqlite(reg).await?,
             Backend::Postgres => self.take_generation_postgres(reg).await?,
@@ -196,7 +207,7 @@ impl Store {
             .bind(now)
             .bind(&info.api_url)
             .bind(reg.credentials.map(|c| c.token_hash))
-            .bind(reg.credentials.and_then(|c| c.api_token))
+            .bind(api_token)
             .execute(&mut *tx)
             .await
             .map_err(|e| match e {
@@ -317,12 +328,19 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?
         .map(|row| -> Result<_, StoreError> {
+            let api_token = match self.open_api_token(name, row.try_get("api_token")?) {
+                Ok(token) => token,
+                Err(e) => {
+                    tracing::warn!(worker = %name, error = %e, "the holder's API token cannot be read: it is not probed");
+                    None
+                }
+            };
             Ok(IncumbentRecord {
                 state: parse_state(&row)?,
                 generation: row.try_get("generation")?,
                 last_heartbeat_at: row.try_get("last_heartbeat_at")?,
                 api_url: row.try_get("api_url")?,
-                api_token: row.try_get("api_token")?,
+                api_token,
             })
         })
         .transpose()
@@ -346,7 +364,9 @@ impl Store {
             .transpose()
     }
 
-    /// The token web presents to `name`'s API, with the URL it serves at.
+    /// The token web presents to `name`'s API (opened), with the URL it
+    /// serves at. A stored token that does not open is
+    /// [`StoreError::Sealed`]: nothing is ever presented in its place.
     pub async fn worker_api_endpoint(
         &self,
         name: &str,
@@ -356,7 +376,10 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?
             .map(|row| -> Result<_, StoreError> {
-                Ok((row.try_get("api_url")?, row.try_get("api_token")?))
+                Ok((
+                    row.try_get("api_url")?,
+                    self.open_api_token(name, row.try_get("api_token")?)?,
+                ))
             })
             .transpose()
     }

@@ -10,6 +10,7 @@ use hangar_store::{Store, WorkerInfo};
 
 #[cfg(feature = "browser")]
 pub mod browser;
+pub mod raw;
 
 pub const POSTGRES_URL_VAR: &str = "HANGAR_TEST_POSTGRES_URL";
 

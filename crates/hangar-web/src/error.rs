@@ -130,6 +130,10 @@ impl From<StoreError> for ApiError {
                 tracing::error!(error = %message, "database unhealthy");
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE, message)
             }
+            StoreError::Sealed(_) => {
+                tracing::error!(error = %message, "a worker's API token cannot be sealed or opened");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL, message)
+            }
             StoreError::Corrupt(_) => {
                 tracing::error!(error = %message, "corrupt stored data");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL, message)

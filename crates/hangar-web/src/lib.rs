@@ -27,8 +27,9 @@ use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use hangar_core::LifecycleConfig;
-use hangar_store::Store;
+use hangar_store::{Store, TokenSealing, WorkerTokenKey};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -168,6 +169,13 @@ struct WebInner {
 impl Web {
     pub fn new(store: Store, config: WebConfig) -> Result<Web, String> {
         config.validate()?;
+        // Workers' API tokens are sealed at rest with a key from the admin
+        // token: every web node of the installation holds it, no worker
+        // does, and the database does not.
+        let store = store.with_worker_token_key(WorkerTokenKey::derive(
+            config.admin_token.as_bytes(),
+            "the admin token",
+        ));
         let metrics = metrics::Metrics::new();
         // A request making a volume times out at half the age at which GC
         // gives a `creating` row up: it never sees its row failed under it.
@@ -278,6 +286,25 @@ impl Web {
         &self.inner.engine.config().node_id
     }
 
+    /// Seals the worker API tokens stored in plaintext (by a web of a
+    /// version before tokens were sealed), and warns of those this node's
+    /// key does not open. [`serve`] runs it before it answers anything.
+    pub async fn seal_stored_api_tokens(&self) -> Result<TokenSealing, hangar_store::StoreError> {
+        let found = self.store().seal_plaintext_api_tokens().await?;
+        if !found.sealed.is_empty() {
+            tracing::info!(count = found.sealed.len(), workers = ?found.sealed, "sealed worker API tokens stored in plaintext");
+        }
+        if let Some((_, why)) = found.unreadable.first() {
+            let workers: Vec<&str> = found.unreadable.iter().map(|(w, _)| w.as_str()).collect();
+            tracing::warn!(
+                count = workers.len(),
+                ?workers,
+                "web cannot call these workers until they register again: {why}"
+            );
+        }
+        Ok(found)
+    }
+
     /// Runs one pass of the lifecycle loop now.
     pub async fn run_lifecycle_once(&self) -> Result<usize, hangar_store::StoreError> {
         lifecycle_loop::tick(self).await
@@ -334,6 +361,11 @@ pub async fn serve(
     web: Web,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    // Before any request or loop reads a token (the listener queues
+    // connections meanwhile).
+    web.seal_stored_api_tokens()
+        .await
+        .context("seal the worker API tokens stored in plaintext")?;
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(health::run(
         web.clone(),
