@@ -179,16 +179,16 @@ impl Store {
                  tags = $6, team = $7, version = $8, resource_types = $9, ephemeral = $10, \
                  containers = $11, volumes = $12, registered_at = $13, last_heartbeat_at = $13, \
                  state_changed_at = $13, restarts = restarts + 1, api_url = $14, token_hash = $15, \
-                 api_token = $16 WHERE name = $1",
+                 api_token = $16, allow_privileged = $17 WHERE name = $1",
             )
         } else {
             sqlx::query(
                 "INSERT INTO workers (name, state, state_identity, generation, platform, tags, team, \
                  version, resource_types, ephemeral, containers, volumes, first_registered_at, \
                  registered_at, last_heartbeat_at, state_changed_at, restarts, api_url, token_hash, \
-                 api_token) \
+                 api_token, allow_privileged) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $13, $13, 0, $14, \
-                 $15, $16)",
+                 $15, $16, $17)",
             )
         };
         query
@@ -208,6 +208,7 @@ impl Store {
             .bind(&info.api_url)
             .bind(reg.credentials.map(|c| c.token_hash))
             .bind(api_token)
+            .bind(i64::from(info.allow_privileged))
             .execute(&mut *tx)
             .await
             .map_err(|e| match e {

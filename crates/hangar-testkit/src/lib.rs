@@ -29,6 +29,7 @@ pub fn worker_info(name: &str) -> WorkerInfo {
         containers: 0,
         volumes: 0,
         api_url: None,
+        allow_privileged: false,
     }
 }
 

@@ -247,6 +247,9 @@ async fn open_containers(
         task_user: config.task_user,
         hangar_exe: std::env::current_exe().ok(),
         allow_privileged: config.allow_privileged,
+        // Process tasks in the sandbox (runc over the host's system dirs).
+        sandbox_process: std::env::var("HANGAR_SANDBOX_PROCESS")
+            .is_ok_and(|v| matches!(v.as_str(), "1" | "true")),
         ..Default::default()
     };
     let manager =

@@ -55,6 +55,9 @@ pub struct ResourceRunner {
     /// runc, for custom resource types: actions in containers of their
     /// image (`ResourceAction::image_volume`).
     runtime: Option<crate::containers::ActionRuntime>,
+    /// Started with `--allow-privileged`: actions of privileged resource
+    /// types are taken; without it they are refused before anything runs.
+    allow_privileged: bool,
 }
 
 impl ResourceRunner {
@@ -74,7 +77,14 @@ impl ResourceRunner {
             task_user: None,
             unshare: None,
             runtime: None,
+            allow_privileged: false,
         }
+    }
+
+    /// Takes actions of privileged resource types (`--allow-privileged`).
+    pub fn with_allow_privileged(mut self, allow: bool) -> ResourceRunner {
+        self.allow_privileged = allow;
+        self
     }
 
     /// Runs custom resource types' actions in runc containers of their
@@ -166,6 +176,10 @@ pub enum ActionError {
         resource_type: String,
         source: crate::containers::ContainerError,
     },
+    #[error(
+        "resource type {0} is privileged: this worker was not started with --allow-privileged"
+    )]
+    PrivilegedRefused(String),
 }
 
 async fn run(
@@ -196,6 +210,11 @@ async fn execute(
     req: ResourceAction,
     stderr: Stderr,
 ) -> Result<ResourceActionResult, ActionError> {
+    // Before anything else: a privileged action this worker does not allow
+    // runs nothing and makes nothing.
+    if req.privileged && !runner.allow_privileged {
+        return Err(ActionError::PrivilegedRefused(req.resource_type));
+    }
     if !matches!(req.action.as_str(), "check" | "in" | "out") {
         return Err(ActionError::UnknownAction(req.action));
     }
@@ -324,10 +343,10 @@ fn classify(status: std::process::ExitStatus, trust: Trust) -> Option<ActionFail
 
 /// The answer to web once the action ended: what `in` fetched (if it
 /// succeeded) is handed to the first task user, so the tasks that mount
-/// copies of it find their own files, unless it is an image. An image
-/// keeps its owners (root's /etc, its users' homes): a container of it
-/// runs as the image's users, not as a task user of this worker, and
-/// handing it over would let any of them change the image's system files.
+/// copies of it find their own files. An image keeps its owners, moved
+/// into the sandbox's range (root's /etc is root's inside the container,
+/// its users' homes theirs), so the containers of it, whose copies inherit
+/// the owners, need not copy every file up to change them.
 async fn answer(
     runner: &ResourceRunner,
     fetched_into: Option<PathBuf>,
@@ -338,7 +357,7 @@ async fn answer(
     if let (Some(path), Some(ids), true) = (fetched_into, runner.task_user, status.success()) {
         tokio::task::spawn_blocking(move || {
             if crate::containers::is_image_layout(&path) {
-                return Ok(());
+                return crate::containers::hand_image_to_sandbox(&path, ids);
             }
             crate::containers::hand_to_task_user(&path, ids)
         })
@@ -449,6 +468,7 @@ async fn execute_in_image(
         tokio::task::spawn_blocking(move || {
             let cgroups_path = runtime.limit_memory(&id);
             crate::containers::prepare_image_action(
+                &runtime,
                 &action_dir,
                 &image_path,
                 &action,

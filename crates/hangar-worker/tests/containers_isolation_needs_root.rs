@@ -1,5 +1,6 @@
-//! What a process task can reach, run by a worker that is root (as these
-//! tests are): not the worker's environment or memory, not the secrets and
+//! What a process task can reach outside the sandbox (a root worker without
+//! runc, or with `sandbox_process` off; `containers_sandbox_needs_root.rs`
+//! tests the sandbox): not the worker's environment or memory, not the secrets and
 //! database beside the work dir, not another task's volumes, not a listing
 //! of the work dir; it runs as its own user (or its `run.user`) with an
 //! environment of its own. Each check runs with the PID namespace and
@@ -53,6 +54,7 @@ impl Layout {
             volumes.clone(),
             ContainerOptions {
                 pid_namespace,
+                sandbox_process: false,
                 ..ContainerOptions::default()
             },
         )

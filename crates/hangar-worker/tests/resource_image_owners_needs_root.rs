@@ -39,7 +39,7 @@ fn script(types: &Path, name: &str, body: &str) {
 }
 
 #[tokio::test]
-async fn an_image_keeps_its_owners_and_anything_else_goes_to_the_task_user() {
+async fn an_image_moves_into_the_sandboxs_range_and_anything_else_goes_to_the_task_user() {
     assert!(
         nix::unistd::Uid::effective().is_root(),
         "this test needs root (it checks file owners a root worker sets)"
@@ -107,8 +107,8 @@ async fn an_image_keeps_its_owners_and_anything_else_goes_to_the_task_user() {
     let passwd = std::fs::metadata(image.join("rootfs/etc/passwd")).unwrap();
     assert_eq!(
         (passwd.uid(), passwd.gid()),
-        (0, 0),
-        "the image's /etc stays root's"
+        (TASK_USER.uid, TASK_USER.gid),
+        "the image's /etc is the sandbox's root's: root's, moved into the range"
     );
 
     let plain = fetch("plain", "plain-volume").await;

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use hangar_core::users::Ids;
 
 use super::cgroup::{CgroupRef, CgroupVersion, Cgroups};
+use super::sandbox::{self, RootMounts, Sandbox};
 use super::{cgroup, image, runc, ContainerError};
 
 /// Where `in` finds its destination, as in Concourse.
@@ -41,6 +42,11 @@ pub struct ActionRuntime {
     pub(crate) cgroups: Option<(Cgroups, CgroupVersion)>,
     /// The default container limit (0: none), as the worker sets it.
     pub(crate) memory_limit: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Where the image's root is mounted for runc (`None`: used where it
+    /// is, on a worker that is not root).
+    pub(crate) roots: Option<RootMounts>,
+    /// The sandbox an action of an unprivileged type runs in.
+    pub(crate) sandbox: Sandbox,
 }
 
 impl ActionRuntime {
@@ -95,8 +101,12 @@ impl ActionRuntime {
         self.remove_cgroup(id);
     }
 
-    /// Removes action `id`'s cgroup (with whatever is left in it). Blocks.
+    /// Removes action `id`'s cgroup (with whatever is left in it) and its
+    /// root's mount point. Blocks.
     pub(crate) fn remove_cgroup(&self, id: &str) {
+        if let Some(roots) = &self.roots {
+            roots.release(id);
+        }
         if let Some((cgroups, cg)) = self.cgroup(id) {
             if let Err(e) = cgroups.remove(&cg, std::time::Duration::from_secs(5)) {
                 tracing::warn!(%id, error = %e, "cannot remove a resource action's cgroup");
@@ -125,7 +135,9 @@ impl ActionRuntime {
 /// path. `image_volume` is the action's own copy of the image (Concourse's
 /// layout); `dest` the volume `in` fetches into. `extra_env` (the worker's
 /// proxies) goes over the image's env. Blocks.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn prepare(
+    runtime: &ActionRuntime,
     action_dir: &Path,
     image_volume: &Path,
     action: &str,
@@ -158,12 +170,36 @@ pub(crate) fn prepare(
         .and_then(|_| fs::create_dir(&private_home))
         .and_then(|_| fs::set_permissions(&private_home, fs::Permissions::from_mode(0o700)));
     made.map_err(|e| bad(format!("make the container's /tmp and HOME: {e}")))?;
-    if let Some(ids) = user {
-        for dir in dest.into_iter().chain([private_home.as_path()]) {
+    // The image's user as the host sees it: shifted into the sandbox's
+    // range, so root inside owns what the image's root owned.
+    let sandbox = &runtime.sandbox;
+    let host_user = match (sandbox.ids, user) {
+        (Some(base), user) if super::isolation::is_root() => {
+            let user = user.unwrap_or(Ids { uid: 0, gid: 0 });
+            sandbox::shift_tree(&rootfs, base)
+                .map_err(|e| bad(format!("give the image to the sandbox's users: {e}")))?;
+            Some(Ids {
+                uid: sandbox::shifted(user.uid, base.uid),
+                gid: sandbox::shifted(user.gid, base.gid),
+            })
+        }
+        (_, user) => user,
+    };
+    if let Some(ids) = host_user {
+        for dir in dest
+            .into_iter()
+            .chain([private_home.as_path(), private_tmp.as_path()])
+        {
             std::os::unix::fs::chown(dir, Some(ids.uid), Some(ids.gid))
                 .map_err(|e| bad(format!("give {} to the image's user: {e}", dir.display())))?;
         }
     }
+    let root = match &runtime.roots {
+        Some(roots) => roots
+            .mount_image(hostname, &rootfs)
+            .map_err(|e| bad(format!("mount the image's root: {e}")))?,
+        None => rootfs.clone(),
+    };
     let mut over: BTreeMap<String, String> = extra_env.iter().cloned().collect();
     if !config.env.iter().any(|(k, _)| k == "TMPDIR") {
         over.insert("TMPDIR".into(), "/tmp".into());
@@ -195,9 +231,11 @@ pub(crate) fn prepare(
         user,
         hostname: hostname.chars().take(63).collect(),
         cpu_shares: None,
-        rootfs: &rootfs,
+        rootfs: &root,
+        readonly_root: false,
         binds: &binds,
         cgroups_path,
+        sandbox,
     });
     let bundle = action_dir.join("bundle");
     fs::create_dir(&bundle).map_err(|e| bad(format!("create the bundle: {e}")))?;
@@ -245,6 +283,22 @@ fn home_of(rootfs: &Path, user: Option<Ids>) -> String {
 mod tests {
     use super::*;
 
+    /// Bundles only, never run: no root mounts, no id shift.
+    fn test_runtime() -> ActionRuntime {
+        ActionRuntime {
+            runc: "/nonexistent/runc".into(),
+            state: "/nonexistent/state".into(),
+            cgroups: None,
+            memory_limit: Default::default(),
+            roots: None,
+            sandbox: Sandbox {
+                ids: None,
+                network: sandbox::NetworkNs::New,
+                pids_limit: None,
+            },
+        }
+    }
+
     fn image(dir: &Path, metadata: &str, program: bool) -> PathBuf {
         let volume = dir.join("image");
         fs::create_dir_all(volume.join("rootfs/opt/resource")).unwrap();
@@ -273,6 +327,7 @@ mod tests {
         let volume = image(dir.path(), r#"{"env": ["PATH=/bin", "A=1"]}"#, true);
         let proxy = [("http_proxy".to_string(), "http://p".to_string())];
         let bundle = prepare(
+            &test_runtime(),
             dir.path(),
             &volume,
             "check",
@@ -343,6 +398,7 @@ mod tests {
         let metadata = if as_root { r#"{"user": "bot"}"# } else { "{}" };
         fs::write(volume.join("metadata.json"), metadata).unwrap();
         let bundle = prepare(
+            &test_runtime(),
             dir.path(),
             &volume,
             "in",
@@ -386,7 +442,17 @@ mod tests {
     fn an_image_without_the_program_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let volume = image(dir.path(), "{}", false);
-        let err = prepare(dir.path(), &volume, "check", None, &[], "h", None).unwrap_err();
+        let err = prepare(
+            &test_runtime(),
+            dir.path(),
+            &volume,
+            "check",
+            None,
+            &[],
+            "h",
+            None,
+        )
+        .unwrap_err();
         assert!(
             err.to_string()
                 .contains("no executable /opt/resource/check"),

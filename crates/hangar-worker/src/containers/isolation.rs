@@ -238,6 +238,16 @@ pub fn hand_to_task_user(path: &Path, ids: Ids) -> io::Result<()> {
     own_dir(path, Ids { uid: 0, gid: 0 }, 0o700)
 }
 
+/// Moves an image's files into the sandbox's id range starting at `base`,
+/// keeping who owns what inside it (see `sandbox::shift_tree`). Only a
+/// root worker does it.
+pub fn hand_image_to_sandbox(path: &Path, base: Ids) -> io::Result<()> {
+    if !is_root() {
+        return Ok(());
+    }
+    super::sandbox::shift_tree(path, base).map(|_| ())
+}
+
 /// Makes `path` a directory only `ids` (or root) may enter.
 pub(crate) fn own_dir(path: &Path, ids: Ids, mode: u32) -> io::Result<()> {
     std::os::unix::fs::lchown(path, Some(ids.uid), Some(ids.gid))?;

@@ -25,8 +25,11 @@ mod image;
 pub(crate) use image::is_layout as is_image_layout;
 mod image_action;
 mod isolation;
+mod network;
 mod process;
 mod runc;
+mod sandbox;
+mod seccomp;
 mod spec;
 mod store;
 mod wrapper;
@@ -47,8 +50,11 @@ use nix::unistd::Pid;
 pub use cgroup::DEFAULT_CGROUP_ROOT;
 pub use image_action::ActionRuntime;
 pub(crate) use image_action::{prepare as prepare_image_action, ID_PREFIX as ACTION_ID_PREFIX};
-pub use isolation::{hand_to_task_user, private_env_keys, Isolation, DEFAULT_TASK_IDS};
+pub use isolation::{
+    hand_image_to_sandbox, hand_to_task_user, private_env_keys, Isolation, DEFAULT_TASK_IDS,
+};
 pub(crate) use isolation::{pid_namespace_prefix, TASK_PATH};
+pub use sandbox::DEFAULT_PIDS_LIMIT;
 pub use spec::{CPU_SHARES_RANGE, MIN_MEMORY_LIMIT_BYTES};
 
 use crate::disk::{is_storage_full, DiskReserve};
@@ -56,13 +62,16 @@ use hangar_core::users::Ids;
 
 use cgroup::{CgroupVersion, Cgroups};
 use exit::{parse_exit_file, RawExit};
-use spec::validate_spec;
 use store::{Meta, CREATING_PREFIX, DESTROYING_PREFIX};
 
 /// `running` in [`Container::state`].
 pub const STATE_RUNNING: RunState = RunState::Running;
 /// `exited` in [`Container::state`].
 pub const STATE_EXITED: RunState = RunState::Exited;
+
+/// Why a privileged spec is refused by a worker that does not allow them.
+pub const PRIVILEGED_REFUSED: &str =
+    "privileged container: this worker was not started with --allow-privileged";
 
 /// How long destroy waits for killed processes to be gone.
 const KILL_WAIT: Duration = Duration::from_secs(5);
@@ -133,6 +142,18 @@ pub struct ContainerOptions {
     /// Look for util-linux `unshare` (on by default; off shows what a host
     /// without it gives).
     pub use_unshare: bool,
+    /// `--allow-privileged`: privileged specs are taken (off by default:
+    /// refused before anything is made).
+    pub allow_privileged: bool,
+    /// The most tasks (processes and threads) one container may have;
+    /// `None`: no limit.
+    pub pids_limit: Option<u64>,
+    /// Run `process` containers in the sandbox (through runc, over the
+    /// host's system dirs read-only) where the worker can: root, with runc.
+    /// Off by default for now (the worker turns it on with
+    /// `HANGAR_SANDBOX_PROCESS=true`): off runs them as before, as a user of
+    /// their own on the host.
+    pub sandbox_process: bool,
 }
 
 impl Default for ContainerOptions {
@@ -145,6 +166,9 @@ impl Default for ContainerOptions {
             pid_namespace: true,
             hangar_exe: None,
             use_unshare: true,
+            allow_privileged: false,
+            pids_limit: Some(sandbox::DEFAULT_PIDS_LIMIT),
+            sandbox_process: false,
         }
     }
 }
@@ -191,6 +215,14 @@ struct Inner {
     /// How process tasks are kept from the worker (found once, at open).
     isolation: Isolation,
     task_base: Ids,
+    /// Privileged specs are taken (`--allow-privileged`).
+    allow_privileged: bool,
+    /// Where containers' roots are mounted for runc; `None` where the worker
+    /// cannot sandbox (not root).
+    roots: Option<sandbox::RootMounts>,
+    pids_limit: Option<u64>,
+    /// `process` containers run through runc in the sandbox.
+    sandbox_process: bool,
     /// Serializes create, destroy and recording an exit.
     ops: Mutex<()>,
     /// Bumped and notified whenever a wrapper this process started ends.
@@ -275,6 +307,21 @@ impl ContainerManager {
         };
         let runc = options.runc.or_else(runc::find_runc);
         let disk = DiskReserve::open(&root, options.disk_reserve_bytes);
+        let roots = if isolation::is_root() {
+            match sandbox::RootMounts::for_worker(&root) {
+                Ok(roots) => Some(roots),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot make the containers' root mount points: containers run without a sandbox");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let sandbox_process = options.sandbox_process && roots.is_some() && runc.is_some();
+        if !sandbox_process && isolation::is_root() {
+            tracing::warn!(runc = ?runc, "process tasks run outside the sandbox (no runc, or turned off): as a user of their own on the host, with the host's network");
+        }
         let inner = Arc::new(Inner {
             root,
             runc_state,
@@ -285,6 +332,10 @@ impl ContainerManager {
             cpu_controller,
             isolation,
             task_base: options.task_user,
+            allow_privileged: options.allow_privileged,
+            roots,
+            pids_limit: options.pids_limit,
+            sandbox_process,
             ops: Mutex::new(()),
             ended: (Mutex::new(0), Condvar::new()),
             disk,
@@ -331,7 +382,14 @@ impl ContainerManager {
                 .ok()
                 .map(|version| (self.inner.cgroups.clone(), version)),
             memory_limit: self.default_limit.clone(),
+            roots: self.inner.roots.clone(),
+            sandbox: self.inner.sandbox(),
         })
+    }
+
+    /// Whether `process` containers run in the sandbox here.
+    pub fn sandboxes_processes(&self) -> bool {
+        self.inner.sandbox_process
     }
 
     /// How process tasks are kept from the worker here.
@@ -574,6 +632,16 @@ impl ContainerManager {
 }
 
 impl Inner {
+    /// The sandbox of an unprivileged container on this worker: its ids
+    /// start at the task base (`--task-user`).
+    fn sandbox(&self) -> sandbox::Sandbox {
+        sandbox::Sandbox {
+            ids: Some(self.task_base),
+            network: sandbox::NetworkNs::New,
+            pids_limit: self.pids_limit,
+        }
+    }
+
     fn dir(&self, handle: &str) -> PathBuf {
         self.root.join(handle)
     }
@@ -810,8 +878,18 @@ impl Inner {
     }
 
     fn create(self: &Arc<Self>, spec: ContainerSpec) -> Result<Container, ContainerError> {
-        let checked = validate_spec(&spec)?;
-        let is_runc = spec.runtime == Runtime::Runc;
+        // First of all: a privileged container runs as real root, which
+        // only `--allow-privileged` allows; refused, nothing is made.
+        if spec.privileged && !self.allow_privileged {
+            return Err(ContainerError::Unsupported {
+                reason: PRIVILEGED_REFUSED.into(),
+            });
+        }
+        // runc runs every container in the sandbox: an image's, and a
+        // process container's over the host's system dirs.
+        let is_runc = spec.runtime == Runtime::Runc
+            || (spec.runtime == Runtime::Process && self.sandbox_process);
+        let checked = spec::validate_spec_with(&spec, !is_runc)?;
         let runc_bin = if is_runc {
             Some(self.runc.clone().ok_or_else(|| ContainerError::Unsupported {
                 reason: "runtime runc: no runc binary on PATH or in /usr/sbin (install the runc package)".into(),
@@ -837,7 +915,7 @@ impl Inner {
         // A rootfs volume in Concourse's image layout gives its `rootfs/`
         // and the image's config; any other is the root itself.
         let (rootfs, image_config) = match &spec.rootfs_volume {
-            Some(v) if is_runc => {
+            Some(v) if spec.runtime == Runtime::Runc => {
                 let (root, config) = image::open(&volume_dir(v, "rootfs_volume".into())?)?;
                 (Some(root), config)
             }
@@ -853,7 +931,26 @@ impl Inner {
             .enumerate()
             .map(|(i, m)| volume_dir(&m.volume, format!("mounts[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
-        let user = self.task_user(&spec, rootfs.as_deref(), image_config.user.as_deref())?;
+        let sandbox = self.sandbox();
+        // The user inside the container, and the host ids its mounts go to.
+        let (container_user, user) = if is_runc {
+            let inside =
+                self.container_user(&spec, rootfs.as_deref(), image_config.user.as_deref())?;
+            let host = match sandbox.ids {
+                Some(base) if isolation::is_root() => {
+                    let inside = inside.unwrap_or(Ids { uid: 0, gid: 0 });
+                    Some(Ids {
+                        uid: sandbox::shifted(inside.uid, base.uid),
+                        gid: sandbox::shifted(inside.gid, base.gid),
+                    })
+                }
+                _ => None,
+            };
+            (inside, host)
+        } else {
+            let user = self.task_user(&spec, rootfs.as_deref(), image_config.user.as_deref())?;
+            (user, user)
+        };
 
         // The cgroup: required for a memory limit, for CPU shares and for
         // runc; otherwise made when possible (it lets destroy find every
@@ -915,8 +1012,8 @@ impl Inner {
                     self.write_meta(&staging, &meta)?;
                 }
             }
-            match (&rootfs, &cgroup) {
-                (Some(rootfs), Some(cg)) if is_runc => {
+            match &cgroup {
+                Some(cg) if is_runc => {
                     let bundle = staging.join(store::BUNDLE_DIR);
                     fs::create_dir(&bundle)
                         .map_err(io_err(format!("create {}", bundle.display())))?;
@@ -931,15 +1028,23 @@ impl Inner {
                         })
                         .collect();
                     let cgroups_path = format!("/{}/{}", cg.path, cgroup::RUNC_CHILD);
-                    let env = image::merge_env(&image_config.env, &spec.env);
+                    let (root, host_dirs, env) = self.prepare_root(
+                        &handle,
+                        &spec,
+                        rootfs.as_deref(),
+                        &image_config,
+                        &sandbox,
+                    )?;
                     let config = runc::config_json(
                         &spec,
                         &checked,
-                        rootfs,
+                        &root,
+                        &host_dirs,
                         &binds,
                         &cgroups_path,
-                        user,
+                        container_user,
                         &env,
+                        &sandbox,
                     );
                     let path = bundle.join("config.json");
                     write_private(&path, &serde_json::to_vec_pretty(&config).expect("json"))?;
@@ -957,8 +1062,10 @@ impl Inner {
                     }
                 }
             }
-            if let Some(ids) = user.filter(|ids| ids.uid != 0) {
-                self.give_mounts(&handle, &sources, ids)?;
+            match (user, is_runc) {
+                (Some(ids), true) => self.give_mounts_in_range(&handle, &sources, ids)?,
+                (Some(ids), false) if ids.uid != 0 => self.give_mounts(&handle, &sources, ids)?,
+                _ => {}
             }
             // The spec holds the task's params: for the worker's eyes only.
             write_private(
@@ -968,6 +1075,9 @@ impl Inner {
             fs::rename(&staging, &dir).map_err(io_err(format!("rename into {}", dir.display())))
         })();
         if let Err(e) = made {
+            if let Some(roots) = &self.roots {
+                roots.release(&handle);
+            }
             if let Some(cg) = &cgroup {
                 if let Err(e) = self.cgroups.remove(cg, Duration::ZERO) {
                     tracing::warn!(error = %e, "cannot remove the cgroup of a container that was not made");
@@ -993,6 +1103,151 @@ impl Inner {
                 Err(e)
             }
         }
+    }
+
+    /// The root a sandboxed container gets, where runc can reach it: the
+    /// image's rootfs (shifted into the sandbox's range) bind-mounted, or
+    /// for the `process` runtime a root of mount points for the host's
+    /// system dirs, which it returns too; and the container's environment.
+    #[allow(clippy::type_complexity)]
+    fn prepare_root(
+        &self,
+        handle: &str,
+        spec: &ContainerSpec,
+        rootfs: Option<&Path>,
+        image_config: &image::ImageConfig,
+        sandbox: &sandbox::Sandbox,
+    ) -> Result<(PathBuf, Vec<PathBuf>, Vec<(String, String)>), ContainerError> {
+        let unsupported = |e: io::Error| ContainerError::Unsupported {
+            reason: format!("cannot prepare the container's root: {e}"),
+        };
+        match rootfs {
+            Some(rootfs) => {
+                if let (Some(base), true) = (sandbox.ids, isolation::is_root()) {
+                    let started = Instant::now();
+                    let changed = sandbox::shift_tree(rootfs, base).map_err(io_err(format!(
+                        "give {} to the sandbox's users",
+                        rootfs.display()
+                    )))?;
+                    if changed > 0 {
+                        tracing::info!(%handle, entries_changed = changed, elapsed_ms = started.elapsed().as_millis() as u64, "gave an image's files to the sandbox's users");
+                    }
+                }
+                let root = match &self.roots {
+                    Some(roots) => roots.mount_image(handle, rootfs).map_err(unsupported)?,
+                    None => rootfs.to_path_buf(),
+                };
+                Ok((root, vec![], image::merge_env(&image_config.env, &spec.env)))
+            }
+            None => {
+                let roots = self
+                    .roots
+                    .as_ref()
+                    .ok_or_else(|| ContainerError::Unsupported {
+                        reason: "the process runtime's sandbox needs a worker running as root"
+                            .into(),
+                    })?;
+                let entries = sandbox::host_entries(Path::new("/"));
+                let root = roots
+                    .make_host_root(handle, &entries, sandbox.ids)
+                    .map_err(unsupported)?;
+                let host_dirs = entries
+                    .iter()
+                    .filter_map(|e| match e {
+                        sandbox::HostEntry::Dir(name) => Some(Path::new("/").join(name)),
+                        sandbox::HostEntry::Link(..) => None,
+                    })
+                    .collect();
+                // Built from nothing: the task's params over a minimal base,
+                // never the worker's own environment.
+                let base = [
+                    ("PATH".to_string(), isolation::TASK_PATH.to_string()),
+                    ("HOME".to_string(), runc::WORK_DIR.to_string()),
+                ];
+                Ok((root, host_dirs, image::merge_env(&base, &spec.env)))
+            }
+        }
+    }
+
+    /// The user a sandboxed container's program runs as, inside it: the
+    /// task's `run.user`, else the image's user, else root; a name is looked
+    /// up in the container's own `/etc/passwd` (the image's, or for the
+    /// process runtime the host's, which the container sees).
+    fn container_user(
+        &self,
+        spec: &ContainerSpec,
+        rootfs: Option<&Path>,
+        image_user: Option<&str>,
+    ) -> Result<Option<Ids>, ContainerError> {
+        use hangar_core::users::{parse_user, resolve_user};
+        let bad = |reason: String| ContainerError::InvalidSpec {
+            field: "user".into(),
+            reason,
+        };
+        let named = spec
+            .user
+            .as_deref()
+            .map(parse_user)
+            .transpose()
+            .map_err(bad)?;
+        let image_bad = |e: String| ContainerError::InvalidSpec {
+            field: "rootfs_volume".into(),
+            reason: format!("image layout: metadata.json: user: {e}"),
+        };
+        let (named, from_image) = match (named, image_user) {
+            (Some(named), _) => (named, false),
+            // Root is the default; a `FROM scratch` image may name it
+            // without a passwd file to look it up in.
+            (None, None | Some("root")) => return Ok(None),
+            (None, Some(user)) => (parse_user(user).map_err(image_bad)?, true),
+        };
+        let passwd = match rootfs {
+            Some(r) => fs::read_to_string(r.join("etc/passwd")).ok(),
+            None => isolation::host_passwd(),
+        };
+        let ids = resolve_user(&named, passwd.as_deref()).map_err(if from_image {
+            image_bad
+        } else {
+            bad
+        })?;
+        if ids.uid >= sandbox::ID_RANGE || ids.gid >= sandbox::ID_RANGE {
+            return Err(bad(format!(
+                "{}:{} is past the container's {} user ids",
+                ids.uid,
+                ids.gid,
+                sandbox::ID_RANGE
+            )));
+        }
+        Ok(Some(ids))
+    }
+
+    /// Gives the volumes a sandboxed container mounts to its users: every
+    /// entry moved into the sandbox's range (what the host's root owned,
+    /// root inside owns), and the top dir to the container's user (`owner`,
+    /// as host ids) alone.
+    fn give_mounts_in_range(
+        &self,
+        handle: &str,
+        sources: &[PathBuf],
+        owner: Ids,
+    ) -> Result<(), ContainerError> {
+        let Some(base) = self.sandbox().ids else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let mut changed = 0;
+        for source in sources {
+            changed += sandbox::shift_tree(source, base)
+                .and_then(|n| isolation::own_dir(source, owner, 0o700).map(|()| n))
+                .map_err(io_err(format!(
+                    "give {} to the container's users",
+                    source.display()
+                )))?;
+        }
+        if changed > 0 {
+            tracing::info!(%handle, entries_changed = changed, elapsed_ms = started.elapsed().as_millis() as u64, "gave the container's volumes to its users");
+        }
+        Ok(())
     }
 
     /// The ids a container's program runs as (see [`Meta::user`]).
@@ -1332,6 +1587,9 @@ impl Inner {
                 tracing::warn!(%handle, error = %e, "cannot remove the container's cgroup");
             }
         }
+        if let Some(roots) = &self.roots {
+            roots.release(handle);
+        }
     }
 
     /// Cleans up after a worker that died mid-operation.
@@ -1370,11 +1628,13 @@ impl Inner {
                 handles.push(name);
             }
         }
+        let mut live = std::collections::BTreeSet::new();
         for handle in handles {
             let Some(rec) = self.load(&handle)? else {
                 continue;
             };
             if rec.dir.join(store::RESULT_FILE).exists() {
+                live.insert(handle);
                 continue;
             }
             // A wrapper started just before the worker died, pid unwritten.
@@ -1388,8 +1648,14 @@ impl Inner {
             }
             let c = self.status(&rec)?;
             if c.exit.as_ref().is_some_and(|e| e.lost) {
-                report.lost.push(handle);
+                report.lost.push(handle.clone());
             }
+            live.insert(handle);
+        }
+        // Roots of containers that are gone, and of resource actions (none
+        // runs yet).
+        if let Some(roots) = &self.roots {
+            report.removed.extend(roots.sweep(&live));
         }
         Ok(report)
     }

@@ -2,15 +2,15 @@
 //! the runc commands that run, kill and delete it.
 //!
 //! Choices: the container is root (uid 0) unless the task's `run.user` says
-//! otherwise, without a user namespace, with
-//! Docker's default capability set and `noNewPrivileges`; new pid, ipc, uts
-//! and mount namespaces but the host's network (a network namespace would
-//! have no interfaces until the worker sets up networking, and tasks fetch
-//! dependencies). The rootfs volume is the writable root, or, in
-//! Concourse's image layout, its `rootfs/` with the image's env and user
-//! (`image.rs`); each volume is bind-mounted at `/tmp/build/work/<path>`,
-//! the task's build dir whatever the image's working directory. No rlimits are set: the
-//! container inherits the worker's (raising them can be refused).
+//! otherwise, and runs in the sandbox `sandbox` describes (a user namespace,
+//! its own network, seccomp, no `NET_RAW`, a pids limit, `nosuid,nodev`
+//! volumes, a private `/tmp`). The root is the image's rootfs (the writable
+//! copy the step was given, or in Concourse's image layout its `rootfs/`,
+//! with the image's env and user, `image.rs`), or for the `process`
+//! runtime the host's system dirs read-only; each volume is bind-mounted at
+//! `/tmp/build/work/<path>`, the task's build dir whatever the image's
+//! working directory. No rlimits are set: the container inherits the
+//! worker's (raising them can be refused).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -19,6 +19,7 @@ use std::process::{Command, Stdio};
 use hangar_api::containers::ContainerSpec;
 use serde_json::{json, Value};
 
+use super::sandbox::{NetworkNs, Sandbox, ID_RANGE};
 use super::spec::CheckedSpec;
 
 /// The working directory inside the container; mounts are relative to it.
@@ -26,13 +27,14 @@ pub(super) const WORK_DIR: &str = "/tmp/build/work";
 
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-const CAPABILITIES: &[&str] = &[
+/// Docker's default capability set without `CAP_NET_RAW`, which would let
+/// a task forge packets and open packet sockets.
+pub(crate) const CAPABILITIES: &[&str] = &[
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
     "CAP_FSETID",
     "CAP_FOWNER",
     "CAP_MKNOD",
-    "CAP_NET_RAW",
     "CAP_SETGID",
     "CAP_SETUID",
     "CAP_SETFCAP",
@@ -41,6 +43,51 @@ const CAPABILITIES: &[&str] = &[
     "CAP_SYS_CHROOT",
     "CAP_KILL",
     "CAP_AUDIT_WRITE",
+];
+
+/// Every capability, for a privileged container.
+const ALL_CAPABILITIES: &[&str] = &[
+    "CAP_AUDIT_CONTROL",
+    "CAP_AUDIT_READ",
+    "CAP_AUDIT_WRITE",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_KILL",
+    "CAP_LEASE",
+    "CAP_LINUX_IMMUTABLE",
+    "CAP_MAC_ADMIN",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MKNOD",
+    "CAP_NET_ADMIN",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST",
+    "CAP_NET_RAW",
+    "CAP_PERFMON",
+    "CAP_SETFCAP",
+    "CAP_SETGID",
+    "CAP_SETPCAP",
+    "CAP_SETUID",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_BOOT",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_NICE",
+    "CAP_SYS_PACCT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_RESOURCE",
+    "CAP_SYS_TIME",
+    "CAP_SYS_TTY_CONFIG",
+    "CAP_SYSLOG",
+    "CAP_WAKE_ALARM",
 ];
 
 /// A volume to bind into the container.
@@ -64,31 +111,36 @@ pub(crate) fn container_cwd(checked: &CheckedSpec) -> String {
 
 /// The OCI runtime config for `spec`, with `env` the container's whole
 /// environment (the image's and the task's params, see `image::merge_env`);
-/// `PATH` gets a default when it sets none.
+/// `PATH` gets a default when it sets none. `host_dirs` are the host's
+/// system dirs bound read-only at the same place (the `process` runtime).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn config_json(
     spec: &ContainerSpec,
     checked: &CheckedSpec,
     rootfs: &Path,
+    host_dirs: &[PathBuf],
     binds: &[BindMount],
     cgroups_path: &str,
     user: Option<hangar_core::users::Ids>,
     env: &[(String, String)],
+    sandbox: &Sandbox,
 ) -> Value {
     let mut args = vec![spec.path.clone()];
     args.extend(spec.args.iter().cloned());
     // Parents before children, so a nested mount lands on top.
     let mut binds: Vec<&BindMount> = binds.iter().collect();
     binds.sort_by_key(|b| (b.path.split('/').count(), b.path.clone()));
-    let mounts: Vec<(String, &Path, bool)> = binds
+    let mut mounts: Vec<(String, &Path, bool)> = host_dirs
         .iter()
-        .map(|b| {
-            (
-                format!("{WORK_DIR}/{}", b.path),
-                b.source.as_path(),
-                b.read_only,
-            )
-        })
+        .map(|d| (d.display().to_string(), d.as_path(), true))
         .collect();
+    mounts.extend(binds.iter().map(|b| {
+        (
+            format!("{WORK_DIR}/{}", b.path),
+            b.source.as_path(),
+            b.read_only,
+        )
+    }));
     bundle_config(&BundleProcess {
         args,
         env,
@@ -97,8 +149,10 @@ pub(crate) fn config_json(
         hostname: spec.handle.chars().take(63).collect(),
         cpu_shares: spec.cpu_shares,
         rootfs,
+        readonly_root: !host_dirs.is_empty(),
         binds: &mounts,
         cgroups_path: Some(cgroups_path),
+        sandbox,
     })
 }
 
@@ -109,19 +163,24 @@ pub(crate) struct BundleProcess<'a> {
     /// The whole environment; `PATH` gets a default when it sets none.
     pub env: &'a [(String, String)],
     pub cwd: String,
+    /// The user inside the container (root when `None`).
     pub user: Option<hangar_core::users::Ids>,
     pub hostname: String,
     pub cpu_shares: Option<u64>,
     pub rootfs: &'a Path,
+    /// The root is mounted read-only (the host's, for the process runtime).
+    pub readonly_root: bool,
     /// (destination in the container, source on the host, read-only), in
     /// mount order.
     pub binds: &'a [(String, &'a Path, bool)],
     /// runc's cgroup for the container; `None` leaves runc its default.
     pub cgroups_path: Option<&'a str>,
+    pub sandbox: &'a Sandbox,
 }
 
 pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
     let (uid, gid) = p.user.map_or((0, 0), |ids| (ids.uid, ids.gid));
+    let privileged = p.sandbox.privileged();
     let mut env_list: Vec<String> = Vec::new();
     if !p.env.iter().any(|(k, _)| k == "PATH") {
         env_list.push(format!("PATH={DEFAULT_PATH}"));
@@ -139,35 +198,68 @@ pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
                "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]}),
         json!({"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue",
                "options": ["nosuid", "noexec", "nodev"]}),
-        json!({"destination": "/sys", "type": "sysfs", "source": "sysfs",
-               "options": ["nosuid", "noexec", "nodev", "ro"]}),
-        json!({"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
-               "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}),
     ];
+    // sysfs belongs to the network namespace's owner: a container in a user
+    // namespace gets the host's, read-only, through a bind.
+    if privileged {
+        mounts.push(
+            json!({"destination": "/sys", "type": "sysfs", "source": "sysfs",
+               "options": ["nosuid", "noexec", "nodev"]}),
+        );
+    } else {
+        mounts.push(
+            json!({"destination": "/sys", "type": "bind", "source": "/sys",
+               "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]}),
+        );
+    }
+    // runc shows the container its own cgroups there, not the host's.
+    mounts.push(json!({"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+           "options": ["nosuid", "noexec", "nodev", "relatime", if privileged { "rw" } else { "ro" }]}));
+    // A private /tmp that goes with the container, unless one is bound.
+    if !p.binds.iter().any(|(d, _, _)| d == "/tmp") {
+        mounts.push(
+            json!({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
+               "options": ["nosuid", "nodev", "mode=1777"]}),
+        );
+    }
     for (destination, source, read_only) in p.binds {
+        let mut options = vec!["rbind", if *read_only { "ro" } else { "rw" }];
+        if !privileged {
+            // A setuid file planted in a volume is no way up, here or in
+            // the next container.
+            options.extend(["nosuid", "nodev"]);
+        }
         mounts.push(json!({
             "destination": destination,
             "type": "bind",
             "source": source,
-            "options": ["rbind", if *read_only { "ro" } else { "rw" }],
+            "options": options,
         }));
     }
 
     // The memory limit is on the parent cgroup, which is ours (see
     // `cgroup`); so is the CPU weight, but the shares go to runc as well,
     // the way Garden passes them, and runc applies them to its child.
-    let mut resources = json!({"devices": [{"allow": false, "access": "rwm"}]});
+    let mut resources = json!({"devices": [{"allow": privileged, "access": "rwm"}]});
     if let Some(shares) = p.cpu_shares {
         resources["cpu"] = json!({"shares": shares});
     }
+    if let Some(limit) = p.sandbox.pids_limit {
+        resources["pids"] = json!({"limit": limit});
+    }
+    let mut namespaces = vec![
+        json!({"type": "pid"}),
+        json!({"type": "ipc"}),
+        json!({"type": "uts"}),
+        json!({"type": "mount"}),
+    ];
+    namespaces.push(match &p.sandbox.network {
+        NetworkNs::New => json!({"type": "network"}),
+        NetworkNs::Path(path) => json!({"type": "network", "path": path}),
+    });
     let mut linux = json!({
         "resources": resources,
-        "namespaces": [
-            {"type": "pid"},
-            {"type": "ipc"},
-            {"type": "uts"},
-            {"type": "mount"},
-        ],
+        "namespaces": namespaces,
         "maskedPaths": [
             "/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys",
             "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
@@ -177,9 +269,23 @@ pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
             "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
         ],
     });
+    if let Some(base) = p.sandbox.ids {
+        linux["namespaces"]
+            .as_array_mut()
+            .expect("array")
+            .push(json!({"type": "user"}));
+        linux["uidMappings"] = json!([{"containerID": 0, "hostID": base.uid, "size": ID_RANGE}]);
+        linux["gidMappings"] = json!([{"containerID": 0, "hostID": base.gid, "size": ID_RANGE}]);
+        linux["seccomp"] = super::seccomp::profile();
+    }
     if let Some(path) = p.cgroups_path {
         linux["cgroupsPath"] = json!(path);
     }
+    let caps = if privileged {
+        ALL_CAPABILITIES
+    } else {
+        CAPABILITIES
+    };
     json!({
         "ociVersion": "1.0.2",
         "process": {
@@ -189,13 +295,13 @@ pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
             "env": env,
             "cwd": p.cwd,
             "capabilities": {
-                "bounding": CAPABILITIES,
-                "effective": CAPABILITIES,
-                "permitted": CAPABILITIES,
+                "bounding": caps,
+                "effective": caps,
+                "permitted": caps,
             },
-            "noNewPrivileges": true,
+            "noNewPrivileges": !privileged,
         },
-        "root": {"path": p.rootfs, "readonly": false},
+        "root": {"path": p.rootfs, "readonly": p.readonly_root},
         "hostname": p.hostname,
         "mounts": mounts,
         "linux": linux,
@@ -328,6 +434,18 @@ mod tests {
             memory_limit_bytes: Some(1 << 30),
             cpu_shares: None,
             user: None,
+            privileged: false,
+        }
+    }
+
+    fn sandbox() -> Sandbox {
+        Sandbox {
+            ids: Some(hangar_core::users::Ids {
+                uid: 2_000_000,
+                gid: 2_000_000,
+            }),
+            network: NetworkNs::New,
+            pids_limit: Some(4096),
         }
     }
 
@@ -354,10 +472,12 @@ mod tests {
             &spec,
             &checked,
             Path::new("/work/volumes/rootfs/data"),
+            &[],
             &binds,
             "/hangar/build-42-abc/ctr",
             None,
             &env_of(&spec),
+            &sandbox(),
         )
     }
 
@@ -381,9 +501,11 @@ mod tests {
             &checked,
             Path::new("/r"),
             &[],
+            &[],
             "/x",
             Some(ids),
             &env_of(&spec),
+            &sandbox(),
         );
         assert_eq!(c["process"]["user"], json!({"uid": 1000, "gid": 50}));
     }
@@ -398,7 +520,17 @@ mod tests {
         let mut s = spec();
         s.env.insert("PATH".into(), "/opt/bin".into());
         let checked = validate_spec(&s).unwrap();
-        let c = config_json(&s, &checked, Path::new("/r"), &[], "/x", None, &env_of(&s));
+        let c = config_json(
+            &s,
+            &checked,
+            Path::new("/r"),
+            &[],
+            &[],
+            "/x",
+            None,
+            &env_of(&s),
+            &sandbox(),
+        );
         assert_eq!(
             c["process"]["env"],
             json!(["GOFLAGS=-mod=vendor", "PATH=/opt/bin"])
@@ -415,7 +547,17 @@ mod tests {
             ("LANG".to_string(), "C".to_string()),
         ];
         let env = crate::containers::image::merge_env(&image, &s.env);
-        let c = config_json(&s, &checked, Path::new("/r"), &[], "/x", None, &env);
+        let c = config_json(
+            &s,
+            &checked,
+            Path::new("/r"),
+            &[],
+            &[],
+            "/x",
+            None,
+            &env,
+            &sandbox(),
+        );
         assert_eq!(
             c["process"]["env"],
             json!(["PATH=/image/bin", "GOFLAGS=-mod=vendor", "LANG=en_US"])
@@ -436,14 +578,20 @@ mod tests {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|m| m["type"] == "bind")
+            .filter(|m| m["type"] == "bind" && m["destination"] != "/sys")
             .collect();
         assert_eq!(binds.len(), 2);
         assert_eq!(binds[0]["destination"], "/tmp/build/work/repo");
         assert_eq!(binds[0]["source"], "/work/volumes/v-repo/data");
-        assert_eq!(binds[0]["options"], json!(["rbind", "ro"]));
+        assert_eq!(
+            binds[0]["options"],
+            json!(["rbind", "ro", "nosuid", "nodev"])
+        );
         assert_eq!(binds[1]["destination"], "/tmp/build/work/repo/cache/go");
-        assert_eq!(binds[1]["options"], json!(["rbind", "rw"]));
+        assert_eq!(
+            binds[1]["options"],
+            json!(["rbind", "rw", "nosuid", "nodev"])
+        );
     }
 
     #[test]
@@ -464,7 +612,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cgroup_is_the_given_child_and_namespaces_leave_out_user_and_network() {
+    fn the_cgroup_is_the_given_child_and_the_sandbox_has_every_namespace() {
         let c = config();
         assert_eq!(c["linux"]["cgroupsPath"], "/hangar/build-42-abc/ctr");
         let kinds: Vec<&str> = c["linux"]["namespaces"]
@@ -473,10 +621,99 @@ mod tests {
             .iter()
             .map(|n| n["type"].as_str().unwrap())
             .collect();
-        assert_eq!(kinds, ["pid", "ipc", "uts", "mount"]);
+        assert_eq!(kinds, ["pid", "ipc", "uts", "mount", "network", "user"]);
         // The limit is on our parent cgroup, not runc's.
         assert!(c["linux"]["resources"].get("memory").is_none());
         assert!(c["linux"]["resources"].get("cpu").is_none());
+    }
+
+    #[test]
+    fn an_unprivileged_container_maps_its_ids_and_loses_raw_sockets_and_escapes() {
+        let c = config();
+        let map = json!([{"containerID": 0, "hostID": 2_000_000, "size": 65_536}]);
+        assert_eq!(c["linux"]["uidMappings"], map);
+        assert_eq!(c["linux"]["gidMappings"], map);
+        assert_eq!(c["process"]["noNewPrivileges"], true);
+        let caps = c["process"]["capabilities"]["bounding"].as_array().unwrap();
+        assert!(!caps.iter().any(|x| x == "CAP_NET_RAW"));
+        assert!(!caps.iter().any(|x| x == "CAP_SYS_ADMIN"));
+        assert_eq!(c["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ALLOW");
+        assert_eq!(c["linux"]["resources"]["pids"], json!({"limit": 4096}));
+        assert_eq!(
+            c["linux"]["resources"]["devices"],
+            json!([{"allow": false, "access": "rwm"}])
+        );
+        // A private /tmp under the work dir's mounts.
+        let mounts = c["mounts"].as_array().unwrap();
+        let tmp = mounts
+            .iter()
+            .position(|m| m["destination"] == "/tmp")
+            .unwrap();
+        assert_eq!(mounts[tmp]["type"], "tmpfs");
+        let work = mounts
+            .iter()
+            .position(|m| m["destination"] == "/tmp/build/work/repo")
+            .unwrap();
+        assert!(tmp < work);
+    }
+
+    #[test]
+    fn a_privileged_container_is_real_root_with_every_capability() {
+        let spec = spec();
+        let checked = validate_spec(&spec).unwrap();
+        let mut sb = sandbox();
+        sb.ids = None;
+        let c = config_json(
+            &spec,
+            &checked,
+            Path::new("/r"),
+            &[],
+            &[],
+            "/x",
+            None,
+            &env_of(&spec),
+            &sb,
+        );
+        assert!(c["linux"].get("uidMappings").is_none());
+        assert!(c["linux"].get("seccomp").is_none());
+        let kinds: Vec<&str> = c["linux"]["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["type"].as_str().unwrap())
+            .collect();
+        assert!(!kinds.contains(&"user"));
+        let caps = c["process"]["capabilities"]["bounding"].as_array().unwrap();
+        assert!(caps.iter().any(|x| x == "CAP_SYS_ADMIN"));
+        assert_eq!(c["process"]["noNewPrivileges"], false);
+    }
+
+    #[test]
+    fn host_dirs_are_bound_read_only_over_a_read_only_root() {
+        let mut s = spec();
+        s.runtime = hangar_api::containers::Runtime::Process;
+        s.rootfs_volume = None;
+        let checked = crate::containers::spec::validate_spec_with(&s, false).unwrap();
+        let c = config_json(
+            &s,
+            &checked,
+            Path::new("/run/r"),
+            &[PathBuf::from("/usr"), PathBuf::from("/etc")],
+            &[],
+            "/x",
+            None,
+            &env_of(&s),
+            &sandbox(),
+        );
+        assert_eq!(c["root"]["readonly"], true);
+        let usr = c["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["destination"] == "/usr")
+            .unwrap();
+        assert_eq!(usr["source"], "/usr");
+        assert_eq!(usr["options"], json!(["rbind", "ro", "nosuid", "nodev"]));
     }
 
     #[test]
@@ -484,7 +721,17 @@ mod tests {
         let mut s = spec();
         s.cpu_shares = Some(512);
         let checked = validate_spec(&s).unwrap();
-        let c = config_json(&s, &checked, Path::new("/r"), &[], "/x", None, &env_of(&s));
+        let c = config_json(
+            &s,
+            &checked,
+            Path::new("/r"),
+            &[],
+            &[],
+            "/x",
+            None,
+            &env_of(&s),
+            &sandbox(),
+        );
         assert_eq!(c["linux"]["resources"]["cpu"], json!({"shares": 512}));
         // The device rule stays.
         assert_eq!(

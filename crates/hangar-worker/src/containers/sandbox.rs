@@ -1,0 +1,412 @@
+//! The sandbox every container runs in, whatever its runtime: what runc is
+//! told besides the program (see `runc::bundle_config`), the ownership the
+//! container's files need, and the root filesystems' mount points.
+//!
+//! An unprivileged container has a user namespace whose ids `0..ID_RANGE`
+//! are the host's `base..base + ID_RANGE` (root inside is an unprivileged
+//! host user, not uid 0), its own mount, PID, IPC, UTS and network
+//! namespaces, `no_new_privs`, the seccomp filter of `seccomp`, Docker's
+//! default capabilities without `NET_RAW`, a pids limit, volumes mounted
+//! `nosuid,nodev`, and its own `/tmp` and `/dev/shm` that go with it.
+//! Every unprivileged container of a worker maps to the same host range,
+//! as Garden does: a range per container would need runc to map each
+//! volume's owners per mount (idmapped mounts, runc 1.2) or a copy of every
+//! image and input per container; what keeps two tasks apart is that
+//! neither can see the other's files, processes, IPC or traffic.
+//!
+//! A privileged container (a step with `privileged: true`, on a worker
+//! started with `--allow-privileged`) is real root with every capability
+//! and no seccomp filter: root on that worker.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use hangar_core::users::Ids;
+
+/// How many ids a container's user namespace maps.
+pub(crate) const ID_RANGE: u32 = 65_536;
+
+/// The pids limit a container gets unless the worker sets another.
+pub const DEFAULT_PIDS_LIMIT: u64 = 4096;
+
+/// Where a container's network namespace comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NetworkNs {
+    /// A new one of runc's: loopback only.
+    New,
+    /// One the worker made (with a bridge and NAT), by its path: what
+    /// `network::TaskNetwork::attach` gives, not wired in yet.
+    #[allow(dead_code)]
+    Path(PathBuf),
+}
+
+/// How one container is sandboxed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Sandbox {
+    /// The host ids the container's ids start at; `None` is privileged:
+    /// no user namespace, every capability, no seccomp filter.
+    pub ids: Option<Ids>,
+    pub network: NetworkNs,
+    /// At most this many tasks (processes and threads); `None`: no limit.
+    pub pids_limit: Option<u64>,
+}
+
+impl Sandbox {
+    pub(crate) fn privileged(&self) -> bool {
+        self.ids.is_none()
+    }
+}
+
+/// The host id that container id `id` is under a mapping starting at
+/// `base`: ids the mapping holds move with it; ids of the range already
+/// stay; any other (another range, an id past it) becomes the container's
+/// root, which owns everything the container was given.
+pub(crate) fn shifted(id: u32, base: u32) -> u32 {
+    if (base..base.saturating_add(ID_RANGE)).contains(&id) {
+        id
+    } else if id < ID_RANGE {
+        base + id
+    } else {
+        base
+    }
+}
+
+/// Moves every entry of a tree into the range starting at `base` (see
+/// [`shifted`]) without following links, so that a container whose root is
+/// `base` owns what the host's root owned and its users what theirs did.
+/// Returns how many entries changed. chown clears setuid and setgid bits,
+/// which a sandboxed container could not use anyway (`nosuid`).
+pub(crate) fn shift_tree(root: &Path, base: Ids) -> io::Result<u64> {
+    let mut changed = 0u64;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = fs::symlink_metadata(&path)?;
+        let (uid, gid) = (shifted(meta.uid(), base.uid), shifted(meta.gid(), base.gid));
+        if (uid, gid) != (meta.uid(), meta.gid()) {
+            std::os::unix::fs::lchown(&path, Some(uid), Some(gid))?;
+            changed += 1;
+        }
+        if meta.is_dir() {
+            for entry in fs::read_dir(&path)? {
+                stack.push(entry?.path());
+            }
+        }
+    }
+    Ok(changed)
+}
+
+/// The host's directories a `process` container sees, read-only, as its
+/// root filesystem: the system, never the worker's data or anyone's home.
+/// Those that are links on the host (`/bin` -> `usr/bin`) are the same
+/// links in the container.
+pub(crate) const HOST_SYSTEM_DIRS: &[&str] = &[
+    "bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "opt",
+];
+
+/// The mount points a root filesystem needs before runc mounts onto it
+/// (a read-only root cannot get them later).
+const MOUNT_POINTS: &[&str] = &["proc", "dev", "sys", "tmp"];
+
+/// A host system dir as the container gets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HostEntry {
+    /// Bind-mounted read-only from the host's dir of the same name.
+    Dir(String),
+    /// A link with the host's target.
+    Link(String, PathBuf),
+}
+
+/// What of [`HOST_SYSTEM_DIRS`] this host has, read under `host_root`
+/// (`/`, or a test's tree).
+pub(crate) fn host_entries(host_root: &Path) -> Vec<HostEntry> {
+    HOST_SYSTEM_DIRS
+        .iter()
+        .filter_map(|name| {
+            let path = host_root.join(name);
+            let meta = fs::symlink_metadata(&path).ok()?;
+            if meta.file_type().is_symlink() {
+                Some(HostEntry::Link(
+                    name.to_string(),
+                    fs::read_link(&path).ok()?,
+                ))
+            } else if meta.is_dir() {
+                Some(HostEntry::Dir(name.to_string()))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// The root filesystems of the worker's containers, at a place runc can
+/// reach from inside a user namespace.
+///
+/// runc mounts a container's root from inside the container's user
+/// namespace, where root is an unprivileged host user that cannot pass
+/// through a 0700 directory above the worker's data (quickstart's
+/// `./hangar-data`, a home, a test's temp dir). So each root is made, or
+/// bind-mounted, at `<dir>/<handle>` below a root-owned 0711 dir; volumes
+/// need no such thing (runc opens bind sources before it enters the
+/// namespace).
+#[derive(Debug, Clone)]
+pub(crate) struct RootMounts {
+    dir: PathBuf,
+}
+
+impl RootMounts {
+    /// `/run/hangar-sandbox/<key>`, the key telling the worker roots of one
+    /// host apart.
+    pub(crate) fn for_worker(worker_root: &Path) -> io::Result<RootMounts> {
+        let base = Path::new("/run/hangar-sandbox");
+        let dir = base.join(root_key(worker_root));
+        for d in [base, dir.as_path()] {
+            match fs::create_dir(d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+            // Passable, not listable: nobody learns the handles.
+            fs::set_permissions(d, fs::Permissions::from_mode(0o711))?;
+            let meta = fs::symlink_metadata(d)?;
+            if !meta.is_dir() || meta.uid() != 0 {
+                return Err(io::Error::other(format!(
+                    "{} is not a directory of root's",
+                    d.display()
+                )));
+            }
+        }
+        Ok(RootMounts { dir })
+    }
+
+    pub(crate) fn path(&self, handle: &str) -> PathBuf {
+        self.dir.join(handle)
+    }
+
+    /// The image's root filesystem `source`, bind-mounted where runc can
+    /// reach it.
+    pub(crate) fn mount_image(&self, handle: &str, source: &Path) -> io::Result<PathBuf> {
+        use nix::mount::{mount, MsFlags};
+        let target = self.path(handle);
+        self.release(handle);
+        fs::create_dir(&target)?;
+        mount(
+            Some(source),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| {
+            let _ = fs::remove_dir(&target);
+            io::Error::other(format!(
+                "bind {} at {}: {e}",
+                source.display(),
+                target.display()
+            ))
+        })?;
+        Ok(target)
+    }
+
+    /// A root of mount points and links for a `process` container, owned
+    /// by the container's root (`owner`) so runc can mount onto it.
+    pub(crate) fn make_host_root(
+        &self,
+        handle: &str,
+        entries: &[HostEntry],
+        owner: Option<Ids>,
+    ) -> io::Result<PathBuf> {
+        let target = self.path(handle);
+        self.release(handle);
+        fs::create_dir(&target)?;
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o755))?;
+        for entry in entries {
+            match entry {
+                HostEntry::Dir(name) => fs::create_dir(target.join(name))?,
+                HostEntry::Link(name, to) => std::os::unix::fs::symlink(to, target.join(name))?,
+            }
+        }
+        for name in MOUNT_POINTS {
+            fs::create_dir(target.join(name))?;
+        }
+        if let Some(ids) = owner {
+            std::os::unix::fs::lchown(&target, Some(ids.uid), Some(ids.gid))?;
+        }
+        Ok(target)
+    }
+
+    /// Unmounts and removes `handle`'s root; nothing there is fine. Only
+    /// empty dirs and links are removed, never a file: a root still mounted
+    /// (an unmount that failed) keeps the image's files.
+    pub(crate) fn release(&self, handle: &str) {
+        let target = self.path(handle);
+        if fs::symlink_metadata(&target).is_err() {
+            return;
+        }
+        if is_mount_point(&target) {
+            if let Err(e) = nix::mount::umount2(&target, nix::mount::MntFlags::MNT_DETACH) {
+                tracing::warn!(path = %target.display(), error = %e, "cannot unmount a container's root");
+                return;
+            }
+        }
+        if let Err(e) = remove_skeleton(&target) {
+            tracing::warn!(path = %target.display(), error = %e, "cannot remove a container's root");
+        }
+    }
+
+    /// Releases the roots of containers not in `live` (a worker that died
+    /// left them).
+    pub(crate) fn sweep(&self, live: &BTreeSet<String>) -> Vec<PathBuf> {
+        let mut removed = Vec::new();
+        for entry in fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !live.contains(&name) {
+                self.release(&name);
+                removed.push(entry.path());
+            }
+        }
+        removed
+    }
+}
+
+/// A short stable name for a worker root: its path's FNV-1a hash.
+fn root_key(root: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in root.as_os_str().as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Whether `path` is where a filesystem is mounted: its device differs from
+/// its parent's, or /proc/self/mountinfo lists it (a bind mount of the same
+/// filesystem).
+fn is_mount_point(path: &Path) -> bool {
+    let parent_dev = path
+        .parent()
+        .and_then(|p| fs::metadata(p).ok())
+        .map(|m| m.dev());
+    if fs::symlink_metadata(path).ok().map(|m| m.dev()) != parent_dev {
+        return true;
+    }
+    let want = path.to_string_lossy();
+    fs::read_to_string("/proc/self/mountinfo")
+        .map(|text| {
+            text.lines()
+                .any(|line| line.split(' ').nth(4) == Some(want.as_ref()))
+        })
+        .unwrap_or(true)
+}
+
+/// Removes a tree of empty dirs and links; a file in it is an error, and
+/// stays.
+fn remove_skeleton(path: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(path)?;
+    if meta.file_type().is_symlink() {
+        return fs::remove_file(path);
+    }
+    if !meta.is_dir() {
+        return Err(io::Error::other(format!(
+            "{} is a file, not part of a container's root",
+            path.display()
+        )));
+    }
+    for entry in fs::read_dir(path)? {
+        remove_skeleton(&entry?.path())?;
+    }
+    fs::remove_dir(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_shift_into_the_range_once() {
+        let base = 2_000_000;
+        let cases = [
+            (0, 2_000_000),
+            (1000, 2_001_000),
+            (65_535, 2_065_535),
+            // In the range already: stays.
+            (2_000_000, 2_000_000),
+            (2_065_535, 2_065_535),
+            // Past the range or from another one: the container's root.
+            (65_536, 2_000_000),
+            (2_065_536, 2_000_000),
+            (u32::MAX, 2_000_000),
+        ];
+        for (id, want) in cases {
+            assert_eq!(shifted(id, base), want, "{id}");
+        }
+    }
+
+    #[test]
+    fn host_entries_keep_links_and_skip_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("usr")).unwrap();
+        fs::create_dir(dir.path().join("etc")).unwrap();
+        std::os::unix::fs::symlink("usr/bin", dir.path().join("bin")).unwrap();
+        fs::write(dir.path().join("opt"), "a file, not a dir").unwrap();
+        fs::create_dir(dir.path().join("home")).unwrap();
+        let got = host_entries(dir.path());
+        assert_eq!(
+            got,
+            [
+                HostEntry::Link("bin".into(), "usr/bin".into()),
+                HostEntry::Dir("usr".into()),
+                HostEntry::Dir("etc".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_skeleton_with_a_file_in_it_is_not_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = dir.path().join("s");
+        fs::create_dir_all(s.join("usr")).unwrap();
+        std::os::unix::fs::symlink("usr/bin", s.join("bin")).unwrap();
+        fs::write(s.join("usr/data"), "image file").unwrap();
+        assert!(remove_skeleton(&s).is_err());
+        assert_eq!(
+            fs::read_to_string(s.join("usr/data")).unwrap(),
+            "image file"
+        );
+        fs::remove_file(s.join("usr/data")).unwrap();
+        remove_skeleton(&s).unwrap();
+        assert!(!s.exists());
+    }
+
+    #[test]
+    fn shift_tree_moves_owners_into_the_range_and_follows_no_link_needs_root() {
+        assert!(
+            crate::containers::isolation::is_root(),
+            "this test needs root (only root gives files away): run the tests as root"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("data");
+        fs::create_dir_all(d.join("home/bot")).unwrap();
+        std::os::unix::fs::lchown(d.join("home/bot"), Some(1000), Some(1000)).unwrap();
+        let outside = dir.path().join("outside");
+        fs::write(&outside, "y").unwrap();
+        std::os::unix::fs::symlink(&outside, d.join("link")).unwrap();
+        let base = Ids {
+            uid: 3_000_000,
+            gid: 3_000_000,
+        };
+        assert_eq!(shift_tree(&d, base).unwrap(), 4);
+        let owner = |p: &str| {
+            let m = fs::symlink_metadata(d.join(p)).unwrap();
+            (m.uid(), m.gid())
+        };
+        assert_eq!(owner(""), (3_000_000, 3_000_000));
+        assert_eq!(owner("home/bot"), (3_001_000, 3_001_000));
+        assert_eq!(owner("link"), (3_000_000, 3_000_000));
+        assert_eq!(fs::metadata(&outside).unwrap().uid(), 0);
+        assert_eq!(shift_tree(&d, base).unwrap(), 0, "shifted once");
+    }
+}
