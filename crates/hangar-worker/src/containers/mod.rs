@@ -931,7 +931,12 @@ impl Inner {
             .enumerate()
             .map(|(i, m)| volume_dir(&m.volume, format!("mounts[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
-        let sandbox = self.sandbox();
+        let mut sandbox = self.sandbox();
+        if spec.privileged {
+            // Allowed above: real root with every capability (root on
+            // this worker), no user namespace, no seccomp filter.
+            sandbox.ids = None;
+        }
         // The user inside the container, and the host ids its mounts go to.
         let (container_user, user) = if is_runc {
             let inside =
