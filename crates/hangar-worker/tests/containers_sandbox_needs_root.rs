@@ -13,12 +13,10 @@ mod containers_support;
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::sync::Arc;
 
 use containers_support::*;
 use hangar_api::containers::ContainerSpec;
-use hangar_volumes::{DriverKind, VolumeManager};
-use hangar_worker::containers::{ContainerManager, ContainerOptions, DEFAULT_TASK_IDS};
+use hangar_worker::containers::{ContainerOptions, DEFAULT_TASK_IDS};
 
 fn run(host: &Host, spec: ContainerSpec) -> (Option<i32>, String) {
     let handle = spec.handle.clone();
@@ -199,18 +197,11 @@ fn listening_ports() -> Vec<u16> {
 #[test]
 fn five_thousand_forks_stop_at_the_pids_limit() {
     require_runc();
-    let dir = tempfile::tempdir().unwrap();
-    let volumes = Arc::new(VolumeManager::open(dir.path(), DriverKind::Naive).unwrap());
-    let containers = ContainerManager::open_with(
-        &dir.path().join("containers"),
-        volumes,
-        ContainerOptions {
-            pids_limit: Some(64),
-            sandbox_process: true,
-            ..ContainerOptions::default()
-        },
-    )
-    .unwrap();
+    let host = Host::with_options(ContainerOptions {
+        pids_limit: Some(64),
+        sandbox_process: true,
+        ..ContainerOptions::default()
+    });
     let script = r#"
 import os, time
 n = 0
@@ -228,11 +219,9 @@ print(n)
     let mut spec = process_spec("forks", "");
     spec.path = "python3".into();
     spec.args = vec!["-c".into(), script.into()];
-    containers.create(spec).unwrap();
-    let c = containers.wait("forks", WAIT).unwrap();
-    let log = fs::read_to_string(containers.log_path("forks").unwrap()).unwrap();
-    containers.destroy("forks").unwrap();
-    assert_eq!(c.exit.unwrap().code, Some(0), "{log}");
+    let (code, log) = run(&host, spec);
+    host.containers.destroy("forks").unwrap();
+    assert_eq!(code, Some(0), "{log}");
     let forked: u32 = log.trim().parse().unwrap();
     assert!(forked < 64, "{forked} forks under a limit of 64");
     assert!(forked > 10, "{forked}: the limit stopped ordinary forks");

@@ -953,7 +953,7 @@ impl Inner {
             };
             (inside, host)
         } else {
-            let user = self.task_user(&spec, rootfs.as_deref(), image_config.user.as_deref())?;
+            let user = self.task_user(&spec)?;
             (user, user)
         };
 
@@ -1255,13 +1255,9 @@ impl Inner {
         Ok(())
     }
 
-    /// The ids a container's program runs as (see [`Meta::user`]).
-    fn task_user(
-        &self,
-        spec: &ContainerSpec,
-        rootfs: Option<&Path>,
-        image_user: Option<&str>,
-    ) -> Result<Option<Ids>, ContainerError> {
+    /// The host ids a process container outside the sandbox runs as (see
+    /// [`Meta::user`]); a sandboxed one's are [`Self::container_user`]'s.
+    fn task_user(&self, spec: &ContainerSpec) -> Result<Option<Ids>, ContainerError> {
         use hangar_core::users::{parse_user, pick_task_ids, resolve_user};
         let bad = |reason: String| ContainerError::InvalidSpec {
             field: "user".into(),
@@ -1273,25 +1269,6 @@ impl Inner {
             .map(parse_user)
             .transpose()
             .map_err(bad)?;
-        if spec.runtime == Runtime::Runc {
-            // The task's `run.user`, else the image's user, else root.
-            let image_bad = |e: String| ContainerError::InvalidSpec {
-                field: "rootfs_volume".into(),
-                reason: format!("image layout: metadata.json: user: {e}"),
-            };
-            let (named, from_image) = match (named, image_user) {
-                (Some(named), _) => (named, false),
-                // Root is the default; a `FROM scratch` image may name it
-                // without a passwd file to look it up in.
-                (None, None | Some("root")) => return Ok(None),
-                (None, Some(user)) => (parse_user(user).map_err(image_bad)?, true),
-            };
-            // A name is the image's user: its passwd file says who it is.
-            let passwd = rootfs.and_then(|r| fs::read_to_string(r.join("etc/passwd")).ok());
-            return resolve_user(&named, passwd.as_deref())
-                .map(Some)
-                .map_err(if from_image { image_bad } else { bad });
-        }
         let resolve =
             |named| resolve_user(&named, isolation::host_passwd().as_deref()).map_err(bad);
         match (&self.isolation, named) {

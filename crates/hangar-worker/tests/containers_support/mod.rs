@@ -42,37 +42,26 @@ impl Host {
 
     /// A worker that runs process containers in the sandbox too.
     pub(crate) fn sandboxed() -> Host {
-        let dir = tempfile::tempdir().unwrap();
-        let volumes = Arc::new(VolumeManager::open(dir.path(), DriverKind::Naive).unwrap());
-        let containers = ContainerManager::open_with(
-            &dir.path().join("containers"),
-            volumes.clone(),
-            ContainerOptions {
-                sandbox_process: true,
-                ..ContainerOptions::default()
-            },
-        )
-        .unwrap();
-        Host {
-            dir,
-            volumes,
-            containers,
-        }
+        Host::with_options(ContainerOptions {
+            sandbox_process: true,
+            ..ContainerOptions::default()
+        })
     }
 
     /// A worker that looks for cgroups under `cgroup_root`.
     pub(crate) fn with_cgroup_root(cgroup_root: &Path) -> Host {
+        Host::with_options(ContainerOptions {
+            cgroup_root: cgroup_root.to_path_buf(),
+            ..ContainerOptions::default()
+        })
+    }
+
+    pub(crate) fn with_options(options: ContainerOptions) -> Host {
         let dir = tempfile::tempdir().unwrap();
         let volumes = Arc::new(VolumeManager::open(dir.path(), DriverKind::Naive).unwrap());
-        let containers = ContainerManager::open_with(
-            &dir.path().join("containers"),
-            volumes.clone(),
-            ContainerOptions {
-                cgroup_root: cgroup_root.to_path_buf(),
-                ..ContainerOptions::default()
-            },
-        )
-        .unwrap();
+        let containers =
+            ContainerManager::open_with(&dir.path().join("containers"), volumes.clone(), options)
+                .unwrap();
         Host {
             dir,
             volumes,
