@@ -50,6 +50,8 @@ pub struct WorkerConfig {
     /// capability; advertised to web at registration. Without it such a
     /// container is refused, whatever web sends.
     pub allow_privileged: bool,
+    /// `--task-network` and its subnet and bridge.
+    pub task_network: crate::containers::TaskNetworkConfig,
 }
 
 /// What the agent is asked to do, from a signal or from its owner.
@@ -247,9 +249,7 @@ async fn open_containers(
         task_user: config.task_user,
         hangar_exe: std::env::current_exe().ok(),
         allow_privileged: config.allow_privileged,
-        // Process tasks in the sandbox (runc over the host's system dirs).
-        sandbox_process: std::env::var("HANGAR_SANDBOX_PROCESS")
-            .is_ok_and(|v| matches!(v.as_str(), "1" | "true")),
+        task_network: config.task_network.clone(),
         ..Default::default()
     };
     let manager =

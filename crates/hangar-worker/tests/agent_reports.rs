@@ -173,6 +173,7 @@ async fn start_with(reports_open: bool, allow_privileged: bool) -> Fixture {
         task_user: hangar_worker::containers::DEFAULT_TASK_IDS,
         allow_import_dirs: vec![],
         allow_privileged,
+        task_network: Default::default(),
     };
     let (commands, rx) = mpsc::channel(4);
     let shutdown = CancellationToken::new();

@@ -327,5 +327,10 @@ async fn a_privileged_spec_is_refused_without_allow_privileged_and_nothing_is_ma
     allowed.volume("work");
     allowed.api.create_container(&spec).await.unwrap();
     let done = allowed.api.wait_container("root", WAIT).await.unwrap();
-    assert_eq!(done.exit.as_ref().and_then(|e| e.code), Some(0), "{done:?}");
+    let log = allowed.log("root", 0, false).await;
+    assert_eq!(
+        done.exit.as_ref().and_then(|e| e.code),
+        Some(0),
+        "{done:?}: {log}"
+    );
 }

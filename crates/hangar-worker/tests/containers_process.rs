@@ -1,4 +1,6 @@
-//! The container manager with the process runtime, running real processes:
+//! The container manager with the process runtime outside the sandbox (a
+//! worker that is not root, or lacks runc or cgroups; the sandboxed path
+//! is `containers_sandbox_needs_root.rs`), running real processes:
 //! mounts, exits, logs, destroy, a restarted worker picking up its
 //! predecessor's containers, crash leftovers, and OOM under a memory limit
 //! (root: the memory cgroup).
@@ -13,7 +15,7 @@ use hangar_worker::containers::ContainerError;
 
 #[test]
 fn a_task_reads_its_input_writes_its_output_and_logs_stdout_and_stderr() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     let input = host.volume("in-1");
     fs::write(input.join("hello.txt"), "hello").unwrap();
     let output = host.volume("out-1");
@@ -42,7 +44,7 @@ fn a_task_reads_its_input_writes_its_output_and_logs_stdout_and_stderr() {
 
 #[test]
 fn a_failing_task_reports_its_exit_code() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     host.containers
         .create(process_spec("fails", "exit 3"))
         .unwrap();
@@ -52,7 +54,7 @@ fn a_failing_task_reports_its_exit_code() {
 
 #[test]
 fn a_task_killed_by_a_signal_reports_the_signal_not_a_code() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     host.containers
         .create(process_spec("killed", "kill -TERM $$"))
         .unwrap();
@@ -62,7 +64,7 @@ fn a_task_killed_by_a_signal_reports_the_signal_not_a_code() {
 
 #[test]
 fn env_and_dir_reach_the_process_and_a_missing_program_is_exit_127() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     let mut spec = process_spec("env", r#"echo "$GREETING"; pwd"#);
     spec.env.insert("GREETING".into(), "hello there".into());
     spec.dir = Some("sub/dir".into());
@@ -82,7 +84,7 @@ fn env_and_dir_reach_the_process_and_a_missing_program_is_exit_127() {
 
 #[test]
 fn destroy_kills_a_running_task_and_forgets_it_and_destroying_again_is_fine() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     let gate = host.volume("gate");
     mkfifo(&gate.join("pid"));
     let mut spec = process_spec("sleeper", "echo started > gate/pid; exec sleep 1000");
@@ -109,7 +111,7 @@ fn destroy_kills_a_running_task_and_forgets_it_and_destroying_again_is_fine() {
 
 #[test]
 fn a_restarted_worker_lists_waits_on_and_reads_the_log_of_its_predecessors_container() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     let gate = host.volume("gate");
     mkfifo(&gate.join("go"));
     let mut spec = process_spec("long", r#"echo first; read x < gate/go; echo "second $x""#);
@@ -138,7 +140,7 @@ fn a_restarted_worker_lists_waits_on_and_reads_the_log_of_its_predecessors_conta
 
 #[test]
 fn a_restarted_worker_finds_a_wrapper_whose_pid_file_was_never_written() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     host.containers
         .create(process_spec("orphan", "exec sleep 1000"))
         .unwrap();
@@ -158,7 +160,7 @@ fn a_restarted_worker_finds_a_wrapper_whose_pid_file_was_never_written() {
 
 #[test]
 fn a_container_whose_processes_vanished_without_an_exit_status_is_reported_lost() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     host.containers
         .create(process_spec("vanishes", "exec sleep 1000"))
         .unwrap();
@@ -189,7 +191,7 @@ fn a_container_whose_processes_vanished_without_an_exit_status_is_reported_lost(
 
 #[test]
 fn opening_removes_leftovers_of_creations_a_crash_interrupted() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     host.containers
         .create(process_spec("kept", "true"))
         .unwrap();
@@ -227,7 +229,7 @@ fn opening_removes_leftovers_of_creations_a_crash_interrupted() {
 
 #[test]
 fn creation_refuses_bad_specs_unknown_volumes_and_taken_handles() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     let mut spec = process_spec("bad", "true");
     spec.mounts = vec![mount("in", "/etc")];
     let err = host.containers.create(spec).unwrap_err();
@@ -254,15 +256,16 @@ fn creation_refuses_bad_specs_unknown_volumes_and_taken_handles() {
     let entries: Vec<String> = fs::read_dir(host.containers.root())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        // The runc state dir and the disk reserve are the manager's own.
-        .filter(|n| !n.starts_with(".runc") && n != hangar_worker::disk::RESERVE_FILE)
+        // The runc and network state dirs and the disk reserve are the
+        // manager's own.
+        .filter(|n| !n.starts_with('.') && n != hangar_worker::disk::RESERVE_FILE)
         .collect();
     assert_eq!(entries, ["taken"]);
 }
 
 #[test]
 fn a_memory_hog_under_a_32_mib_limit_is_reported_oom_killed_needs_root() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     let mut spec = process_spec("hog", HOG);
     spec.memory_limit_bytes = Some(32 * MIB);
     host.containers.create(spec).unwrap_or_else(|e| {
@@ -280,7 +283,7 @@ fn a_memory_hog_under_a_32_mib_limit_is_reported_oom_killed_needs_root() {
 
 #[test]
 fn a_task_with_cpu_shares_runs_in_a_cgroup_of_that_weight_needs_root() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     let gate = host.volume("gate");
     mkfifo(&gate.join("ready"));
     let mut spec = process_spec(
@@ -308,7 +311,7 @@ fn a_task_with_cpu_shares_runs_in_a_cgroup_of_that_weight_needs_root() {
 
 #[test]
 fn a_task_without_cpu_shares_keeps_the_default_weight_needs_root() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     let mut spec = process_spec("no-cpu", "cat /proc/self/cgroup");
     spec.memory_limit_bytes = Some(32 * MIB);
     host.containers.create(spec).unwrap_or_else(|e| {
@@ -376,7 +379,7 @@ fn cpu_shares_are_refused_where_the_cgroups_have_no_cpu_controller() {
 
 #[test]
 fn cpu_shares_out_of_the_kernel_s_range_are_an_invalid_spec() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     for shares in [0, 1, 262_145] {
         let mut spec = process_spec("cpu", "true");
         spec.cpu_shares = Some(shares);
@@ -391,7 +394,7 @@ fn cpu_shares_out_of_the_kernel_s_range_are_an_invalid_spec() {
 
 #[test]
 fn a_task_within_its_memory_limit_is_not_oom_killed_needs_root() {
-    let host = Host::new();
+    let host = Host::unsandboxed();
     let mut spec = process_spec(
         "small",
         "x=$(head -c 1000000 /dev/zero | tr '\\0' a); echo ${#x}",

@@ -49,7 +49,10 @@ fn the_sandbox_is_in_force_in_every_container() {
     assert!(host.containers.sandboxes_processes());
     let script = "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; \
                   cat /proc/self/uid_map /proc/self/gid_map; id -u; \
-                  grep -c . /proc/net/dev; ls /tmp | grep -vx build | wc -l";
+                  tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\\n' ' '; echo; \
+                  awk '$2 == \"00000000\" {print $1}' /proc/net/route; \
+                  grep -c nameserver /etc/resolv.conf; \
+                  ls /tmp | grep -vx build | wc -l";
     for spec in both(&host, "status", script) {
         let handle = spec.handle.clone();
         let (code, log) = run(&host, spec);
@@ -66,8 +69,12 @@ fn the_sandbox_is_in_force_in_every_container() {
                 host_ids(),
                 host_ids(),
                 "0".into(),
-                // Two header lines and loopback: no host interface.
-                "3".into(),
+                // Loopback and the bridge's veth: no host interface.
+                "eth0 lo".into(),
+                // The default route goes out through the bridge.
+                "eth0".into(),
+                // Nameservers reachable from the bridge.
+                "1".into(),
                 // A /tmp of its own: only the build dir.
                 "0".into(),
             ],

@@ -91,7 +91,7 @@ fn filler(handle: &str, volume: &str) -> ContainerSpec {
 
 #[test]
 fn a_container_that_fills_the_disk_ends_as_disk_full_and_the_reserve_comes_back() {
-    let fs = Tmpfs::mount("4m");
+    let fs = Tmpfs::mount("5m"); // room for the reserve three times over, and the network state
     let volumes = Arc::new(VolumeManager::open(fs.path(), DriverKind::Naive).unwrap());
     let root = fs.path().join("containers");
     let containers = ContainerManager::open(&root, volumes.clone()).unwrap();

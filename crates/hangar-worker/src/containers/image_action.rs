@@ -47,6 +47,10 @@ pub struct ActionRuntime {
     pub(crate) roots: Option<RootMounts>,
     /// The sandbox an action of an unprivileged type runs in.
     pub(crate) sandbox: Sandbox,
+    /// The worker's task network, which actions are on as tasks are (a
+    /// check reaches the outside, not the host); `None`: runc's own
+    /// namespace, loopback only.
+    pub(crate) network: Option<std::sync::Arc<super::network::TaskNetwork>>,
 }
 
 impl ActionRuntime {
@@ -106,6 +110,9 @@ impl ActionRuntime {
     pub(crate) fn remove_cgroup(&self, id: &str) {
         if let Some(roots) = &self.roots {
             roots.release(id);
+        }
+        if let Some(net) = &self.network {
+            net.detach(id);
         }
         if let Some((cgroups, cg)) = self.cgroup(id) {
             if let Err(e) = cgroups.remove(&cg, std::time::Duration::from_secs(5)) {
@@ -172,7 +179,11 @@ pub(crate) fn prepare(
     made.map_err(|e| bad(format!("make the container's /tmp and HOME: {e}")))?;
     // The image's user as the host sees it: shifted into the sandbox's
     // range, so root inside owns what the image's root owned.
-    let sandbox = &runtime.sandbox;
+    let mut sandbox = runtime.sandbox.clone();
+    if let Some(net) = &runtime.network {
+        super::attach_network(net, hostname, &mut sandbox).map_err(bad)?;
+    }
+    let sandbox = &sandbox;
     let host_user = match (sandbox.ids, user) {
         (Some(base), user) if super::isolation::is_root() => {
             let user = user.unwrap_or(Ids { uid: 0, gid: 0 });
@@ -294,8 +305,10 @@ mod tests {
             sandbox: Sandbox {
                 ids: None,
                 network: sandbox::NetworkNs::New,
+                resolv_conf: None,
                 pids_limit: None,
             },
+            network: None,
         }
     }
 

@@ -54,6 +54,7 @@ pub use isolation::{
     hand_image_to_sandbox, hand_to_task_user, private_env_keys, Isolation, DEFAULT_TASK_IDS,
 };
 pub(crate) use isolation::{pid_namespace_prefix, TASK_PATH};
+pub use network::NetworkMode;
 pub use sandbox::DEFAULT_PIDS_LIMIT;
 pub use spec::{CPU_SHARES_RANGE, MIN_MEMORY_LIMIT_BYTES};
 
@@ -154,7 +155,39 @@ pub struct ContainerOptions {
     /// `HANGAR_SANDBOX_PROCESS=true`): off runs them as before, as a user of
     /// their own on the host.
     pub sandbox_process: bool,
+    /// How sandboxed containers are networked.
+    pub task_network: TaskNetworkConfig,
 }
+
+/// `--task-network`, `--task-network-subnet`, `--task-network-bridge`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskNetworkConfig {
+    /// `None` (auto) picks `bridge` where it works and otherwise runc's
+    /// own loopback-only namespace, with a warning saying why; never the
+    /// host's.
+    pub mode: Option<NetworkMode>,
+    /// The bridge's IPv4 subnet.
+    pub subnet: String,
+    /// The bridge's name, shared by the workers of a host.
+    pub bridge: String,
+}
+
+impl Default for TaskNetworkConfig {
+    fn default() -> Self {
+        TaskNetworkConfig {
+            mode: None,
+            subnet: DEFAULT_TASK_SUBNET.into(),
+            bridge: DEFAULT_TASK_BRIDGE.into(),
+        }
+    }
+}
+
+/// The subnet task containers get addresses from by default (in
+/// 10.0.0.0/8, away from Docker's 172.17/16 and Kubernetes' usual pod
+/// and service ranges).
+pub const DEFAULT_TASK_SUBNET: &str = "10.223.0.0/16";
+/// The host bridge task containers are on by default.
+pub const DEFAULT_TASK_BRIDGE: &str = "hangar0";
 
 impl Default for ContainerOptions {
     fn default() -> Self {
@@ -168,7 +201,8 @@ impl Default for ContainerOptions {
             use_unshare: true,
             allow_privileged: false,
             pids_limit: Some(sandbox::DEFAULT_PIDS_LIMIT),
-            sandbox_process: false,
+            sandbox_process: true,
+            task_network: TaskNetworkConfig::default(),
         }
     }
 }
@@ -223,6 +257,9 @@ struct Inner {
     pids_limit: Option<u64>,
     /// `process` containers run through runc in the sandbox.
     sandbox_process: bool,
+    /// The network sandboxed containers get; `None` where the worker
+    /// cannot sandbox (runc's own namespace, loopback only).
+    network: Option<Arc<network::TaskNetwork>>,
     /// Serializes create, destroy and recording an exit.
     ops: Mutex<()>,
     /// Bumped and notified whenever a wrapper this process started ends.
@@ -318,10 +355,26 @@ impl ContainerManager {
         } else {
             None
         };
-        let sandbox_process = options.sandbox_process && roots.is_some() && runc.is_some();
+        // runc needs a cgroup to put the container in.
+        let sandbox_process =
+            options.sandbox_process && roots.is_some() && runc.is_some() && cgroup_version.is_ok();
         if !sandbox_process && isolation::is_root() {
-            tracing::warn!(runc = ?runc, "process tasks run outside the sandbox (no runc, or turned off): as a user of their own on the host, with the host's network");
+            tracing::warn!(runc = ?runc, cgroups = ?cgroup_version, "process tasks run outside the sandbox (no runc, no cgroups, or turned off): as a user of their own on the host, with the host's network");
         }
+        let network = match (&roots, &runc) {
+            (Some(_), Some(_)) => open_network(&root, &options.task_network)?.map(Arc::new),
+            _ => match options.task_network.mode {
+                Some(mode @ (NetworkMode::Bridge | NetworkMode::None)) => {
+                    return Err(ContainerError::Unsupported {
+                        reason: format!(
+                            "--task-network {mode}: this worker cannot sandbox containers \
+                             (it needs root and runc); leave the flag out"
+                        ),
+                    })
+                }
+                _ => None,
+            },
+        };
         let inner = Arc::new(Inner {
             root,
             runc_state,
@@ -336,6 +389,7 @@ impl ContainerManager {
             roots,
             pids_limit: options.pids_limit,
             sandbox_process,
+            network,
             ops: Mutex::new(()),
             ended: (Mutex::new(0), Condvar::new()),
             disk,
@@ -347,6 +401,7 @@ impl ContainerManager {
             cgroups = ?inner.cgroup_version,
             cpu_shares = ?inner.cpu_controller,
             isolation = ?inner.isolation,
+            network = ?inner.network.as_ref().map(|n| n.mode()),
             removed = report.removed.len(),
             lost = report.lost.len(),
             "container manager opened"
@@ -384,7 +439,14 @@ impl ContainerManager {
             memory_limit: self.default_limit.clone(),
             roots: self.inner.roots.clone(),
             sandbox: self.inner.sandbox(),
+            network: self.inner.network.clone(),
         })
+    }
+
+    /// How sandboxed containers are networked here; `None` where the
+    /// worker cannot sandbox.
+    pub fn task_network(&self) -> Option<NetworkMode> {
+        self.inner.network.as_ref().map(|n| n.mode())
     }
 
     /// Whether `process` containers run in the sandbox here.
@@ -638,7 +700,30 @@ impl Inner {
         sandbox::Sandbox {
             ids: Some(self.task_base),
             network: sandbox::NetworkNs::New,
+            resolv_conf: None,
             pids_limit: self.pids_limit,
+        }
+    }
+
+    /// Gives container `handle` its network: a namespace of the worker's
+    /// task network (and the nameservers it reaches), or runc's own
+    /// loopback-only one where the worker has none. Undone by
+    /// [`Self::release_network`].
+    fn attach_network(
+        &self,
+        handle: &str,
+        sandbox: &mut sandbox::Sandbox,
+    ) -> Result<(), ContainerError> {
+        if let Some(net) = &self.network {
+            attach_network(net, handle, sandbox)
+                .map_err(|reason| ContainerError::Unsupported { reason })?;
+        }
+        Ok(())
+    }
+
+    fn release_network(&self, handle: &str) {
+        if let Some(net) = &self.network {
+            net.detach(handle);
         }
     }
 
@@ -864,6 +949,7 @@ impl Inner {
                     tracing::warn!(handle = %rec.handle, error = %e, "runc delete failed");
                 }
             }
+            self.release_network(&rec.handle);
         }
         if let Some(cg) = &rec.meta.cgroup {
             if kill_leftovers {
@@ -936,6 +1022,9 @@ impl Inner {
             // Allowed above: real root with every capability (root on
             // this worker), no user namespace, no seccomp filter.
             sandbox.ids = None;
+        }
+        if is_runc {
+            self.attach_network(&handle, &mut sandbox)?;
         }
         // The user inside the container, and the host ids its mounts go to.
         let (container_user, user) = if is_runc {
@@ -1083,6 +1172,7 @@ impl Inner {
             if let Some(roots) = &self.roots {
                 roots.release(&handle);
             }
+            self.release_network(&handle);
             if let Some(cg) = &cgroup {
                 if let Err(e) = self.cgroups.remove(cg, Duration::ZERO) {
                     tracing::warn!(error = %e, "cannot remove the cgroup of a container that was not made");
@@ -1572,6 +1662,9 @@ impl Inner {
         if let Some(roots) = &self.roots {
             roots.release(handle);
         }
+        if meta.is_some_and(|m| m.runc) {
+            self.release_network(handle);
+        }
     }
 
     /// Cleans up after a worker that died mid-operation.
@@ -1639,8 +1732,58 @@ impl Inner {
         if let Some(roots) = &self.roots {
             report.removed.extend(roots.sweep(&live));
         }
+        // Networks of containers that ended while no worker ran (their
+        // exit was not seen, so not released) are kept for the running
+        // ones only.
+        if let Some(net) = &self.network {
+            let running: std::collections::BTreeSet<String> = live
+                .iter()
+                .filter(|h| !self.dir(h).join(store::RESULT_FILE).exists())
+                .cloned()
+                .collect();
+            net.sweep(&running);
+        }
         Ok(report)
     }
+}
+
+/// Opens the worker's task network (`config`, in
+/// `<root>/.network`). Auto (`None`) tries `bridge`, and where it does
+/// not work warns and answers `None`: containers get runc's own network
+/// namespace, loopback only. An explicit mode that does not work fails.
+fn open_network(
+    root: &Path,
+    config: &TaskNetworkConfig,
+) -> Result<Option<network::TaskNetwork>, ContainerError> {
+    let state = root.join(".network");
+    let detect = |mode| network::TaskNetwork::detect(mode, &state, &config.subnet, &config.bridge);
+    match config.mode {
+        Some(mode) => detect(mode)
+            .map(Some)
+            .map_err(|reason| ContainerError::Unsupported { reason }),
+        None => match detect(NetworkMode::Bridge) {
+            Ok(net) => Ok(Some(net)),
+            Err(why) => {
+                tracing::warn!(error = %why, "tasks get no network (loopback only): the bridge does not work here; install containernetworking-plugins and iptables, or pass --task-network host to share the host's network (no isolation)");
+                Ok(None)
+            }
+        },
+    }
+}
+
+/// Puts container `handle` on `net`: its namespace (none for `host`) and
+/// resolv.conf go into `sandbox`.
+fn attach_network(
+    net: &network::TaskNetwork,
+    handle: &str,
+    sandbox: &mut sandbox::Sandbox,
+) -> Result<(), String> {
+    sandbox.network = match net.attach(handle)? {
+        Some(path) => sandbox::NetworkNs::Path(path),
+        None => sandbox::NetworkNs::Host,
+    };
+    sandbox.resolv_conf = net.resolv_conf();
+    Ok(())
 }
 
 /// Why a container's CPU shares cannot be applied here.

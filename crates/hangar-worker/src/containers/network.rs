@@ -43,9 +43,6 @@
 // Plugins and iptables run as child processes the worker waits for; async
 // callers go through spawn_blocking (see the module above).
 #![allow(clippy::disallowed_methods)]
-// The runc runtime takes the namespace from `attach` (wired in mod.rs and
-// runc.rs separately); until then only the tests call this module.
-#![allow(dead_code)]
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -81,6 +78,10 @@ const CNI_VERSION: &str = "1.0.0";
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 /// The handle `detect` attaches and detaches to prove the mode works.
 const PROBE_HANDLE: &str = "hangar-network-probe";
+/// host-local's `dataDir`, shared by every worker on the host: workers on
+/// one host share the bridge, so they must lease from one pool. On tmpfs,
+/// so leases go with a reboot, as the namespaces do.
+const HOST_IPAM_DIR: &str = "/run/hangar-network/ipam";
 /// A PATH with the sbin directories: the bridge plugin runs `iptables` by
 /// name, and a worker started from a user's shell may lack them.
 const TOOL_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -95,7 +96,7 @@ const RESOLV_SOURCES: &[&str] = &[
 
 /// How a task container is networked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NetworkMode {
+pub enum NetworkMode {
     /// Its own namespace on the worker's bridge, NATed outbound, the host
     /// unreachable.
     Bridge,
@@ -200,6 +201,12 @@ pub(crate) struct TaskNetwork {
     bridge: String,
     /// The directory with the plugins; empty for `host`.
     cni_path: PathBuf,
+    /// host-local's `dataDir` (shared by the workers of a host).
+    ipam_dir: PathBuf,
+    /// What this worker's CNI container ids start with (from its state
+    /// dir), so that leases and NAT rules of other workers on the same
+    /// bridge are never taken for leftovers of this one.
+    owner: String,
     /// Held while the host's iptables rules are checked and repaired, so
     /// two attaches do not insert the same jump twice.
     host_rules: Arc<Mutex<()>>,
@@ -243,6 +250,8 @@ impl TaskNetwork {
             subnet: None,
             bridge: String::new(),
             cni_path: PathBuf::new(),
+            ipam_dir: PathBuf::from(HOST_IPAM_DIR),
+            owner: owner_of(state_dir),
             host_rules: Arc::new(Mutex::new(())),
         };
         let plugins: &[&str] = match mode {
@@ -380,7 +389,8 @@ impl TaskNetwork {
             // DEL removes a container's NAT rules only while its `eth0`
             // exists (the plugin learns the address from it): rules of a
             // namespace that vanished first are found by their comment.
-            if let Err(e) = self.remove_nat_rules(|id| !live.contains(id)) {
+            let dead = |id: &str| self.own_handle(id).is_some_and(|h| !live.contains(h));
+            if let Err(e) = self.remove_nat_rules(dead) {
                 tracing::warn!(error = %e, "removing NAT rules of containers that are gone");
             }
         }
@@ -435,11 +445,23 @@ impl TaskNetwork {
     /// host-local's `dataDir`; it keeps its leases in `<dataDir>/<network
     /// name>/`, and the network is named after the bridge.
     fn ipam_dir(&self) -> PathBuf {
-        self.state_dir.join("ipam")
+        self.ipam_dir.clone()
     }
 
-    /// host-local's leases: (address, container id) from its files, named
-    /// after the address and holding `<id>\r\n<ifname>`.
+    /// The CNI container id of container `handle`: the worker's owner
+    /// prefix and the handle.
+    fn cni_id(&self, handle: &str) -> String {
+        format!("{}{handle}", self.owner)
+    }
+
+    /// The handle of a CNI container id of this worker's; `None` for
+    /// another worker's.
+    fn own_handle<'a>(&self, id: &'a str) -> Option<&'a str> {
+        id.strip_prefix(&self.owner)
+    }
+
+    /// This worker's host-local leases: (address, container handle) from
+    /// its files, named after the address and holding `<id>\r\n<ifname>`.
     fn leases(&self) -> Vec<(IpAddr, String)> {
         let Ok(entries) = fs::read_dir(self.ipam_dir().join(&self.bridge)) else {
             return vec![];
@@ -450,8 +472,9 @@ impl TaskNetwork {
                 continue; // its lock and last_reserved_ip files
             };
             if let Ok(text) = fs::read_to_string(e.path()) {
-                if let Some(id) = text.lines().next().map(str::trim).filter(|s| !s.is_empty()) {
-                    out.push((ip, id.to_string()));
+                let id = text.lines().next().map(str::trim).unwrap_or_default();
+                if let Some(handle) = self.own_handle(id).filter(|h| !h.is_empty()) {
+                    out.push((ip, handle.to_string()));
                 }
             }
         }
@@ -472,7 +495,7 @@ impl TaskNetwork {
         cmd.env_clear()
             .env("PATH", TOOL_PATH)
             .env("CNI_COMMAND", command)
-            .env("CNI_CONTAINERID", handle)
+            .env("CNI_CONTAINERID", self.cni_id(handle))
             .env("CNI_NETNS", netns.map(Path::as_os_str).unwrap_or_default())
             .env("CNI_IFNAME", IFNAME)
             .env("CNI_PATH", &self.cni_path);
@@ -652,6 +675,17 @@ fn route_conflict(routes: &str, subnet: &Subnet, bridge: &str) -> Option<String>
             .overlaps(subnet)
             .then(|| format!("{dst}/{prefix} on {iface}"))
     })
+}
+
+/// The prefix of a worker's CNI container ids: 8 hex digits of a hash of
+/// its state dir, and a dot (handles never hold one first).
+fn owner_of(state_dir: &Path) -> String {
+    // FNV-1a: stable across builds, unlike std's hasher.
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in state_dir.as_os_str().as_encoded_bytes() {
+        hash = (hash ^ u32::from(*b)).wrapping_mul(0x0100_0193);
+    }
+    format!("{hash:08x}.")
 }
 
 /// The bridge plugin's config: the network is named after the bridge, so
@@ -1713,6 +1747,8 @@ mod tests {
                 subnet: (mode == NetworkMode::Bridge).then_some(subnet),
                 bridge: bridge.clone(),
                 cni_path: PathBuf::from(PLUGIN_DIRS[0]),
+                ipam_dir: PathBuf::from(HOST_IPAM_DIR),
+                owner: owner_of(&dir.path().join("state")),
                 host_rules: Arc::new(Mutex::new(())),
             };
             let mut lab = Lab {
@@ -1746,7 +1782,7 @@ mod tests {
             let listing = iptables(&["-t", "nat", "-S", "POSTROUTING"]).unwrap();
             nat_rules(&listing, &self.net.bridge)
                 .into_iter()
-                .map(|r| r.id)
+                .filter_map(|r| self.net.own_handle(&r.id).map(str::to_string))
                 .collect()
         }
 
@@ -1813,6 +1849,7 @@ mod tests {
             if self.net.mode == NetworkMode::Bridge {
                 self.net.remove_host_rules();
                 run(&["ip", "link", "del", &self.net.bridge]);
+                let _ = fs::remove_dir_all(self.net.ipam_dir.join(&self.net.bridge));
             }
             let _ = fs::write("/proc/sys/net/ipv4/ip_forward", &self.ip_forward);
         }
@@ -2119,10 +2156,16 @@ mod tests {
         remove_netns(&ns("crashed"));
         // "rebooted": a lease whose namespace file is a plain file.
         fs::write(ns("rebooted"), "").unwrap();
-        let ipam = lab.dir.path().join("state/ipam").join(&lab.net.bridge);
+        let ipam = lab.net.ipam_dir.join(&lab.net.bridge);
         let stale_ip = Ipv4Addr::from(u32::from(lab.subnet.addr) + 200);
-        fs::write(ipam.join(stale_ip.to_string()), "rebooted\r\neth0").unwrap();
+        let stale = format!("{}rebooted\r\neth0", lab.net.owner);
+        fs::write(ipam.join(stale_ip.to_string()), stale).unwrap();
+        // Another worker on the same bridge: its lease is not this one's.
+        let foreign_ip = Ipv4Addr::from(u32::from(lab.subnet.addr) + 201);
+        let foreign = ipam.join(foreign_ip.to_string());
+        fs::write(&foreign, "0badc0de.other\r\neth0").unwrap();
         assert!(lab.leased("crashed") && lab.leased("rebooted"));
+        assert!(!lab.net.leases().iter().any(|(_, id)| id.contains("other")));
         assert!(lab.nat_ids().contains(&"crashed".to_string()));
 
         lab.net.sweep(&BTreeSet::from(["live".to_string()]));
@@ -2134,6 +2177,8 @@ mod tests {
             assert!(!ns(h).exists(), "{h}'s namespace");
             assert!(!lab.leased(h), "{h}'s lease");
         }
+        assert!(foreign.exists(), "another worker's lease is left alone");
+        fs::remove_file(&foreign).unwrap();
         // The survivor still works.
         assert!(ipv4(Some(&ns("live")), "eth0").is_some());
     }

@@ -45,50 +45,85 @@ pub(crate) const CAPABILITIES: &[&str] = &[
     "CAP_AUDIT_WRITE",
 ];
 
-/// Every capability, for a privileged container.
+/// Every capability, for a privileged container, in the kernel's
+/// numbering (the index is the capability's bit).
 const ALL_CAPABILITIES: &[&str] = &[
-    "CAP_AUDIT_CONTROL",
-    "CAP_AUDIT_READ",
-    "CAP_AUDIT_WRITE",
-    "CAP_BLOCK_SUSPEND",
-    "CAP_BPF",
-    "CAP_CHECKPOINT_RESTORE",
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
     "CAP_DAC_READ_SEARCH",
     "CAP_FOWNER",
     "CAP_FSETID",
-    "CAP_IPC_LOCK",
-    "CAP_IPC_OWNER",
     "CAP_KILL",
-    "CAP_LEASE",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
     "CAP_LINUX_IMMUTABLE",
-    "CAP_MAC_ADMIN",
-    "CAP_MAC_OVERRIDE",
-    "CAP_MKNOD",
-    "CAP_NET_ADMIN",
     "CAP_NET_BIND_SERVICE",
     "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",
     "CAP_NET_RAW",
-    "CAP_PERFMON",
-    "CAP_SETFCAP",
-    "CAP_SETGID",
-    "CAP_SETPCAP",
-    "CAP_SETUID",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_PACCT",
     "CAP_SYS_ADMIN",
     "CAP_SYS_BOOT",
-    "CAP_SYS_CHROOT",
-    "CAP_SYS_MODULE",
     "CAP_SYS_NICE",
-    "CAP_SYS_PACCT",
-    "CAP_SYS_PTRACE",
-    "CAP_SYS_RAWIO",
     "CAP_SYS_RESOURCE",
     "CAP_SYS_TIME",
     "CAP_SYS_TTY_CONFIG",
+    "CAP_MKNOD",
+    "CAP_LEASE",
+    "CAP_AUDIT_WRITE",
+    "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MAC_ADMIN",
     "CAP_SYSLOG",
     "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ",
+    "CAP_PERFMON",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
 ];
+
+/// The capabilities of `wanted` the worker itself may hand on: those in
+/// its bounding set (`CapBnd` of `/proc/self/status`). runc refuses to
+/// start a container asking for one the worker lacks (a worker in a
+/// container without `CAP_SYS_RESOURCE`, say), so a privileged container
+/// gets every capability the worker has, as Docker's `--privileged` does.
+fn available(wanted: &[&'static str]) -> Vec<&'static str> {
+    static BOUNDING: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let bounding = *BOUNDING.get_or_init(|| {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        bounding_set(&status)
+    });
+    filter_capabilities(wanted, bounding)
+}
+
+/// `CapBnd` of a `/proc/<pid>/status`.
+fn bounding_set(status: &str) -> Option<u64> {
+    let hex = status.lines().find_map(|l| l.strip_prefix("CapBnd:"))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
+}
+
+/// `wanted` less what `bounding` lacks; all of it when the set is unknown.
+fn filter_capabilities(wanted: &[&'static str], bounding: Option<u64>) -> Vec<&'static str> {
+    wanted
+        .iter()
+        .copied()
+        .filter(
+            |cap| match (bounding, ALL_CAPABILITIES.iter().position(|c| c == cap)) {
+                (Some(set), Some(bit)) => set & (1 << bit) != 0,
+                _ => true,
+            },
+        )
+        .collect()
+}
 
 /// A volume to bind into the container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,6 +271,15 @@ pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
             "options": options,
         }));
     }
+    // Last: over the image's file, or the host's `/etc` of a process root.
+    if let Some(resolv) = &p.sandbox.resolv_conf {
+        mounts.push(json!({
+            "destination": "/etc/resolv.conf",
+            "type": "bind",
+            "source": resolv,
+            "options": ["bind", "ro", "nosuid", "nodev", "noexec"],
+        }));
+    }
 
     // The memory limit is on the parent cgroup, which is ours (see
     // `cgroup`); so is the CPU weight, but the shares go to runc as well,
@@ -253,10 +297,11 @@ pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
         json!({"type": "uts"}),
         json!({"type": "mount"}),
     ];
-    namespaces.push(match &p.sandbox.network {
-        NetworkNs::New => json!({"type": "network"}),
-        NetworkNs::Path(path) => json!({"type": "network", "path": path}),
-    });
+    match &p.sandbox.network {
+        NetworkNs::New => namespaces.push(json!({"type": "network"})),
+        NetworkNs::Path(path) => namespaces.push(json!({"type": "network", "path": path})),
+        NetworkNs::Host => {}
+    }
     let mut linux = json!({
         "resources": resources,
         "namespaces": namespaces,
@@ -281,11 +326,11 @@ pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
     if let Some(path) = p.cgroups_path {
         linux["cgroupsPath"] = json!(path);
     }
-    let caps = if privileged {
+    let caps = available(if privileged {
         ALL_CAPABILITIES
     } else {
         CAPABILITIES
-    };
+    });
     json!({
         "ociVersion": "1.0.2",
         "process": {
@@ -445,6 +490,7 @@ mod tests {
                 gid: 2_000_000,
             }),
             network: NetworkNs::New,
+            resolv_conf: None,
             pids_limit: Some(4096),
         }
     }
@@ -762,5 +808,31 @@ mod tests {
                 "b"
             ]
         );
+    }
+
+    #[test]
+    fn capabilities_the_worker_lacks_are_left_out() {
+        let status = "Name:\tx\nCapBnd:\t000001fffeffffff\nCapAmb:\t0\n";
+        let set = bounding_set(status);
+        assert_eq!(set, Some(0x1fffeffffff));
+        let all = filter_capabilities(ALL_CAPABILITIES, set);
+        assert!(
+            !all.contains(&"CAP_SYS_RESOURCE"),
+            "bit 24 is not in the set"
+        );
+        assert_eq!(all.len(), ALL_CAPABILITIES.len() - 1);
+        assert!(all.contains(&"CAP_SYS_ADMIN") && all.contains(&"CAP_CHECKPOINT_RESTORE"));
+        assert_eq!(filter_capabilities(CAPABILITIES, set), CAPABILITIES);
+        assert_eq!(
+            filter_capabilities(CAPABILITIES, Some(0)),
+            Vec::<&str>::new()
+        );
+        assert_eq!(
+            filter_capabilities(ALL_CAPABILITIES, None),
+            ALL_CAPABILITIES
+        );
+        assert_eq!(bounding_set("CapBnd:\tzz\n"), None);
+        assert_eq!(ALL_CAPABILITIES[21], "CAP_SYS_ADMIN");
+        assert_eq!(ALL_CAPABILITIES[40], "CAP_CHECKPOINT_RESTORE");
     }
 }

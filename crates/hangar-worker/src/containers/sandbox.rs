@@ -35,12 +35,14 @@ pub const DEFAULT_PIDS_LIMIT: u64 = 4096;
 /// Where a container's network namespace comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum NetworkNs {
-    /// A new one of runc's: loopback only.
+    /// A new one of runc's: loopback only (a worker without a task
+    /// network: not root, or the plugins missing).
     New,
-    /// One the worker made (with a bridge and NAT), by its path: what
-    /// `network::TaskNetwork::attach` gives, not wired in yet.
-    #[allow(dead_code)]
+    /// One the worker made (`--task-network bridge` or `none`), by its
+    /// path: what `network::TaskNetwork::attach` gives.
     Path(PathBuf),
+    /// The host's own (`--task-network host`): no isolation.
+    Host,
 }
 
 /// How one container is sandboxed.
@@ -50,6 +52,10 @@ pub(crate) struct Sandbox {
     /// no user namespace, every capability, no seccomp filter.
     pub ids: Option<Ids>,
     pub network: NetworkNs,
+    /// Bound read-only at `/etc/resolv.conf`: nameservers the container's
+    /// network reaches (`network::TaskNetwork::resolv_conf`); `None` leaves
+    /// the root's own.
+    pub resolv_conf: Option<PathBuf>,
     /// At most this many tasks (processes and threads); `None`: no limit.
     pub pids_limit: Option<u64>,
 }

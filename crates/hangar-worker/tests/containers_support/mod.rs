@@ -40,6 +40,15 @@ impl Host {
         }
     }
 
+    /// A worker that runs process containers outside the sandbox, as a
+    /// worker that is not root (or lacks runc or cgroups) does.
+    pub(crate) fn unsandboxed() -> Host {
+        Host::with_options(ContainerOptions {
+            sandbox_process: false,
+            ..ContainerOptions::default()
+        })
+    }
+
     /// A worker that runs process containers in the sandbox too.
     pub(crate) fn sandboxed() -> Host {
         Host::with_options(ContainerOptions {

@@ -89,6 +89,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             task_user: hangar_worker::containers::DEFAULT_TASK_IDS,
             allow_import_dirs: vec![],
             allow_privileged: false,
+            task_network: Default::default(),
         };
         let (tx, rx) = mpsc::channel(4);
         senders.push(tx);

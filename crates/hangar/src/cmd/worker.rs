@@ -66,6 +66,20 @@ pub(crate) struct Args {
     /// stalls it, when it goes silent.
     #[arg(long, env = "HANGAR_EPHEMERAL")]
     pub ephemeral: bool,
+    /// How task containers are networked: bridge (their own network
+    /// namespace on a host bridge, NAT to the outside, the host and other
+    /// containers unreachable), none (loopback only) or host (the host's
+    /// network: no isolation). auto: bridge where it works (root, runc,
+    /// the CNI plugins and iptables), else loopback only, with a warning.
+    #[arg(long, env = "HANGAR_TASK_NETWORK", default_value = "auto", value_parser = parse_network)]
+    pub task_network: NetworkChoice,
+    /// The IPv4 subnet task containers get addresses from (bridge).
+    #[arg(long, env = "HANGAR_TASK_NETWORK_SUBNET", default_value = hangar_worker::containers::DEFAULT_TASK_SUBNET)]
+    pub task_network_subnet: String,
+    /// The host bridge task containers are on (bridge); the workers of one
+    /// host share it.
+    #[arg(long, env = "HANGAR_TASK_NETWORK_BRIDGE", default_value = hangar_worker::containers::DEFAULT_TASK_BRIDGE)]
+    pub task_network_bridge: String,
     #[arg(long, env = "HANGAR_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = duration::parse)]
     pub heartbeat_interval: Duration,
     /// A directory of base resource types (each a directory with check, in,
@@ -88,6 +102,20 @@ pub(crate) struct Args {
     pub api_url: Option<String>,
     #[command(flatten)]
     pub health: HealthArgs,
+}
+
+/// `auto` is `None`: the worker tries the bridge at start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NetworkChoice(Option<hangar_worker::containers::NetworkMode>);
+
+fn parse_network(s: &str) -> Result<NetworkChoice, String> {
+    match s {
+        "auto" => Ok(NetworkChoice(None)),
+        other => other
+            .parse()
+            .map(|m| NetworkChoice(Some(m)))
+            .map_err(|_| format!("must be auto, bridge, none or host, not {other:?}")),
+    }
 }
 
 /// `auto` is `None`: the worker probes for overlay at start.
@@ -229,6 +257,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         task_user: args.task_user,
         allow_import_dirs: args.allow_import_dirs,
         allow_privileged: args.allow_privileged,
+        task_network: hangar_worker::containers::TaskNetworkConfig {
+            mode: args.task_network.0,
+            subnet: args.task_network_subnet,
+            bridge: args.task_network_bridge,
+        },
     };
     let shutdown = CancellationToken::new();
     let (tx, rx) = mpsc::channel(4);
