@@ -52,6 +52,9 @@ pub struct WorkerConfig {
     pub allow_privileged: bool,
     /// `--task-network` and its subnet and bridge.
     pub task_network: crate::containers::TaskNetworkConfig,
+    /// Process tasks run in the sandbox where the worker can (root, runc,
+    /// cgroups); `--no-process-sandbox` turns it off.
+    pub process_sandbox: bool,
 }
 
 /// What the agent is asked to do, from a signal or from its owner.
@@ -250,6 +253,7 @@ async fn open_containers(
         hangar_exe: std::env::current_exe().ok(),
         allow_privileged: config.allow_privileged,
         task_network: config.task_network.clone(),
+        sandbox_process: config.process_sandbox,
         ..Default::default()
     };
     let manager =

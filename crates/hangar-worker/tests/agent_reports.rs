@@ -174,6 +174,7 @@ async fn start_with(reports_open: bool, allow_privileged: bool) -> Fixture {
         allow_import_dirs: vec![],
         allow_privileged,
         task_network: Default::default(),
+        process_sandbox: true,
     };
     let (commands, rx) = mpsc::channel(4);
     let shutdown = CancellationToken::new();

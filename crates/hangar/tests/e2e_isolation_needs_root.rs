@@ -43,7 +43,12 @@ fn probe_task(tries: &[String]) -> String {
     for t in tries {
         script.push_str(&format!("try {t}\n"));
     }
-    script.push_str("echo \"uid=$(id -u)\"; env | sed 's/^/env: /'\n");
+    // The host uid the task runs as: its uid through its uid_map (in the
+    // sandbox, root inside is a high uid outside).
+    script.push_str(
+        "u=$(id -u); awk -v u=\"$u\" '$1 <= u && u < $1 + $3 {print \"uid=\" $2 + u - $1; exit}' /proc/self/uid_map\n",
+    );
+    script.push_str("env | sed 's/^/env: /'\n");
     serde_json::json!({
         "platform": "linux",
         "params": {"GREETING": "hello"},
@@ -152,7 +157,9 @@ fn a_task_cannot_reach_the_secrets_database_environment_or_work_dir_of_web_and_w
             format!("ls {w}"),
             format!("ls {w}/volumes"),
             format!("cat {w}/state-identity"),
-            "ls ../../..".into(),
+            // The worker's volumes as seen from a working dir in its
+            // containers dir (outside the sandbox).
+            "ls ../../../volumes".into(),
         ],
     );
     assert!(!out.contains("private-setting"), "{out}");
@@ -256,7 +263,7 @@ fn quickstarts_secrets_and_database_are_out_of_a_tasks_reach() {
         "cat ../../../../../admin-token".into(),
         "cat ../../../../../hangar.db".into(),
         "cat ../../../../admin-token".into(),
-        "ls ../../../..".into(),
+        "ls ../../../../workers".into(),
     ];
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("probe.yml"), probe_task(&tries)).unwrap();

@@ -53,6 +53,8 @@ fn without_unshare_a_root_worker_drops_tasks_with_exec_as_needs_root() {
         volumes,
         ContainerOptions {
             use_unshare: false,
+            // The path outside the sandbox (a host where runc cannot run).
+            sandbox_process: false,
             hangar_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_hangar"))),
             ..ContainerOptions::default()
         },

@@ -15,7 +15,6 @@ pub mod postgres;
 pub mod schedule;
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -647,20 +646,16 @@ impl Fleet {
         let before = self.generation_of(i).await;
         self.slots[i].held_down = true;
         self.oom_count += 1;
-        // Tasks run as their own unprivileged user: the marker's dir is one
-        // every task user may write (sticky, like /tmp), outside the chaos
-        // dir, which is root's alone.
-        let markers = std::env::temp_dir().join(format!(
-            "hangar-chaos-oom-{}",
-            self.dir
-                .file_name()
-                .map_or_else(|| "run".into(), |n| n.to_string_lossy().into_owned())
-        ));
-        std::fs::create_dir_all(&markers)?;
-        std::fs::set_permissions(&markers, PermissionsExt::from_mode(0o1777))?;
-        let marker = markers.join(self.oom_count.to_string());
+        // The hog holds its first attempt until this moment; an attempt
+        // that starts later (the retry on a worker back from the dead) ends
+        // at once. A task is sandboxed (its own /tmp, no way to the host),
+        // so the harness learns that it runs from its log, not a file.
+        let hold_until = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            + HOG_HOLD.as_secs();
         let name = self.slots[i].spec.name.clone();
-        let script = hog_script(&marker);
+        let script = hog_script(hold_until);
         let plan = serde_json::json!([{"task": "hog", "tags": [name], "config": {
             "platform": "linux",
             "run": {"path": "sh", "args": ["-c", script]},
@@ -693,9 +688,24 @@ impl Fleet {
         // the worker's memory cgroup: a task cannot join another cgroup or
         // spare itself from the OOM killer, and need not. The kernel then
         // kills the worker (oom_score_adj 1000), not the allocator.
+        let hog = self
+            .builds
+            .lock()
+            .expect("builds lock")
+            .last()
+            .map(|b| b.id);
         let started = Instant::now() + Duration::from_secs(30);
-        while !marker.exists() && Instant::now() < started {
-            self.sleep(Duration::from_millis(20)).await?;
+        while Instant::now() < started {
+            let running = match hog {
+                Some(id) => all_events(&self.client, id)
+                    .await
+                    .is_ok_and(|events| events.iter().any(|e| e.payload.contains(HOG_RUNNING))),
+                None => true,
+            };
+            if running {
+                break;
+            }
+            self.sleep(Duration::from_millis(50)).await?;
         }
         let spawned = match self.cgroup.as_ref() {
             Some(cg) => spawn_allocator(cg),
@@ -752,17 +762,21 @@ impl Fleet {
 /// The chaos cgroup's memory limit during an OOM fault.
 const OOM_LIMIT: u64 = 96 << 20;
 
-/// The hog step: its first attempt marks that it runs and waits there
-/// (while the harness fills the worker's memory); any later attempt finds
-/// its marker and succeeds.
-fn hog_script(marker: &Path) -> String {
+/// How long the hog's first attempt holds its worker: time enough for
+/// the harness to fill the worker's memory and the kernel to kill it.
+const HOG_HOLD: Duration = Duration::from_secs(40);
+/// What the hog prints when it runs.
+const HOG_RUNNING: &str = "hog: running while the worker runs out of memory";
+
+/// The hog step: an attempt says that it runs, then waits until
+/// `hold_until` (seconds since the epoch) while the harness fills the
+/// worker's memory; the retry, started after that, ends at once.
+fn hog_script(hold_until: u64) -> String {
     format!(
-        "if mkdir {marker} 2>/dev/null; then \
-           echo 'hog: running while the worker runs out of memory'; \
-           sleep 60; \
-         fi; \
-         echo 'hog: already ran'",
-        marker = marker.display(),
+        "echo '{HOG_RUNNING}'; \
+         now=$(date +%s); \
+         if [ \"$now\" -lt {hold_until} ]; then sleep $(({hold_until} - now)); fi; \
+         echo 'hog: done'"
     )
 }
 

@@ -90,6 +90,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             allow_import_dirs: vec![],
             allow_privileged: false,
             task_network: Default::default(),
+            process_sandbox: true,
         };
         let (tx, rx) = mpsc::channel(4);
         senders.push(tx);

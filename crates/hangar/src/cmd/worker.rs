@@ -80,6 +80,12 @@ pub(crate) struct Args {
     /// host share it.
     #[arg(long, env = "HANGAR_TASK_NETWORK_BRIDGE", default_value = hangar_worker::containers::DEFAULT_TASK_BRIDGE)]
     pub task_network_bridge: String,
+    /// Run process tasks (no image) outside the sandbox: as a user of their
+    /// own on the host, with the host's network and its /tmp. Only for a
+    /// host where runc cannot run; a worker that is not root, or has no
+    /// runc or cgroups, runs them so anyway.
+    #[arg(long, env = "HANGAR_NO_PROCESS_SANDBOX")]
+    pub no_process_sandbox: bool,
     #[arg(long, env = "HANGAR_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = duration::parse)]
     pub heartbeat_interval: Duration,
     /// A directory of base resource types (each a directory with check, in,
@@ -262,6 +268,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             subnet: args.task_network_subnet,
             bridge: args.task_network_bridge,
         },
+        process_sandbox: !args.no_process_sandbox,
     };
     let shutdown = CancellationToken::new();
     let (tx, rx) = mpsc::channel(4);
