@@ -1,7 +1,11 @@
 //! `hangar bench execute`: web and one worker as processes; after warm-up
 //! runs, times what `hangar execute` does (pack and upload an input, create
 //! the build) up to the moment the task's process has started, N times; then
-//! a 5-step build (a get and four chained tasks) end to end.
+//! a 5-step build (a get and four chained tasks) end to end. It does so twice
+//! in one run, on the same web: with a worker that runs process tasks as
+//! plain host processes (`--no-process-sandbox`, the floor) and with one that
+//! runs them in the sandbox (the default), so the sandbox's cost is measured
+//! against that floor on the same machine at the same time.
 //!
 //! "Started" is seen two ways, both through the build log as a client sees
 //! it: the step event `running on worker …` (web logs it once the worker
@@ -59,8 +63,37 @@ pub struct ExecuteRun {
     pub total_ms: f64,
 }
 
+/// Both passes: the floor (no sandbox) and the sandbox.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecuteComparison {
+    pub unsandboxed: ExecuteReport,
+    pub sandboxed: ExecuteReport,
+}
+
+impl ExecuteComparison {
+    pub fn lines(&self) -> String {
+        let delta = match (
+            self.sandboxed.to_running_ms.p50,
+            self.unsandboxed.to_running_ms.p50,
+        ) {
+            (Some(a), Some(b)) => format!("{:+.1} ms", a - b),
+            _ => "n/a".into(),
+        };
+        format!(
+            "{}
+{}
+the sandbox's cost to process started, p50: {delta}
+",
+            self.unsandboxed.line(),
+            self.sandboxed.line()
+        )
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ExecuteReport {
+    /// `unsandboxed` or `sandboxed`: how the worker ran process tasks.
+    pub worker: String,
     pub runs: Vec<ExecuteRun>,
     pub to_running_ms: Summary,
     pub to_first_log_ms: Summary,
@@ -73,9 +106,10 @@ pub struct ExecuteReport {
 impl ExecuteReport {
     pub fn line(&self) -> String {
         format!(
-            "execute ({}, {} runs): to process started (running event) p50 {} ms max {} ms; \
+            "execute ({}, {}, {} runs): to process started (running event) p50 {} ms max {} ms; \
              to first output line p50 {} ms max {} ms; upload p50 {} ms; whole execute p50 {} ms; \
              5-step build end to end p50 {} ms max {} ms ({} runs)",
+            self.worker,
             self.database,
             self.runs.len(),
             fmt_opt(self.to_running_ms.p50, 1),
@@ -145,11 +179,17 @@ async fn follow(
 }
 
 /// One `hangar execute`: upload, create, follow to the end.
-async fn execute_once(client: &Client, input: &Path) -> anyhow::Result<ExecuteRun> {
+/// Its steps are tagged `tag`, the tag of the pass's worker.
+async fn execute_once(client: &Client, input: &Path, tag: &str) -> anyhow::Result<ExecuteRun> {
     let t0 = Instant::now();
     let packed = pack_dir(input)?;
     let artifact = client
-        .upload_artifact(None, "linux", &[], reqwest::Body::from(packed))
+        .upload_artifact(
+            None,
+            "linux",
+            &[tag.to_string()],
+            reqwest::Body::from(packed),
+        )
         .await?;
     let uploaded = t0.elapsed();
     let config = serde_json::json!({
@@ -161,7 +201,7 @@ async fn execute_once(client: &Client, input: &Path) -> anyhow::Result<ExecuteRu
         .create_build(&CreateBuild {
             resource_types: serde_json::Value::Null,
             name: None,
-            plan: serde_json::json!([{ "task": "one-off", "config": config }]),
+            plan: serde_json::json!([{ "task": "one-off", "tags": [tag], "config": config }]),
             artifacts: BTreeMap::from([("src".to_string(), artifact.handle)]),
         })
         .await?;
@@ -180,9 +220,9 @@ async fn execute_once(client: &Client, input: &Path) -> anyhow::Result<ExecuteRu
 }
 
 /// A get and four tasks, each reading the previous one's output.
-fn five_steps(n: usize) -> serde_json::Value {
+fn five_steps(n: usize, tag: &str) -> serde_json::Value {
     let task = |name: &str, input: &str, output: &str| {
-        serde_json::json!({"task": name, "config": {
+        serde_json::json!({"task": name, "tags": [tag], "config": {
             "platform": "linux",
             "inputs": [{"name": input}],
             "outputs": [{"name": output}],
@@ -190,7 +230,7 @@ fn five_steps(n: usize) -> serde_json::Value {
         }})
     };
     serde_json::json!([
-        {"get": "thing", "type": "mock", "source": {"versions": [format!("v{n}")]}},
+        {"get": "thing", "type": "mock", "tags": [tag], "source": {"versions": [format!("v{n}")]}},
         task("one", "thing", "a"),
         task("two", "a", "b"),
         task("three", "b", "c"),
@@ -198,7 +238,7 @@ fn five_steps(n: usize) -> serde_json::Value {
     ])
 }
 
-pub async fn run(cfg: ExecuteConfig) -> anyhow::Result<ExecuteReport> {
+pub async fn run(cfg: ExecuteConfig) -> anyhow::Result<ExecuteComparison> {
     let tmp;
     let dir = match &cfg.dir {
         Some(d) => {
@@ -215,23 +255,61 @@ pub async fn run(cfg: ExecuteConfig) -> anyhow::Result<ExecuteReport> {
     let database = spec.database();
     let database = database.split(':').next().unwrap_or("").to_string();
     let mut web = spec.start().await?;
-    let mut worker_spec = WorkerSpec::new(&cfg.bin, &dir, "bench-worker", &spec.url());
+    let client = procs::admin_client(&spec.url(), Duration::from_secs(60))?;
+    let mut passes = Vec::new();
+    for (label, extra) in [
+        ("unsandboxed", &["--no-process-sandbox"][..]),
+        ("sandboxed", &[][..]),
+    ] {
+        let pass = measure(&cfg, &dir, &spec.url(), &client, label, extra, &database).await;
+        match pass {
+            Ok(report) => passes.push(report),
+            Err(e) => {
+                web.stop(Duration::from_secs(10)).await;
+                return Err(e);
+            }
+        }
+    }
+    web.stop(Duration::from_secs(10)).await;
+    let sandboxed = passes.pop().context("no sandboxed pass")?;
+    let unsandboxed = passes.pop().context("no unsandboxed pass")?;
+    Ok(ExecuteComparison {
+        unsandboxed,
+        sandboxed,
+    })
+}
+
+/// One pass: a worker of its own (`extra` worker flags) while web stays.
+async fn measure(
+    cfg: &ExecuteConfig,
+    dir: &Path,
+    web_url: &str,
+    client: &Client,
+    label: &str,
+    extra: &[&str],
+    database: &str,
+) -> anyhow::Result<ExecuteReport> {
+    let name = format!("bench-worker-{label}");
+    let mut worker_spec = WorkerSpec::new(&cfg.bin, dir, &name, web_url);
     worker_spec.heartbeat_interval = Duration::from_secs(1);
     worker_spec.report_interval = Duration::from_secs(5);
+    worker_spec.tags = vec![label.to_string()];
+    worker_spec
+        .extra_args
+        .extend(extra.iter().map(|a| a.to_string()));
     let mut worker = worker_spec.start()?;
-    let client = procs::admin_client(&spec.url(), Duration::from_secs(60))?;
     let result = async {
-        procs::wait_for_state(&client, "bench-worker", "running", Duration::from_secs(60)).await?;
+        procs::wait_for_state(client, &name, "running", Duration::from_secs(60)).await?;
         let input = dir.join("input");
         write_input(&input)?;
         for _ in 0..cfg.warmup {
-            execute_once(&client, &input).await?;
+            execute_once(client, &input, label).await?;
         }
         let mut runs = Vec::new();
         for i in 0..cfg.runs {
-            let r = execute_once(&client, &input).await?;
+            let r = execute_once(client, &input, label).await?;
             eprintln!(
-                "bench execute: run {}: running at {:.1} ms, first line at {:.1} ms, done at {:.1} ms",
+                "bench execute ({label}): run {}: running at {:.1} ms, first line at {:.1} ms, done at {:.1} ms",
                 i + 1,
                 r.to_running_ms,
                 r.to_first_log_ms,
@@ -247,11 +325,11 @@ pub async fn run(cfg: ExecuteConfig) -> anyhow::Result<ExecuteReport> {
                 .create_build(&CreateBuild {
                     resource_types: serde_json::Value::Null,
                     name: Some("five-steps".into()),
-                    plan: five_steps(n),
+                    plan: five_steps(n, label),
                     artifacts: BTreeMap::new(),
                 })
                 .await?;
-            let (_, _, total, status) = follow(&client, build.id, t0).await?;
+            let (_, _, total, status) = follow(client, build.id, t0).await?;
             if status != "succeeded" {
                 bail!("5-step build {} ended {status}", build.id);
             }
@@ -268,11 +346,11 @@ pub async fn run(cfg: ExecuteConfig) -> anyhow::Result<ExecuteReport> {
             total_ms: pick(|r| r.total_ms),
             pipeline_ms: Summary::of(&pipeline),
             runs,
-            database,
+            database: database.to_string(),
+            worker: label.to_string(),
         })
     }
     .await;
     worker.stop(Duration::from_secs(10)).await;
-    web.stop(Duration::from_secs(10)).await;
     result
 }

@@ -142,19 +142,26 @@ fn run_user_names_a_user_inside_never_one_of_the_host() {
 fn a_task_reaches_no_host_port_and_opens_no_packet_socket() {
     require_runc();
     let host = Host::sandboxed();
-    // A listener of the test's own, and every port the host listens on.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // A listener of the test's own on every address of the host, and
+    // every port the host listens on, at each of the host's addresses:
+    // loopback, its own interfaces' and the bridge's (the containers'
+    // gateway, which is the host).
+    let listener = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let mut ports = listening_ports();
     ports.push(listener.local_addr().unwrap().port());
     ports.sort();
     ports.dedup();
+    let mut addrs = host_addresses();
+    addrs.extend(["127.0.0.1".to_string(), "::1".into(), "10.223.0.1".into()]);
+    addrs.sort();
+    addrs.dedup();
     let script = format!(
         r#"
 import socket
 reached = []
 for port in {ports:?}:
-    for addr in ("127.0.0.1", "::1"):
+    for addr in {addrs:?}:
         try:
             s = socket.create_connection((addr, port), timeout=1)
             reached.append((addr, port))
@@ -176,10 +183,26 @@ except PermissionError:
     assert_eq!(code, Some(0), "{log}");
     assert_eq!(
         log, "reached []\nrefused packet socket\n",
-        "ports {ports:?}"
+        "ports {ports:?} at {addrs:?}"
     );
     // Nobody knocked.
     assert!(listener.accept().is_err());
+}
+
+/// The host's own IPv4 addresses (`ip -o -4 addr`).
+fn host_addresses() -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["-o", "-4", "addr", "show"])
+        .output()
+        .expect("run ip");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            words.find(|w| *w == "inet")?;
+            Some(words.next()?.split('/').next()?.to_string())
+        })
+        .collect()
 }
 
 /// The TCP ports something listens on in the host's network namespace.

@@ -291,7 +291,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             cfg.dir = a.out.dir;
             let report = execute::run(cfg).await?;
             write(&a.out.json_out, &report)?;
-            emit(&format!("{}\n", report.line()))?;
+            emit(&report.lines())?;
         }
         What::Dashboard(a) => {
             if a.pipelines == 0 || a.workers == 0 || a.rounds == 0 {
