@@ -35,10 +35,15 @@
 //!
 //! A namespace is a bind mount of `/proc/thread-self/ns/net`, made in a
 //! thread that unshared its network namespace, on a file
-//! `<state_dir>/netns/<handle>`: what `ip netns add` does, but in the
-//! worker's own directory. It outlives the worker process, so a worker
-//! restarted on the same state dir finds (and [`TaskNetwork::sweep`]s)
-//! the namespaces, leases and NAT rules of containers that are gone.
+//! `/run/hangar-network/netns/<owner>/<handle>`: what `ip netns add` does,
+//! in a dir of the worker's own (the owner is a hash of its state dir),
+//! outside the work dir so that a wiped work dir is not held busy by the
+//! mounts. Host-local leases are in `/run/hangar-network/ipam/`, shared by
+//! the workers of the host (they share the bridge), each lease and NAT rule
+//! marked with its worker's owner prefix. Both outlive the worker process,
+//! so a worker restarted on the same state dir finds (and
+//! [`TaskNetwork::sweep`]s) the namespaces, leases and NAT rules of
+//! containers that are gone.
 
 // Plugins and iptables run as child processes the worker waits for; async
 // callers go through spawn_blocking (see the module above).
@@ -82,6 +87,12 @@ const PROBE_HANDLE: &str = "hangar-network-probe";
 /// one host share the bridge, so they must lease from one pool. On tmpfs,
 /// so leases go with a reboot, as the namespaces do.
 const HOST_IPAM_DIR: &str = "/run/hangar-network/ipam";
+/// Where the namespaces' mount points are, a dir per worker (its owner
+/// prefix): outside the work dir, so a worker's dir can be wiped (a pod
+/// recreated on an emptied volume, an operator's `rm -rf`) while
+/// namespaces of its containers are still mounted; on tmpfs, as `ip netns`
+/// keeps them in `/run/netns`.
+const HOST_NETNS_DIR: &str = "/run/hangar-network/netns";
 /// A PATH with the sbin directories: the bridge plugin runs `iptables` by
 /// name, and a worker started from a user's shell may lack them.
 const TOOL_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -221,9 +232,9 @@ impl TaskNetwork {
     /// installed here). Then one probe container is attached and detached,
     /// so what fails fails now, with its reason, not in a task.
     ///
-    /// `state_dir` is worker-private: `netns/` holds the namespace mounts,
-    /// `ipam/` host-local's leases, `resolv.conf` the containers' DNS
-    /// config. `subnet` (`10.223.0.0/16`) and `bridge` (`hangar0`) are
+    /// `state_dir` is worker-private: it holds `resolv.conf`, the
+    /// containers' DNS config, and names the worker's namespaces and leases
+    /// (see the module's doc). `subnet` (`10.223.0.0/16`) and `bridge` (`hangar0`) are
     /// ignored for `host` and `none`.
     pub(crate) fn detect(
         mode: NetworkMode,
@@ -435,7 +446,7 @@ impl TaskNetwork {
     }
 
     fn netns_dir(&self) -> PathBuf {
-        self.state_dir.join("netns")
+        Path::new(HOST_NETNS_DIR).join(self.owner.trim_end_matches('.'))
     }
 
     fn netns_path(&self, handle: &str) -> PathBuf {
@@ -1870,7 +1881,7 @@ mod tests {
         let t = Instant::now();
         let b = lab.net.attach("task-b").unwrap().unwrap();
         let attach_b = t.elapsed();
-        assert_eq!(a, lab.dir.path().join("state/netns/task-a"));
+        assert_eq!(a, lab.net.netns_dir().join("task-a"));
         assert!(is_netns(&a) && is_netns(&b));
 
         // eth0 with an address in the subnet, the default route via the
@@ -2122,12 +2133,7 @@ mod tests {
         lab.net.detach("task-b");
         let detach_b = t.elapsed();
         assert!(lab.net.leases().is_empty() && lab.nat_ids().is_empty());
-        assert_eq!(
-            fs::read_dir(lab.dir.path().join("state/netns"))
-                .unwrap()
-                .count(),
-            0
-        );
+        assert_eq!(fs::read_dir(lab.net.netns_dir()).unwrap().count(), 0);
         eprintln!("attach {attach_a:?} then {attach_b:?}; detach {detach_a:?} then {detach_b:?}");
     }
 
@@ -2137,7 +2143,7 @@ mod tests {
             return;
         }
         let lab = Lab::new(1, NetworkMode::Bridge);
-        let ns = |h: &str| lab.dir.path().join("state/netns").join(h);
+        let ns = |h: &str| lab.net.netns_dir().join(h);
         for h in ["live", "gone", "crashed"] {
             lab.net.attach(h).unwrap();
         }
