@@ -187,7 +187,7 @@ pub(crate) fn prepare(
     let host_user = match (sandbox.ids, user) {
         (Some(base), user) if super::isolation::is_root() => {
             let user = user.unwrap_or(Ids { uid: 0, gid: 0 });
-            sandbox::shift_tree(&rootfs, base)
+            sandbox::shift_image_rootfs(&rootfs, base)
                 .map_err(|e| bad(format!("give the image to the sandbox's users: {e}")))?;
             Some(Ids {
                 uid: sandbox::shifted(user.uid, base.uid),

@@ -245,7 +245,7 @@ pub fn hand_image_to_sandbox(path: &Path, base: Ids) -> io::Result<()> {
     if !is_root() {
         return Ok(());
     }
-    super::sandbox::shift_tree(path, base).map(|_| ())
+    super::sandbox::shift_image_volume(path, base).map(|_| ())
 }
 
 /// Makes `path` a directory only `ids` (or root) may enter.

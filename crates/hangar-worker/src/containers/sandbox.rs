@@ -104,6 +104,44 @@ pub(crate) fn shift_tree(root: &Path, base: Ids) -> io::Result<u64> {
     Ok(changed)
 }
 
+/// Beside an image's `rootfs/`, in its volume (never in a container's
+/// view): the range the image was moved into, so the containers of it and
+/// of its copy-on-write copies (which inherit the file) skip the walk.
+const SHIFT_STAMP: &str = ".hangar-sandbox-ids";
+
+fn stamp_text(base: Ids) -> String {
+    format!("{}:{}\n", base.uid, base.gid)
+}
+
+/// [`shift_tree`] of an image's volume (its `rootfs/` and config), then a
+/// stamp saying it was done for `base`.
+pub(crate) fn shift_image_volume(volume: &Path, base: Ids) -> io::Result<u64> {
+    let changed = shift_tree(volume, base)?;
+    fs::write(volume.join(SHIFT_STAMP), stamp_text(base))?;
+    Ok(changed)
+}
+
+/// [`shift_tree`] of an image's `rootfs`, unless its volume's stamp says it
+/// was moved into the range at `base` already. A forged stamp (a task that
+/// wrote one into an output later used as an image) only leaves that
+/// image's files owned by ids its own container does not map, which hurts
+/// nobody else: no file of it runs setuid (`no_new_privs`).
+pub(crate) fn shift_image_rootfs(rootfs: &Path, base: Ids) -> io::Result<u64> {
+    let stamp = rootfs.parent().map(|volume| volume.join(SHIFT_STAMP));
+    if let Some(stamp) = &stamp {
+        if fs::read_to_string(stamp).is_ok_and(|s| s == stamp_text(base)) {
+            return Ok(0);
+        }
+    }
+    let changed = shift_tree(rootfs, base)?;
+    if let Some(stamp) = &stamp {
+        if let Err(e) = fs::write(stamp, stamp_text(base)) {
+            tracing::debug!(path = %stamp.display(), error = %e, "cannot stamp a moved image; the next container walks it again");
+        }
+    }
+    Ok(changed)
+}
+
 /// The host's directories a `process` container sees, read-only, as its
 /// root filesystem: the system, never the worker's data or anyone's home.
 /// Those that are links on the host (`/bin` -> `usr/bin`) are the same
@@ -414,5 +452,44 @@ mod tests {
         assert_eq!(owner("link"), (3_000_000, 3_000_000));
         assert_eq!(fs::metadata(&outside).unwrap().uid(), 0);
         assert_eq!(shift_tree(&d, base).unwrap(), 0, "shifted once");
+    }
+
+    #[test]
+    fn an_image_moved_once_is_stamped_and_not_walked_again() {
+        if !nix::unistd::Uid::effective().is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let volume = dir.path();
+        let rootfs = volume.join("rootfs");
+        fs::create_dir_all(rootfs.join("etc")).unwrap();
+        let base = Ids {
+            uid: 3_000_000,
+            gid: 3_000_000,
+        };
+        assert!(shift_image_volume(volume, base).unwrap() >= 3);
+        assert_eq!(
+            fs::read_to_string(volume.join(SHIFT_STAMP)).unwrap(),
+            "3000000:3000000\n"
+        );
+        // A file the stamp does not know of is not moved: the walk is skipped.
+        fs::write(rootfs.join("etc/new"), "x").unwrap();
+        assert_eq!(shift_image_rootfs(&rootfs, base).unwrap(), 0);
+        assert_eq!(fs::metadata(rootfs.join("etc/new")).unwrap().uid(), 0);
+        // Another range is another stamp: walked, and stamped for it.
+        let other = Ids {
+            uid: 4_000_000,
+            gid: 4_000_000,
+        };
+        assert!(shift_image_rootfs(&rootfs, other).unwrap() >= 3);
+        assert_eq!(
+            fs::metadata(rootfs.join("etc/new")).unwrap().uid(),
+            4_000_000
+        );
+        assert_eq!(shift_image_rootfs(&rootfs, other).unwrap(), 0);
+        // Without a stamp (an image volume unpacked elsewhere), the walk runs.
+        fs::remove_file(volume.join(SHIFT_STAMP)).unwrap();
+        fs::write(rootfs.join("etc/newer"), "y").unwrap();
+        assert_eq!(shift_image_rootfs(&rootfs, other).unwrap(), 1);
     }
 }
