@@ -1,0 +1,350 @@
+//! Making a container: the checks that refuse a spec before anything is
+//! made, then the staging dir, its meta, cgroup, network, root and bundle or
+//! work dir, renamed into place, and the start; whatever was made is undone
+//! when a step fails.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hangar_api::containers::{Container, ContainerSpec, Runtime};
+use hangar_core::users::Ids;
+
+use super::cgroup::{self, Cgroups};
+use super::store::{self, Meta, CREATING_PREFIX};
+use super::{
+    image, io_err, isolation, process, runc, sandbox, spec, write_private, ContainerError, Inner,
+    PRIVILEGED_REFUSED,
+};
+
+impl Inner {
+    /// The sandbox of an unprivileged container on this worker: its ids
+    /// start at the task base (`--task-user`).
+    pub(super) fn sandbox(&self) -> sandbox::Sandbox {
+        sandbox::Sandbox {
+            ids: Some(self.task_base),
+            network: sandbox::NetworkNs::New,
+            resolv_conf: None,
+            pids_limit: self.pids_limit,
+        }
+    }
+
+    pub(super) fn create(
+        self: &Arc<Self>,
+        spec: ContainerSpec,
+    ) -> Result<Container, ContainerError> {
+        // First of all: a privileged container runs as real root, which
+        // only `--allow-privileged` allows; refused, nothing is made.
+        if spec.privileged && !self.allow_privileged {
+            return Err(ContainerError::Unsupported {
+                reason: PRIVILEGED_REFUSED.into(),
+            });
+        }
+        // runc runs every container in the sandbox: an image's, and a
+        // process container's over the host's system dirs.
+        let is_runc = spec.runtime == Runtime::Runc
+            || (spec.runtime == Runtime::Process && self.sandbox_process);
+        let checked = spec::validate_spec_with(&spec, !is_runc)?;
+        let runc_bin = if is_runc {
+            Some(self.runc.clone().ok_or_else(|| ContainerError::Unsupported {
+                reason: "runtime runc: no runc binary on PATH or in /usr/sbin (install the runc package)".into(),
+            })?)
+        } else {
+            None
+        };
+        let handle = spec.handle.clone();
+        let _ops = self.lock();
+        let dir = self.dir(&handle);
+        if fs::symlink_metadata(&dir).is_ok() {
+            return Err(ContainerError::AlreadyExists { handle });
+        }
+        let volume_dir = |volume: &str, field: String| -> Result<PathBuf, ContainerError> {
+            match self.volumes.get(volume)? {
+                Some(v) => Ok(v.path),
+                None => Err(ContainerError::VolumeNotFound {
+                    volume: volume.to_string(),
+                    field,
+                }),
+            }
+        };
+        // A rootfs volume in Concourse's image layout gives its `rootfs/`
+        // and the image's config; any other is the root itself.
+        let (rootfs, image_config) = match &spec.rootfs_volume {
+            Some(v) if spec.runtime == Runtime::Runc => {
+                let (root, config) = image::open(&volume_dir(v, "rootfs_volume".into())?)?;
+                (Some(root), config)
+            }
+            Some(v) => (
+                Some(volume_dir(v, "rootfs_volume".into())?),
+                image::ImageConfig::default(),
+            ),
+            None => (None, image::ImageConfig::default()),
+        };
+        let sources = checked
+            .mounts
+            .iter()
+            .enumerate()
+            .map(|(i, m)| volume_dir(&m.volume, format!("mounts[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut sandbox = self.sandbox();
+        if spec.privileged {
+            // Allowed above: real root with every capability (root on
+            // this worker), no user namespace, no seccomp filter.
+            sandbox.ids = None;
+        }
+        if is_runc {
+            self.attach_network(&handle, &mut sandbox)?;
+        }
+        // The user inside the container, and the host ids its mounts go to.
+        let (container_user, user) = if is_runc {
+            let inside =
+                self.container_user(&spec, rootfs.as_deref(), image_config.user.as_deref())?;
+            let host = match sandbox.ids {
+                Some(base) if isolation::is_root() => {
+                    let inside = inside.unwrap_or(Ids { uid: 0, gid: 0 });
+                    Some(Ids {
+                        uid: sandbox::shifted(inside.uid, base.uid),
+                        gid: sandbox::shifted(inside.gid, base.gid),
+                    })
+                }
+                _ => None,
+            };
+            (inside, host)
+        } else {
+            let user = self.task_user(&spec)?;
+            (user, user)
+        };
+
+        // The cgroup: required for a memory limit, for CPU shares and for
+        // runc; otherwise made when possible (it lets destroy find every
+        // process).
+        let required = spec.memory_limit_bytes.is_some() || spec.cpu_shares.is_some() || is_runc;
+        let unsupported = |why: &str| ContainerError::Unsupported {
+            reason: if is_runc {
+                format!("runtime runc needs a memory cgroup: {why}")
+            } else if spec.memory_limit_bytes.is_some() {
+                format!("memory_limit_bytes cannot be enforced on this worker: {why}")
+            } else {
+                cpu_unsupported(spec.cpu_shares, why)
+            },
+        };
+        if let (Some(_), Ok(_), Err(why)) =
+            (spec.cpu_shares, &self.cgroup_version, &self.cpu_controller)
+        {
+            return Err(ContainerError::Unsupported {
+                reason: cpu_unsupported(spec.cpu_shares, why),
+            });
+        }
+        let mut cgroup = match &self.cgroup_version {
+            Ok(version) => Some(Cgroups::reference(
+                *version,
+                &format!("{handle}-{}", store::random_suffix()),
+            )),
+            Err(why) if required => return Err(unsupported(why)),
+            Err(_) => None,
+        };
+
+        let staging = self.root.join(format!(
+            "{CREATING_PREFIX}{handle}-{}",
+            store::random_suffix()
+        ));
+        let made = (|| -> Result<(), ContainerError> {
+            fs::create_dir(&staging).map_err(io_err(format!("create {}", staging.display())))?;
+            isolation::set_mode(&staging, 0o711)
+                .map_err(io_err(format!("protect {}", staging.display())))?;
+            let mut meta = Meta {
+                started_at: store::now_millis(),
+                cgroup: cgroup.clone(),
+                runc: is_runc,
+                user,
+            };
+            // The cgroup is named on disk before it exists, so open can
+            // remove it if the worker dies right here.
+            self.write_meta(&staging, &meta)?;
+            if let Some(cg) = &cgroup {
+                if let Err(why) = self
+                    .cgroups
+                    .create(cg, spec.memory_limit_bytes, spec.cpu_shares)
+                {
+                    if required {
+                        return Err(unsupported(&why));
+                    }
+                    tracing::debug!(%handle, error = %why, "running without a cgroup");
+                    cgroup = None;
+                    meta.cgroup = None;
+                    self.write_meta(&staging, &meta)?;
+                }
+            }
+            match &cgroup {
+                Some(cg) if is_runc => {
+                    let bundle = staging.join(store::BUNDLE_DIR);
+                    fs::create_dir(&bundle)
+                        .map_err(io_err(format!("create {}", bundle.display())))?;
+                    let binds: Vec<runc::BindMount> = checked
+                        .mounts
+                        .iter()
+                        .zip(&sources)
+                        .map(|(m, source)| runc::BindMount {
+                            path: m.path.clone(),
+                            source: source.clone(),
+                            read_only: m.read_only,
+                        })
+                        .collect();
+                    let cgroups_path = format!("/{}/{}", cg.path, cgroup::RUNC_CHILD);
+                    let (root, host_dirs, env) = self.prepare_root(
+                        &handle,
+                        &spec,
+                        rootfs.as_deref(),
+                        &image_config,
+                        &sandbox,
+                    )?;
+                    let config = runc::config_json(
+                        &spec,
+                        &checked,
+                        &root,
+                        &host_dirs,
+                        &binds,
+                        &cgroups_path,
+                        container_user,
+                        &env,
+                        &sandbox,
+                    );
+                    let path = bundle.join("config.json");
+                    write_private(&path, &serde_json::to_vec_pretty(&config).expect("json"))?;
+                }
+                _ => {
+                    let work = staging.join(store::WORK_DIR);
+                    let cwd = process::prepare_work_dir(&work, &checked, &sources)
+                        .map_err(io_err(format!("prepare {}", work.display())))?;
+                    fs::create_dir_all(&cwd)
+                        .map_err(io_err(format!("create {}", cwd.display())))?;
+                    if let Some(ids) = user {
+                        isolation::chown_tree(&work, ids)
+                            .and_then(|_| isolation::own_dir(&work, ids, 0o700))
+                            .map_err(io_err(format!("give {} to the task user", work.display())))?;
+                    }
+                }
+            }
+            match (user, is_runc) {
+                (Some(ids), true) => self.give_mounts_in_range(&handle, &sources, ids)?,
+                (Some(ids), false) if ids.uid != 0 => self.give_mounts(&handle, &sources, ids)?,
+                _ => {}
+            }
+            // The spec holds the task's params: for the worker's eyes only.
+            write_private(
+                &staging.join(store::SPEC_FILE),
+                &serde_json::to_vec_pretty(&spec).expect("json"),
+            )?;
+            fs::rename(&staging, &dir).map_err(io_err(format!("rename into {}", dir.display())))
+        })();
+        if let Err(e) = made {
+            if let Some(roots) = &self.roots {
+                roots.release(&handle);
+            }
+            self.release_network(&handle);
+            if let Some(cg) = &cgroup {
+                if let Err(e) = self.cgroups.remove(cg, Duration::ZERO) {
+                    tracing::warn!(error = %e, "cannot remove the cgroup of a container that was not made");
+                }
+            }
+            // What is left is a leftover the next open removes.
+            if let Err(e) = fs::remove_dir_all(&staging) {
+                tracing::warn!(path = %staging.display(), error = %e, "cannot remove a container's staging dir");
+            }
+            return Err(e);
+        }
+        let rec = self.load(&handle)?.ok_or_else(|| ContainerError::Corrupt {
+            handle: handle.clone(),
+            reason: "vanished right after creation".into(),
+        })?;
+        match self.start(&rec, &checked, runc_bin.as_deref()) {
+            Ok(()) => Ok(self.container(&rec, None)),
+            Err(e) => {
+                self.remove(&rec.handle, &rec.dir, Some(&rec.meta));
+                if let Err(e) = fs::remove_dir_all(&rec.dir) {
+                    tracing::warn!(%handle, error = %e, "cannot remove the container that failed to start");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The root a sandboxed container gets, where runc can reach it: the
+    /// image's rootfs (shifted into the sandbox's range) bind-mounted, or
+    /// for the `process` runtime a root of mount points for the host's
+    /// system dirs, which it returns too; and the container's environment.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn prepare_root(
+        &self,
+        handle: &str,
+        spec: &ContainerSpec,
+        rootfs: Option<&Path>,
+        image_config: &image::ImageConfig,
+        sandbox: &sandbox::Sandbox,
+    ) -> Result<(PathBuf, Vec<PathBuf>, Vec<(String, String)>), ContainerError> {
+        let unsupported = |e: io::Error| ContainerError::Unsupported {
+            reason: format!("cannot prepare the container's root: {e}"),
+        };
+        match rootfs {
+            Some(rootfs) => {
+                if let (Some(base), true) = (sandbox.ids, isolation::is_root()) {
+                    let started = Instant::now();
+                    let changed = sandbox::shift_image_rootfs(rootfs, base).map_err(io_err(
+                        format!("give {} to the sandbox's users", rootfs.display()),
+                    ))?;
+                    if changed > 0 {
+                        tracing::info!(%handle, entries_changed = changed, elapsed_ms = started.elapsed().as_millis() as u64, "gave an image's files to the sandbox's users");
+                    }
+                }
+                let root = match &self.roots {
+                    Some(roots) => roots.mount_image(handle, rootfs).map_err(unsupported)?,
+                    None => rootfs.to_path_buf(),
+                };
+                Ok((root, vec![], image::merge_env(&image_config.env, &spec.env)))
+            }
+            None => {
+                let roots = self
+                    .roots
+                    .as_ref()
+                    .ok_or_else(|| ContainerError::Unsupported {
+                        reason: "the process runtime's sandbox needs a worker running as root"
+                            .into(),
+                    })?;
+                let entries = sandbox::host_entries(Path::new("/"));
+                let root = roots
+                    .make_host_root(handle, &entries, sandbox.ids)
+                    .map_err(unsupported)?;
+                let host_dirs = entries
+                    .iter()
+                    .filter_map(|e| match e {
+                        sandbox::HostEntry::Dir(name) => Some(Path::new("/").join(name)),
+                        sandbox::HostEntry::Link(..) => None,
+                    })
+                    .collect();
+                // Built from nothing: the task's params over a minimal base,
+                // never the worker's own environment.
+                let base = [
+                    ("PATH".to_string(), isolation::TASK_PATH.to_string()),
+                    ("HOME".to_string(), runc::WORK_DIR.to_string()),
+                ];
+                Ok((root, host_dirs, image::merge_env(&base, &spec.env)))
+            }
+        }
+    }
+
+    pub(super) fn write_meta(&self, dir: &Path, meta: &Meta) -> Result<(), ContainerError> {
+        let path = dir.join(store::META_FILE);
+        store::write_atomic(&path, &serde_json::to_vec_pretty(meta).expect("json"))
+            .map_err(io_err(format!("write {}", path.display())))
+    }
+}
+
+/// Why a container's CPU shares cannot be applied here.
+pub(super) fn cpu_unsupported(shares: Option<u64>, why: &str) -> String {
+    let shares = shares.map(|s| format!(" ({s} shares)")).unwrap_or_default();
+    format!(
+        "container_limits.cpu{shares} cannot be applied on this worker: {why} (remove the limit, or run the task on a worker with a writable cpu cgroup)"
+    )
+}
