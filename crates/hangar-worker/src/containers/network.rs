@@ -81,6 +81,10 @@ const CNI_VERSION: &str = "1.0.0";
 /// iptables waits for the xtables lock, and a worker thread must not wait
 /// forever behind a stuck one.
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the host's rules, once found whole, go unchecked.
+/// A host whose firewall is reloaded (hangar's rules flushed with the rest)
+/// leaves the bridge open to the host for at most this long.
+const RULES_RECHECK: Duration = Duration::from_secs(5);
 /// The handle `detect` attaches and detaches to prove the mode works.
 const PROBE_HANDLE: &str = "hangar-network-probe";
 /// host-local's `dataDir`, shared by every worker on the host: workers on
@@ -219,8 +223,9 @@ pub(crate) struct TaskNetwork {
     /// bridge are never taken for leftovers of this one.
     owner: String,
     /// Held while the host's iptables rules are checked and repaired, so
-    /// two attaches do not insert the same jump twice.
-    host_rules: Arc<Mutex<()>>,
+    /// two attaches do not insert the same jump twice; when they were last
+    /// found whole.
+    host_rules: Arc<Mutex<Option<Instant>>>,
 }
 
 impl TaskNetwork {
@@ -263,7 +268,7 @@ impl TaskNetwork {
             cni_path: PathBuf::new(),
             ipam_dir: PathBuf::from(HOST_IPAM_DIR),
             owner: owner_of(state_dir),
-            host_rules: Arc::new(Mutex::new(())),
+            host_rules: Arc::new(Mutex::new(None)),
         };
         let plugins: &[&str] = match mode {
             NetworkMode::Host => return Ok(net),
@@ -562,11 +567,36 @@ impl TaskNetwork {
         }
     }
 
-    /// Checks the host's iptables rules for the bridge (one `iptables -S`)
-    /// and puts back what is missing.
+    /// Checks the host's iptables rules for the bridge and puts back what
+    /// is missing, at most once every [`RULES_RECHECK`]: on a host with
+    /// thousands of rules (a Kubernetes node's) listing them on every
+    /// container start would cost more than the start.
     fn ensure_host_rules(&self) -> Result<(), String> {
-        let _held = self.host_rules.lock().unwrap_or_else(|e| e.into_inner());
-        let rules = HostRules::new(&self.bridge);
+        let mut checked = self.host_rules.lock().unwrap_or_else(|e| e.into_inner());
+        if checked.is_some_and(|at| at.elapsed() < RULES_RECHECK) {
+            return Ok(());
+        }
+        self.repair_host_rules()?;
+        *checked = Some(Instant::now());
+        Ok(())
+    }
+
+    /// One check and repair of the rules: `iptables -S` of the filter
+    /// table and of nat `POSTROUTING`.
+    fn repair_host_rules(&self) -> Result<(), String> {
+        let rules = match self.subnet {
+            Some(subnet) => HostRules::with_subnet(&self.bridge, subnet),
+            None => HostRules::new(&self.bridge),
+        };
+        if let Some(spec) = rules.masquerade() {
+            let listing = iptables(&["-t", "nat", "-S", "POSTROUTING"])?;
+            let line = format!("-A POSTROUTING {}", spec.join(" "));
+            if !listing.lines().any(|l| l == line) {
+                let mut args = vec!["-t", "nat", "-A", "POSTROUTING"];
+                args.extend(spec.iter().map(String::as_str));
+                iptables(&args)?;
+            }
+        }
         let listing = iptables(&["-t", "filter", "-S"])?;
         let (chains_ok, missing_jumps) = rules.check(&listing);
         if !chains_ok {
@@ -618,7 +648,15 @@ impl TaskNetwork {
     /// tests leave the host as they found it.
     #[cfg(test)]
     fn remove_host_rules(&self) {
-        let rules = HostRules::new(&self.bridge);
+        let rules = match self.subnet {
+            Some(subnet) => HostRules::with_subnet(&self.bridge, subnet),
+            None => HostRules::new(&self.bridge),
+        };
+        if let Some(spec) = rules.masquerade() {
+            let mut args = vec!["-t", "nat", "-D", "POSTROUTING"];
+            args.extend(spec.iter().map(String::as_str));
+            while iptables(&args).is_ok() {}
+        }
         for (chain, spec) in rules.jumps() {
             let mut args = vec!["-t", "filter", "-D", chain];
             args.extend(spec.iter().map(String::as_str));
@@ -710,8 +748,11 @@ fn bridge_config(bridge: &str, subnet: &Subnet, ipam_dir: &Path) -> Value {
         // The bridge gets the subnet's first address and is the
         // containers' gateway.
         "isGateway": true,
-        // Outbound traffic leaves with the host's address.
-        "ipMasq": true,
+        // Outbound traffic leaves with the host's address through one rule
+        // for the whole subnet (`HostRules`), not one chain per container:
+        // the plugin's own ipMasq costs several iptables runs on each
+        // container's start and end.
+        "ipMasq": false,
         // A container's own packets are not reflected back to it.
         "hairpinMode": false,
         "ipam": {
@@ -772,6 +813,9 @@ struct HostRules {
     bridge: String,
     input: String,
     forward: String,
+    /// The bridge's subnet, masqueraded as it leaves (`None`: not yet known,
+    /// as in tests of the filter rules alone).
+    subnet: Option<Subnet>,
 }
 
 impl HostRules {
@@ -780,7 +824,38 @@ impl HostRules {
             bridge: bridge.to_string(),
             input: format!("HANGAR-IN-{bridge}"),
             forward: format!("HANGAR-FWD-{bridge}"),
+            subnet: None,
         }
+    }
+
+    fn with_subnet(bridge: &str, subnet: Subnet) -> HostRules {
+        HostRules {
+            subnet: Some(subnet),
+            ..HostRules::new(bridge)
+        }
+    }
+
+    /// The one `nat POSTROUTING` rule (as `-S` prints it, less `-A
+    /// POSTROUTING`) that NATs the subnet's traffic leaving by any other
+    /// interface than the bridge.
+    fn masquerade(&self) -> Option<Vec<String>> {
+        let subnet = self.subnet?;
+        Some(
+            [
+                "-s".to_string(),
+                subnet.to_string(),
+                "!".into(),
+                "-o".into(),
+                self.bridge.clone(),
+                "-m".into(),
+                "comment".into(),
+                "--comment".into(),
+                format!("hangar-{}", self.bridge),
+                "-j".into(),
+                "MASQUERADE".into(),
+            ]
+            .to_vec(),
+        )
     }
 
     /// The chains' rules, as `iptables -S` prints them (so a listing can
@@ -1288,7 +1363,7 @@ mod tests {
             "type": "bridge",
             "bridge": "hangar0",
             "isGateway": true,
-            "ipMasq": true,
+            "ipMasq": false,
             "hairpinMode": false,
             "ipam": {
                 "type": "host-local",
@@ -1760,7 +1835,7 @@ mod tests {
                 cni_path: PathBuf::from(PLUGIN_DIRS[0]),
                 ipam_dir: PathBuf::from(HOST_IPAM_DIR),
                 owner: owner_of(&dir.path().join("state")),
-                host_rules: Arc::new(Mutex::new(())),
+                host_rules: Arc::new(Mutex::new(None)),
             };
             let mut lab = Lab {
                 net,
@@ -2072,7 +2147,8 @@ mod tests {
         assert!(!connects(&outside, a_addr), "the outside reaches task-a");
         assert!(!has_pending(&a_listener));
 
-        // The rules are put back by the next attach if someone flushed them.
+        // The rules are put back by the first attach after RULES_RECHECK
+        // if someone flushed them.
         let input_chain = format!("HANGAR-IN-{bridge}");
         sh(&["iptables", "-w", "-F", &input_chain]);
         sh(&[
@@ -2090,6 +2166,8 @@ mod tests {
             "control: without the rules the host is reachable"
         );
         assert!(has_pending(&any));
+        // As if RULES_RECHECK had passed since they were last checked.
+        *lab.net.host_rules.lock().unwrap() = None;
         let c = lab.net.attach("task-c").unwrap().unwrap();
         assert!(!connects(&a, (gw, port).into()));
         assert!(!connects(&c, (gw, port).into()));
@@ -2107,6 +2185,15 @@ mod tests {
             assert_eq!(listing.lines().filter(|l| *l == line).count(), 1, "{line}");
         }
         assert!(HostRules::new(&bridge).check(&listing).0, "{listing}");
+        // One masquerade rule for the subnet, however many workers and
+        // containers: none of the plugin's per-container chains.
+        let nat = sh(&["iptables", "-w", "-t", "nat", "-S", "POSTROUTING"]);
+        let masq = HostRules::with_subnet(&bridge, lab.subnet)
+            .masquerade()
+            .unwrap();
+        let line = format!("-A POSTROUTING {}", masq.join(" "));
+        assert_eq!(nat.lines().filter(|l| *l == line).count(), 1, "{nat}");
+        assert!(lab.nat_ids().is_empty(), "{nat}");
         lab.net.detach("task-c");
 
         // resolv.conf: a copy with nameservers the container can reach.
@@ -2120,7 +2207,7 @@ mod tests {
         }
 
         // Detach: namespace file, lease and NAT rules gone; twice is fine.
-        assert!(lab.leased("task-a") && lab.nat_ids().contains(&"task-a".to_string()));
+        assert!(lab.leased("task-a"));
         let t = Instant::now();
         lab.net.detach("task-a");
         let detach_a = t.elapsed();
@@ -2172,13 +2259,12 @@ mod tests {
         fs::write(&foreign, "0badc0de.other\r\neth0").unwrap();
         assert!(lab.leased("crashed") && lab.leased("rebooted"));
         assert!(!lab.net.leases().iter().any(|(_, id)| id.contains("other")));
-        assert!(lab.nat_ids().contains(&"crashed".to_string()));
 
         lab.net.sweep(&BTreeSet::from(["live".to_string()]));
 
         assert!(is_netns(&ns("live")));
         assert!(lab.leased("live"));
-        assert_eq!(lab.nat_ids(), ["live"]);
+        assert!(lab.nat_ids().is_empty());
         for h in ["gone", "crashed", "rebooted"] {
             assert!(!ns(h).exists(), "{h}'s namespace");
             assert!(!lab.leased(h), "{h}'s lease");
