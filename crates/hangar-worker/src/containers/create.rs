@@ -31,6 +31,29 @@ impl Inner {
         }
     }
 
+    /// Gives container `handle` its network: a namespace of the worker's
+    /// task network (and the nameservers it reaches), or runc's own
+    /// loopback-only one where the worker has none. Undone by
+    /// [`Self::release_network`].
+    pub(super) fn attach_network(
+        &self,
+        handle: &str,
+        sandbox: &mut sandbox::Sandbox,
+    ) -> Result<(), ContainerError> {
+        if self.features().network.is_some() {
+            self.runtime
+                .attach_network(handle, sandbox)
+                .map_err(|reason| ContainerError::Unsupported { reason })?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn release_network(&self, handle: &str) {
+        if self.features().network.is_some() {
+            self.runtime.release_network(handle);
+        }
+    }
+
     pub(super) fn create(
         self: &Arc<Self>,
         spec: ContainerSpec,
@@ -47,13 +70,11 @@ impl Inner {
         let is_runc = spec.runtime == Runtime::Runc
             || (spec.runtime == Runtime::Process && self.sandbox_process);
         let checked = spec::validate_spec_with(&spec, !is_runc)?;
-        let runc_bin = if is_runc {
-            Some(self.runc.clone().ok_or_else(|| ContainerError::Unsupported {
+        if is_runc && self.features().runc.is_none() {
+            return Err(ContainerError::Unsupported {
                 reason: "runtime runc: no runc binary on PATH or in /usr/sbin (install the runc package)".into(),
-            })?)
-        } else {
-            None
-        };
+            });
+        }
         let handle = spec.handle.clone();
         let _ops = self.lock();
         let dir = self.dir(&handle);
@@ -102,7 +123,7 @@ impl Inner {
             let inside =
                 self.container_user(&spec, rootfs.as_deref(), image_config.user.as_deref())?;
             let host = match sandbox.ids {
-                Some(base) if isolation::is_root() => {
+                Some(base) if self.features().root => {
                     let inside = inside.unwrap_or(Ids { uid: 0, gid: 0 });
                     Some(Ids {
                         uid: sandbox::shifted(inside.uid, base.uid),
@@ -130,14 +151,15 @@ impl Inner {
                 cpu_unsupported(spec.cpu_shares, why)
             },
         };
+        let features = self.features();
         if let (Some(_), Ok(_), Err(why)) =
-            (spec.cpu_shares, &self.cgroup_version, &self.cpu_controller)
+            (spec.cpu_shares, &features.cgroups, &features.cpu_shares)
         {
             return Err(ContainerError::Unsupported {
                 reason: cpu_unsupported(spec.cpu_shares, why),
             });
         }
-        let mut cgroup = match &self.cgroup_version {
+        let mut cgroup = match &features.cgroups {
             Ok(version) => Some(Cgroups::reference(
                 *version,
                 &format!("{handle}-{}", store::random_suffix()),
@@ -164,9 +186,9 @@ impl Inner {
             // remove it if the worker dies right here.
             self.write_meta(&staging, &meta)?;
             if let Some(cg) = &cgroup {
-                if let Err(why) = self
-                    .cgroups
-                    .create(cg, spec.memory_limit_bytes, spec.cpu_shares)
+                if let Err(why) =
+                    self.runtime
+                        .make_cgroup(cg, spec.memory_limit_bytes, spec.cpu_shares)
                 {
                     if required {
                         return Err(unsupported(&why));
@@ -221,8 +243,9 @@ impl Inner {
                     fs::create_dir_all(&cwd)
                         .map_err(io_err(format!("create {}", cwd.display())))?;
                     if let Some(ids) = user {
-                        isolation::chown_tree(&work, ids)
-                            .and_then(|_| isolation::own_dir(&work, ids, 0o700))
+                        self.runtime
+                            .chown_tree(&work, ids)
+                            .and_then(|_| self.runtime.own_dir(&work, ids, 0o700))
                             .map_err(io_err(format!("give {} to the task user", work.display())))?;
                     }
                 }
@@ -240,12 +263,12 @@ impl Inner {
             fs::rename(&staging, &dir).map_err(io_err(format!("rename into {}", dir.display())))
         })();
         if let Err(e) = made {
-            if let Some(roots) = &self.roots {
-                roots.release(&handle);
+            if features.roots {
+                self.runtime.release_root(&handle);
             }
             self.release_network(&handle);
             if let Some(cg) = &cgroup {
-                if let Err(e) = self.cgroups.remove(cg, Duration::ZERO) {
+                if let Err(e) = self.runtime.remove_cgroup(cg, Duration::ZERO) {
                     tracing::warn!(error = %e, "cannot remove the cgroup of a container that was not made");
                 }
             }
@@ -259,7 +282,7 @@ impl Inner {
             handle: handle.clone(),
             reason: "vanished right after creation".into(),
         })?;
-        match self.start(&rec, &checked, runc_bin.as_deref()) {
+        match self.start(&rec, &checked) {
             Ok(()) => Ok(self.container(&rec, None)),
             Err(e) => {
                 self.remove(&rec.handle, &rec.dir, Some(&rec.meta));
@@ -289,40 +312,39 @@ impl Inner {
         };
         match rootfs {
             Some(rootfs) => {
-                if let (Some(base), true) = (sandbox.ids, isolation::is_root()) {
+                if let (Some(base), true) = (sandbox.ids, self.features().root) {
                     let started = Instant::now();
-                    let changed = sandbox::shift_image_rootfs(rootfs, base).map_err(io_err(
-                        format!("give {} to the sandbox's users", rootfs.display()),
-                    ))?;
+                    let changed =
+                        self.runtime
+                            .shift_image(rootfs, base)
+                            .map_err(io_err(format!(
+                                "give {} to the sandbox's users",
+                                rootfs.display()
+                            )))?;
                     if changed > 0 {
                         tracing::info!(%handle, entries_changed = changed, elapsed_ms = started.elapsed().as_millis() as u64, "gave an image's files to the sandbox's users");
                     }
                 }
-                let root = match &self.roots {
-                    Some(roots) => roots.mount_image(handle, rootfs).map_err(unsupported)?,
-                    None => rootfs.to_path_buf(),
+                let root = if self.features().roots {
+                    self.runtime
+                        .mount_image_root(handle, rootfs)
+                        .map_err(unsupported)?
+                } else {
+                    rootfs.to_path_buf()
                 };
                 Ok((root, vec![], image::merge_env(&image_config.env, &spec.env)))
             }
             None => {
-                let roots = self
-                    .roots
-                    .as_ref()
-                    .ok_or_else(|| ContainerError::Unsupported {
+                if !self.features().roots {
+                    return Err(ContainerError::Unsupported {
                         reason: "the process runtime's sandbox needs a worker running as root"
                             .into(),
-                    })?;
-                let entries = sandbox::host_entries(Path::new("/"));
-                let root = roots
-                    .make_host_root(handle, &entries, sandbox.ids)
+                    });
+                }
+                let (root, host_dirs) = self
+                    .runtime
+                    .make_host_root(handle, sandbox.ids)
                     .map_err(unsupported)?;
-                let host_dirs = entries
-                    .iter()
-                    .filter_map(|e| match e {
-                        sandbox::HostEntry::Dir(name) => Some(Path::new("/").join(name)),
-                        sandbox::HostEntry::Link(..) => None,
-                    })
-                    .collect();
                 // Built from nothing: the task's params over a minimal base,
                 // never the worker's own environment.
                 let base = [

@@ -5,16 +5,11 @@ use std::fs::{self, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
-
+use super::runtime::{Program, Start};
 use super::store::{self, Meta, DESTROYING_PREFIX};
-use super::{
-    io_err, isolation, runc, spec, wrapper, ContainerError, Inner, Record, KILL_WAIT, RELEASE_GRACE,
-};
+use super::{io_err, isolation, spec, ContainerError, Inner, Record, KILL_WAIT, RELEASE_GRACE};
 
 impl Inner {
     /// Frees what an ended container holds outside its dir: runc's record
@@ -24,8 +19,8 @@ impl Inner {
     pub(super) fn release(&self, rec: &Record, kill_leftovers: bool) {
         self.reclaim_mounts(rec);
         if rec.meta.runc {
-            if let Some(runc) = &self.runc {
-                if let Err(e) = runc::delete(runc, &self.runc_state, &rec.handle) {
+            if self.features().runc.is_some() {
+                if let Err(e) = self.runtime.delete_runc(&rec.handle) {
                     tracing::warn!(handle = %rec.handle, error = %e, "runc delete failed");
                 }
             }
@@ -33,11 +28,11 @@ impl Inner {
         }
         if let Some(cg) = &rec.meta.cgroup {
             if kill_leftovers {
-                self.cgroups.kill_all(cg, KILL_WAIT);
+                self.runtime.kill_cgroup(cg, KILL_WAIT);
             }
             // A moment's grace for children still exiting after the main
             // process (a pipeline's writer after its reader was killed).
-            if let Err(e) = self.cgroups.remove(cg, RELEASE_GRACE) {
+            if let Err(e) = self.runtime.remove_cgroup(cg, RELEASE_GRACE) {
                 tracing::debug!(handle = %rec.handle, error = %e, "cgroup still busy; destroy removes it");
             }
         }
@@ -49,7 +44,6 @@ impl Inner {
         self: &Arc<Self>,
         rec: &Record,
         checked: &spec::CheckedSpec,
-        runc_bin: Option<&Path>,
     ) -> Result<(), ContainerError> {
         let log_path = rec.dir.join(store::LOG_FILE);
         let log = OpenOptions::new()
@@ -59,63 +53,45 @@ impl Inner {
             .open(&log_path)
             .map_err(io_err(format!("open {}", log_path.display())))?;
         let cwd = rec.dir.join(store::WORK_DIR).join(&checked.dir);
-        let procs = rec
-            .meta
-            .cgroup
-            .as_ref()
-            .map(|cg| self.cgroups.procs_files(cg, rec.spec.cpu_shares.is_some()))
-            .unwrap_or_default();
-        let launch = match runc_bin {
-            // runc puts the container into runc's child of the cgroup.
-            Some(runc_bin) => wrapper::Launch {
-                dir: &rec.dir,
-                cwd: &rec.dir,
-                cgroup_procs: &[],
-                argv: runc::run_command(
-                    runc_bin,
-                    &self.runc_state,
-                    &rec.dir.join(store::BUNDLE_DIR),
-                    &rec.handle,
-                ),
-                env: vec![("PATH".into(), isolation::TASK_PATH.into())],
-                log,
-            },
-            None => {
-                let mut argv = isolation::drop_prefix(&self.isolation, rec.meta.user);
-                argv.push(rec.spec.path.clone().into());
-                argv.extend(rec.spec.args.iter().map(Into::into));
-                // Built from nothing: the task's params over a minimal base,
-                // never the worker's own environment.
-                let home = rec.dir.join(store::WORK_DIR).display().to_string();
-                let env = [
-                    ("PATH".to_string(), isolation::TASK_PATH.to_string()),
-                    ("HOME".to_string(), home),
-                ]
-                .into_iter()
-                .filter(|(k, _)| !rec.spec.env.contains_key(k))
-                .chain(rec.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())))
-                .collect();
-                wrapper::Launch {
-                    dir: &rec.dir,
-                    cwd: &cwd,
-                    cgroup_procs: &procs,
-                    argv,
-                    env,
-                    log,
-                }
+        let program = if rec.meta.runc {
+            Program::Runc
+        } else {
+            let mut argv = isolation::drop_prefix(&self.features().isolation, rec.meta.user);
+            argv.push(rec.spec.path.clone().into());
+            argv.extend(rec.spec.args.iter().map(Into::into));
+            // Built from nothing: the task's params over a minimal base,
+            // never the worker's own environment.
+            let home = rec.dir.join(store::WORK_DIR).display().to_string();
+            let env = [
+                ("PATH".to_string(), isolation::TASK_PATH.to_string()),
+                ("HOME".to_string(), home),
+            ]
+            .into_iter()
+            .filter(|(k, _)| !rec.spec.env.contains_key(k))
+            .chain(rec.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())))
+            .collect();
+            Program::Process {
+                cwd: &cwd,
+                argv,
+                env,
+                cgroup: rec.meta.cgroup.as_ref(),
+                cpu_shares: rec.spec.cpu_shares.is_some(),
             }
         };
-        let mut child = wrapper::spawn(launch).map_err(io_err("start the container's wrapper"))?;
-        let pid = child.id();
+        let mut wrapper = self
+            .runtime
+            .start(Start {
+                handle: &rec.handle,
+                dir: &rec.dir,
+                log,
+                program,
+            })
+            .map_err(io_err("start the container's wrapper"))?;
+        let pid = wrapper.pid();
         let pid_path = rec.dir.join(store::PID_FILE);
         if let Err(e) = store::write_atomic(&pid_path, format!("{pid}\n").as_bytes()) {
             // Untracked, it must not run on.
-            if let Err(k) = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL) {
-                tracing::error!(pid, error = %k, "cannot kill a container whose pid could not be recorded");
-            }
-            if let Err(w) = child.wait() {
-                tracing::warn!(pid, error = %w, "cannot reap a container whose pid could not be recorded");
-            }
+            wrapper.abandon();
             return Err(io_err(format!("write {}", pid_path.display()))(e));
         }
         tracing::info!(handle = %rec.handle, runtime = %rec.spec.runtime, pid, "container started");
@@ -124,7 +100,7 @@ impl Inner {
         let waiter = std::thread::Builder::new()
             .name("container-wait".into())
             .spawn(move || {
-                if let Err(e) = child.wait() {
+                if let Err(e) = wrapper.wait() {
                     tracing::warn!(%handle, error = %e, "cannot wait for the container's wrapper");
                 }
                 match inner.load(&handle).and_then(|rec| match rec {
@@ -175,58 +151,39 @@ impl Inner {
     /// Kills everything of a container and frees its cgroup and runc
     /// record (not its dir). Called with the ops lock held.
     pub(super) fn remove(&self, handle: &str, dir: &Path, meta: Option<&Meta>) {
-        let runc = meta.filter(|m| m.runc).and(self.runc.as_ref());
-        if let Some(runc) = runc {
-            if let Err(e) = runc::kill(runc, &self.runc_state, handle) {
+        let runc = meta.is_some_and(|m| m.runc) && self.features().runc.is_some();
+        if runc {
+            if let Err(e) = self.runtime.kill_runc(handle) {
                 tracing::warn!(%handle, error = %e, "runc kill failed");
             }
         }
-        let pid = self.wrapper_pid(dir).or_else(|| wrapper::find_wrapper(dir));
+        let pid = self
+            .wrapper_pid(dir)
+            .or_else(|| self.runtime.find_wrapper(dir));
         // Only a pid that is still our wrapper names our process group.
-        if let Some(pid) = pid.filter(|pid| wrapper::is_wrapper_of(*pid, dir)) {
-            kill_group(pid as i32);
+        if let Some(pid) = pid.filter(|pid| self.runtime.is_wrapper_of(*pid, dir)) {
+            self.runtime.kill_group(pid);
         }
         if let Some(cg) = meta.and_then(|m| m.cgroup.as_ref()) {
-            if !self.cgroups.kill_all(cg, KILL_WAIT) {
+            if !self.runtime.kill_cgroup(cg, KILL_WAIT) {
                 tracing::warn!(%handle, "processes of the container survived SIGKILL");
             }
         }
-        if let Some(runc) = runc {
-            if let Err(e) = runc::delete(runc, &self.runc_state, handle) {
+        if runc {
+            if let Err(e) = self.runtime.delete_runc(handle) {
                 tracing::warn!(%handle, error = %e, "runc delete failed");
             }
         }
         if let Some(cg) = meta.and_then(|m| m.cgroup.as_ref()) {
-            if let Err(e) = self.cgroups.remove(cg, Duration::from_secs(2)) {
+            if let Err(e) = self.runtime.remove_cgroup(cg, Duration::from_secs(2)) {
                 tracing::warn!(%handle, error = %e, "cannot remove the container's cgroup");
             }
         }
-        if let Some(roots) = &self.roots {
-            roots.release(handle);
+        if self.features().roots {
+            self.runtime.release_root(handle);
         }
         if meta.is_some_and(|m| m.runc) {
             self.release_network(handle);
-        }
-    }
-}
-
-/// SIGKILLs a process group and waits (a while) until every member is
-/// dead (a zombie its reaper has not collected yet counts as dead).
-pub(super) fn kill_group(pgid: i32) {
-    let deadline = Instant::now() + KILL_WAIT;
-    loop {
-        match killpg(Pid::from_raw(pgid), Signal::SIGKILL) {
-            Err(Errno::ESRCH) => return,
-            Err(e) => {
-                tracing::warn!(pgid, error = %e, "cannot kill the container's process group");
-                return;
-            }
-            Ok(()) if !wrapper::group_has_live_members(pgid) => return,
-            Ok(()) if Instant::now() >= deadline => {
-                tracing::warn!(pgid, "the container's process group outlived SIGKILL");
-                return;
-            }
-            Ok(()) => std::thread::sleep(Duration::from_millis(10)),
         }
     }
 }

@@ -25,26 +25,15 @@ impl ContainerManager {
     /// runc and its state dir for resource actions in containers of a
     /// custom type's image; `None` without runc.
     pub fn action_runtime(&self) -> Option<ActionRuntime> {
-        self.inner.runc.clone().map(|runc| ActionRuntime {
-            runc,
-            state: self.inner.runc_state.clone(),
-            cgroups: self
-                .inner
-                .cgroup_version
-                .clone()
-                .ok()
-                .map(|version| (self.inner.cgroups.clone(), version)),
-            memory_limit: self.default_limit.clone(),
-            roots: self.inner.roots.clone(),
-            sandbox: self.inner.sandbox(),
-            network: self.inner.network.clone(),
-        })
+        self.inner
+            .runtime
+            .action_runtime(self.default_limit.clone(), self.inner.sandbox())
     }
 
     /// How sandboxed containers are networked here; `None` where the
     /// worker cannot sandbox.
     pub fn task_network(&self) -> Option<NetworkMode> {
-        self.inner.network.as_ref().map(|n| n.mode())
+        self.inner.features().network
     }
 
     /// Whether `process` containers run in the sandbox here.
@@ -54,7 +43,7 @@ impl ContainerManager {
 
     /// How process tasks are kept from the worker here.
     pub fn isolation(&self) -> &Isolation {
-        &self.inner.isolation
+        &self.inner.features().isolation
     }
 
     /// What the last open cleaned up.
@@ -167,7 +156,8 @@ impl ContainerManager {
     /// (a writable memory cgroup); why not, when it cannot.
     pub fn memory_limits_enforceable(&self) -> Result<(), String> {
         self.inner
-            .cgroup_version
+            .features()
+            .cgroups
             .as_ref()
             .map(|_| ())
             .map_err(Clone::clone)
@@ -176,7 +166,7 @@ impl ContainerManager {
     /// Whether this worker can give a container CPU shares (a writable
     /// cgroup with the cpu controller); why not, when it cannot.
     pub fn cpu_limits_enforceable(&self) -> Result<(), String> {
-        self.inner.cpu_controller.clone()
+        self.inner.features().cpu_shares.clone()
     }
 
     /// Waits until the container has exited or `timeout` passes; returns it

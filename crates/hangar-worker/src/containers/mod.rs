@@ -21,7 +21,9 @@
 //! (the public API, admission against the memory budget), `create`,
 //! `users` (who a container runs as, who owns its volumes), `status`
 //! (reading containers, recording exits), `lifecycle` (start, release,
-//! destroy) and `recover` (what a worker that died left behind).
+//! destroy) and `recover` (what a worker that died left behind). What they
+//! do to the host goes through the `runtime` seam, which `host_runtime`
+//! implements.
 
 // Everything here blocks (see above): async callers use spawn_blocking.
 #![allow(clippy::disallowed_methods)]
@@ -29,6 +31,7 @@
 mod cgroup;
 mod create;
 mod exit;
+mod host_runtime;
 mod image;
 pub(crate) use image::is_layout as is_image_layout;
 mod image_action;
@@ -41,6 +44,7 @@ mod options;
 mod process;
 mod recover;
 mod runc;
+mod runtime;
 mod sandbox;
 mod seccomp;
 mod spec;
@@ -74,12 +78,12 @@ pub use spec::{CPU_SHARES_RANGE, MIN_MEMORY_LIMIT_BYTES};
 
 // Resource actions in images put themselves on the task network as
 // containers do.
-use open::attach_network;
+use host_runtime::attach_network;
 
 use crate::disk::DiskReserve;
 use hangar_core::users::Ids;
 
-use cgroup::{CgroupVersion, Cgroups};
+use runtime::{ContainerRuntime, Features};
 use store::Meta;
 
 /// `running` in [`Container::state`](hangar_api::containers::Container::state).
@@ -158,33 +162,28 @@ fn nonzero(n: u64) -> Option<u64> {
 
 struct Inner {
     root: PathBuf,
-    runc_state: PathBuf,
     volumes: Arc<VolumeManager>,
-    runc: Option<PathBuf>,
-    cgroups: Cgroups,
-    cgroup_version: Result<CgroupVersion, String>,
-    /// Whether CPU shares can be set in those cgroups, or why not.
-    cpu_controller: Result<(), String>,
-    /// How process tasks are kept from the worker (found once, at open).
-    isolation: Isolation,
+    /// Everything done to the host for a container goes through here.
+    runtime: Box<dyn ContainerRuntime>,
     task_base: Ids,
     /// Privileged specs are taken (`--allow-privileged`).
     allow_privileged: bool,
-    /// Where containers' roots are mounted for runc; `None` where the worker
-    /// cannot sandbox (not root).
-    roots: Option<sandbox::RootMounts>,
     pids_limit: Option<u64>,
     /// `process` containers run through runc in the sandbox.
     sandbox_process: bool,
-    /// The network sandboxed containers get; `None` where the worker
-    /// cannot sandbox (runc's own namespace, loopback only).
-    network: Option<Arc<network::TaskNetwork>>,
     /// Serializes create, destroy and recording an exit.
     ops: Mutex<()>,
     /// Bumped and notified whenever a wrapper this process started ends.
     ended: (Mutex<u64>, Condvar),
     /// Room kept for the results of containers that end on a full disk.
     disk: DiskReserve,
+}
+
+impl Inner {
+    /// What the host offers containers (found once, at open).
+    fn features(&self) -> &Features {
+        self.runtime.features()
+    }
 }
 
 /// A container as read from disk.
@@ -199,8 +198,8 @@ impl std::fmt::Debug for ContainerManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ContainerManager")
             .field("root", &self.inner.root)
-            .field("runc", &self.inner.runc)
-            .field("cgroups", &self.inner.cgroup_version)
+            .field("runc", &self.inner.features().runc)
+            .field("cgroups", &self.inner.features().cgroups)
             .finish()
     }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::store::{self, Meta, CREATING_PREFIX, DESTROYING_PREFIX};
-use super::{io_err, wrapper, ContainerError, ContainerManager, Inner, KILL_WAIT};
+use super::{io_err, ContainerError, ContainerManager, Inner, KILL_WAIT};
 
 /// What [`ContainerManager::open`] found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,8 +48,8 @@ impl ContainerManager {
             }
             let meta: Option<Meta> = store::read_json(&path.join(store::META_FILE)).unwrap_or(None);
             if let Some(cg) = meta.as_ref().and_then(|m| m.cgroup.as_ref()) {
-                inner.cgroups.kill_all(cg, KILL_WAIT);
-                if let Err(e) = inner.cgroups.remove(cg, Duration::from_secs(2)) {
+                inner.runtime.kill_cgroup(cg, KILL_WAIT);
+                if let Err(e) = inner.runtime.remove_cgroup(cg, Duration::from_secs(2)) {
                     tracing::warn!(error = %e, "cannot remove a container leftover's cgroup");
                 }
             }
@@ -83,8 +83,8 @@ impl Inner {
                 let meta: Option<Meta> =
                     store::read_json(&path.join(store::META_FILE)).unwrap_or(None);
                 if let Some(cg) = meta.as_ref().and_then(|m| m.cgroup.as_ref()) {
-                    self.cgroups.kill_all(cg, KILL_WAIT);
-                    if let Err(e) = self.cgroups.remove(cg, Duration::from_secs(2)) {
+                    self.runtime.kill_cgroup(cg, KILL_WAIT);
+                    if let Err(e) = self.runtime.remove_cgroup(cg, Duration::from_secs(2)) {
                         tracing::warn!(error = %e, "cannot remove a half-made container's cgroup");
                     }
                 }
@@ -109,7 +109,7 @@ impl Inner {
             }
             // A wrapper started just before the worker died, pid unwritten.
             if self.wrapper_pid(&rec.dir).is_none() {
-                if let Some(pid) = wrapper::find_wrapper(&rec.dir) {
+                if let Some(pid) = self.runtime.find_wrapper(&rec.dir) {
                     tracing::info!(%handle, pid, "found the running wrapper of a container without a pid file");
                     let path = rec.dir.join(store::PID_FILE);
                     store::write_atomic(&path, format!("{pid}\n").as_bytes())
@@ -124,19 +124,19 @@ impl Inner {
         }
         // Roots of containers that are gone, and of resource actions (none
         // runs yet).
-        if let Some(roots) = &self.roots {
-            report.removed.extend(roots.sweep(&live));
+        if self.features().roots {
+            report.removed.extend(self.runtime.sweep_roots(&live));
         }
         // Networks of containers that ended while no worker ran (their
         // exit was not seen, so not released) are kept for the running
         // ones only.
-        if let Some(net) = &self.network {
+        if self.features().network.is_some() {
             let running: std::collections::BTreeSet<String> = live
                 .iter()
                 .filter(|h| !self.dir(h).join(store::RESULT_FILE).exists())
                 .cloned()
                 .collect();
-            net.sweep(&running);
+            self.runtime.sweep_networks(&running);
         }
         Ok(report)
     }

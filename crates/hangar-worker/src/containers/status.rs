@@ -10,7 +10,7 @@ use hangar_api::containers::{Container, ContainerExit, ContainerSpec};
 
 use super::exit::{parse_exit_file, RawExit};
 use super::store::{self, Meta};
-use super::{io_err, wrapper, ContainerError, Inner, Record, STATE_EXITED, STATE_RUNNING};
+use super::{io_err, ContainerError, Inner, Record, STATE_EXITED, STATE_RUNNING};
 use crate::disk::is_storage_full;
 
 impl Inner {
@@ -127,7 +127,7 @@ impl Inner {
 
     pub(super) fn wrapper_alive(&self, rec: &Record) -> bool {
         self.wrapper_pid(&rec.dir)
-            .is_some_and(|pid| wrapper::is_wrapper_of(pid, &rec.dir))
+            .is_some_and(|pid| self.runtime.is_wrapper_of(pid, &rec.dir))
     }
 
     /// Running, or exited (recording the exit if nobody has yet).
@@ -169,7 +169,7 @@ impl Inner {
             .meta
             .cgroup
             .as_ref()
-            .and_then(|cg| self.cgroups.oom_kills(cg))
+            .and_then(|cg| self.runtime.oom_kills(cg))
             .unwrap_or(0);
         let finished_at = fs::metadata(rec.dir.join(store::EXIT_FILE))
             .and_then(|m| m.modified())

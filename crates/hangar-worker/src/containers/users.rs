@@ -80,8 +80,10 @@ impl Inner {
         let started = Instant::now();
         let mut changed = 0;
         for source in sources {
-            changed += sandbox::shift_tree(source, base)
-                .and_then(|n| isolation::own_dir(source, owner, 0o700).map(|()| n))
+            changed += self
+                .runtime
+                .shift_tree(source, base)
+                .and_then(|n| self.runtime.own_dir(source, owner, 0o700).map(|()| n))
                 .map_err(io_err(format!(
                     "give {} to the container's users",
                     source.display()
@@ -109,7 +111,7 @@ impl Inner {
             .map_err(bad)?;
         let resolve =
             |named| resolve_user(&named, isolation::host_passwd().as_deref()).map_err(bad);
-        match (&self.isolation, named) {
+        match (&self.features().isolation, named) {
             (Isolation::Unavailable(why), _) => Err(ContainerError::Unsupported {
                 reason: why.clone(),
             }),
@@ -190,8 +192,10 @@ impl Inner {
         let started = Instant::now();
         let mut changed = 0;
         for source in sources {
-            changed += isolation::chown_tree(source, ids)
-                .and_then(|n| isolation::own_dir(source, ids, 0o700).map(|()| n))
+            changed += self
+                .runtime
+                .chown_tree(source, ids)
+                .and_then(|n| self.runtime.own_dir(source, ids, 0o700).map(|()| n))
                 .map_err(io_err(format!(
                     "give {} to the task user",
                     source.display()
@@ -236,7 +240,7 @@ impl Inner {
             .filter(|m| !others.contains(&m.volume))
         {
             if let Ok(Some(v)) = self.volumes.get(&m.volume) {
-                if let Err(e) = isolation::own_dir(&v.path, Ids { uid: 0, gid: 0 }, 0o700) {
+                if let Err(e) = self.runtime.own_dir(&v.path, Ids { uid: 0, gid: 0 }, 0o700) {
                     tracing::warn!(handle = %rec.handle, volume = %m.volume, error = %e, "cannot take back a volume from the task user");
                 }
             }
