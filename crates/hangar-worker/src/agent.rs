@@ -55,6 +55,9 @@ pub struct WorkerConfig {
     /// Process tasks run in the sandbox where the worker can (root, runc,
     /// cgroups); `--no-process-sandbox` turns it off.
     pub process_sandbox: bool,
+    /// `--container-pids-limit`: the most tasks (processes and threads)
+    /// one sandboxed container may have; `None`: no limit.
+    pub pids_limit: Option<u64>,
 }
 
 /// What the agent is asked to do, from a signal or from its owner.
@@ -254,6 +257,7 @@ async fn open_containers(
         allow_privileged: config.allow_privileged,
         task_network: config.task_network.clone(),
         sandbox_process: config.process_sandbox,
+        pids_limit: config.pids_limit,
         ..Default::default()
     };
     let manager =

@@ -175,6 +175,7 @@ async fn start_with(reports_open: bool, allow_privileged: bool) -> Fixture {
         allow_privileged,
         task_network: Default::default(),
         process_sandbox: true,
+        pids_limit: Some(hangar_worker::containers::DEFAULT_PIDS_LIMIT),
     };
     let (commands, rx) = mpsc::channel(4);
     let shutdown = CancellationToken::new();

@@ -42,8 +42,14 @@ pub(crate) struct Args {
     pub image: Option<PathBuf>,
     /// Run the task privileged, as fly's --privileged: as real root with
     /// all capabilities, on a worker started with --allow-privileged.
-    #[arg(long)]
+    #[arg(short = 'p', long)]
     pub privileged: bool,
+    /// Upload what .gitignore excludes too. By default an input in a git
+    /// work tree is uploaded as fly does it: the files git tracks (less
+    /// deleted ones) and the untracked ones .gitignore does not exclude. A
+    /// hangar data dir (quickstart's hangar-data) is never uploaded.
+    #[arg(long)]
+    pub include_ignored: bool,
     #[command(flatten)]
     pub var_flags: VarFlags,
 }
@@ -296,6 +302,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             &client,
             name,
             dir,
+            args.include_ignored || args.image.as_ref() == Some(dir),
             worker.as_deref(),
             &config.platform,
             &args.tags,
@@ -339,15 +346,29 @@ async fn upload(
     client: &Client,
     name: &str,
     dir: &Path,
+    include_ignored: bool,
     worker: Option<&str>,
     platform: &str,
     tags: &[String],
 ) -> anyhow::Result<hangar_api::builds::Artifact> {
+    let selection = {
+        let root = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || super::upload_files::select(&root, include_ignored))
+            .await?
+            .with_context(|| format!("list input {name} in {}", dir.display()))?
+    };
+    for skipped in &selection.skipped_data_dirs {
+        eprintln!(
+            "hangar: input {name}: not uploading {}: it is a hangar data dir (secrets, database)",
+            dir.join(skipped).display()
+        );
+    }
+    let entries = Arc::new(selection.entries);
     // The bar's length: what the tar stream will hold, measured only when
     // the bar is drawn.
     let total = if progress::on_terminal() {
-        let root = dir.to_path_buf();
-        tokio::task::spawn_blocking(move || tar_size(&root))
+        let (root, entries) = (dir.to_path_buf(), entries.clone());
+        tokio::task::spawn_blocking(move || tar_size(&root, &entries))
             .await
             .ok()
             .flatten()
@@ -367,7 +388,12 @@ async fn upload(
         let gz = flate2::write::GzEncoder::new(writer, flate2::Compression::fast());
         let mut tar = tar::Builder::new(Counting { inner: gz, counter });
         tar.follow_symlinks(false);
-        tar.append_dir_all(".", &root)?;
+        tar.append_dir(".", &root)?;
+        for entry in entries.iter() {
+            // Parents come before their children; a dir adds its own entry
+            // only, links are packed as links.
+            tar.append_path_with_name(root.join(entry), entry)?;
+        }
         let counting = tar.into_inner()?;
         let mut writer = counting.inner.finish()?;
         std::io::Write::flush(&mut writer)
@@ -413,30 +439,23 @@ impl<W: std::io::Write> std::io::Write for Counting<W> {
     }
 }
 
-/// About how many bytes `root` makes as a tar stream (headers, padding and
-/// the long-name entries of paths over 100 bytes included); None when the
-/// directory cannot be walked (packing will then say why).
-fn tar_size(root: &Path) -> Option<u64> {
+/// About how many bytes `entries` of `root` make as a tar stream (headers,
+/// padding and the long-name entries of paths over 100 bytes included);
+/// None when one cannot be read (packing will then say why).
+fn tar_size(root: &Path, entries: &[PathBuf]) -> Option<u64> {
     let block = |n: u64| n.div_ceil(512) * 512;
     // The root's own entry and the two blocks that end an archive.
     let mut total = 512 + 1024;
-    let mut dirs = vec![root.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).ok()? {
-            let entry = entry.ok()?;
-            // Not followed: links are packed as links.
-            let meta = entry.metadata().ok()?;
-            let path = entry.path();
-            let name_len = path.strip_prefix(root).map_or(0, |p| p.as_os_str().len()) as u64 + 2;
-            total += 512;
-            if name_len > 100 {
-                total += 512 + block(name_len + 1);
-            }
-            if meta.is_dir() {
-                dirs.push(path);
-            } else if meta.is_file() {
-                total += block(meta.len());
-            }
+    for entry in entries {
+        // Not followed: links are packed as links.
+        let meta = std::fs::symlink_metadata(root.join(entry)).ok()?;
+        let name_len = entry.as_os_str().len() as u64;
+        total += 512;
+        if name_len > 100 {
+            total += 512 + block(name_len + 1);
+        }
+        if meta.is_file() {
+            total += block(meta.len());
         }
     }
     Some(total)

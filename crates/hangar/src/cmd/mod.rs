@@ -5,6 +5,7 @@ pub(crate) mod checks;
 pub(crate) mod events;
 pub(crate) mod exec_as;
 pub(crate) mod execute;
+mod upload_files;
 pub(crate) mod pins;
 pub(crate) mod pipelines;
 pub(crate) mod progress;

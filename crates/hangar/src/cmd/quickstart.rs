@@ -91,6 +91,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             allow_privileged: false,
             task_network: Default::default(),
             process_sandbox: true,
+            pids_limit: Some(hangar_worker::containers::DEFAULT_PIDS_LIMIT),
         };
         let (tx, rx) = mpsc::channel(4);
         senders.push(tx);

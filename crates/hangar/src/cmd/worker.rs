@@ -86,11 +86,16 @@ pub(crate) struct Args {
     /// runc or cgroups, runs them so anyway.
     #[arg(long, env = "HANGAR_NO_PROCESS_SANDBOX")]
     pub no_process_sandbox: bool,
+    /// The most tasks (processes and threads) one container may run, so a
+    /// fork bomb stops at it instead of taking the worker's; 0: no limit.
+    #[arg(long, env = "HANGAR_CONTAINER_PIDS_LIMIT", default_value_t = hangar_worker::containers::DEFAULT_PIDS_LIMIT)]
+    pub container_pids_limit: u64,
     #[arg(long, env = "HANGAR_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = duration::parse)]
     pub heartbeat_interval: Duration,
     /// A directory of base resource types (each a directory with check, in,
     /// out). By default the types shipped with hangar (git, mock,
-    /// registry-image) are installed in <work-dir>/resource-types and used.
+    /// registry-image, time) are installed in <work-dir>/resource-types and
+    /// used.
     #[arg(long, env = "HANGAR_RESOURCE_TYPES_DIR")]
     pub resource_types_dir: Option<PathBuf>,
     /// How often the worker reports its full list of volumes to web.
@@ -269,6 +274,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             bridge: args.task_network_bridge,
         },
         process_sandbox: !args.no_process_sandbox,
+        pids_limit: (args.container_pids_limit > 0).then_some(args.container_pids_limit),
     };
     let shutdown = CancellationToken::new();
     let (tx, rx) = mpsc::channel(4);
