@@ -31,6 +31,8 @@
 mod cgroup;
 mod create;
 mod exit;
+#[cfg(test)]
+mod fake_runtime;
 mod host_runtime;
 mod image;
 pub(crate) use image::is_layout as is_image_layout;
@@ -38,6 +40,8 @@ mod image_action;
 mod isolation;
 mod lifecycle;
 mod manager;
+#[cfg(test)]
+mod manager_tests;
 mod network;
 mod open;
 mod options;

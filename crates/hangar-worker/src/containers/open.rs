@@ -35,6 +35,18 @@ impl ContainerManager {
         Self::open_on(root, volumes, options, Box::new(runtime))
     }
 
+    /// [`ContainerManager::open_with`] on `runtime` instead of this host.
+    #[cfg(test)]
+    pub(crate) fn open_with_runtime(
+        root: &Path,
+        volumes: Arc<VolumeManager>,
+        options: ContainerOptions,
+        runtime: Box<dyn ContainerRuntime>,
+    ) -> Result<Self, ContainerError> {
+        let (root, _) = prepare_dirs(root, &volumes)?;
+        Self::open_on(root, volumes, options, runtime)
+    }
+
     fn open_on(
         root: PathBuf,
         volumes: Arc<VolumeManager>,
