@@ -124,7 +124,8 @@ mod tests {
             [
                 dir.path().join("git"),
                 dir.path().join("mock"),
-                dir.path().join("registry-image")
+                dir.path().join("registry-image"),
+                dir.path().join("time")
             ]
         );
         let check = dir.path().join("mock/check");

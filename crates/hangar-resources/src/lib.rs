@@ -1,5 +1,5 @@
 //! The base resource types hangar ships as programs of its own: `git`,
-//! `mock` and `registry-image`.
+//! `mock`, `registry-image` and `time`.
 //!
 //! A resource type, in Concourse's protocol, is a directory with three
 //! executables. `check` reads `{"source":…,"version":…|null}` on stdin and
@@ -25,11 +25,12 @@ mod git;
 mod install;
 mod mock;
 mod registry_image;
+mod time;
 
 pub use install::install_builtin_types;
 
 /// The types [`run`] implements, in the order they are installed.
-pub const BUILTIN_TYPES: &[&str] = &["git", "mock", "registry-image"];
+pub const BUILTIN_TYPES: &[&str] = &["git", "mock", "registry-image", "time"];
 
 /// The protocol's three actions.
 pub const ACTIONS: &[&str] = &["check", "in", "out"];
@@ -179,6 +180,9 @@ fn run_action(
         ("registry-image", "check") => registry_image::check(call),
         ("registry-image", "in") => registry_image::get(call),
         ("registry-image", "out") => registry_image::put(call).map_err(Failure::from),
+        ("time", "check") => time::check(call).map_err(Failure::from),
+        ("time", "in") => time::get(call).map_err(Failure::from),
+        ("time", "out") => time::put(call).map_err(Failure::from),
         _ => unreachable!("type and action were checked above"),
     }
 }

@@ -33,7 +33,7 @@ fn bad_requests_are_refused_with_the_field_named() {
             "check",
             &[],
             "{}",
-            "error: unknown resource type \"svn\" (known: git, mock, registry-image)\n",
+            "error: unknown resource type \"svn\" (known: git, mock, registry-image, time)\n",
         ),
         (
             "mock",

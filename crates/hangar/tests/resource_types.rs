@@ -56,7 +56,8 @@ fn installed_scripts_run_the_builtin_types_through_the_binary() {
         [
             types_dir.join("git"),
             types_dir.join("mock"),
-            types_dir.join("registry-image")
+            types_dir.join("registry-image"),
+            types_dir.join("time")
         ]
     );
     let mock = types_dir.join("mock");
@@ -177,7 +178,7 @@ fn the_subcommand_is_hidden_and_checks_its_arguments() {
     assert!(output.stdout.is_empty());
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
-        "error: unknown resource type \"svn\" (known: git, mock, registry-image)\n"
+        "error: unknown resource type \"svn\" (known: git, mock, registry-image, time)\n"
     );
 }
 
