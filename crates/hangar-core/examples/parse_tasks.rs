@@ -1,12 +1,13 @@
 //! Reads task files as `hangar execute` does and prints each refusal, then
-//! how many were read and refused, and how many name an `image_resource`
-//! (which a step must give an image for until hangar fetches images):
+//! how many were read and refused, and how many of those read could not run
+//! without an image from the step (no `run.path` and no image to take a
+//! command from):
 //! `cargo run -p hangar-core --example parse_tasks -- tasks/*.yml`.
 
 #![allow(clippy::print_stdout)]
 
 fn main() {
-    let (mut read, mut refused, mut need_image) = (0, 0, 0);
+    let (mut read, mut refused, mut need_command) = (0, 0, 0);
     for path in std::env::args().skip(1) {
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -20,7 +21,7 @@ fn main() {
             Ok(config) => {
                 read += 1;
                 if config.check_runnable(false).is_err() {
-                    need_image += 1;
+                    need_command += 1;
                 }
             }
             Err(e) => {
@@ -29,5 +30,7 @@ fn main() {
             }
         }
     }
-    println!("read {read}, refused {refused}; {need_image} of those read name an image_resource");
+    println!(
+        "read {read}, refused {refused}; {need_command} of those read have no run.path and no image"
+    );
 }

@@ -13,8 +13,9 @@
 //! user-visible attempt); `infrastructure_attempts` on a get or task is
 //! hangar's own (a leaf step tried again on another worker when the
 //! infrastructure failed it, below `attempts` and never seen by
-//! `on_error` unless they run out: default 3, or the task config's
-//! `attempts`).
+//! `on_error` unless they run out: default 3). A plan's task config that
+//! still carries hangar's old config-level `attempts` has it read as the
+//! step's `infrastructure_attempts`.
 
 pub mod file_steps;
 pub mod local_vars;
@@ -146,7 +147,7 @@ pub struct TaskStep {
     #[serde(default)]
     pub tags: Vec<String>,
     /// hangar's infrastructure attempts (not Concourse's `attempts`);
-    /// default: the task config's `attempts`.
+    /// default 3.
     #[serde(default)]
     pub infrastructure_attempts: Option<u32>,
     /// Job-level identity of the step, for task caches that persist across
@@ -503,6 +504,9 @@ fn parse_kind(
                     return Err(PlanError(format!("{at}: a task needs `config` or `file`")))
                 }
                 (Some(config), None) => {
+                    if let Some(n) = take_old_attempts(config, at)? {
+                        step.infrastructure_attempts.get_or_insert(n);
+                    }
                     if step.vars.is_some() {
                         return Err(PlanError(format!(
                             "{at}.vars: fill the vars of a task `file`; an inline `config` \
@@ -619,6 +623,23 @@ fn parse_parallel(
     }))
 }
 
+/// A task config's `attempts`, taken out of it: hangar's own field before
+/// the config was read as Concourse reads it, which `execute` wrote into
+/// every config it sent. A plan that still has one (a build made before)
+/// runs with it as the step's infrastructure attempts.
+fn take_old_attempts(config: &mut Value, at: &str) -> Result<Option<u32>, PlanError> {
+    let Some(n) = config.as_object_mut().and_then(|c| c.remove("attempts")) else {
+        return Ok(None);
+    };
+    match n.as_u64().and_then(|n| u32::try_from(n).ok()) {
+        Some(n) => Ok(Some(n)),
+        None => Err(PlanError(format!(
+            "{at}.config.attempts: {n} is not a number of attempts; put Concourse's \
+             `attempts` on the step"
+        ))),
+    }
+}
+
 fn check_label(s: &str, at: &str) -> Result<(), PlanError> {
     validate_label(s).map_err(|e| PlanError(format!("{at}: {e}")))
 }
@@ -717,6 +738,38 @@ mod tests {
             ("repo", "other")
         );
         assert_eq!(unit.infrastructure_attempts, None);
+    }
+
+    #[test]
+    fn a_task_config_s_old_attempts_become_the_step_s_infrastructure_attempts() {
+        let config = json!({"platform": "linux", "run": {"path": "true"}, "attempts": 5});
+        let steps = parse_plan(&json!([
+            {"task": "old", "config": config},
+            {"task": "both", "config": config, "infrastructure_attempts": 2},
+        ]))
+        .unwrap();
+        let tasks: Vec<&TaskStep> = steps
+            .iter()
+            .map(|s| match s {
+                Step::Task(t) => t,
+                _ => panic!("{s:?}"),
+            })
+            .collect();
+        assert_eq!(tasks[0].infrastructure_attempts, Some(5));
+        assert_eq!(tasks[1].infrastructure_attempts, Some(2));
+        for task in tasks {
+            assert!(task.config.as_ref().unwrap().get("attempts").is_none());
+            task.parse_config().unwrap();
+        }
+        assert_eq!(
+            err(json!([{"task": "t", "config": {"attempts": "x"}}])),
+            "plan: plan[0].config.attempts: \"x\" is not a number of attempts; put Concourse's \
+             `attempts` on the step"
+        );
+        assert_eq!(
+            err(json!([{"task": "t", "config": {"attempts": 11}}])),
+            "plan: plan[0].infrastructure_attempts: 11 is out of range 1..=10"
+        );
     }
 
     #[test]

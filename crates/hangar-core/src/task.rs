@@ -5,17 +5,15 @@
 //! value the way Concourse does ([`crate::yaml`]: YAML 1.1 scalars, merge
 //! keys, bounded alias expansion). The second maps that value onto
 //! [`TaskConfig`] with the path of every field tracked, so errors say where
-//! they are (`run.path: missing field`), and coerces params to text as
+//! they are (`run.args[1]: invalid type`), and coerces params to text as
 //! Concourse does. Then [`TaskConfig::validate`] checks the rules serde
 //! cannot express. A plan carries a config as JSON, and web and the engine
 //! read it with [`parse_task_value`], the second pass alone.
 //!
 //! Where hangar is stricter than Concourse (paths with `..` or absolute,
-//! artifact names, two artifacts at one path), the refusal says so and names
-//! what Concourse would do. hangar's one extension is `attempts`: how many
-//! times a task is tried when the infrastructure (not the task's own
-//! command) fails.
-
+//! artifact names, two artifacts at one path, unknown fields below the top
+//! level), the refusal says so and names what Concourse would do;
+//! `docs/task-configs.md` lists each difference and why.
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
@@ -31,24 +29,16 @@ pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
 /// document may hold once its aliases are expanded.
 pub const MAX_CONFIG_VALUES: usize = crate::yaml::MAX_VALUES;
 
-/// The largest memory limit accepted: 1 TiB.
-pub const MAX_MEMORY_BYTES: u64 = 1 << 40;
-
-/// The CPU shares a `container_limits.cpu` may ask for: the kernel's range
-/// of `cpu.shares`.
+/// The kernel's range of CPU shares (cgroup v1 `cpu.shares`): a
+/// `container_limits.cpu` outside it is brought into it, as the kernel does
+/// with the value Concourse passes on.
 pub const MIN_CPU_SHARES: u64 = 2;
 pub const MAX_CPU_SHARES: u64 = 262_144;
-
-/// How many times a task is tried when `attempts` is not given.
-pub const DEFAULT_ATTEMPTS: u32 = 3;
-
-/// The most attempts a task may ask for.
-pub const MAX_ATTEMPTS: u32 = 10;
 
 /// The longest input or output name.
 pub const MAX_ARTIFACT_NAME_LEN: usize = 63;
 
-/// A task's config, as Concourse defines it, plus `attempts`.
+/// A task's config, as Concourse defines it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a mapping (the task config)")]
 pub struct TaskConfig {
@@ -60,14 +50,30 @@ pub struct TaskConfig {
     /// unless the step gives an image of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_resource: Option<ImageResource>,
-    /// The task's root filesystem: a path on the worker.
+    /// The task's root filesystem: `raw:///path` (or a bare path) on the
+    /// worker, or `docker://[registry]/repository[#tag]`, fetched as the
+    /// built-in `registry-image` would ([`TaskConfig::rootfs_image`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rootfs_uri: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    // A list or mapping given as null (`inputs:` with nothing) is none, as
+    // Concourse reads it.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub inputs: Vec<TaskInput>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub outputs: Vec<TaskOutput>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub caches: Vec<TaskCache>,
     /// Environment variables for the task, coerced to text as Concourse
     /// does: numbers and booleans become their text (`true`, `493` for
@@ -79,16 +85,25 @@ pub struct TaskConfig {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub params: BTreeMap<String, String>,
+    /// What the task runs. Left out (or with no `path`), the image's
+    /// `ENTRYPOINT`/`CMD` runs, with `args` after them, as in Concourse.
+    #[serde(default, deserialize_with = "null_as_default")]
     pub run: RunConfig,
-    #[serde(default, skip_serializing_if = "ContainerLimits::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "ContainerLimits::is_empty"
+    )]
     pub container_limits: ContainerLimits,
-    /// hangar's extension: infrastructure retries, 1 to 10.
-    #[serde(default = "default_attempts")]
-    pub attempts: u32,
 }
 
-fn default_attempts() -> u32 {
-    DEFAULT_ATTEMPTS
+/// A field given as null takes its default.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// `image_resource`: the resource that provides the task's image.
@@ -103,14 +118,22 @@ pub struct ImageResource {
     pub name: Option<String>,
     #[serde(rename = "type")]
     pub type_name: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub source: BTreeMap<String, serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub params: Option<BTreeMap<String, serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<BTreeMap<String, String>>,
     /// Worker tags for the image's check and fetch.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub tags: Vec<String>,
 }
 
@@ -156,11 +179,17 @@ impl TaskCache {
 }
 
 /// The command the task runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a mapping (path, args, dir, user)")]
 pub struct RunConfig {
+    /// The program; empty for the image's `ENTRYPOINT`/`CMD`.
+    #[serde(default, deserialize_with = "null_as_default")]
     pub path: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub args: Vec<String>,
     /// The working directory, relative to the task's build directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,7 +206,7 @@ pub struct ContainerLimits {
     pub memory: Option<MemoryLimit>,
     /// CPU shares: a weight relative to other containers, not a count of
     /// cores. A number; a fraction is cut to its whole part, as Concourse
-    /// does.
+    /// does. [`TaskConfig::cpu_shares`] gives what is applied.
     #[serde(
         default,
         deserialize_with = "deserialize_cpu",
@@ -192,10 +221,9 @@ impl ContainerLimits {
     }
 }
 
-/// A memory limit in bytes. In YAML: a number of bytes, or a string with a
-/// unit (`"512MB"`, `"1GiB"`, `"1G"`, `"1.5g"`). As in Concourse, every unit
-/// is a power of 1024 whether or not it is written with an `i`; hangar also
-/// takes fractions, `T` and `P`, and a space before the unit.
+/// A memory limit in bytes. In YAML: a number of bytes, or a string of
+/// Concourse's form ([`parse_memory_size`]): `"1073741824"`, `"512MB"`,
+/// `"1GiB"`, `"64k"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct MemoryLimit(pub u64);
 
@@ -203,14 +231,36 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+impl TaskInput {
+    /// Where the input is mounted: its `path`, or its name when it has none
+    /// (an empty `path` is none, as in Concourse).
+    pub fn mount_path(&self) -> &str {
+        self.path
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .unwrap_or(&self.name)
+    }
+}
+
+impl TaskOutput {
+    /// Where the output is taken from: its `path`, or its name.
+    pub fn mount_path(&self) -> &str {
+        self.path
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .unwrap_or(&self.name)
+    }
+}
+
 impl TaskConfig {
     /// The path of the input `name` (its `path`, or its name), or `None`
-    /// when the task has no such input.
+    /// when the task has no such input. An input named twice is mounted at
+    /// each of its paths; this is the first.
     pub fn input_path(&self, name: &str) -> Option<&str> {
         self.inputs
             .iter()
             .find(|i| i.name == name)
-            .map(|i| i.path.as_deref().unwrap_or(&i.name))
+            .map(TaskInput::mount_path)
     }
 
     /// The path of the output `name` (its `path`, or its name).
@@ -218,17 +268,17 @@ impl TaskConfig {
         self.outputs
             .iter()
             .find(|o| o.name == name)
-            .map(|o| o.path.as_deref().unwrap_or(&o.name))
+            .map(TaskOutput::mount_path)
     }
 
     /// The input an output shares its path with, if any: the task changes
     /// that input in place and the output is the changed input.
     pub fn input_at_output_path(&self, output: &TaskOutput) -> Option<&TaskInput> {
         let normal = |p: &str| check_relative_path(p).ok();
-        let at = normal(output.path.as_deref().unwrap_or(&output.name))?;
+        let at = normal(output.mount_path())?;
         self.inputs
             .iter()
-            .find(|i| normal(i.path.as_deref().unwrap_or(&i.name)).as_ref() == Some(&at))
+            .find(|i| normal(i.mount_path()).as_ref() == Some(&at))
     }
 
     /// The memory limit in bytes, when one is set (0 is none).
@@ -242,20 +292,97 @@ impl TaskConfig {
         self.run.user.as_deref().filter(|u| !u.is_empty())
     }
 
-    /// The CPU shares, when set (0 is none).
+    /// The CPU shares applied, when set (0 is none): brought into the
+    /// kernel's range, 2 to 262144, as the kernel brings the value Concourse
+    /// passes on (`cpu: 1` runs with 2 shares).
     pub fn cpu_shares(&self) -> Option<u64> {
-        self.container_limits.cpu.filter(|c| *c > 0)
+        self.container_limits
+            .cpu
+            .filter(|c| *c > 0)
+            .map(|c| c.clamp(MIN_CPU_SHARES, MAX_CPU_SHARES))
     }
 
-    /// Whether a step can run this config. Every valid config can now: a
-    /// task that names an `image_resource` has its image fetched by the
-    /// engine on the task's worker (a step's own `image` artifact wins over
-    /// it, as in Concourse). Kept as the one place a step-dependent refusal
-    /// would go; `privileged` needs none: it is a field of the step (placed
-    /// on a worker started with `--allow-privileged`), never of the config,
-    /// which refuses it as an unknown field, as Concourse's does.
-    pub fn check_runnable(&self, _step_gives_image: bool) -> Result<(), TaskConfigError> {
+    /// The image a `docker://` `rootfs_uri` names, as the `image_resource`
+    /// that fetches it: the built-in `registry-image` with the URI's
+    /// repository (its registry, if it names one, in front) and tag (the
+    /// URI's fragment; `latest` when it has none). `None` for any other
+    /// `rootfs_uri`, or an invalid one (which [`TaskConfig::validate`]
+    /// refuses).
+    pub fn rootfs_image(&self) -> Option<ImageResource> {
+        let (repository, tag) = parse_docker_uri(self.rootfs_uri.as_deref()?).ok()??;
+        let mut source = BTreeMap::new();
+        source.insert("repository".to_string(), repository.into());
+        if let Some(tag) = tag {
+            source.insert("tag".to_string(), tag.into());
+        }
+        Some(ImageResource {
+            name: None,
+            type_name: "registry-image".into(),
+            source,
+            params: None,
+            version: None,
+            tags: vec![],
+        })
+    }
+
+    /// Whether the task runs its image's `ENTRYPOINT`/`CMD` (it gives no
+    /// `run.path`), as Concourse runs it.
+    pub fn runs_image_entrypoint(&self) -> bool {
+        self.run.path.is_empty()
+    }
+
+    /// Whether a step can run this config: `step_gives_image` when the step
+    /// names an image of its own. A task with no `run.path` runs its image's
+    /// `ENTRYPOINT`/`CMD`, so it needs an image with a config: the step's,
+    /// an `image_resource` or a `docker://` `rootfs_uri` (a raw root
+    /// filesystem has none, as in Concourse). Concourse fails such a task
+    /// when it runs, with the same words.
+    pub fn check_runnable(&self, step_gives_image: bool) -> Result<(), TaskConfigError> {
+        let has_image_config =
+            step_gives_image || self.image_resource.is_some() || self.rootfs_image().is_some();
+        if self.runs_image_entrypoint() && !has_image_config {
+            return Err(TaskConfigError::field(
+                "run.path",
+                format!(
+                    "{NO_EXECUTABLE} (this task names no image to take one from: give run.path, \
+                     or an image_resource)"
+                ),
+            ));
+        }
         Ok(())
+    }
+
+    /// What parsing does after the types have been read: an empty input or
+    /// output `path` and an empty `run.dir` are none (Concourse reads them
+    /// so), and an input given twice with the same name and path is given
+    /// once (required if either is).
+    fn normalise(&mut self) {
+        for input in &mut self.inputs {
+            input.path = input.path.take().filter(|p| !p.is_empty());
+        }
+        for output in &mut self.outputs {
+            output.path = output.path.take().filter(|p| !p.is_empty());
+        }
+        self.run.dir = self.run.dir.take().filter(|d| !d.is_empty());
+        let mut kept: Vec<TaskInput> = Vec::with_capacity(self.inputs.len());
+        let mut seen: HashMap<(String, String), usize> = HashMap::new();
+        for input in std::mem::take(&mut self.inputs) {
+            // A path validate refuses is kept as it is, for validate to name.
+            let Ok(at) = check_relative_path(input.mount_path()) else {
+                kept.push(input);
+                continue;
+            };
+            match seen.entry((input.name.clone(), at)) {
+                std::collections::hash_map::Entry::Occupied(first) => {
+                    kept[*first.get()].optional &= input.optional;
+                }
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(kept.len());
+                    kept.push(input);
+                }
+            }
+        }
+        self.inputs = kept;
     }
 
     /// Checks the rules the types alone do not: names, paths, ranges.
@@ -286,54 +413,40 @@ impl TaskConfig {
             }
         }
         if let Some(uri) = &self.rootfs_uri {
-            if uri.is_empty() {
-                return fail("rootfs_uri".into(), "must not be empty".into());
-            }
-            if uri.chars().any(char::is_control) {
-                return fail(
-                    "rootfs_uri".into(),
-                    "must not contain control characters".into(),
-                );
-            }
-            if let Some((scheme, _)) = uri.split_once("://") {
-                if scheme != "raw" {
-                    return fail(
-                        "rootfs_uri".into(),
-                        format!(
-                            "{:?}: hangar takes only raw:///path (a root filesystem on the \
-                             worker); images from a registry ({scheme}://) are not fetched yet",
-                            shorten(uri)
-                        ),
-                    );
-                }
-            }
+            check_rootfs_uri(uri).map_err(|m| TaskConfigError::field("rootfs_uri", m))?;
         }
 
-        // Names are unique among inputs and among outputs; an output may
-        // share an input's name (it replaces that artifact for later steps)
-        // and its path (the task changes the input in place, Concourse's
-        // idiom). Any other two artifacts or caches at one path are refused.
-        let mut input_names: HashMap<&str, String> = HashMap::new();
+        // Names are unique among outputs; an input may be named twice (the
+        // artifact is mounted at each of its paths, as Concourse mounts
+        // it). An output may share an input's name (it replaces that
+        // artifact for later steps) and its path (the task changes the
+        // input in place, Concourse's idiom). Any other two artifacts or
+        // caches at one path are refused.
         let mut output_names: HashMap<&str, String> = HashMap::new();
-        let mut input_paths: HashMap<String, String> = HashMap::new();
+        let mut input_paths: HashMap<String, (String, &str)> = HashMap::new();
         let mut other_paths: HashMap<String, String> = HashMap::new();
         for (i, input) in self.inputs.iter().enumerate() {
             let owner = format!("inputs[{i}]");
             check_name(&owner, &input.name)?;
-            if let Some(first) = input_names.insert(&input.name, owner.clone()) {
-                return fail(
-                    format!("{owner}.name"),
-                    format!("{:?} is already the name of {first}", input.name),
-                );
-            }
             let (field, path) = artifact_path_field(&owner, &input.name, &input.path);
             let normal =
                 check_artifact_path(path).map_err(|m| TaskConfigError::field(&field, m))?;
-            if let Some(first) = input_paths.insert(normal, owner) {
-                return fail(
-                    field,
-                    format!("{:?} is already the path of {first}", shorten(path)),
-                );
+            match input_paths.get(&normal) {
+                // The same artifact at the same place: mounted once.
+                Some((_, name)) if *name == input.name => {}
+                Some((first, _)) => {
+                    return fail(
+                        field,
+                        format!(
+                            "{:?} is already the path of {first} (Concourse would mount one \
+                             input over the other, and the task would see only the last)",
+                            shorten(path)
+                        ),
+                    )
+                }
+                None => {
+                    input_paths.insert(normal, (owner, &input.name));
+                }
             }
         }
         for (i, output) in self.outputs.iter().enumerate() {
@@ -342,7 +455,11 @@ impl TaskConfig {
             if let Some(first) = output_names.insert(&output.name, owner.clone()) {
                 return fail(
                     format!("{owner}.name"),
-                    format!("{:?} is already the name of {first}", output.name),
+                    format!(
+                        "{:?} is already the name of {first} (Concourse would keep only the \
+                         last output of that name and drop the other's files)",
+                        output.name
+                    ),
                 );
             }
             let (field, path) = artifact_path_field(&owner, &output.name, &output.path);
@@ -362,6 +479,7 @@ impl TaskConfig {
                 check_artifact_path(&cache.path).map_err(|m| TaskConfigError::field(&field, m))?;
             let first = input_paths
                 .get(&normal)
+                .map(|(owner, _)| owner)
                 .or_else(|| other_paths.get(&normal));
             if let Some(first) = first {
                 return fail(
@@ -402,8 +520,15 @@ impl TaskConfig {
             }
         }
 
-        if self.run.path.trim().is_empty() {
-            return fail("run.path".into(), "must not be empty".into());
+        if !self.run.path.is_empty() && self.run.path.trim().is_empty() {
+            return fail(
+                "run.path".into(),
+                format!(
+                    "{:?} is blank (Concourse would try to run it and fail): leave run.path out \
+                     to run the image's ENTRYPOINT/CMD",
+                    self.run.path
+                ),
+            );
         }
         if self.run.path.contains('\0') || self.run.args.iter().any(|a| a.contains('\0')) {
             return fail(
@@ -411,8 +536,8 @@ impl TaskConfig {
                 "path and args must not contain a NUL character".into(),
             );
         }
-        if let Some(dir) = &self.run.dir {
-            if let Err(message) = check_relative_path(dir) {
+        if let Some(dir) = self.run.dir.as_deref().filter(|d| !d.is_empty()) {
+            if let Err(message) = check_dir_path(dir) {
                 return fail("run.dir".into(), message);
             }
         }
@@ -421,37 +546,102 @@ impl TaskConfig {
                 return fail("run.user".into(), message);
             }
         }
-
-        if let Some(MemoryLimit(bytes)) = self.container_limits.memory {
-            if bytes > MAX_MEMORY_BYTES {
-                return fail(
-                    "container_limits.memory".into(),
-                    format!("{bytes} bytes is more than the limit of 1 TiB"),
-                );
-            }
-        }
-
-        if let Some(shares) = self.cpu_shares() {
-            if !(MIN_CPU_SHARES..=MAX_CPU_SHARES).contains(&shares) {
-                return fail(
-                    "container_limits.cpu".into(),
-                    format!(
-                        "{shares} is out of range: CPU shares go from {MIN_CPU_SHARES} to \
-                         {MAX_CPU_SHARES} (Concourse passes other values on for the kernel to \
-                         clamp; hangar refuses them), or 0 for no limit"
-                    ),
-                );
-            }
-        }
-
-        if !(1..=MAX_ATTEMPTS).contains(&self.attempts) {
-            return fail(
-                "attempts".into(),
-                format!("{} is out of range (1 to {MAX_ATTEMPTS})", self.attempts),
-            );
-        }
         Ok(())
     }
+}
+
+/// Concourse's words for a task that has neither a `run.path` nor an image
+/// command.
+pub const NO_EXECUTABLE: &str = "No executable defined for task. Specify an executable to run \
+     in either the task config (run.path) or as an ENTRYPOINT/CMD in the container image.";
+
+/// The program and arguments of a task without `run.path`, from its image's
+/// `metadata.json` (Concourse's image layout, which `registry-image` writes
+/// with the image's `entrypoint` and `cmd`), as Concourse takes them: the
+/// entrypoint's first word is the program, then the rest of the entrypoint,
+/// then `cmd` (whose first word is the program when there is no
+/// entrypoint), then the task's own `args`.
+pub fn image_command(metadata: &[u8], args: &[String]) -> Result<(String, Vec<String>), String> {
+    #[derive(Deserialize)]
+    struct RunConfig {
+        #[serde(default, deserialize_with = "null_as_default")]
+        entrypoint: Vec<String>,
+        #[serde(default, deserialize_with = "null_as_default")]
+        cmd: Vec<String>,
+    }
+    let config: RunConfig = serde_json::from_slice(metadata)
+        .map_err(|e| format!("error parsing metadata.json from rootfs: {e}"))?;
+    let mut words = config.entrypoint.into_iter().chain(config.cmd);
+    let path = words.next().unwrap_or_default();
+    if path.is_empty() {
+        return Err(NO_EXECUTABLE.into());
+    }
+    let command: Vec<String> = words.chain(args.iter().cloned()).collect();
+    Ok((path, command))
+}
+
+/// A `rootfs_uri`: a bare path or `raw:///path` (a root filesystem on the
+/// worker), or `docker://…` (an image from a registry).
+fn check_rootfs_uri(uri: &str) -> Result<(), String> {
+    if uri.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if uri.chars().any(char::is_control) {
+        return Err("must not contain control characters".into());
+    }
+    match uri.split_once("://") {
+        None => Ok(()),
+        Some(("raw", _)) => Ok(()),
+        Some(("docker", _)) => parse_docker_uri(uri).map(|_| ()),
+        Some((scheme, _)) => Err(format!(
+            "{:?}: hangar takes raw:///path (a root filesystem on the worker) or \
+             docker://[registry]/repository[#tag] (an image from a registry); Concourse hands \
+             a {scheme}:// URI to its Garden backend, which hangar does not have",
+            shorten(uri)
+        )),
+    }
+}
+
+/// Garden's `docker://[registry[:port]]/repository[#tag]`: the repository
+/// (the registry in front when one is named) and the tag, or `Ok(None)`
+/// when `uri` is not a `docker://` URI.
+fn parse_docker_uri(uri: &str) -> Result<Option<(String, Option<String>)>, String> {
+    let Some(rest) = uri.strip_prefix("docker://") else {
+        return Ok(None);
+    };
+    let bad = |why: &str| {
+        format!(
+            "{:?} {why}: a docker:// rootfs_uri is docker:///repository[#tag] (Docker Hub) or \
+             docker://registry[:port]/repository[#tag]",
+            shorten(uri)
+        )
+    };
+    let (location, tag) = match rest.split_once('#') {
+        Some((location, tag)) => (location, Some(tag).filter(|t| !t.is_empty())),
+        None => (rest, None),
+    };
+    let (registry, path) = location.split_once('/').unwrap_or((location, ""));
+    let path = path.trim_matches('/');
+    if path.is_empty() {
+        return Err(bad("names no repository"));
+    }
+    if location.contains(char::is_whitespace)
+        || tag.is_some_and(|t| t.contains(char::is_whitespace))
+    {
+        return Err(bad("holds a space"));
+    }
+    if path
+        .split('/')
+        .any(|part| part.is_empty() || part == "." || part == "..")
+    {
+        return Err(bad("has an empty, '.' or '..' part in its repository"));
+    }
+    let repository = if registry.is_empty() {
+        path.to_string()
+    } else {
+        format!("{registry}/{path}")
+    };
+    Ok(Some((repository, tag.map(str::to_string))))
 }
 
 /// `[A-Za-z0-9][A-Za-z0-9_.-]{0,62}`: the rule for input and output names.
@@ -469,12 +659,18 @@ fn check_name(owner: &str, name: &str) -> Result<(), TaskConfigError> {
     if is_valid_artifact_name(name) {
         return Ok(());
     }
+    let hint = if name.contains('/') {
+        " To mount an input below a directory, name it plainly and give the directory as its \
+         path (`name: repo`, `path: src/repo`)."
+    } else {
+        ""
+    };
     Err(TaskConfigError::field(
         format!("{owner}.name"),
         format!(
             "{:?} is not a valid name: hangar takes 1 to {MAX_ARTIFACT_NAME_LEN} letters, digits, \
              '_', '.' or '-', starting with a letter or digit, because an artifact's name is \
-             also a directory and part of URLs (Concourse takes any non-empty name)",
+             also a step's name and part of URLs (Concourse takes any non-empty name).{hint}",
             shorten(name)
         ),
     ))
@@ -487,15 +683,16 @@ fn artifact_path_field<'a>(
     name: &'a str,
     path: &'a Option<String>,
 ) -> (String, &'a str) {
-    match path {
+    match path.as_deref().filter(|p| !p.is_empty()) {
         Some(p) => (format!("{owner}.path"), p),
         None => (format!("{owner}.name"), name),
     }
 }
 
 /// A relative path with no `..`: returns it normalised (no `.` components,
-/// no repeated or trailing `/`), which may be empty for `.`.
-fn check_relative_path(path: &str) -> Result<String, String> {
+/// no repeated or trailing `/`), which may be empty for `.`. `what` is what
+/// the path places, for the message about an absolute path.
+fn check_relative_path_of(path: &str, what: &str) -> Result<String, String> {
     if path.is_empty() {
         return Err("must not be empty".into());
     }
@@ -507,9 +704,10 @@ fn check_relative_path(path: &str) -> Result<String, String> {
     }
     if path.starts_with('/') {
         return Err(format!(
-            "{:?} is absolute: hangar mounts artifacts and caches only below the task's \
-             working directory, so the path must be relative to it (Concourse would use the \
-             absolute path as it is)",
+            "{:?} is absolute: hangar places {what} only below the task's working directory, \
+             so the path must be relative to it (Concourse would use the absolute path as it \
+             is; a process task has no container of its own, where that path would be the \
+             worker's)",
             shorten(path)
         ));
     }
@@ -519,7 +717,8 @@ fn check_relative_path(path: &str) -> Result<String, String> {
             ".." => {
                 return Err(format!(
                     "{:?} must not contain \"..\": Concourse silently deletes every \"..\" \
-                     from a path, hangar refuses so a path means what it says",
+                     from a path (so \"../x\" would be \"x\"), hangar refuses so a path means \
+                     what it says",
                     shorten(path)
                 ))
             }
@@ -528,6 +727,15 @@ fn check_relative_path(path: &str) -> Result<String, String> {
         }
     }
     Ok(parts.join("/"))
+}
+
+fn check_relative_path(path: &str) -> Result<String, String> {
+    check_relative_path_of(path, "artifacts and caches")
+}
+
+/// `run.dir`: a relative path with no `..`; `.` is the working directory.
+fn check_dir_path(path: &str) -> Result<String, String> {
+    check_relative_path_of(path, "the task's working directory")
 }
 
 /// An input, output or cache path: relative, no `..`, and naming a directory
@@ -639,7 +847,8 @@ pub fn parse_task_value(value: serde_json::Value) -> Result<TaskConfig, TaskConf
     if value.is_null() {
         return Err(TaskConfigError::document("the document is empty"));
     }
-    let config: TaskConfig = serde_path_to_error::deserialize(value).map_err(|e| {
+    refuse_lists_for_mappings(&value)?;
+    let mut config: TaskConfig = serde_path_to_error::deserialize(value).map_err(|e| {
         let message = e.inner().to_string();
         let segments: Vec<_> = e.path().iter().collect();
         // An unknown field's path ends with the unknown key itself: the
@@ -654,8 +863,49 @@ pub fn parse_task_value(value: serde_json::Value) -> Result<TaskConfig, TaskConf
         };
         tidy_serde_error(&render_path(segments), &message)
     })?;
+    config.normalise();
     config.validate()?;
     Ok(config)
+}
+
+/// Refuses a list where a mapping belongs, as Concourse's JSON reader does:
+/// serde would read a list into a struct field by field, so that `run:
+/// [echo]` would run `echo`.
+fn refuse_lists_for_mappings(value: &serde_json::Value) -> Result<(), TaskConfigError> {
+    use serde_json::Value;
+    let refuse = |path: String, expected: &str| {
+        Err(TaskConfigError::field(
+            path,
+            format!("invalid type: sequence, expected a mapping{expected}"),
+        ))
+    };
+    if value.is_array() {
+        return refuse(".".into(), " (the task config)");
+    }
+    for (field, expected) in [
+        ("run", " (path, args, dir, user)"),
+        (
+            "image_resource",
+            " (type, source, params, version, name, tags)",
+        ),
+        ("container_limits", " (memory, cpu)"),
+    ] {
+        if value.get(field).is_some_and(Value::is_array) {
+            return refuse(field.into(), expected);
+        }
+    }
+    for (field, expected) in [
+        ("inputs", " (name, path, optional)"),
+        ("outputs", " (name, path)"),
+        ("caches", " (path, ttl)"),
+    ] {
+        if let Some(Value::Array(items)) = value.get(field) {
+            if let Some(i) = items.iter().position(Value::is_array) {
+                return refuse(format!("{field}[{i}]"), expected);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A field path as serde_path_to_error writes one (`inputs[1].name`), `.`
@@ -700,19 +950,24 @@ fn tidy_serde_error(path: &str, message: &str) -> TaskConfigError {
             .filter_map(|sep| rest.rfind(sep))
             .max();
         if let Some(at) = split {
-            let unknown = shorten(&rest[..at]);
+            let name = &rest[..at];
+            let unknown = shorten(name);
             let tail = rest[at + 1..].replace('`', "");
-            return TaskConfigError::field(path, format!("unknown field {unknown:?}{tail}"));
+            let why = match (path, name) {
+                (".", "attempts" | "privileged") => format!(
+                    " ({name} is a field of the task step in Concourse, not of its config: put \
+                     it on the step)"
+                ),
+                // Concourse refuses an unknown field at the top, as hangar does.
+                (".", _) => String::new(),
+                _ => " (Concourse ignores an unknown field below the top level; hangar refuses \
+                      it so a misspelt field is not silently dropped)"
+                    .into(),
+            };
+            return TaskConfigError::field(path, format!("unknown field {unknown:?}{tail}{why}"));
         }
     }
-    let mut message = message.replace("invalid type: unit value", "invalid type: null");
-    // A list where a mapping belongs reaches a derived struct's sequence
-    // form, which talks of its length.
-    if let Some(rest) = message.strip_prefix("invalid length ") {
-        if let Some((_, expected)) = rest.split_once(", expected a mapping") {
-            message = format!("invalid type: sequence, expected a mapping{expected}");
-        }
-    }
+    let message = message.replace("invalid type: unit value", "invalid type: null");
     TaskConfigError::field(path, message)
 }
 
@@ -890,71 +1145,61 @@ impl<'de> Deserialize<'de> for MemoryLimit {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<MemoryLimit, E> {
                 parse_memory_size(v).map(MemoryLimit).map_err(E::custom)
             }
+
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<MemoryLimit, E> {
+                Err(E::custom(format!(
+                    "{v} is not a memory size (Concourse would read it as no limit; hangar \
+                     refuses it so a limit is never silently dropped)"
+                )))
+            }
         }
 
         deserializer.deserialize_any(MemoryVisitor)
     }
 }
 
-/// Parses a memory size: digits with an optional fraction, an optional space,
-/// then an optional unit `K`, `M`, `G`, `T` or `P` (any case, optionally
-/// followed by `i` and/or `B`), or just `B`. Units are powers of 1024.
+/// Parses a memory size as Concourse does (`atc.ParseMemoryLimit`): a whole
+/// number of bytes, or one followed by the unit `K`, `M` or `G` in any case,
+/// optionally followed by `i` and/or `B` (`512MB`, `1GiB`, `64k`, `1Gi`);
+/// every unit is a power of 1024. Anything else is refused, as Concourse
+/// refuses it: `T`, a fraction, a space, a sign, `B` alone. A size beyond
+/// 2^64 - 1 bytes is refused too (Concourse's arithmetic would wrap it
+/// round to a small limit).
 pub fn parse_memory_size(text: &str) -> Result<u64, String> {
-    let bad = || {
-        format!(
-            "{:?} is not a memory size (bytes, or a number with a unit K, M, G or T, \
-             e.g. \"512MB\" or \"1GiB\"; units are powers of 1024)",
-            shorten(text)
-        )
-    };
-    let number_end = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
-    let (number, unit) = text.split_at(number_end);
-    let unit = match unit.strip_prefix(' ') {
-        Some("") => return Err(bad()),
-        Some(unit) => unit,
-        None => unit,
-    };
-    let (whole, fraction) = match number.split_once('.') {
-        Some((w, f)) => (w, f),
-        None => (number, ""),
-    };
-    let digits_ok = |s: &str, max: usize| s.len() <= max && s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty()
-        || !digits_ok(whole, 20)
-        || !digits_ok(fraction, 9)
-        || (number.contains('.') && fraction.is_empty())
-    {
-        return Err(bad());
-    }
+    let (digits, unit) = text.split_at(digits_end);
     let lower = unit.to_ascii_lowercase();
-    let (power, rest) = match lower.chars().next() {
-        None => (0, ""),
-        Some('k') => (1, &lower[1..]),
-        Some('m') => (2, &lower[1..]),
-        Some('g') => (3, &lower[1..]),
-        Some('t') => (4, &lower[1..]),
-        Some('p') => (5, &lower[1..]),
-        Some('b') => (0, &lower[..]),
-        Some(_) => return Err(bad()),
+    let power = match lower.as_str() {
+        "" => Some(0),
+        "k" | "kb" | "ki" | "kib" => Some(1),
+        "m" | "mb" | "mi" | "mib" => Some(2),
+        "g" | "gb" | "gi" | "gib" => Some(3),
+        _ => None,
     };
-    let rest_ok = match power {
-        0 => matches!(rest, "" | "b"),
-        _ => matches!(rest, "" | "b" | "i" | "ib"),
+    let (Some(power), false) = (power, digits.is_empty()) else {
+        let hint = if lower.starts_with(['t', 'p']) && !digits.is_empty() {
+            " (Concourse has no T or P: 1024G is 1T)"
+        } else if lower.starts_with('.') && !digits.is_empty() {
+            " (no fractions: 1536M is 1.5G)"
+        } else if lower.starts_with(' ') {
+            " (no space before the unit)"
+        } else {
+            ""
+        };
+        return Err(format!(
+            "{:?} is not a memory size: Concourse takes a whole number of bytes, or one with the \
+             unit K, M or G in any case, optionally followed by i and/or B, all powers of 1024 \
+             (\"512MB\", \"1GiB\", \"64k\"){hint}",
+            shorten(text)
+        ));
     };
-    if !rest_ok {
-        return Err(bad());
-    }
-    let multiplier: u128 = 1024u128.pow(power);
-    let whole: u128 = whole.parse().map_err(|_| bad())?;
-    let mut bytes = whole * multiplier;
-    if !fraction.is_empty() {
-        let numerator: u128 = fraction.parse().map_err(|_| bad())?;
-        let denominator = 10u128.pow(fraction.len() as u32);
-        bytes += numerator * multiplier / denominator;
-    }
-    u64::try_from(bytes).map_err(|_| format!("{:?} is too large", shorten(text)))
+    let too_large = || format!("{:?} is too large", shorten(text));
+    let value: u64 = digits.parse().map_err(|_| too_large())?;
+    value
+        .checked_mul(1u64 << (10 * power))
+        .ok_or_else(too_large)
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@ use hangar_core::build::{
 };
 use hangar_core::caches::task_cache_key;
 use hangar_core::engine::{
-    call_failure, import_failure, input_call_failure, input_check, InputCheck, Observed, VolumeSeen,
+    call_failure, import_failure, input_call_failure, input_check, read_file_failure, InputCheck,
+    Observed, VolumeSeen,
 };
 use hangar_core::placement::Requirement;
 use hangar_core::plan::TaskStep;
@@ -64,7 +65,7 @@ pub(crate) async fn run(
     };
     let max_attempts = step
         .infrastructure_attempts
-        .unwrap_or(config.attempts)
+        .unwrap_or(hangar_core::plan::DEFAULT_ATTEMPTS)
         .max(1);
     let mut avoid = BTreeSet::new();
 
@@ -296,10 +297,14 @@ async fn attempt(
         },
         None => None,
     };
-    // The task's `image_resource`, fetched on the task's worker when the
-    // step gives no image of its own (a step's `image` wins, as in
-    // Concourse).
-    let image_fetch = match (&step.image, &config.image_resource) {
+    // The task's `image_resource` (or the image a `docker://` rootfs_uri
+    // names), fetched on the task's worker when the step gives no image of
+    // its own (a step's `image` wins, as in Concourse).
+    let rootfs_image = config.rootfs_image();
+    let image_fetch = match (
+        &step.image,
+        config.image_resource.as_ref().or(rootfs_image.as_ref()),
+    ) {
         (None, Some(resource)) => Some(image_fetch(resource)),
         _ => None,
     };
@@ -501,6 +506,13 @@ async fn prepare_and_run(
         Ok(Ok(p)) => p,
         Ok(Err(f)) | Err(f) => return Ok(Err(f)),
     };
+    let (path, args) = match task_command(ctx, placed, rootfs.as_deref()).await? {
+        Ok(command) => command,
+        Err(f) => {
+            scratch.release.extend(outputs.values().cloned());
+            return Ok(Err(f));
+        }
+    };
     let handle = uuid::Uuid::new_v4().to_string();
     if let Err(e) = engine
         .store()
@@ -528,8 +540,8 @@ async fn prepare_and_run(
         handle: handle.clone(),
         runtime,
         rootfs_volume: rootfs,
-        path: config.run.path.clone(),
-        args: config.run.args.clone(),
+        path,
+        args,
         env: config.params.clone(),
         dir: config.run.dir.clone(),
         mounts,
@@ -692,16 +704,17 @@ async fn prepare_volumes(
     } = *placed;
     let engine = &ctx.engine;
     let mut mounts = Vec::new();
-    let mut input_volumes: BTreeMap<String, String> = BTreeMap::new();
+    // By mount path: an input named twice is mounted at each of its paths.
+    let mut input_volumes: BTreeMap<&str, String> = BTreeMap::new();
     // Inputs: a copy-on-write child of the artifact where it lives, else a
     // copy streamed from the worker that has it.
     for (input, handle) in &placed.inputs {
         let child = input_volume(ctx, step_id, worker, at_start, &input.name, handle).await?;
         scratch.release.push(child.clone());
-        input_volumes.insert(input.name.clone(), child.clone());
+        input_volumes.insert(input.mount_path(), child.clone());
         mounts.push(Mount {
             volume: child,
-            path: input.path.clone().unwrap_or_else(|| input.name.clone()),
+            path: input.mount_path().to_string(),
             read_only: false,
         });
     }
@@ -711,7 +724,7 @@ async fn prepare_volumes(
         // copy becomes the output instead of being released.
         let shared = config
             .input_at_output_path(output)
-            .and_then(|input| input_volumes.get(&input.name));
+            .and_then(|input| input_volumes.get(input.mount_path()));
         if let Some(handle) = shared {
             scratch.release.retain(|h| h != handle);
             outputs.insert(
@@ -731,7 +744,7 @@ async fn prepare_volumes(
                 );
                 mounts.push(Mount {
                     volume: v.handle,
-                    path: output.path.clone().unwrap_or_else(|| output.name.clone()),
+                    path: output.mount_path().to_string(),
                     read_only: false,
                 });
             }
@@ -819,6 +832,55 @@ async fn prepare_volumes(
 
     Ok((mounts, outputs, runtime, rootfs))
 }
+
+/// The program and arguments the task runs: its `run.path` and `args`, or
+/// without a `run.path` its image's `ENTRYPOINT`/`CMD` (then `args`), read
+/// from the image's `metadata.json` on the task's worker, as Concourse
+/// reads them.
+async fn task_command(
+    ctx: &BuildContext,
+    placed: &Placed<'_>,
+    rootfs: Option<&str>,
+) -> Result<Result<(String, Vec<String>), StepFailure>, Interrupted> {
+    let config = placed.config;
+    if !config.runs_image_entrypoint() {
+        return Ok(Ok((config.run.path.clone(), config.run.args.clone())));
+    }
+    // Only an image (the step's, or one fetched) has a config; a raw root
+    // filesystem has none.
+    let Some(volume) = rootfs.filter(|_| placed.image.is_some()) else {
+        return Ok(Err(StepFailure::Invalid {
+            reason: format!("run.path: {}", hangar_core::task::NO_EXECUTABLE),
+        }));
+    };
+    let worker = placed.worker;
+    let read = ctx
+        .call(
+            &[(worker, placed.at_start)],
+            ctx.engine
+                .workers()
+                .read_file(worker, volume, IMAGE_METADATA),
+        )
+        .await?;
+    Ok(match read {
+        Err(failure) => Err(failure),
+        Ok(Err(e)) => Err(read_file_failure(worker, volume, NO_RUN_PATH, &e).0),
+        Ok(Ok(bytes)) => {
+            hangar_core::task::image_command(&bytes, &config.run.args).map_err(|why| {
+                StepFailure::Invalid {
+                    reason: format!("run.path: {why}"),
+                }
+            })
+        }
+    })
+}
+
+/// The image config in Concourse's image layout, at the top of the image.
+const IMAGE_METADATA: &str = "metadata.json";
+
+/// What a failed read of [`IMAGE_METADATA`] is about.
+const NO_RUN_PATH: &str =
+    "run.path: not given, and the image's metadata.json (its ENTRYPOINT/CMD) cannot be read";
 
 /// Ends an attempt: the container goes, and its outputs become artifacts or
 /// are released.

@@ -1,13 +1,16 @@
 //! Task config fields the engine honours: an output that is an input
-//! changed in place, a cache's ttl (`image_resource` is
-//! `task_images.rs`'s).
+//! changed in place, a cache's ttl, and what Concourse reads otherwise
+//! than hangar did: a task without `run.path` runs its image's
+//! ENTRYPOINT/CMD, a `docker://` rootfs_uri is fetched as `registry-image`
+//! would, an input named twice is mounted at each of its paths, `cpu: 1`
+//! runs with the kernel's minimum (`image_resource` is `task_images.rs`'s).
 
 mod support;
 
 use std::collections::BTreeMap;
 
 use hangar_core::build::BuildStatus;
-use serde_json::json;
+use serde_json::{json, Value};
 use support::{now, Harness};
 
 fn outputs_of(steps: &[hangar_store::StepRecord], name: &str) -> BTreeMap<String, String> {
@@ -123,4 +126,135 @@ async fn a_cache_unused_for_longer_than_its_ttl_starts_empty() {
     let fourth = h.submit(cached_plan(None)).await;
     assert_eq!(h.finished(fourth).await, BuildStatus::Succeeded);
     assert_eq!(caches(&h).await, now_caches);
+}
+
+fn image() -> Value {
+    json!({"type": "mock", "source": {"repository": "app"}})
+}
+
+#[tokio::test]
+async fn a_task_without_run_path_runs_its_image_s_entrypoint_and_cmd_then_its_args() {
+    let h = Harness::new(&["w1"]).await;
+    h.fake.put_file(
+        "metadata.json",
+        br#"{"env": ["A=b"], "entrypoint": ["/bin/app", "serve"], "cmd": ["--port", "80"]}"#,
+    );
+    let id = h
+        .submit(json!([{"task": "t", "config": {
+            "platform": "linux", "image_resource": image(), "run": {"args": ["-v"]},
+        }}]))
+        .await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    // Read from the task's own root filesystem, on its worker.
+    assert_eq!(h.fake.calls_of("read_file w1 metadata.json").len(), 1);
+    let specs = h.fake.container_specs();
+    assert_eq!(specs[0].1.path, "/bin/app");
+    assert_eq!(specs[0].1.args, ["serve", "--port", "80", "-v"]);
+}
+
+#[tokio::test]
+async fn a_task_whose_image_has_no_command_fails_with_concourse_s_words() {
+    let h = Harness::new(&["w1"]).await;
+    // An image without metadata.json, then one without a command.
+    for metadata in [None, Some(&br#"{"env": []}"#[..])] {
+        if let Some(m) = metadata {
+            h.fake.put_file("metadata.json", m);
+        }
+        let id = h
+            .submit(
+                json!([{"task": "t", "config": {"platform": "linux", "image_resource": image()}}]),
+            )
+            .await;
+        assert_eq!(h.finished(id).await, BuildStatus::Failed);
+        let log = h.log(id, &["step"]).await.join("\n");
+        let want = match metadata {
+            None => {
+                "run.path: not given, and the image's metadata.json (its ENTRYPOINT/CMD) \
+                     cannot be read: path \"metadata.json\" not found in the volume"
+            }
+            Some(_) => "run.path: No executable defined for task.",
+        };
+        assert!(log.contains(want), "{log}");
+    }
+    // No container was made for either.
+    assert!(h.fake.calls_of("create_container").is_empty());
+    // Nor for a task with no image at all: it is refused as it is read.
+    let id = h
+        .submit(json!([{"task": "t", "config": {"platform": "linux"}}]))
+        .await;
+    assert_eq!(h.finished(id).await, BuildStatus::Failed);
+    let log = h.log(id, &["step"]).await.join("\n");
+    assert!(log.contains("No executable defined for task"), "{log}");
+}
+
+#[tokio::test]
+async fn a_docker_rootfs_uri_is_fetched_with_registry_image() {
+    let h = Harness::new(&[]).await;
+    let w1 = hangar_store::WorkerInfo {
+        resource_types_json: r#"[{"type":"registry-image","path":"/fake/registry-image"}]"#.into(),
+        ..support::info("w1", "sid-w1")
+    };
+    h.store.register_worker(&w1, now()).await.unwrap();
+    let id = h
+        .submit(json!([{"task": "t", "config": {
+            "platform": "linux", "rootfs_uri": "docker:///busybox#1.36", "run": {"path": "true"},
+        }}]))
+        .await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    assert_eq!(
+        h.fake
+            .calls_of("resource_action w1 registry-image in")
+            .len(),
+        1
+    );
+    let log = h.log(id, &["step"]).await;
+    assert!(
+        log.contains(
+            &"step: fetching image (registry-image busybox:1.36) on worker w1".to_string()
+        ),
+        "{log:#?}"
+    );
+    let specs = h.fake.container_specs();
+    assert_eq!(specs[0].1.runtime, hangar_api::containers::Runtime::Runc);
+    // It has run.path: the image's command is not read.
+    assert!(h.fake.calls_of("read_file").is_empty());
+}
+
+#[tokio::test]
+async fn an_input_named_twice_is_mounted_at_each_of_its_paths() {
+    let h = Harness::new(&["w1"]).await;
+    let id = h
+        .submit(json!([
+            {"get": "repo", "type": "mock", "source": {}},
+            {"task": "t", "config": {
+                "platform": "linux",
+                "inputs": [
+                    {"name": "repo"},
+                    {"name": "repo", "path": "./repo/"},
+                    {"name": "repo", "path": "src/repo"},
+                ],
+                "outputs": [{"name": "changed", "path": "src/repo"}],
+                "run": {"path": "true"},
+            }},
+        ]))
+        .await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    let specs = h.fake.container_specs();
+    let mut paths: Vec<&str> = specs[0].1.mounts.iter().map(|m| m.path.as_str()).collect();
+    paths.sort();
+    // The output at the second path is that copy of the input, changed.
+    assert_eq!(paths, ["repo", "src/repo"]);
+}
+
+#[tokio::test]
+async fn cpu_shares_are_brought_into_the_kernel_s_range_and_old_attempts_still_read() {
+    let h = Harness::new(&["w1"]).await;
+    let id = h
+        .submit(json!([{"task": "t", "config": {
+            "platform": "linux", "run": {"path": "true"},
+            "container_limits": {"cpu": 1}, "attempts": 2,
+        }}]))
+        .await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    assert_eq!(h.fake.container_specs()[0].1.cpu_shares, Some(2));
 }

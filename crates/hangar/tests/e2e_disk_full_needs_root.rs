@@ -71,8 +71,8 @@ fn a_step_that_fills_its_worker_s_disk_fails_over_as_disk_full_and_succeeds_else
     let build = block(client.create_build(&hangar_api::builds::CreateBuild {
         resource_types: serde_json::Value::Null,
         name: Some("fill-job".into()),
-        plan: serde_json::json!([{"task": "fill", "config": {"platform": "linux",
-            "attempts": 10,
+        plan: serde_json::json!([{"task": "fill", "infrastructure_attempts": 10,
+            "config": {"platform": "linux",
             "outputs": [{"name": "out"}],
             "run": {"path": "sh", "args": ["-c",
                 "head -c 20000000 /dev/zero > out/big && echo wrote it"]}}}]),

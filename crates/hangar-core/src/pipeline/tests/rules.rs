@@ -43,8 +43,8 @@ fn broken_configs_are_refused_with_every_problem_named() {
             &["jobs.j.plan.do[1].task(t): must specify one of `file:` or `config:`, not both"],
         ),
         (
-            &with_steps("  - task: t\n    config: {platform: linux, run: {}}\n"),
-            &["jobs.j.plan.do[1].task(t).config.run.path: missing field"],
+            &with_steps("  - task: t\n    config: {platform: linux, run: {path: [x]}}\n"),
+            &["jobs.j.plan.do[1].task(t).config.run.path: invalid type: sequence, expected a string"],
         ),
         (
             &with_steps("  - task: t\n    file: r/t.yml\n    privileged: yes-please\n"),
