@@ -207,7 +207,7 @@ async fn a_stream_in_that_does_not_fit_is_507_insufficient_storage_and_changes_n
 async fn the_condition_says_disk_full_until_space_is_freed() {
     use hangar_core::pressure::Thresholds;
     use hangar_worker::health::{check_once, Health, HealthConfig};
-    let fs = Tmpfs::mount("4m");
+    let fs = Tmpfs::mount("5m"); // the reserve three times over, and the network state
     let volumes = Arc::new(VolumeManager::open(fs.path(), DriverKind::Naive).unwrap());
     let containers =
         Arc::new(ContainerManager::open(&fs.path().join("containers"), volumes).unwrap());
