@@ -115,9 +115,6 @@ impl Inner {
             // this worker), no user namespace, no seccomp filter.
             sandbox.ids = None;
         }
-        if is_runc {
-            self.attach_network(&handle, &mut sandbox)?;
-        }
         // The user inside the container, and the host ids its mounts go to.
         let (container_user, user) = if is_runc {
             let inside =
@@ -172,6 +169,9 @@ impl Inner {
             "{CREATING_PREFIX}{handle}-{}",
             store::random_suffix()
         ));
+        // What was begun of the host's side, undone in reverse when a later
+        // step fails.
+        let (mut cgroup_begun, mut network_begun, mut root_begun) = (false, false, false);
         let made = (|| -> Result<(), ContainerError> {
             fs::create_dir(&staging).map_err(io_err(format!("create {}", staging.display())))?;
             isolation::set_mode(&staging, 0o711)
@@ -186,6 +186,7 @@ impl Inner {
             // remove it if the worker dies right here.
             self.write_meta(&staging, &meta)?;
             if let Some(cg) = &cgroup {
+                cgroup_begun = true;
                 if let Err(why) =
                     self.runtime
                         .make_cgroup(cg, spec.memory_limit_bytes, spec.cpu_shares)
@@ -201,6 +202,10 @@ impl Inner {
             }
             match &cgroup {
                 Some(cg) if is_runc => {
+                    // Only now, past every check: a refused spec holds no
+                    // network.
+                    network_begun = true;
+                    self.attach_network(&handle, &mut sandbox)?;
                     let bundle = staging.join(store::BUNDLE_DIR);
                     fs::create_dir(&bundle)
                         .map_err(io_err(format!("create {}", bundle.display())))?;
@@ -215,6 +220,7 @@ impl Inner {
                         })
                         .collect();
                     let cgroups_path = format!("/{}/{}", cg.path, cgroup::RUNC_CHILD);
+                    root_begun = true;
                     let (root, host_dirs, env) = self.prepare_root(
                         &handle,
                         &spec,
@@ -263,11 +269,13 @@ impl Inner {
             fs::rename(&staging, &dir).map_err(io_err(format!("rename into {}", dir.display())))
         })();
         if let Err(e) = made {
-            if features.roots {
+            if root_begun && features.roots {
                 self.runtime.release_root(&handle);
             }
-            self.release_network(&handle);
-            if let Some(cg) = &cgroup {
+            if network_begun {
+                self.release_network(&handle);
+            }
+            if let (true, Some(cg)) = (cgroup_begun, &cgroup) {
                 if let Err(e) = self.runtime.remove_cgroup(cg, Duration::ZERO) {
                     tracing::warn!(error = %e, "cannot remove the cgroup of a container that was not made");
                 }

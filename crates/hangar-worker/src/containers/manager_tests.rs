@@ -190,25 +190,62 @@ fn destroying_a_container_that_is_not_there_makes_no_call() {
 }
 
 #[test]
-fn a_container_whose_root_cannot_be_made_undoes_its_network_and_cgroup_and_staging_dir() {
+fn a_sandboxed_spec_refused_for_its_user_makes_nothing() {
     let w = worker(sandboxing(), options());
     w.fake.take_calls();
-    w.fake.fail(Fail::MakeHostRoot);
-    let err = w.mgr.create(spec("c")).unwrap_err();
-    assert!(matches!(err, ContainerError::Unsupported { .. }), "{err:?}");
-    assert_eq!(
-        w.fake.calls(),
-        vec![
-            Call::AttachNetwork("c".into()),
-            cgroup("c"),
-            Call::MakeHostRoot("c".into()),
-            Call::ReleaseRoot("c".into()),
-            Call::ReleaseNetwork("c".into()),
-            Call::RemoveCgroup("c".into()),
-        ]
-    );
+    let past_the_range = ContainerSpec {
+        user: Some("70000".into()),
+        ..spec("c")
+    };
+    let err = w.mgr.create(past_the_range).unwrap_err();
+    assert!(matches!(err, ContainerError::InvalidSpec { .. }), "{err:?}");
+    assert_eq!(w.fake.calls(), vec![]);
     assert!(w.entries().is_empty(), "{:?}", w.entries());
-    assert!(w.mgr.get("c").unwrap().is_none());
+}
+
+#[test]
+fn a_container_that_cannot_be_made_undoes_what_it_began_in_reverse_and_its_staging_dir() {
+    let network = || Call::AttachNetwork("c".into());
+    let root = || Call::MakeHostRoot("c".into());
+    let cases = [
+        (
+            Fail::MakeCgroup,
+            vec![cgroup("c"), Call::RemoveCgroup("c".into())],
+        ),
+        (
+            Fail::AttachNetwork,
+            vec![
+                cgroup("c"),
+                network(),
+                Call::ReleaseNetwork("c".into()),
+                Call::RemoveCgroup("c".into()),
+            ],
+        ),
+        (
+            Fail::MakeHostRoot,
+            vec![
+                cgroup("c"),
+                network(),
+                root(),
+                Call::ReleaseRoot("c".into()),
+                Call::ReleaseNetwork("c".into()),
+                Call::RemoveCgroup("c".into()),
+            ],
+        ),
+    ];
+    for (fail, calls) in cases {
+        let w = worker(sandboxing(), options());
+        w.fake.take_calls();
+        w.fake.fail(fail);
+        let err = w.mgr.create(spec("c")).unwrap_err();
+        assert!(
+            matches!(err, ContainerError::Unsupported { .. }),
+            "{fail:?}: {err:?}"
+        );
+        assert_eq!(w.fake.calls(), calls, "{fail:?}");
+        assert!(w.entries().is_empty(), "{fail:?}: {:?}", w.entries());
+        assert!(w.mgr.get("c").unwrap().is_none());
+    }
 }
 
 #[test]
@@ -221,8 +258,8 @@ fn a_container_that_fails_to_start_is_killed_and_everything_it_was_given_freed()
     assert_eq!(
         w.fake.calls(),
         vec![
-            Call::AttachNetwork("c".into()),
             cgroup("c"),
+            Call::AttachNetwork("c".into()),
             Call::MakeHostRoot("c".into()),
             start("c", true),
             Call::KillRunc("c".into()),
@@ -254,8 +291,8 @@ fn an_image_container_gets_its_image_and_volumes_in_its_range_and_gives_them_bac
     assert_eq!(
         w.fake.take_calls(),
         vec![
-            Call::AttachNetwork("c".into()),
             cgroup("c"),
+            Call::AttachNetwork("c".into()),
             Call::ShiftImage(image),
             Call::MountImageRoot("c".into()),
             Call::ShiftTree(input.clone()),
