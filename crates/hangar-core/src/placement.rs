@@ -60,13 +60,7 @@ pub fn place(candidates: &[Candidate], req: &Requirement) -> Result<String, NoWo
     let fits = |c: &&Candidate| {
         c.state == WorkerState::Running
             && c.accepting_work
-            // An empty platform asks for none in particular (resource types
-            // run on their worker's own platform).
-            && (req.platform.is_empty() || c.platform == req.platform)
-            && req.tags.is_subset(&c.tags)
-            // A team worker serves only its team; a shared worker serves all.
-            && (c.team.is_none() || c.team == req.team)
-            && (!req.privileged || c.allow_privileged)
+            && is_made_for(c, req)
             && crate::pressure::has_room(c.memory_free, req.memory)
     };
     let fitting: Vec<&Candidate> = candidates.iter().filter(fits).collect();
@@ -92,6 +86,27 @@ pub fn place(candidates: &[Candidate], req: &Requirement) -> Result<String, NoWo
         .ok_or_else(|| NoWorker(explain(candidates, req)))
 }
 
+/// Whether the worker is of the kind the step asks for, whatever its
+/// state and load: its platform, tags, team and privileged containers.
+fn is_made_for(c: &Candidate, req: &Requirement) -> bool {
+    // An empty platform asks for none in particular (resource types run on
+    // their worker's own platform).
+    (req.platform.is_empty() || c.platform == req.platform)
+        && req.tags.is_subset(&c.tags)
+        // A team worker serves only its team; a shared worker serves all.
+        && (c.team.is_none() || c.team == req.team)
+        && (!req.privileged || c.allow_privileged)
+}
+
+/// Whether no candidate, in whatever state and under whatever load, is
+/// of the kind the step asks for (none at all: none is). Waiting for a
+/// worker to come back, get room or heal then places nothing; only a
+/// worker that joins (or registers again with other tags) would, which is
+/// why such a wait is bounded.
+pub fn lacking(candidates: &[Candidate], req: &Requirement) -> bool {
+    !candidates.iter().any(|c| is_made_for(c, req))
+}
+
 fn explain(candidates: &[Candidate], req: &Requirement) -> String {
     if candidates.is_empty() {
         return "no workers are registered".into();
@@ -109,15 +124,7 @@ fn explain(candidates: &[Candidate], req: &Requirement) -> String {
     if req.privileged && !running.iter().any(|c| c.allow_privileged) {
         return NO_PRIVILEGED_WORKER.into();
     }
-    let fitting: Vec<_> = running
-        .iter()
-        .filter(|c| {
-            (req.platform.is_empty() || c.platform == req.platform)
-                && req.tags.is_subset(&c.tags)
-                && (c.team.is_none() || c.team == req.team)
-                && (!req.privileged || c.allow_privileged)
-        })
-        .collect();
+    let fitting: Vec<_> = running.iter().filter(|c| is_made_for(c, req)).collect();
     if fitting.is_empty() {
         let tags = if req.tags.is_empty() {
             String::new()
@@ -137,10 +144,12 @@ fn explain(candidates: &[Candidate], req: &Requirement) -> String {
         } else {
             ""
         };
-        return format!(
-            "no running worker fits platform {}{tags}{team}{privileged}",
-            req.platform
-        );
+        let platform = if req.platform.is_empty() {
+            String::new()
+        } else {
+            format!(" platform {}", req.platform)
+        };
+        return format!("no running worker fits{platform}{tags}{team}{privileged}");
     }
     if !fitting.iter().any(|c| c.accepting_work) {
         return "every running worker that fits is under pressure or unhealthy".into();
@@ -375,5 +384,68 @@ mod tests {
                 Err(why) => assert_eq!(got, Err(NoWorker(why.to_string())), "case {i}"),
             }
         }
+    }
+
+    #[test]
+    fn a_step_lacks_a_worker_only_when_none_of_its_kind_is_registered() {
+        let gpu = Requirement {
+            tags: ["gpu".to_string()].into(),
+            ..req(&[])
+        };
+        let tagged = Candidate {
+            tags: ["gpu".to_string()].into(),
+            ..c("gpu", 0, &[])
+        };
+        // Down, busy or under pressure, a worker of the step's kind may
+        // take it later: no bound on that wait.
+        for unavailable in [
+            Candidate {
+                state: WorkerState::Stalled,
+                ..tagged.clone()
+            },
+            Candidate {
+                accepting_work: false,
+                ..tagged.clone()
+            },
+            Candidate {
+                memory_free: Some(0),
+                ..tagged.clone()
+            },
+        ] {
+            assert!(!lacking(&[unavailable], &gpu));
+        }
+        assert!(lacking(&[], &req(&[])));
+        assert!(lacking(&[c("a", 0, &[])], &gpu));
+        let windows = Candidate {
+            platform: "windows".into(),
+            ..c("win", 0, &[])
+        };
+        assert!(lacking(std::slice::from_ref(&windows), &req(&[])));
+        let anywhere = Requirement {
+            platform: String::new(),
+            ..req(&[])
+        };
+        assert!(!lacking(&[windows], &anywhere));
+        let needs_root = Requirement {
+            privileged: true,
+            ..req(&[])
+        };
+        assert!(lacking(&[c("a", 0, &[])], &needs_root));
+        let red = Candidate {
+            team: Some("red".into()),
+            ..c("red", 0, &[])
+        };
+        assert!(lacking(&[red], &req(&[])));
+        // Without a platform, the reason leaves it out.
+        assert_eq!(
+            place(
+                &[c("a", 0, &[])],
+                &Requirement {
+                    platform: String::new(),
+                    ..gpu
+                }
+            ),
+            Err(NoWorker("no running worker fits with tags gpu".into()))
+        );
     }
 }
