@@ -46,6 +46,23 @@ pub struct CheckStatus {
     /// or a paused pipeline.
     #[serde(default)]
     pub next_check_at: Option<i64>,
+    /// Why the check asked for or due has not run: its last try was given
+    /// back without running (`no worker has resource type X`, every worker
+    /// that fits under pressure, …). None once a check runs on a worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
+    /// Since when no worker of the kind the check needs is registered at
+    /// all: the check fails at `waiting_since + no_worker_timeout_ms` if
+    /// none joins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<i64>,
+    /// How long web lets a check wait for a worker of its kind
+    /// (`--no-worker-timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_worker_timeout_ms: Option<i64>,
+    /// The longest the check runs once on a worker (`check_timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_timeout_ms: Option<i64>,
 }
 
 impl CheckStatus {

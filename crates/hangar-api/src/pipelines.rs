@@ -106,6 +106,10 @@ pub struct Resource {
     /// The last check's failure; none once a check succeeds.
     #[serde(default)]
     pub check_error: Option<String>,
+    /// Why a check asked for or due has not run yet (no worker fits it),
+    /// while none runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_waiting: Option<String>,
 }
 
 /// A version of a resource that a check or put found.

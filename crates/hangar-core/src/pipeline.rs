@@ -70,12 +70,14 @@ mod read;
 mod read_steps;
 mod steps;
 mod validate;
+mod worker_types;
 
 pub use diff::{diff, Change, ConfigDiff, DiffLine, ItemDiff, Section};
 pub use steps::{
     Action, GetStep, GetVersion, InParallelStep, LoadVarFormat, LoadVarStep, PutInputs, PutStep,
     SetPipelineStep, Step, TaskStep,
 };
+pub use worker_types::types_no_worker_has;
 
 /// The largest config accepted, in bytes, checked before parsing.
 pub const MAX_CONFIG_BYTES: usize = 4 * 1024 * 1024;

@@ -15,12 +15,12 @@ use hangar_api::resources::{ResourceAction, ResourceActionResult};
 use hangar_core::build::StepFailure;
 use hangar_core::build::{decide_retry, RetryDecision};
 use hangar_core::engine::{call_failure, Observed};
-use hangar_core::placement::{NoWorker, Requirement};
+use hangar_core::placement::Requirement;
 use hangar_core::resource_types::{self, ResourceType};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::placement::{place_now, Wants};
+use crate::placement::{place_for, Unplaced, Wants};
 use crate::Engine;
 
 /// Workers tried for one check before it is deferred.
@@ -54,16 +54,26 @@ pub enum CheckEnd {
     /// Not run to an end for the infrastructure's sake (no worker fits,
     /// workers lost, the node stopping): to be tried again later.
     Deferred(String),
+    /// Not run because no worker, whatever its state, is of the kind it
+    /// needs (its resource type, tags): to be tried again later, within
+    /// web's bound on such a wait (`--no-worker-timeout`).
+    NoWorker(String),
 }
 
 /// Runs `job` within its timeout. The timeout cuts the call to the
 /// worker only, never a database read under way (an SQLite connection
-/// dropped mid-query is closed).
-pub async fn run_check(engine: &Engine, job: &CheckJob, stop: &CancellationToken) -> CheckEnd {
+/// dropped mid-query is closed). `placed` is told when a worker was
+/// found for it, before the check starts there.
+pub async fn run_check(
+    engine: &Engine,
+    job: &CheckJob,
+    stop: &CancellationToken,
+    placed: Option<tokio::sync::oneshot::Sender<()>>,
+) -> CheckEnd {
     let deadline = tokio::time::Instant::now() + job.timeout;
     tokio::select! {
         _ = stop.cancelled() => CheckEnd::Deferred("web is stopping".into()),
-        end = attempts(engine, job, deadline) => end,
+        end = attempts(engine, job, deadline, placed) => end,
     }
 }
 
@@ -74,7 +84,12 @@ fn timed_out(job: &CheckJob) -> CheckEnd {
     ))
 }
 
-async fn attempts(engine: &Engine, job: &CheckJob, deadline: tokio::time::Instant) -> CheckEnd {
+async fn attempts(
+    engine: &Engine,
+    job: &CheckJob,
+    deadline: tokio::time::Instant,
+    mut placed: Option<tokio::sync::oneshot::Sender<()>>,
+) -> CheckEnd {
     let chain = match resource_types::chain(&job.resource_types, &job.resource_type) {
         Ok(c) => c,
         Err(e) => return CheckEnd::Failed(e.0),
@@ -111,11 +126,15 @@ async fn attempts(engine: &Engine, job: &CheckJob, deadline: tokio::time::Instan
             volumes: vec![],
             caches: vec![],
         };
-        let worker = match place_now(engine, wants).await {
+        let worker = match place_for(engine, wants).await {
             Ok(Ok(w)) => w,
-            Ok(Err(NoWorker(why))) => return CheckEnd::Deferred(why),
+            Ok(Err(Unplaced { why, lacking: true })) => return CheckEnd::NoWorker(why),
+            Ok(Err(Unplaced { why, .. })) => return CheckEnd::Deferred(why),
             Err(e) => return CheckEnd::Deferred(format!("cannot read workers: {e}")),
         };
+        if let Some(placed) = placed.take() {
+            let _ = placed.send(());
+        }
         if tokio::time::Instant::now() >= deadline {
             return timed_out(job);
         }

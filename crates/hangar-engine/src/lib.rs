@@ -51,6 +51,10 @@ pub use workers::{ActionStderr, CallError, CopyError, LogStream, Workers};
 /// How long a claimed build stays with its node without a renewal.
 pub const LEASE_MS: i64 = hangar_core::leases::BUILD_LEASE_MS;
 
+/// The default of [`EngineConfig::no_worker_timeout`] (web's
+/// `--no-worker-timeout`).
+pub const DEFAULT_NO_WORKER_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// What the engine is told by the node that runs it.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -68,6 +72,10 @@ pub struct EngineConfig {
     /// a custom type's image) is reused by later builds, as Concourse's
     /// check interval; 0 checks every time.
     pub image_check_interval_ms: i64,
+    /// How long a step (or a check) waits for a worker of the kind it
+    /// needs (one with its resource type, platform, tags) when none is
+    /// registered, before it fails saying so; 0 fails at once.
+    pub no_worker_timeout: Duration,
 }
 
 impl EngineConfig {
@@ -79,6 +87,7 @@ impl EngineConfig {
             lifecycle_pass_ms: 1_000,
             poll: Duration::from_millis(500),
             image_check_interval_ms: recent_checks::DEFAULT_INTERVAL_MS,
+            no_worker_timeout: DEFAULT_NO_WORKER_TIMEOUT,
         }
     }
 }

@@ -3,12 +3,15 @@
 //! built here, with the workers' pressure, health and free memory).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use hangar_api::BaseResourceType;
-use hangar_core::build::BuildEventKind;
+use hangar_core::build::{BuildEventKind, StepFailure};
 use hangar_core::engine::volume_usable;
-use hangar_core::placement::{place, Candidate, NoWorker, Requirement};
+use hangar_core::lifecycle::human_ms;
+use hangar_core::placement::{lacking, place, Candidate, NoWorker, Requirement};
 use hangar_store::{StoreError, WorkerRecord};
+use tokio::time::Instant;
 
 use crate::context::{BuildContext, Interrupted};
 use crate::Engine;
@@ -118,47 +121,104 @@ fn wanted_keys(wants: &Wants) -> Vec<String> {
         .collect()
 }
 
+/// Why no worker took a step now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unplaced {
+    pub why: String,
+    /// No worker, whatever its state, is of the kind the step needs (its
+    /// resource type, platform, tags, team, privileged containers): only
+    /// one that joins can take it, so the wait is bounded
+    /// ([`crate::EngineConfig::no_worker_timeout`]).
+    pub lacking: bool,
+}
+
 /// Places `wants` now, or says why no worker fits.
 pub async fn place_now(
     engine: &Engine,
-    mut wants: Wants,
+    wants: Wants,
 ) -> Result<Result<String, NoWorker>, StoreError> {
+    Ok(place_for(engine, wants).await?.map_err(|u| NoWorker(u.why)))
+}
+
+/// Places `wants` now, or says why no worker fits and whether any ever
+/// could without a new one.
+pub async fn place_for(
+    engine: &Engine,
+    mut wants: Wants,
+) -> Result<Result<String, Unplaced>, StoreError> {
     wants.requirement.wants = wanted_keys(&wants);
     let c = candidates(engine, &wants).await?;
-    Ok(
-        place(&c, &wants.requirement).map_err(|no| match &wants.resource_type {
-            Some(t) if c.is_empty() => NoWorker(format!("no worker has resource type {t}")),
-            _ => no,
-        }),
+    Ok(place(&c, &wants.requirement).map_err(|NoWorker(why)| {
+        let lacking = lacking(&c, &wants.requirement);
+        match &wants.resource_type {
+            Some(t) if c.is_empty() => Unplaced {
+                why: format!("no worker has resource type {t}"),
+                lacking,
+            },
+            _ => Unplaced { why, lacking },
+        }
+    }))
+}
+
+/// What a step or check that gave up waiting for a worker says: why none
+/// fits, and for how long it waited.
+pub fn gave_up(why: &str, waited: Duration) -> String {
+    format!(
+        "{why} (none joined within {}, web's --no-worker-timeout)",
+        human_ms(i64::try_from(waited.as_millis()).unwrap_or(i64::MAX))
     )
 }
 
-/// Places the step, waiting (and saying why, once) while no worker fits.
+/// Places the step, waiting (and saying why, once) while no worker fits:
+/// without a bound while a worker of its kind is down, busy or under
+/// pressure; while none is registered at all, for at most
+/// [`crate::EngineConfig::no_worker_timeout`], after which the step fails
+/// saying why.
 pub(crate) async fn place_waiting(
     ctx: &BuildContext,
     step_id: &str,
     wants: Wants,
-) -> Result<String, Interrupted> {
+) -> Result<Result<String, StepFailure>, Interrupted> {
+    let bound = ctx.engine.config().no_worker_timeout;
     let mut said = None;
+    let mut lacking_since: Option<Instant> = None;
     loop {
-        match place_now(&ctx.engine, wants.clone()).await {
-            Ok(Ok(worker)) => return Ok(worker),
-            Ok(Err(NoWorker(why))) => {
+        match place_for(&ctx.engine, wants.clone()).await {
+            Ok(Ok(worker)) => return Ok(Ok(worker)),
+            Ok(Err(Unplaced { why, lacking })) => {
+                if !lacking {
+                    lacking_since = None;
+                } else if lacking_since.get_or_insert_with(Instant::now).elapsed() >= bound {
+                    return Ok(Err(StepFailure::Invalid {
+                        reason: gave_up(&why, bound),
+                    }));
+                }
                 if said.as_ref() != Some(&why) {
-                    ctx.log(
-                        Some(step_id),
-                        BuildEventKind::Infra,
-                        &format!("waiting for a worker: {why}"),
-                    )
-                    .await;
+                    let line = if lacking {
+                        format!(
+                            "waiting for a worker: {why}; the step fails if none joins within {}",
+                            human_ms(i64::try_from(bound.as_millis()).unwrap_or(i64::MAX))
+                        )
+                    } else {
+                        format!("waiting for a worker: {why}")
+                    };
+                    ctx.log(Some(step_id), BuildEventKind::Infra, &line).await;
                     said = Some(why);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot read workers for placement"),
         }
+        let pause = match lacking_since {
+            Some(since) => ctx
+                .engine
+                .config()
+                .poll
+                .min(bound.saturating_sub(since.elapsed())),
+            None => ctx.engine.config().poll,
+        };
         tokio::select! {
             _ = ctx.stop.cancelled() => return Err(Interrupted),
-            _ = tokio::time::sleep(ctx.engine.config().poll) => {}
+            _ = tokio::time::sleep(pause) => {}
         }
     }
 }

@@ -196,7 +196,10 @@ async fn attempt(
         volumes: inputs.iter().map(|(_, h)| h.clone()).collect(),
         caches: vec![],
     };
-    let worker = place_waiting(ctx, step_id, wants).await?;
+    let worker = match place_waiting(ctx, step_id, wants).await? {
+        Ok(worker) => worker,
+        Err(f) => return Ok(Err(f)),
+    };
     let Observed::Present(seen) = watch::seen(&ctx.engine, &worker).await else {
         return Ok(Err(StepFailure::WorkerGone { worker }));
     };

@@ -349,7 +349,10 @@ async fn attempt(
             )
             .collect(),
     };
-    let worker = place_waiting(ctx, step_id, wants).await?;
+    let worker = match place_waiting(ctx, step_id, wants).await? {
+        Ok(worker) => worker,
+        Err(f) => return Ok(Err(f)),
+    };
     let Observed::Present(at_start) = watch::seen(engine, &worker).await else {
         return Ok(Err(StepFailure::WorkerGone { worker }));
     };

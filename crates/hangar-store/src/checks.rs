@@ -36,6 +36,11 @@ pub struct ClaimedCheck {
     /// The version to check from (`check-resource -f`).
     pub from: Option<Value>,
     pub timeout_ms: i64,
+    /// Since when its checks have found no worker of the kind they need
+    /// (none registered): web fails the check past its bound on that.
+    pub waiting_since: Option<UnixMillis>,
+    /// Why its last check was given back without running, if it was.
+    pub waiting_reason: Option<String>,
 }
 
 /// A resource or resource type sharing a scope.
@@ -64,11 +69,21 @@ pub struct CheckStatus {
     /// A node holds the scope and is checking it.
     pub checking: bool,
     pub next_check_at: Option<UnixMillis>,
+    /// Why the last check was given back without running (no worker fits
+    /// it, …), until a check runs on a worker or ends.
+    pub waiting_reason: Option<String>,
+    /// Since when no worker of the kind the check needs is registered at
+    /// all (the wait web bounds).
+    pub waiting_since: Option<UnixMillis>,
+    /// The longest a check of the scope runs.
+    pub timeout_ms: i64,
 }
 
-const CLAIMED_COLUMNS: &str = "id, type, source, check_from, check_requested_at, check_timeout_ms";
+const CLAIMED_COLUMNS: &str = "id, type, source, check_from, check_requested_at, \
+     check_timeout_ms, check_waiting_since, check_waiting_reason";
 const STATUS_COLUMNS: &str = "s.last_check_started_at, s.last_check_finished_at, \
-     s.last_check_error, s.check_requested_at, s.claim_owner, s.next_check_at";
+     s.last_check_error, s.check_requested_at, s.claim_owner, s.next_check_at, \
+     s.check_waiting_reason, s.check_waiting_since, s.check_timeout_ms";
 
 fn text_json(row: &AnyRow, column: &str, id: i64) -> Result<Value, StoreError> {
     let text: String = row.try_get(column)?;
@@ -94,6 +109,8 @@ fn claimed_from_row(row: &AnyRow) -> Result<ClaimedCheck, StoreError> {
         timeout_ms: row
             .try_get::<Option<i64>, _>("check_timeout_ms")?
             .unwrap_or(checks::DEFAULT_CHECK_TIMEOUT_MS),
+        waiting_since: row.try_get("check_waiting_since")?,
+        waiting_reason: row.try_get("check_waiting_reason")?,
     })
 }
 
@@ -105,6 +122,11 @@ fn status_from_row(row: &AnyRow) -> Result<CheckStatus, StoreError> {
         requested_at: row.try_get("check_requested_at")?,
         checking: row.try_get::<Option<String>, _>("claim_owner")?.is_some(),
         next_check_at: row.try_get("next_check_at")?,
+        waiting_reason: row.try_get("check_waiting_reason")?,
+        waiting_since: row.try_get("check_waiting_since")?,
+        timeout_ms: row
+            .try_get::<Option<i64>, _>("check_timeout_ms")?
+            .unwrap_or(checks::DEFAULT_CHECK_TIMEOUT_MS),
     })
 }
 
@@ -264,10 +286,10 @@ impl Store {
     /// Records the end of `owner`'s check of a scope: the versions found
     /// (oldest first; each new one after those already there, a version
     /// seen before keeping its row) or the check's error, the scope's next
-    /// due time, and the claim released. A request made while the check
-    /// ran is kept, so it gets a check of its own. Answers how many
-    /// versions were new, or `None` when `owner` no longer holds the claim
-    /// (nothing is written).
+    /// due time, and the claim released; it no longer waits. A request
+    /// made while the check ran is kept, so it gets a check of its own.
+    /// Answers how many versions were new, or `None` when `owner` no
+    /// longer holds the claim (nothing is written).
     pub async fn finish_check(
         &self,
         scope_id: i64,
@@ -282,7 +304,7 @@ impl Store {
         let fenced = sqlx::query(&format!(
             "UPDATE resource_scopes SET last_check_finished_at = $1, last_check_error = $2, \
              claim_owner = NULL, claim_until = NULL, check_every_ms = $3, check_timeout_ms = $4, \
-             next_check_at = $5, \
+             next_check_at = $5, check_waiting_reason = NULL, check_waiting_since = NULL, \
              check_from = CASE WHEN {kept} THEN check_from ELSE NULL END, \
              check_requested_at = CASE WHEN {kept} THEN check_requested_at ELSE NULL END \
              WHERE id = $6 AND claim_owner = $7"
@@ -321,28 +343,49 @@ impl Store {
     /// Gives a claim back without a result (no worker could run the
     /// check, the node is stopping, or no member wants a check any more):
     /// the scope is due again at `retry_at` if its members still want
-    /// periodic checks, and a request stays.
+    /// periodic checks, and a request stays. `reason` is kept as why it
+    /// waits; `lacking_since` is since when no worker of the kind it needs
+    /// is registered at all (none: it waits for something else).
     pub async fn release_check(
         &self,
         scope_id: i64,
         owner: &str,
         retry_at: UnixMillis,
+        reason: &str,
+        lacking_since: Option<UnixMillis>,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         let (every, timeout) = schedule(&members(&mut tx, scope_id).await?);
         sqlx::query(
             "UPDATE resource_scopes SET claim_owner = NULL, claim_until = NULL, \
-             check_every_ms = $1, check_timeout_ms = $2, next_check_at = $3 \
-             WHERE id = $4 AND claim_owner = $5",
+             check_every_ms = $1, check_timeout_ms = $2, next_check_at = $3, \
+             check_waiting_reason = $4, check_waiting_since = $5 \
+             WHERE id = $6 AND claim_owner = $7",
         )
         .bind(every)
         .bind(timeout)
         .bind(every.map(|_| retry_at))
+        .bind(reason)
+        .bind(lacking_since)
         .bind(scope_id)
         .bind(owner)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        Ok(())
+    }
+
+    /// `owner`'s check of the scope found a worker and runs there: it no
+    /// longer waits.
+    pub async fn check_placed(&self, scope_id: i64, owner: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE resource_scopes SET check_waiting_reason = NULL, check_waiting_since = NULL \
+             WHERE id = $1 AND claim_owner = $2",
+        )
+        .bind(scope_id)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 

@@ -7,6 +7,11 @@
 //! exactly one runs a scope's check; a node that dies leaves its claims to
 //! run out and the scope becomes due again. Checks run in tasks the loop
 //! owns, so a slow check never holds back the others or the next pass.
+//!
+//! A check no worker can run is given back with the reason, which
+//! `check-resource` and the dashboard show. While no worker of the kind it
+//! needs is registered at all (its type, its tags), the wait is bounded:
+//! past web's `--no-worker-timeout` the check fails saying so.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -99,7 +104,23 @@ fn owner(web: &Web) -> &str {
 async fn check_scope(web: Web, claimed: ClaimedCheck, stop: CancellationToken) {
     let scope = claimed.scope_id;
     let end = match job_for(&web, &claimed).await {
-        Ok(job) => run_check(web.engine(), &job, &stop).await,
+        Ok(job) => {
+            let (placed, on_worker) = tokio::sync::oneshot::channel();
+            let waited = claimed.waiting_reason.is_some() || claimed.waiting_since.is_some();
+            let no_longer_waits = async {
+                // It waited: once on a worker, it says so no more.
+                if on_worker.await.is_ok() && waited {
+                    if let Err(e) = web.store().check_placed(scope, owner(&web)).await {
+                        tracing::warn!(scope, error = %e, "cannot record that a check runs");
+                    }
+                }
+            };
+            let (end, ()) = tokio::join!(
+                run_check(web.engine(), &job, &stop, Some(placed)),
+                no_longer_waits
+            );
+            end
+        }
         Err(end) => end,
     };
     let store = web.store();
@@ -120,16 +141,47 @@ async fn check_scope(web: Web, claimed: ClaimedCheck, stop: CancellationToken) {
                 .map(|_| ())
         }
         CheckEnd::Deferred(why) => {
-            tracing::info!(scope, reason = %why, "check deferred");
+            // A requested check is claimed again at every pass: at debug.
+            tracing::debug!(scope, reason = %why, "check deferred");
             store
-                .release_check(scope, owner(&web), web.now() + RETRY_DEFERRED_MS)
+                .release_check(scope, owner(&web), web.now() + RETRY_DEFERRED_MS, why, None)
                 .await
         }
+        CheckEnd::NoWorker(why) => no_worker(&web, &claimed, why).await,
     };
     if let Err(e) = recorded {
         // The claim runs out and another pass checks the scope again.
         tracing::warn!(scope, error = %e, "cannot record a check");
     }
+}
+
+/// A check no worker of its kind could take: given back with the reason
+/// while it has waited less than web's bound (due again by the bound's
+/// end), failed with the reason past it.
+async fn no_worker(web: &Web, claimed: &ClaimedCheck, why: &str) -> Result<(), StoreError> {
+    let scope = claimed.scope_id;
+    let now = web.now();
+    let bound = web.config().no_worker_timeout;
+    let bound_ms = i64::try_from(bound.as_millis()).unwrap_or(i64::MAX);
+    let since = claimed.waiting_since.unwrap_or(now);
+    if now.saturating_sub(since) >= bound_ms {
+        let error = hangar_engine::placement::gave_up(why, bound);
+        tracing::info!(scope, %error, "check failed");
+        return web
+            .store()
+            .finish_check(scope, owner(web), &[], Some(&error), now)
+            .await
+            .map(|_| ());
+    }
+    if claimed.waiting_since.is_none() {
+        tracing::info!(scope, reason = %why, "check waits for a worker");
+    } else {
+        tracing::debug!(scope, reason = %why, "check waits for a worker");
+    }
+    let retry_at = (now + RETRY_DEFERRED_MS).min(since.saturating_add(bound_ms));
+    web.store()
+        .release_check(scope, owner(web), retry_at, why, Some(since))
+        .await
 }
 
 /// What to run for a claimed scope, or how it ends without running.

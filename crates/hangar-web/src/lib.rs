@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use error::ApiError;
 pub use gc_loop::CollectorRun;
-pub use hangar_engine::Clock;
+pub use hangar_engine::{Clock, DEFAULT_NO_WORKER_TIMEOUT};
 
 /// Everything web is configured with. Its `Debug` leaves the two secrets
 /// out.
@@ -77,6 +77,10 @@ pub struct WebConfig {
     /// wakes at once through [`Web::wake_scheduler`]); `None` runs it
     /// never (tests drive it).
     pub scheduler_interval: Option<Duration>,
+    /// How long a check or a build step waits for a worker of the kind it
+    /// needs (its resource type, platform, tags) while none is registered,
+    /// before it fails saying so (`--no-worker-timeout`); 0 fails at once.
+    pub no_worker_timeout: Duration,
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -96,6 +100,7 @@ impl std::fmt::Debug for WebConfig {
             .field("credentials", &self.credentials)
             .field("check_interval", &self.check_interval)
             .field("scheduler_interval", &self.scheduler_interval)
+            .field("no_worker_timeout", &self.no_worker_timeout)
             .finish()
     }
 }
@@ -189,6 +194,7 @@ impl Web {
             .lifecycle_interval
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(1_000);
+        engine_config.no_worker_timeout = config.no_worker_timeout;
         let engine = hangar_engine::Engine::new(
             store.clone(),
             Arc::new(workers.clone()),

@@ -36,9 +36,14 @@ struct CheckWorker {
 
 impl CheckWorker {
     async fn start(t: &TestWeb, name: &str) -> CheckWorker {
+        CheckWorker::start_typed(t, name, "sh").await
+    }
+
+    /// A worker whose only resource type, `type_name`, is the `sh` type.
+    async fn start_typed(t: &TestWeb, name: &str, type_name: &str) -> CheckWorker {
         let dir = tempfile::tempdir().unwrap();
         let types = dir.path().join("types");
-        std::fs::create_dir_all(types.join("sh")).unwrap();
+        std::fs::create_dir_all(types.join(type_name)).unwrap();
         let state = dir.path().display().to_string();
         let check = format!(
             r#"#!/bin/sh
@@ -56,20 +61,28 @@ echo "$v"
             ("check", check.as_str()),
             ("in", "#!/bin/sh\necho no image here >&2\nexit 1\n"),
         ] {
-            let path = types.join("sh").join(file);
+            let path = types.join(type_name).join(file);
             std::fs::write(&path, text).unwrap();
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         let w = CheckWorker {
-            _stop: Self::serve(t, name, dir.path(), &types).await.drop_guard(),
+            _stop: Self::serve(t, name, dir.path(), &types, type_name)
+                .await
+                .drop_guard(),
             dir,
         };
         w.set(r#"[{"ref":"1"},{"ref":"2"},{"ref":"3"}]"#);
         w
     }
 
-    async fn serve(t: &TestWeb, name: &str, dir: &Path, types: &Path) -> CancellationToken {
+    async fn serve(
+        t: &TestWeb,
+        name: &str,
+        dir: &Path,
+        types: &Path,
+        type_name: &str,
+    ) -> CancellationToken {
         let volumes =
             Arc::new(VolumeManager::open(&dir.join("volumes"), DriverKind::Naive).unwrap());
         let runner = ResourceRunner::new(
@@ -88,8 +101,8 @@ echo "$v"
         reg.api_url = Some(url);
         reg.api_token = Some(API_TOKEN.into());
         reg.resource_types = vec![BaseResourceType {
-            type_name: "sh".into(),
-            path: types.join("sh").display().to_string(),
+            type_name: type_name.into(),
+            path: types.join(type_name).display().to_string(),
             version: None,
         }];
         t.register_with(&reg).await;
@@ -640,7 +653,212 @@ jobs:
     t.stop().await;
 }
 
+/// A pipeline whose one resource is of a type no test worker has at
+/// first.
+const MOKC: &str = "
+resources:
+- name: m
+  type: mokc
+  source: {uri: four}
+  check_every: never
+jobs:
+- name: j
+  plan: [{get: m}]
+";
+
+const T0: i64 = 1_700_000_000_000;
+
+async fn check_m(t: &TestWeb) -> i64 {
+    t.admin
+        .request_check(
+            "main",
+            "q",
+            Checked::Resource,
+            "m",
+            &CheckRequest::default(),
+        )
+        .await
+        .unwrap()
+        .requested_at
+}
+
+async fn status_of_m(t: &TestWeb) -> hangar_api::checks::CheckStatus {
+    t.admin
+        .check_status("main", "q", Checked::Resource, "m")
+        .await
+        .unwrap()
+}
+
+async fn listed_m(t: &TestWeb) -> hangar_api::pipelines::Resource {
+    t.admin
+        .resources("main", "q")
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.name == "m")
+        .unwrap()
+}
+
+/// The pipeline's dashboard page as a logged-in person sees it.
+async fn dashboard_of_q(t: &TestWeb) -> String {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = http
+        .post(format!("{}/login", t.url))
+        .form(&[("token", ADMIN)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::SEE_OTHER);
+    let cookie = login.headers()[reqwest::header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let page = http
+        .get(format!("{}/teams/main/pipelines/q", t.url))
+        .header(reqwest::header::COOKIE, cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    page.text().await.unwrap()
+}
+
+/// A resource of a type no worker has: `set-pipeline` warns; its check
+/// waits saying why (status, `resources`, dashboard) and fails past web's
+/// bound with `no worker has resource type mokc`, shown wherever a check
+/// error is.
+async fn a_check_of_a_type_no_worker_has_fails_within_the_bound_saying_so(store: Store) {
+    let t = TestWeb::start_with(store, |c| c.no_worker_timeout = Duration::from_secs(2)).await;
+    let _w = CheckWorker::start(&t, "w1").await;
+    let saved = t.admin.set_pipeline("main", "q", MOKC, None).await.unwrap();
+    let warned: Vec<&str> = saved.warnings.iter().map(|w| w.message.as_str()).collect();
+    assert_eq!(
+        warned,
+        [
+            "no worker has resource type mokc (needed by resource m): their checks and steps \
+          fail after waiting 2s unless a worker with it joins"
+        ],
+    );
+    // A pipeline of types the workers have is set without it.
+    let quiet = t
+        .admin
+        .set_pipeline("main", "p", PIPELINE, None)
+        .await
+        .unwrap();
+    assert!(quiet.warnings.is_empty(), "{:?}", quiet.warnings);
+
+    let asked = check_m(&t).await;
+    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    let status = status_of_m(&t).await;
+    assert_eq!(
+        status.waiting.as_deref(),
+        Some("no worker has resource type mokc"),
+        "{status:?}"
+    );
+    assert_eq!(status.waiting_since, Some(T0));
+    assert_eq!(status.no_worker_timeout_ms, Some(2_000));
+    assert_eq!(status.check_error, None);
+    assert!(!status.answers(asked), "{status:?}");
+    let listed = listed_m(&t).await;
+    assert_eq!(
+        listed.check_waiting.as_deref(),
+        Some("no worker has resource type mokc")
+    );
+    assert_eq!(listed.last_checked_at, None);
+    let html = dashboard_of_q(&t).await;
+    assert!(
+        html.contains("check waiting: no worker has resource type mokc"),
+        "{html}"
+    );
+
+    // Within the bound it is tried again and still waits.
+    t.advance(1_999);
+    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    let status = status_of_m(&t).await;
+    assert!(!status.answers(asked), "{status:?}");
+    assert_eq!(status.waiting_since, Some(T0));
+    assert_eq!(status.check_error, None);
+
+    // Past it, the check fails saying why.
+    t.advance(1);
+    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    let status = status_of_m(&t).await;
+    assert!(status.answers(asked), "{status:?}");
+    let error = status.check_error.unwrap();
+    assert!(
+        error.starts_with("no worker has resource type mokc (none joined within 2s"),
+        "{error}"
+    );
+    assert_eq!(status.waiting, None);
+    assert_eq!(status.waiting_since, None);
+    let listed = listed_m(&t).await;
+    assert_eq!(listed.check_error.as_deref(), Some(error.as_str()));
+    assert_eq!(listed.check_waiting, None);
+    assert_eq!(listed.last_checked_at, Some(T0 + 2_000));
+    let html = dashboard_of_q(&t).await;
+    assert!(
+        html.contains("check failed: no worker has resource type mokc (none joined within 2s"),
+        "{html}"
+    );
+    assert!(!html.contains("check waiting"), "{html}");
+    // Nothing asked for: no further pass runs it.
+    t.advance(60_000);
+    assert_eq!(t.web.run_checks_once().await.unwrap(), 0);
+    t.stop().await;
+}
+
+/// A worker with the type that joins within the bound: the waiting check
+/// runs on it and says nothing more of waiting.
+async fn a_worker_with_the_type_that_joins_within_the_bound_lets_the_check_run(store: Store) {
+    let t = TestWeb::start_with(store, |c| c.no_worker_timeout = Duration::from_secs(2)).await;
+    let _w = CheckWorker::start(&t, "w1").await;
+    t.admin.set_pipeline("main", "q", MOKC, None).await.unwrap();
+    let asked = check_m(&t).await;
+    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert!(status_of_m(&t).await.waiting.is_some());
+    let joined = CheckWorker::start_typed(&t, "w2", "mokc").await;
+    t.advance(1_500);
+    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    let status = status_of_m(&t).await;
+    assert!(status.answers(asked), "{status:?}");
+    assert_eq!(status.check_error, None);
+    assert_eq!(status.waiting, None);
+    assert_eq!(status.waiting_since, None);
+    assert_eq!(joined.calls(), 1);
+    assert_eq!(
+        joined.last_request(),
+        json!({"source": {"uri": "four"}, "version": null})
+    );
+    let found = t
+        .admin
+        .resource_versions(
+            "main",
+            "q",
+            "m",
+            VersionsQuery {
+                limit: None,
+                before: None,
+                after: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 3);
+    // Set again now that a worker has the type: no warning.
+    let saved = t.admin.set_pipeline("main", "q", MOKC, None).await.unwrap();
+    assert!(saved.warnings.is_empty(), "{:?}", saved.warnings);
+    t.stop().await;
+}
+
 on_both_databases!(
+    a_check_of_a_type_no_worker_has_fails_within_the_bound_saying_so,
+    a_worker_with_the_type_that_joins_within_the_bound_lets_the_check_run,
     a_check_on_a_lost_worker_runs_on_another,
     resource_types_and_custom_typed_resources_are_checked,
     due_resources_are_checked_and_their_versions_saved_in_order,

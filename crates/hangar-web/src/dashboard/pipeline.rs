@@ -143,6 +143,9 @@ pub(crate) async fn page(
                         @if let Some(error) = check.and_then(|c| c.error.as_deref()) {
                             pre.check-error { "check failed: " (error) }
                         }
+                        @if let Some(why) = check.and_then(|c| c.waiting_reason.as_deref()) {
+                            div.check-waiting { "check waiting: " (why) }
+                        }
                     }
                     td {
                         @if versions.is_empty() { span.notice { "no versions yet" } }

@@ -30,7 +30,7 @@ fn check_path(team: &str, pipeline: &str, what: &str, name: &str) -> Result<(), 
     check_name(what, name).map_err(ApiError::bad_request)
 }
 
-fn status_to_api(s: hangar_store::CheckStatus) -> CheckStatus {
+fn status_to_api(web: &Web, s: hangar_store::CheckStatus) -> CheckStatus {
     CheckStatus {
         last_check_started_at: s.last_started_at,
         last_check_finished_at: s.last_finished_at,
@@ -38,6 +38,12 @@ fn status_to_api(s: hangar_store::CheckStatus) -> CheckStatus {
         check_requested_at: s.requested_at,
         checking: s.checking,
         next_check_at: s.next_check_at,
+        waiting: s.waiting_reason,
+        waiting_since: s.waiting_since,
+        no_worker_timeout_ms: Some(
+            i64::try_from(web.config().no_worker_timeout.as_millis()).unwrap_or(i64::MAX),
+        ),
+        check_timeout_ms: Some(s.timeout_ms),
     }
 }
 
@@ -46,6 +52,7 @@ pub(super) fn show_check(resource: &mut Resource, status: Option<&hangar_store::
     if let Some(s) = status {
         resource.last_checked_at = s.last_finished_at;
         resource.check_error = s.error.clone();
+        resource.check_waiting = s.waiting_reason.clone();
     }
 }
 
@@ -105,6 +112,7 @@ pub(super) async fn resource_status(
     check_path(&team, &pipeline, "resource", &resource)?;
     let scope = resource_scope(&web, &team, &pipeline, &resource).await?;
     Ok(axum::Json(status_to_api(
+        &web,
         web.store().check_status(scope).await?,
     )))
 }
@@ -134,6 +142,7 @@ pub(super) async fn resource_type_status(
         .resource_type_scope(&team, &pipeline, &name)
         .await?;
     Ok(axum::Json(status_to_api(
+        &web,
         web.store().check_status(scope).await?,
     )))
 }

@@ -2,6 +2,8 @@
 //! listed, paused, renamed and destroyed, with their jobs, resources and
 //! resource versions. Every name in the path is checked before any query.
 
+use std::collections::BTreeSet;
+
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
@@ -91,6 +93,7 @@ fn resource_to_api(team: &str, pipeline: &str, r: ResourceRecord) -> Result<Reso
         pinned_version,
         last_checked_at: None,
         check_error: None,
+        check_waiting: None,
     })
 }
 
@@ -157,18 +160,43 @@ pub(super) async fn set_config(
         .await?;
     let pipeline = web.store().pipeline(&team, &name).await?;
     tracing::info!(%team, pipeline = %name, version = outcome.version, "pipeline set");
+    let missing = hangar_core::pipeline::types_no_worker_has(
+        &validated.config,
+        &worker_types(&web, &team).await?,
+        i64::try_from(web.config().no_worker_timeout.as_millis()).unwrap_or(i64::MAX),
+    );
     Ok(axum::Json(PipelineSaved {
         pipeline: pipeline_to_api(pipeline),
         created: outcome.created,
         warnings: validated
             .warnings
             .into_iter()
+            .chain(missing)
             .map(|w| ConfigWarning {
                 kind: w.kind,
                 message: w.message,
             })
             .collect(),
     }))
+}
+
+/// The base resource types of the workers that may run the team's steps
+/// (shared ones and the team's own), in whatever state.
+async fn worker_types(web: &Web, team: &str) -> Result<BTreeSet<String>, ApiError> {
+    let mut types = BTreeSet::new();
+    for w in web.store().list_workers().await? {
+        if w.info.team.as_deref().is_some_and(|t| t != team) {
+            continue;
+        }
+        // A worker whose stored list is unreadable runs no resource
+        // action (placement says so); it has none here either.
+        if let Ok(list) =
+            serde_json::from_str::<Vec<hangar_api::BaseResourceType>>(&w.info.resource_types_json)
+        {
+            types.extend(list.into_iter().map(|t| t.type_name));
+        }
+    }
+    Ok(types)
 }
 
 pub(super) async fn list(

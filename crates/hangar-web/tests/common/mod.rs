@@ -67,6 +67,7 @@ impl TestWeb {
             gc_interval: None,
             check_interval: None,
             scheduler_interval: None,
+            no_worker_timeout: hangar_web::DEFAULT_NO_WORKER_TIMEOUT,
             accept_new_database: false,
             metrics_require_token: false,
             credentials: None,

@@ -296,11 +296,13 @@ pub(crate) async fn resources(args: PipelineArgs) -> anyhow::Result<ExitCode> {
                 r.last_checked_at
                     .map(|at| ago(now, at))
                     .unwrap_or_else(|| "never".into()),
-                // The error's first line; `--json` has it whole.
-                r.check_error
-                    .as_deref()
-                    .map(|e| e.lines().next().unwrap_or_default().to_string())
-                    .unwrap_or_else(|| "n/a".into()),
+                // The error's first line (`--json` has it whole), or why a
+                // check waits.
+                match (&r.check_error, &r.check_waiting) {
+                    (Some(e), _) => e.lines().next().unwrap_or_default().to_string(),
+                    (None, Some(why)) => format!("(waiting: {why})"),
+                    (None, None) => "n/a".into(),
+                },
             ]
         })
         .collect();

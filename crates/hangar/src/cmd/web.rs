@@ -37,6 +37,13 @@ pub(crate) struct Lifecycle {
     /// version, a build or a pin changes.
     #[arg(long, env = "HANGAR_SCHEDULER_INTERVAL", default_value = "1s", value_parser = duration::parse)]
     pub scheduler_interval: Duration,
+    /// How long a resource check or a build step waits for a worker of the
+    /// kind it needs (its resource type, platform, tags) while no such
+    /// worker is registered, before it fails with the reason (`no worker
+    /// has resource type X`); 0 fails at once. A worker of that kind that
+    /// is down or busy is waited for without a bound.
+    #[arg(long, env = "HANGAR_NO_WORKER_TIMEOUT", default_value = "1m", value_parser = duration::parse)]
+    pub no_worker_timeout: Duration,
     /// How long a volume or container a worker stopped reporting is kept
     /// (absent for new steps from the first moment) before it is collected.
     #[arg(long, env = "HANGAR_GC_MISSING_GRACE_PERIOD", default_value = "5m", value_parser = duration::parse)]
@@ -100,6 +107,7 @@ impl Lifecycle {
             credentials: None,
             check_interval: Some(self.check_interval),
             scheduler_interval: Some(self.scheduler_interval),
+            no_worker_timeout: self.no_worker_timeout,
         })
     }
 }
