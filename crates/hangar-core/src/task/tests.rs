@@ -1192,7 +1192,8 @@ fn a_task_without_run_path_needs_an_image() {
 #[test]
 fn a_task_without_run_path_runs_the_image_s_entrypoint_then_cmd_then_its_args() {
     let args = ["--task-arg".to_string()];
-    let table: &[(&str, Result<(&str, &[&str]), &str>)] = &[
+    type Command<'a> = (&'a str, &'a [&'a str]);
+    let table: &[(&str, Result<Command, &str>)] = &[
         (
             r#"{"entrypoint": ["/bin/app", "serve"], "cmd": ["--port", "80"]}"#,
             Ok(("/bin/app", &["serve", "--port", "80", "--task-arg"])),
