@@ -191,14 +191,18 @@ fn bad_requests_are_refused_with_the_field_named() {
             "check",
             &[],
             "{\"source\":{\"version\":[\"v1\"]}}",
-            "error: invalid request: source: unknown field `version`, expected one of `versions`, `files`, `fail` at line 1 column 20\n",
+            "error: invalid request: source: unknown field `version`, expected one of \
+             `mirror_self`, `initial_version`, `no_initial_version`, `force_version`, \
+             `create_files`, `check_delay`, `check_failure`, `metadata`, `log`, `versions`, \
+             `files`, `fail` at line 1 column 20\n",
         ),
         (
             "mock",
             "check",
             &[],
             "{\"source\":{\"versions\":[]}}",
-            "error: source.versions: must not be empty (leave it out for [\"v1\"])\n",
+            "error: source.versions: must not be empty (leave it out for Concourse's \
+             initial_version, \"mock\" by default)\n",
         ),
         (
             "mock",
@@ -226,28 +230,8 @@ fn bad_requests_are_refused_with_the_field_named() {
             "in",
             &["/nonexistent/dest"],
             "{\"source\":{\"files\":{\"../escape\":\"x\"}},\"version\":{\"version\":\"v1\"}}",
-            "error: source.files: \"../escape\" must not have '..', '.' or empty parts\n",
-        ),
-        (
-            "mock",
-            "in",
-            &["/nonexistent/dest"],
-            "{\"source\":{\"files\":{\"/etc/passwd\":\"x\"}},\"version\":{\"version\":\"v1\"}}",
-            "error: source.files: \"/etc/passwd\" must be a relative path\n",
-        ),
-        (
-            "mock",
-            "in",
-            &["/nonexistent/dest"],
-            "{\"source\":{\"files\":{\"a//b\":\"x\"}},\"version\":{\"version\":\"v1\"}}",
-            "error: source.files: \"a//b\" must not have '..', '.' or empty parts\n",
-        ),
-        (
-            "mock",
-            "in",
-            &["/nonexistent/dest"],
-            "{\"source\":{\"files\":{\"version\":\"x\"}},\"version\":{\"version\":\"v1\"}}",
-            "error: source.files: \"version\" is the file in writes the version to; choose another name\n",
+            "error: source.files: \"../escape\" must not have '..' parts: a file is written \
+             below in's directory, never outside it\n",
         ),
         (
             "mock",
@@ -289,7 +273,7 @@ fn mock_check_lists_versions_oldest_first() {
     let source = r#""source":{"versions":["v1","v2","v3"]}"#;
     // (stdin, stdout)
     let cases = [
-        (r#"{"source":{}}"#.to_string(), r#"[{"version":"v1"}]"#),
+        (r#"{"source":{}}"#.to_string(), r#"[{"version":"mock"}]"#),
         (
             format!("{{{source}}}"),
             r#"[{"version":"v1"},{"version":"v2"},{"version":"v3"}]"#,
@@ -333,10 +317,13 @@ fn mock_in_writes_the_version_and_files() {
         answer,
         serde_json::json!({
             "version": {"version": "v7"},
-            "metadata": [{"name": "version", "value": "v7"}],
+            "metadata": [],
         })
     );
-    assert_eq!(std::fs::read_to_string(dest.join("version")).unwrap(), "v7");
+    assert_eq!(
+        std::fs::read_to_string(dest.join("version")).unwrap(),
+        "v7\n"
+    );
     assert_eq!(
         std::fs::read_to_string(dest.join("a.txt")).unwrap(),
         "hello"
@@ -392,10 +379,6 @@ fn mock_out_echoes_a_version() {
     let src = dir.path().to_str().unwrap();
     let cases = [
         (
-            r#"{"source":{}}"#,
-            r#"{"metadata":[],"version":{"version":"v1"}}"#,
-        ),
-        (
             r#"{"source":{"versions":["a","b"]},"params":null}"#,
             r#"{"metadata":[],"version":{"version":"b"}}"#,
         ),
@@ -407,10 +390,11 @@ fn mock_out_echoes_a_version() {
     for (stdin, expected) in cases {
         let (code, out, err) = call("mock", "out", &[src], stdin);
         assert_eq!(
-            (code, out.as_str(), err.as_str()),
-            (0, format!("{expected}\n").as_str(), ""),
-            "{stdin}"
+            (code, out.as_str()),
+            (0, format!("{expected}\n").as_str()),
+            "{stdin}: {err}"
         );
+        assert!(err.starts_with("mock: pushing version"), "{err}");
     }
     let (code, _, err) = call(
         "mock",
@@ -423,6 +407,286 @@ fn mock_out_echoes_a_version() {
         err.starts_with("error: invalid request: params: unknown field `versoin`"),
         "{err}"
     );
+}
+
+/// Concourse's mock resource (`concourse/mock-resource`: its README,
+/// `types.go` and `cmd/{check,in,out}`), one row per field or rule: the
+/// request, and the answer or a fragment of the refusal.
+#[test]
+fn mock_check_follows_concourse_s_mock() {
+    // (what, request, Ok(answer) or Err(fragment of stderr))
+    let cases: &[(&str, &str, Result<&str, &str>)] = &[
+        ("no version: the initial version", r#"{"source":{}}"#, Ok(r#"[{"version":"mock"}]"#)),
+        (
+            "initial_version",
+            r#"{"source":{"initial_version":"first"}}"#,
+            Ok(r#"[{"version":"first"}]"#),
+        ),
+        (
+            "an empty initial_version is the default",
+            r#"{"source":{"initial_version":""}}"#,
+            Ok(r#"[{"version":"mock"}]"#),
+        ),
+        (
+            "no_initial_version",
+            r#"{"source":{"no_initial_version":true}}"#,
+            Ok("[]"),
+        ),
+        (
+            "the given version is echoed (check-resource --from)",
+            r#"{"source":{"no_initial_version":true},"version":{"version":"foo"}}"#,
+            Ok(r#"[{"version":"foo"}]"#),
+        ),
+        (
+            "with privileged",
+            r#"{"source":{},"version":{"version":"foo","privileged":"true"}}"#,
+            Ok(r#"[{"privileged":"true","version":"foo"}]"#),
+        ),
+        (
+            "force_version wins over the given one",
+            r#"{"source":{"force_version":"pinned"},"version":{"version":"foo"}}"#,
+            Ok(r#"[{"version":"pinned"}]"#),
+        ),
+        (
+            "check_failure",
+            r#"{"source":{"check_failure":"nope"}}"#,
+            Err("error: intentionally failing to check: nope\n"),
+        ),
+        (
+            "check_delay",
+            r#"{"source":{"check_delay":"10ms"}}"#,
+            Ok(r#"[{"version":"mock"}]"#),
+        ),
+        (
+            "a negative check_delay is none",
+            r#"{"source":{"check_delay":"-5m"}}"#,
+            Ok(r#"[{"version":"mock"}]"#),
+        ),
+        (
+            "a malformed check_delay",
+            r#"{"source":{"check_delay":"soon"}}"#,
+            Err("error: source.check_delay: \"soon\" is not a duration"),
+        ),
+        (
+            "log and mirror_self do not change check",
+            r#"{"source":{"log":"hello","mirror_self":true}}"#,
+            Ok(r#"[{"version":"mock"}]"#),
+        ),
+        (
+            "hangar's versions with Concourse's",
+            r#"{"source":{"versions":["a"],"force_version":"b"}}"#,
+            Err("error: source.versions (hangar's list of versions) cannot be given with force_version"),
+        ),
+        (
+            "an unknown field",
+            r#"{"source":{"intial_version":"x"}}"#,
+            Err("error: invalid request: source: unknown field `intial_version`, expected one of"),
+        ),
+        (
+            "an unknown version field",
+            r#"{"source":{},"version":{"version":"a","ref":"b"}}"#,
+            Err("unknown field `ref`, expected `version` or `privileged`"),
+        ),
+        (
+            "a version that is not a string",
+            r#"{"source":{"initial_version":1}}"#,
+            Err("source.initial_version: invalid type: integer `1`, expected a string"),
+        ),
+        (
+            "a version with a control character",
+            "{\"source\":{\"force_version\":\"a\\u0007\"}}",
+            Err("error: source.force_version: \"a\\u{7}\" is not a version"),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (what, stdin, want) in cases {
+        let (code, out, err) = call("mock", "check", &[], stdin);
+        let ok = match want {
+            Ok(answer) => code == 0 && out == format!("{answer}\n"),
+            Err(fragment) => code == 1 && out.is_empty() && err.contains(fragment),
+        };
+        if !ok {
+            failures.push(format!("{what}: {stdin}\n  got {code} {out:?} {err:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // log goes to stderr.
+    let (_, _, err) = call("mock", "check", &[], r#"{"source":{"log":"hello"}}"#);
+    assert_eq!(err, "mock: hello\n");
+}
+
+#[test]
+fn mock_in_follows_concourse_s_mock() {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("dest");
+    let stdin = r#"{
+        "source": {
+            "create_files": {
+                "file1.yml": "foo: bar\n",
+                "/abs/inside.txt": "joined below dest",
+                "sub//dir/./x.json": {"b": [1, "<&>"], "a": null},
+                "vars.yml": "token: START_VARsecretEND_VAR",
+                "replaced": "from source"
+            },
+            "files": {"hangar.txt": "own field"},
+            "metadata": [{"name": "foo", "value": "bar"}, {"name": "baz", "value": "qux"}],
+            "log": "fetching"
+        },
+        "version": {"version": "v1", "privileged": "true"},
+        "params": {"create_files_via_params": {"replaced": "from params", "extra": 42}}
+    }"#;
+    let (code, out, err) = call("mock", "in", &[dest.to_str().unwrap()], stdin);
+    assert_eq!(code, 0, "{err}");
+    let answer: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!({
+            "version": {"version": "v1", "privileged": "true"},
+            "metadata": [{"name": "foo", "value": "bar"}, {"name": "baz", "value": "qux"}],
+        })
+    );
+    assert!(err.starts_with("mock: fetching\n"), "{err}");
+    let read = |p: &str| std::fs::read_to_string(dest.join(p)).unwrap();
+    let files: &[(&str, &str)] = &[
+        ("version", "v1\n"),
+        ("file1.yml", "foo: bar\n"),
+        ("abs/inside.txt", "joined below dest"),
+        (
+            "sub/dir/x.json",
+            r#"{"a":null,"b":[1,"\u003c\u0026\u003e"]}"#,
+        ),
+        ("vars.yml", "token: ((secret))"),
+        ("replaced", "from params"),
+        ("extra", "42"),
+        ("hangar.txt", "own field"),
+    ];
+    for (path, content) in files {
+        assert_eq!(read(path), *content, "{path}");
+    }
+
+    // Refusals, before anything is written.
+    let refused: &[(&str, &str)] = &[
+        (
+            r#"{"source":{"mirror_self":true},"version":{"version":"v1"}}"#,
+            "error: source.mirror_self: hangar's built-in mock runs as a program of the worker",
+        ),
+        (
+            r#"{"source":{},"version":{"version":"v1"},"params":{"mirror_self_via_params":true}}"#,
+            "error: params.mirror_self_via_params: hangar's built-in mock",
+        ),
+        (
+            r#"{"source":{"create_files":{"a/../../out":"x"}},"version":{"version":"v1"}}"#,
+            "error: source.create_files: \"a/../../out\" must not have '..' parts",
+        ),
+        (
+            r#"{"source":{},"version":{"version":"v1"},"params":{"create_files_via_params":{"..":"x"}}}"#,
+            "error: params.create_files_via_params: \"..\" must not have '..' parts",
+        ),
+        (
+            r#"{"source":{"create_files":{"/":"x"}},"version":{"version":"v1"}}"#,
+            "error: source.create_files: \"/\" names no file",
+        ),
+        (
+            r#"{"source":{},"version":{"version":"v1"},"params":{"create_files":{}}}"#,
+            "error: invalid request: params: unknown field `create_files`, expected \
+             `mirror_self_via_params` or `create_files_via_params`",
+        ),
+        (
+            r#"{"source":{"metadata":[{"name":"a"}]},"version":{"version":"v1"}}"#,
+            "error: invalid request: source.metadata[0]: missing field `value`",
+        ),
+    ];
+    for (stdin, fragment) in refused {
+        let fresh = dir.path().join("fresh");
+        let (code, out, err) = call("mock", "in", &[fresh.to_str().unwrap()], stdin);
+        assert!(
+            code == 1 && out.is_empty() && err.starts_with(fragment),
+            "{stdin}: {code} {err}"
+        );
+        assert!(!fresh.exists(), "{stdin}");
+    }
+}
+
+#[test]
+fn mock_out_follows_concourse_s_mock() {
+    let dir = tempfile::tempdir().unwrap();
+    // The put's source dir: each input a link to its volume, as the worker
+    // lays it out.
+    let volume = dir.path().join("volume");
+    std::fs::create_dir_all(volume.join("sub")).unwrap();
+    std::fs::write(volume.join("sub/version"), "from-file\n").unwrap();
+    std::fs::write(volume.join("big"), "x".repeat(5000)).unwrap();
+    std::fs::write(dir.path().join("secret"), "outside").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("secret"), volume.join("escape")).unwrap();
+    let src = dir.path().join("put");
+    std::fs::create_dir(&src).unwrap();
+    std::os::unix::fs::symlink(&volume, src.join("repo")).unwrap();
+    let src = src.to_str().unwrap();
+    let cases: &[(&str, Result<&str, &str>)] = &[
+        (
+            r#"{"source":{},"params":{"version":"v2"}}"#,
+            Ok(r#"{"metadata":[],"version":{"version":"v2"}}"#),
+        ),
+        (
+            // Read whole, newline and all, as Concourse's type reads it.
+            r#"{"source":{"metadata":[{"name":"m","value":"1"}]},"params":{"file":"repo/sub/version"}}"#,
+            Ok(r#"{"metadata":[{"name":"m","value":"1"}],"version":{"version":"from-file\n"}}"#),
+        ),
+        (
+            r#"{"source":{},"params":{"version":"v3","file":"repo/sub/version"}}"#,
+            Ok(r#"{"metadata":[],"version":{"version":"v3"}}"#),
+        ),
+        (
+            r#"{"source":{}}"#,
+            Err("error: no version specified: give params.version or params.file\n"),
+        ),
+        (
+            r#"{"source":{},"params":{"file":"repo/missing"}}"#,
+            Err("error: params.file: \"repo/missing\": No such file or directory"),
+        ),
+        (
+            r#"{"source":{},"params":{"file":"repo/../../secret"}}"#,
+            Err("error: params.file: \"repo/../../secret\" must not have '..' parts"),
+        ),
+        (
+            r#"{"source":{},"params":{"file":"repo/escape"}}"#,
+            Err("error: params.file: \"repo/escape\" leads out of its input through a link"),
+        ),
+        (
+            r#"{"source":{},"params":{"file":"repo/sub"}}"#,
+            Err("error: params.file: \"repo/sub\" is not a regular file"),
+        ),
+        (
+            r#"{"source":{},"params":{"file":"repo/big"}}"#,
+            Err("error: params.file: \"repo/big\" is larger than 4096 bytes"),
+        ),
+        (
+            r#"{"source":{},"params":{"version":"v1","print_env":"yes"}}"#,
+            Err("error: invalid request: params.print_env: invalid type: string \"yes\", expected a boolean"),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (stdin, want) in cases {
+        let (code, out, err) = call("mock", "out", &[src], stdin);
+        let ok = match want {
+            Ok(answer) => code == 0 && out == format!("{answer}\n"),
+            Err(fragment) => code == 1 && out.is_empty() && err.starts_with(fragment),
+        };
+        if !ok {
+            failures.push(format!("{stdin}\n  got {code} {out:?} {err:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // print_env logs the action's environment (the test's own here).
+    let (code, _, err) = call(
+        "mock",
+        "out",
+        &[src],
+        r#"{"source":{},"params":{"version":"v1","print_env":true}}"#,
+    );
+    assert_eq!(code, 0, "{err}");
+    let path = std::env::var("PATH").unwrap_or_default();
+    assert!(err.contains(&format!("env: PATH={path}\n")), "{err}");
 }
 
 #[test]
