@@ -182,7 +182,8 @@ impl Inner {
         if self.features().roots {
             self.runtime.release_root(handle);
         }
-        if meta.is_some_and(|m| m.runc) {
+        // An exited container's network went when its exit was recorded.
+        if meta.is_some_and(|m| m.runc) && !dir.join(store::RESULT_FILE).exists() {
             self.release_network(handle);
         }
     }

@@ -569,3 +569,36 @@ fn opening_records_a_container_that_ended_unseen_and_one_lost_killing_what_the_l
     assert_eq!((ended.code, ended.lost), (Some(3), false));
     assert!(reopened.get("lost").unwrap().unwrap().exit.unwrap().lost);
 }
+
+#[test]
+fn a_runc_container_s_network_is_released_once_whether_it_exits_or_is_destroyed_running() {
+    let w = worker(sandboxing(), options());
+    w.mgr.create(spec("exits")).unwrap();
+    w.mgr.create(spec("destroyed")).unwrap();
+    w.fake.take_calls();
+
+    w.fake.exit("exits", 0);
+    w.wait_exited("exits");
+    assert!(w
+        .fake
+        .take_calls()
+        .contains(&Call::ReleaseNetwork("exits".into())));
+    w.mgr.destroy("exits").unwrap();
+    let destroy = w.fake.take_calls();
+    assert!(
+        !destroy.contains(&Call::ReleaseNetwork("exits".into())),
+        "{destroy:?}"
+    );
+    assert!(destroy.contains(&Call::ReleaseRoot("exits".into())));
+
+    w.mgr.destroy("destroyed").unwrap();
+    let destroy = w.fake.take_calls();
+    let released = destroy
+        .iter()
+        .filter(|c| **c == Call::ReleaseNetwork("destroyed".into()))
+        .count();
+    assert_eq!(released, 1, "{destroy:?}");
+    // Its killed wrapper's end, noticed after, releases nothing more.
+    drop(w.mgr.inner.lock());
+    assert_eq!(w.fake.calls(), vec![]);
+}
