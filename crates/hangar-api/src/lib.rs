@@ -134,9 +134,10 @@ fn strict_option<'de, D: serde::Deserializer<'de>, T: Strict>(d: D) -> Result<Op
 }
 
 both_ways! {
-    /// A resource type the worker has on disk (a directory with `check`,
-    /// `in`, `out`). Strict inside a registration, tolerant inside a
-    /// [`Worker`].
+    /// A resource type the worker has on disk: a directory with `check`,
+    /// `in`, `out`, or Concourse's layout (`resource_metadata.json` beside
+    /// `rootfs.tgz` or `rootfs/`). Strict inside a registration, tolerant
+    /// inside a [`Worker`].
     pub struct BaseResourceType / StrictBaseResourceType {
         #[serde(rename = "type")]
         pub type_name: String,
@@ -144,6 +145,11 @@ both_ways! {
         pub path: String,
         #[serde(default)]
         pub version: Option<String>,
+        /// Its `resource_metadata.json` says `privileged`: its actions run
+        /// in privileged containers. Left out when false, so a registration
+        /// without privileged types reads as before.
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub privileged: bool,
     }
 }
 
@@ -517,9 +523,21 @@ mod tests {
             type_name: "git".into(),
             path: "/rt/git".into(),
             version: None,
+            privileged: false,
         };
         let json = serde_json::to_string(&rt).unwrap();
         assert_eq!(json, r#"{"type":"git","path":"/rt/git","version":null}"#);
+        let privileged = BaseResourceType {
+            privileged: true,
+            ..rt
+        };
+        let json = serde_json::to_string(&privileged).unwrap();
+        assert_eq!(
+            json,
+            r#"{"type":"git","path":"/rt/git","version":null,"privileged":true}"#
+        );
+        let back: BaseResourceType = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, privileged);
     }
 }
 

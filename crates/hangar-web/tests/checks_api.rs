@@ -104,6 +104,7 @@ echo "$v"
             type_name: type_name.into(),
             path: types.join(type_name).display().to_string(),
             version: None,
+            privileged: false,
         }];
         t.register_with(&reg).await;
         stop
@@ -572,6 +573,7 @@ async fn a_check_on_a_lost_worker_runs_on_another(store: Store) {
         type_name: "sh".into(),
         path: "/nowhere".into(),
         version: None,
+        privileged: false,
     }];
     drop(closed);
     t.register_with(&lost).await;
