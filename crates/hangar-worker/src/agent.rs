@@ -14,7 +14,7 @@ use crate::containers::ContainerManager;
 use crate::health::{check_once, Health, HealthConfig};
 use hangar_core::pressure::Pressure;
 
-use crate::resource_types::discover_resource_types;
+use crate::resource_types::offered_resource_types;
 use crate::state_identity::{
     load_last_generation, load_or_create_state_identity, store_last_generation,
 };
@@ -176,7 +176,12 @@ pub async fn run(
                 .with_task_user(config.task_user)
                 .with_isolation(containers.isolation())
                 .with_action_runtime(containers.action_runtime())
-                .with_allow_privileged(config.allow_privileged),
+                .with_allow_privileged(config.allow_privileged)
+                .with_base_type_roots(
+                    &config
+                        .work_dir
+                        .join(crate::resource_types::rootfs::UNPACKED_DIR),
+                ),
             ),
         api_stop,
     ));
@@ -614,7 +619,7 @@ fn registration(config: &WorkerConfig, identity: &str) -> RegisterWorker {
         resource_types: config
             .resource_types_dir
             .as_deref()
-            .map(discover_resource_types)
+            .map(|dir| offered_resource_types(dir, config.allow_privileged))
             .unwrap_or_default(),
         ephemeral: config.ephemeral,
         containers: 0,

@@ -162,7 +162,10 @@ impl From<ActionError> for ApiError {
             ActionError::Start { ref source, .. }
             | ActionError::Wait(ref source)
             | ActionError::PrivateDir(ref source)
-            | ActionError::HandOver(ref source) => io(source, message),
+            | ActionError::HandOver(ref source)
+            // A base type the worker cannot make ready or run is the
+            // worker's failure, not the step's.
+            | ActionError::BaseType { ref source, .. } => io(source, message),
             ActionError::Panicked(e) => panicked("a resource action", e),
             // Another worker may have runc: retried there.
             ActionError::NoRunc(_) => {

@@ -1,9 +1,11 @@
-//! Runs a base resource type's programs (`check`, `in`) for web's get steps:
+//! Runs a resource type's programs (`check`, `in`, `out`) for web's steps:
 //! the request JSON on stdin, the response JSON from stdout, the log from
 //! stderr, handed on as it is written when web asks for a streamed answer
 //! (`action_output`). Each run has a dir, HOME, TMPDIR and environment of its own and
-//! leads a process group of its own (see `action_dir`), in a PID namespace
-//! of its own where process tasks get one.
+//! leads a process group of its own (see `action_dir`). A base type of
+//! hangar's layout runs on the host, in a PID namespace of its own where
+//! process tasks get one; a base type of Concourse's layout and a custom
+//! type's image run in a runc container (`containers::image_action`).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -25,7 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::action_dir::{ActionDir, ActionDirs};
 use crate::action_output::Running;
 use crate::error::{self, ApiError};
-use crate::resource_types::discover_resource_types;
+use crate::resource_types::{self, Layout, RootfsCache, RootfsSource};
 
 /// The most a program may print on stdout (its JSON answer); its stderr
 /// is bounded by `action_output::MAX_STDERR`.
@@ -58,6 +60,9 @@ pub struct ResourceRunner {
     /// Started with `--allow-privileged`: actions of privileged resource
     /// types are taken; without it they are refused before anything runs.
     allow_privileged: bool,
+    /// Where base types of Concourse's layout are unpacked; without it
+    /// their actions are refused.
+    base_roots: Option<RootfsCache>,
 }
 
 impl ResourceRunner {
@@ -78,7 +83,16 @@ impl ResourceRunner {
             unshare: None,
             runtime: None,
             allow_privileged: false,
+            base_roots: None,
         }
+    }
+
+    /// Unpacks the root filesystems of base types in Concourse's layout
+    /// (`resource_metadata.json` beside `rootfs.tgz` or `rootfs/`) under
+    /// `dir`, a dir of the worker's own (see `resource_types::rootfs`).
+    pub fn with_base_type_roots(mut self, dir: &std::path::Path) -> ResourceRunner {
+        self.base_roots = Some(RootfsCache::new(dir));
+        self
     }
 
     /// Takes actions of privileged resource types (`--allow-privileged`).
@@ -180,6 +194,13 @@ pub enum ActionError {
         "resource type {0} is privileged: this worker was not started with --allow-privileged"
     )]
     PrivilegedRefused(String),
+    /// A base type of Concourse's layout could not be made ready or run:
+    /// the worker's own failure.
+    #[error("resource type {resource_type}: {source}")]
+    BaseType {
+        resource_type: String,
+        source: std::io::Error,
+    },
 }
 
 async fn run(
@@ -233,18 +254,34 @@ async fn execute(
         ));
     }
     if let Some(image) = req.image_volume.clone() {
-        return execute_in_image(runner, req, image, stderr).await;
+        return execute_in_container(runner, req, ContainerRoot::Image(image), stderr).await;
     }
-    let types = runner
-        .types_dir
-        .as_deref()
-        .map(discover_resource_types)
-        .unwrap_or_default();
+    // Blocking: the first discovery reads each `rootfs.tgz` through.
+    let types_dir = runner.types_dir.clone();
+    let types = tokio::task::spawn_blocking(move || {
+        types_dir
+            .as_deref()
+            .map(resource_types::discover)
+            .unwrap_or_default()
+    })
+    .await
+    .map_err(ActionError::Panicked)?;
     let rt = types
-        .iter()
-        .find(|t| t.type_name == req.resource_type)
+        .into_iter()
+        .find(|t| t.info.type_name == req.resource_type)
         .ok_or_else(|| ActionError::NoResourceType(req.resource_type.clone()))?;
-    let program = PathBuf::from(&rt.path).join(&req.action);
+    if let Layout::Rootfs(source) = rt.layout {
+        // Its metadata makes it privileged, whatever web asked.
+        if rt.info.privileged && !runner.allow_privileged {
+            return Err(ActionError::PrivilegedRefused(req.resource_type));
+        }
+        let root = ContainerRoot::Base {
+            source,
+            privileged: rt.info.privileged,
+        };
+        return execute_in_container(runner, req, root, stderr).await;
+    }
+    let program = PathBuf::from(&rt.info.path).join(&req.action);
     let mut fetched_into = None;
     let mut command = match &runner.unshare {
         Some(unshare) => {
@@ -414,26 +451,68 @@ impl Drop for ContainerGuard {
     }
 }
 
-/// A custom resource type's action: `/opt/resource/<action>` in a runc
-/// container of its image (`image_volume`, the action's own copy of it),
-/// run in the foreground with the request on stdin, under the same timeout,
-/// process group and cleanup as a base type's program.
-async fn execute_in_image(
+/// Where an action in a container gets its root filesystem.
+enum ContainerRoot {
+    /// A custom type's image: a volume, the action's own copy of it.
+    Image(String),
+    /// A base type of Concourse's layout, privileged if its metadata says.
+    Base {
+        source: RootfsSource,
+        privileged: bool,
+    },
+}
+
+/// `/opt/resource/<action>` in a runc container of a custom type's image
+/// or of a base type's root filesystem, run in the foreground with the
+/// request on stdin, under the same timeout, process group and cleanup as
+/// a base type's program.
+async fn execute_in_container(
     runner: &ResourceRunner,
     req: ResourceAction,
-    image: String,
+    root: ContainerRoot,
     stderr: Stderr,
 ) -> Result<ResourceActionResult, ActionError> {
     let runtime = runner
         .runtime
         .clone()
         .ok_or_else(|| ActionError::NoRunc(req.resource_type.clone()))?;
-    let image_path = volume_path(runner, image).await?;
+    let base_failed = |source: std::io::Error| ActionError::BaseType {
+        resource_type: req.resource_type.clone(),
+        source,
+    };
+    let (root_path, privileged, trust) = match root {
+        ContainerRoot::Image(image) => (
+            volume_path(runner, image).await?,
+            req.privileged,
+            Trust::Image,
+        ),
+        ContainerRoot::Base { source, privileged } => {
+            let cache = runner.base_roots.clone().ok_or_else(|| {
+                base_failed(std::io::Error::other(
+                    "this worker has no dir to unpack resource types' root filesystems in",
+                ))
+            })?;
+            // Moved into the sandbox's range, unless it runs privileged.
+            let owners = runtime.sandbox_ids().filter(|_| !privileged);
+            let name = req.resource_type.clone();
+            let path = tokio::task::spawn_blocking(move || cache.rootfs(&name, &source, owners))
+                .await
+                .map_err(ActionError::Panicked)?
+                .map_err(base_failed)?;
+            (path, privileged, Trust::OwnProgram)
+        }
+    };
     let dest = match (&req.action[..], req.volume.clone()) {
         ("in", None) => return Err(ActionError::NoVolume),
         ("in", Some(handle)) => Some(volume_path(runner, handle).await?),
         _ => None,
     };
+    let mut inputs = Vec::new();
+    for (name, handle) in &req.inputs {
+        hangar_core::names::validate_label(name)
+            .map_err(|e| ActionError::BadInput(format!("inputs: {e}")))?;
+        inputs.push((name.clone(), volume_path(runner, handle.clone()).await?));
+    }
     let input = serde_json::to_vec(&req.request).map_err(ActionError::Input)?;
     let actions = runner.actions.clone();
     let mut dir = tokio::task::spawn_blocking(move || actions.make())
@@ -457,23 +536,34 @@ async fn execute_in_image(
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
     let prepared = {
-        let (action_dir, image_path, dest, action, id, runtime) = (
+        let (action_dir, root_path, dest, action, id, runtime, is_image) = (
             dir.path().to_path_buf(),
-            image_path.clone(),
+            root_path.clone(),
             dest.clone(),
             req.action.clone(),
             id.clone(),
             runtime.clone(),
+            trust == Trust::Image,
         );
         tokio::task::spawn_blocking(move || {
             let cgroups_path = runtime.limit_memory(&id);
+            let root = if is_image {
+                crate::containers::ActionRoot::Image(&root_path)
+            } else {
+                crate::containers::ActionRoot::Base(&root_path)
+            };
+            let spec = crate::containers::ActionSpec {
+                root,
+                action: &action,
+                dest: dest.as_deref(),
+                inputs: &inputs,
+                extra_env: &proxies,
+                privileged,
+            };
             crate::containers::prepare_image_action(
                 &runtime,
                 &action_dir,
-                &image_path,
-                &action,
-                dest.as_deref(),
-                &proxies,
+                &spec,
                 &id,
                 cgroups_path.as_deref(),
             )
@@ -484,12 +574,16 @@ async fn execute_in_image(
     let bundle = match prepared {
         Ok(bundle) => bundle,
         Err(source) => {
+            // The root may be mounted already.
             let (runtime, id) = (runtime.clone(), id.clone());
             let _ = tokio::task::spawn_blocking(move || runtime.remove_cgroup(&id)).await;
             dir.finish().await;
-            return Err(ActionError::Image {
-                resource_type: req.resource_type.clone(),
-                source,
+            return Err(match trust {
+                Trust::Image => ActionError::Image {
+                    resource_type: req.resource_type.clone(),
+                    source,
+                },
+                Trust::OwnProgram => base_failed(std::io::Error::other(source.to_string())),
             });
         }
     };
@@ -512,7 +606,10 @@ async fn execute_in_image(
         runtime: Some(runtime.clone()),
         id: id.clone(),
     };
-    let what = format!("{} {} (image)", req.resource_type, req.action);
+    let what = match trust {
+        Trust::Image => format!("{} {} (image)", req.resource_type, req.action),
+        Trust::OwnProgram => format!("{} {}", req.resource_type, req.action),
+    };
     let runc = PathBuf::from(&argv[0]);
     let oom_note = stderr.clone();
     let ran = run_program(
@@ -540,7 +637,7 @@ async fn execute_in_image(
     guard.remove().await;
     dir.finish().await;
     let (status, out) = ran?;
-    answer(runner, dest, status, out, Trust::Image).await
+    answer(runner, dest, status, out, trust).await
 }
 
 /// Starts the program, feeds it the request, hands its stderr on as it

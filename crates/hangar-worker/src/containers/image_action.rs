@@ -1,18 +1,29 @@
-//! A custom resource type's action in a runc container of its image, as
-//! Concourse runs it: `/opt/resource/check` or `/opt/resource/in
-//! /tmp/build/get` with the request on stdin, in a root filesystem that is
-//! the action's own copy-on-write copy of the image (web makes one per
-//! action), with the image's env and user, and the fetch's destination
-//! volume bind-mounted at `/tmp/build/get`. `/tmp` and HOME are, on top,
-//! fresh dirs of the action's own dir bind-mounted in, so two actions never
-//! see each other's state whatever volume they were given, and both go
-//! with the action's dir. The bundle comes from `runc::bundle_config`, as
-//! a task container's does.
+//! A resource type's action in a runc container, as Concourse runs it:
+//! `/opt/resource/check`, `/opt/resource/in /tmp/build/get` or
+//! `/opt/resource/out /tmp/build/put` with the request on stdin, working in
+//! `/tmp/build/<check|get|put>`, the fetch's destination volume
+//! bind-mounted at `/tmp/build/get`, a put's inputs at
+//! `/tmp/build/put/<name>`. The root filesystem is either
+//!
+//! * a custom type's image: the action's own copy-on-write copy of it (web
+//!   makes one per action), with the image's env and user; or
+//! * a base type's root filesystem in Concourse's layout, unpacked once on
+//!   the worker (`resource_types::rootfs`) and shared by the type's
+//!   actions: each gets an overlay of it whose writes go to the action's
+//!   own dir, as Concourse gives each container a copy-on-write volume of
+//!   the type's.
+//!
+//! `/tmp` is, on top, a fresh dir of the action's own dir bind-mounted in,
+//! and so is HOME of an image, so two actions never see each other's state
+//! whatever volume they were given, and both go with the action's dir. The
+//! bundle comes from `runc::bundle_config`, as a task container's does, in
+//! the sandbox every container gets; a privileged type's container runs
+//! privileged (the caller checked `--allow-privileged`).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use hangar_core::users::Ids;
@@ -23,6 +34,8 @@ use super::{cgroup, image, runc, ContainerError};
 
 /// Where `in` finds its destination, as in Concourse.
 pub(crate) const GET_DIR: &str = "/tmp/build/get";
+/// Where `out` finds its inputs, as in Concourse.
+pub(crate) const PUT_DIR: &str = "/tmp/build/put";
 /// Where the protocol's programs live in the image.
 pub(crate) const RESOURCE_DIR: &str = "/opt/resource";
 /// Prefix of the runc ids of action containers.
@@ -54,6 +67,12 @@ pub struct ActionRuntime {
 }
 
 impl ActionRuntime {
+    /// The host ids an unprivileged action's root is (`None`: a worker
+    /// that cannot sandbox, not root).
+    pub(crate) fn sandbox_ids(&self) -> Option<Ids> {
+        self.sandbox.ids
+    }
+
     fn cgroup(&self, id: &str) -> Option<(&Cgroups, CgroupRef)> {
         self.cgroups
             .as_ref()
@@ -137,26 +156,59 @@ impl ActionRuntime {
     }
 }
 
+/// Where an action's root filesystem comes from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ActionRoot<'a> {
+    /// A volume in Concourse's image layout (`rootfs/`, `metadata.json`):
+    /// the action's own copy of a custom type's image, used as it is.
+    Image(&'a Path),
+    /// A base type's root filesystem, ready (owners in the sandbox's
+    /// range) and shared by the type's actions: the action gets an overlay
+    /// of it.
+    Base(&'a Path),
+}
+
+/// One action's container.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ActionSpec<'a> {
+    pub root: ActionRoot<'a>,
+    /// `check`, `in` or `out`.
+    pub action: &'a str,
+    /// For `in`: the volume it fetches into.
+    pub dest: Option<&'a Path>,
+    /// For `out`: the put's inputs, by name.
+    pub inputs: &'a [(String, PathBuf)],
+    /// Over the image's env (the worker's proxies).
+    pub extra_env: &'a [(String, String)],
+    /// Real root with every capability: allowed by the caller.
+    pub privileged: bool,
+}
+
 /// Writes the bundle of one action into `<action_dir>/bundle`, and the
-/// container's private `/tmp` and HOME beside it, and answers the bundle's
-/// path. `image_volume` is the action's own copy of the image (Concourse's
-/// layout); `dest` the volume `in` fetches into. `extra_env` (the worker's
-/// proxies) goes over the image's env. Blocks.
-#[allow(clippy::too_many_arguments)]
+/// container's private `/tmp` (and HOME, or root layer) beside it, and
+/// answers the bundle's path. Blocks.
 pub(crate) fn prepare(
     runtime: &ActionRuntime,
     action_dir: &Path,
-    image_volume: &Path,
-    action: &str,
-    dest: Option<&Path>,
-    extra_env: &[(String, String)],
+    spec: &ActionSpec<'_>,
     hostname: &str,
     cgroups_path: Option<&str>,
 ) -> Result<PathBuf, ContainerError> {
-    let (rootfs, config) = image::open(image_volume)?;
+    let action = spec.action;
     let bad = |reason: String| ContainerError::InvalidSpec {
         field: "image_volume".into(),
         reason,
+    };
+    let (rootfs, config, what) = match spec.root {
+        ActionRoot::Image(volume) => {
+            let (rootfs, config) = image::open(volume)?;
+            (rootfs, config, "image")
+        }
+        ActionRoot::Base(rootfs) => (
+            rootfs.to_path_buf(),
+            image::ImageConfig::default(),
+            "root filesystem",
+        ),
     };
     let program = rootfs
         .join(RESOURCE_DIR.trim_start_matches('/'))
@@ -165,30 +217,51 @@ pub(crate) fn prepare(
         Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {}
         _ => {
             return Err(bad(format!(
-                "the resource type's image has no executable {RESOURCE_DIR}/{action}"
+                "the resource type's {what} has no executable {RESOURCE_DIR}/{action}"
             )))
         }
     }
-    let user = image_user(&rootfs, config.user.as_deref()).map_err(bad)?;
+    // A base type runs as root, as Concourse runs it.
+    let user = match spec.root {
+        ActionRoot::Image(_) => image_user(&rootfs, config.user.as_deref()).map_err(bad)?,
+        ActionRoot::Base(_) => None,
+    };
     let private_tmp = action_dir.join("container-tmp");
     let private_home = action_dir.join("container-home");
+    // The program's working dir, Concourse's, there from the start (the
+    // mount points below it come with the mounts).
+    let work_dir = match action {
+        "in" => GET_DIR.to_string(),
+        "out" => PUT_DIR.to_string(),
+        _ => "/tmp/build/check".to_string(),
+    };
+    let work_dir_on_host = private_tmp.join(work_dir.trim_start_matches("/tmp/"));
     let made = fs::create_dir(&private_tmp)
         .and_then(|_| fs::set_permissions(&private_tmp, fs::Permissions::from_mode(0o1777)))
+        .and_then(|_| fs::create_dir_all(&work_dir_on_host))
         .and_then(|_| fs::create_dir(&private_home))
         .and_then(|_| fs::set_permissions(&private_home, fs::Permissions::from_mode(0o700)));
     made.map_err(|e| bad(format!("make the container's /tmp and HOME: {e}")))?;
-    // The image's user as the host sees it: shifted into the sandbox's
-    // range, so root inside owns what the image's root owned.
     let mut sandbox = runtime.sandbox.clone();
+    if spec.privileged {
+        // Real root with every capability (root on this worker), no user
+        // namespace, no seccomp filter, as a privileged task gets.
+        sandbox.ids = None;
+    }
     if let Some(net) = &runtime.network {
         super::attach_network(net, hostname, &mut sandbox).map_err(bad)?;
     }
     let sandbox = &sandbox;
+    // The action's user as the host sees it: shifted into the sandbox's
+    // range, so root inside owns what the image's root owned.
     let host_user = match (sandbox.ids, user) {
         (Some(base), user) if super::isolation::is_root() => {
             let user = user.unwrap_or(Ids { uid: 0, gid: 0 });
-            sandbox::shift_image_rootfs(&rootfs, base)
-                .map_err(|e| bad(format!("give the image to the sandbox's users: {e}")))?;
+            // A base type's root was moved when it was made ready.
+            if let ActionRoot::Image(_) = spec.root {
+                sandbox::shift_image_rootfs(&rootfs, base)
+                    .map_err(|e| bad(format!("give the image to the sandbox's users: {e}")))?;
+            }
             Some(Ids {
                 uid: sandbox::shifted(user.uid, base.uid),
                 gid: sandbox::shifted(user.gid, base.gid),
@@ -197,26 +270,41 @@ pub(crate) fn prepare(
         (_, user) => user,
     };
     if let Some(ids) = host_user {
-        for dir in dest
-            .into_iter()
-            .chain([private_home.as_path(), private_tmp.as_path()])
-        {
+        let build = private_tmp.join("build");
+        let owned = spec.dest.into_iter().chain([
+            private_home.as_path(),
+            private_tmp.as_path(),
+            build.as_path(),
+            work_dir_on_host.as_path(),
+        ]);
+        for dir in owned {
             std::os::unix::fs::chown(dir, Some(ids.uid), Some(ids.gid))
-                .map_err(|e| bad(format!("give {} to the image's user: {e}", dir.display())))?;
+                .map_err(|e| bad(format!("give {} to the action's user: {e}", dir.display())))?;
         }
     }
-    let root = match &runtime.roots {
-        Some(roots) => roots
+    let root = match (spec.root, &runtime.roots) {
+        (ActionRoot::Image(_), Some(roots)) => roots
             .mount_image(hostname, &rootfs)
             .map_err(|e| bad(format!("mount the image's root: {e}")))?,
-        None => rootfs.clone(),
+        (ActionRoot::Image(_), None) => rootfs.clone(),
+        (ActionRoot::Base(lower), Some(roots)) => base_root(roots, hostname, lower, action_dir)
+            .map_err(|e| bad(format!("mount the resource type's root filesystem: {e}")))?,
+        (ActionRoot::Base(_), None) => {
+            return Err(ContainerError::Unsupported {
+                reason: "a resource type's root filesystem needs a worker running as root".into(),
+            })
+        }
     };
-    let mut over: BTreeMap<String, String> = extra_env.iter().cloned().collect();
+    let mut over: BTreeMap<String, String> = spec.extra_env.iter().cloned().collect();
     if !config.env.iter().any(|(k, _)| k == "TMPDIR") {
         over.insert("TMPDIR".into(), "/tmp".into());
     }
     if !config.env.iter().any(|(k, _)| k == "HOME") {
-        over.insert("HOME".into(), home_of(&rootfs, user));
+        let home = match spec.root {
+            ActionRoot::Image(_) => home_of(&rootfs, user),
+            ActionRoot::Base(_) => "/root".into(),
+        };
+        over.insert("HOME".into(), home);
     }
     let env = image::merge_env(&config.env, &over);
     let home = env
@@ -225,20 +313,33 @@ pub(crate) fn prepare(
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
     let mut args = vec![format!("{RESOURCE_DIR}/{action}")];
-    if dest.is_some() {
-        args.push(GET_DIR.to_string());
+    match action {
+        "in" => args.push(GET_DIR.to_string()),
+        "out" => args.push(PUT_DIR.to_string()),
+        _ => {}
     }
     // Parents before children: /tmp, then what lands in it.
     let mut binds: Vec<(String, &Path, bool)> = vec![("/tmp".into(), private_tmp.as_path(), false)];
-    // A HOME at the root or inside /tmp is private already.
-    if home.starts_with('/') && home != "/" && home != "/tmp" && !home.starts_with("/tmp/") {
+    // A HOME at the root or inside /tmp is private already, and so is all
+    // of a base type's root.
+    let private_root = matches!(spec.root, ActionRoot::Base(_));
+    if !private_root
+        && home.starts_with('/')
+        && home != "/"
+        && home != "/tmp"
+        && !home.starts_with("/tmp/")
+    {
         binds.push((home.clone(), private_home.as_path(), false));
     }
-    binds.extend(dest.map(|d| (GET_DIR.to_string(), d, false)));
+    binds.extend(spec.dest.map(|d| (GET_DIR.to_string(), d, false)));
+    for (name, path) in spec.inputs {
+        hangar_core::names::validate_label(name).map_err(|e| bad(format!("inputs: {e}")))?;
+        binds.push((format!("{PUT_DIR}/{name}"), path.as_path(), false));
+    }
     let config = runc::bundle_config(&runc::BundleProcess {
         args,
         env: &env,
-        cwd: "/".into(),
+        cwd: work_dir,
         user,
         hostname: hostname.chars().take(63).collect(),
         cpu_shares: None,
@@ -255,6 +356,35 @@ pub(crate) fn prepare(
         &serde_json::to_vec_pretty(&config).expect("json"),
     )?;
     Ok(bundle)
+}
+
+/// A base type's root for one action, where runc reaches it: an overlay of
+/// the shared `lower` whose upper layer is in the action's dir, owned and
+/// moded as `lower`'s top is (the container's root makes its mount points
+/// there). Where the work dir's filesystem takes no overlay, a copy of
+/// `lower` in the action's dir instead: slower, the same to the action.
+fn base_root(
+    roots: &RootMounts,
+    handle: &str,
+    lower: &Path,
+    action_dir: &Path,
+) -> std::io::Result<PathBuf> {
+    let top = fs::symlink_metadata(lower)?;
+    let upper = action_dir.join("root-upper");
+    let work = action_dir.join("root-work");
+    fs::create_dir(&upper)?;
+    fs::create_dir(&work)?;
+    std::os::unix::fs::lchown(&upper, Some(top.uid()), Some(top.gid()))?;
+    fs::set_permissions(&upper, fs::Permissions::from_mode(top.mode() & 0o7777))?;
+    match roots.mount_overlay(handle, lower, &upper, &work) {
+        Ok(root) => Ok(root),
+        Err(e) => {
+            tracing::warn!(error = %e, lower = %lower.display(), "no overlay of a resource type's root filesystem; the action gets a copy of it");
+            let copy = action_dir.join("root-copy");
+            hangar_volumes::copy_tree(lower, &copy)?;
+            roots.mount_image(handle, &copy)
+        }
+    }
 }
 
 /// The image's user as ids: root when it names none (or `root`, which a
@@ -330,6 +460,17 @@ mod tests {
         volume
     }
 
+    fn spec<'a>(root: ActionRoot<'a>, action: &'a str) -> ActionSpec<'a> {
+        ActionSpec {
+            root,
+            action,
+            dest: None,
+            inputs: &[],
+            extra_env: &[],
+            privileged: false,
+        }
+    }
+
     fn config(bundle: &Path) -> serde_json::Value {
         serde_json::from_slice(&fs::read(bundle.join("config.json")).unwrap()).unwrap()
     }
@@ -339,17 +480,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let volume = image(dir.path(), r#"{"env": ["PATH=/bin", "A=1"]}"#, true);
         let proxy = [("http_proxy".to_string(), "http://p".to_string())];
-        let bundle = prepare(
-            &test_runtime(),
-            dir.path(),
-            &volume,
-            "check",
-            None,
-            &proxy,
-            "hangar-action-x",
-            None,
-        )
-        .unwrap();
+        let spec = ActionSpec {
+            extra_env: &proxy,
+            ..spec(ActionRoot::Image(&volume), "check")
+        };
+        let bundle = prepare(&test_runtime(), dir.path(), &spec, "hangar-action-x", None).unwrap();
         let c = config(&bundle);
         assert_eq!(
             c["process"]["args"],
@@ -410,13 +545,14 @@ mod tests {
             std::os::unix::fs::MetadataExt::uid(&fs::metadata("/proc/self").unwrap()) == 0;
         let metadata = if as_root { r#"{"user": "bot"}"# } else { "{}" };
         fs::write(volume.join("metadata.json"), metadata).unwrap();
+        let spec = ActionSpec {
+            dest: Some(&dest),
+            ..spec(ActionRoot::Image(&volume), "in")
+        };
         let bundle = prepare(
             &test_runtime(),
             dir.path(),
-            &volume,
-            "in",
-            Some(&dest),
-            &[],
+            &spec,
             "h",
             Some("/hangar/hangar-action-h/ctr"),
         )
@@ -458,10 +594,7 @@ mod tests {
         let err = prepare(
             &test_runtime(),
             dir.path(),
-            &volume,
-            "check",
-            None,
-            &[],
+            &spec(ActionRoot::Image(&volume), "check"),
             "h",
             None,
         )

@@ -69,7 +69,9 @@ use hangar_volumes::{VolumeError, VolumeManager};
 
 pub use cgroup::DEFAULT_CGROUP_ROOT;
 pub use image_action::ActionRuntime;
-pub(crate) use image_action::{prepare as prepare_image_action, ID_PREFIX as ACTION_ID_PREFIX};
+pub(crate) use image_action::{
+    prepare as prepare_image_action, ActionRoot, ActionSpec, ID_PREFIX as ACTION_ID_PREFIX,
+};
 pub use isolation::{
     hand_image_to_sandbox, hand_to_task_user, private_env_keys, Isolation, DEFAULT_TASK_IDS,
 };

@@ -254,6 +254,36 @@ impl RootMounts {
         Ok(target)
     }
 
+    /// An overlay of `lower` (shared, never written) with `upper` and
+    /// `work` (a container's own) where runc can reach it: what the
+    /// container writes lands in `upper`.
+    pub(crate) fn mount_overlay(
+        &self,
+        handle: &str,
+        lower: &Path,
+        upper: &Path,
+        work: &Path,
+    ) -> io::Result<PathBuf> {
+        use hangar_volumes::os::{Os, OverlayMount, RealOs};
+        let target = self.path(handle);
+        self.release(handle);
+        fs::create_dir(&target)?;
+        let overlay = OverlayMount {
+            lower: vec![lower.to_path_buf()],
+            upper: upper.to_path_buf(),
+            work: work.to_path_buf(),
+            target: target.clone(),
+        };
+        RealOs.mount_overlay(&overlay).map_err(|e| {
+            let _ = fs::remove_dir(&target);
+            io::Error::new(
+                e.kind(),
+                format!("overlay {} at {}: {e}", lower.display(), target.display()),
+            )
+        })?;
+        Ok(target)
+    }
+
     /// A root of mount points and links for a `process` container, owned
     /// by the container's root (`owner`) so runc can mount onto it.
     pub(crate) fn make_host_root(
