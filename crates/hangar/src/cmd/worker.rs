@@ -93,9 +93,10 @@ pub(crate) struct Args {
     #[arg(long, env = "HANGAR_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = duration::parse)]
     pub heartbeat_interval: Duration,
     /// A directory of base resource types (each a directory with check, in,
-    /// out). By default the types shipped with hangar (git, mock,
-    /// registry-image, time) are installed in <work-dir>/resource-types and
-    /// used.
+    /// out, or Concourse's resource_metadata.json beside rootfs.tgz or
+    /// rootfs/: see docs/resource-types.md). By default the types shipped
+    /// with hangar (git, mock, registry-image, time) are installed in
+    /// <work-dir>/resource-types and used.
     #[arg(long, env = "HANGAR_RESOURCE_TYPES_DIR")]
     pub resource_types_dir: Option<PathBuf>,
     /// How often the worker reports its full list of volumes to web.
