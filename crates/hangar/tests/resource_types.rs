@@ -91,7 +91,10 @@ fn installed_scripts_run_the_builtin_types_through_the_binary() {
             "metadata": [],
         })
     );
-    assert_eq!(std::fs::read_to_string(dest.join("version")).unwrap(), "v2\n");
+    assert_eq!(
+        std::fs::read_to_string(dest.join("version")).unwrap(),
+        "v2\n"
+    );
     assert_eq!(
         std::fs::read_to_string(dest.join("hello.txt")).unwrap(),
         "hi\n"
