@@ -59,7 +59,7 @@ fn execute_privileged_waits_for_a_worker_that_allows_it_and_runs_only_there() {
     };
     assert_eq!(
         waiting,
-        "hangar: waiting for a worker: privileged step: no worker allows privileged containers (start a worker with --allow-privileged)"
+        "hangar: waiting for a worker: privileged step: no worker allows privileged containers (start a worker with --allow-privileged); the step fails if none joins within 1m"
     );
 
     let root_dir = c.work_dir("worker-root");
