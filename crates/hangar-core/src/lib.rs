@@ -17,6 +17,7 @@ pub mod events;
 pub mod fencing;
 pub mod gc;
 pub mod import;
+pub mod instance_vars;
 pub mod leases;
 pub mod lifecycle;
 pub mod login_limit;
