@@ -137,6 +137,9 @@ pub struct ImageConfig {
     pub entrypoint: Option<Vec<String>>,
     pub cmd: Option<Vec<String>>,
     pub labels: std::collections::BTreeMap<String, String>,
+    /// The config blob's digest: the image's id, as Docker names it.
+    #[serde(default)]
+    pub image_id: String,
 }
 
 /// What [`fetch`] reports while it works, for a progress display or a log.
@@ -809,6 +812,7 @@ async fn fetch_into<P: FnMut(Progress)>(
         entrypoint: c.entrypoint,
         cmd: c.cmd,
         labels: c.labels.unwrap_or_default(),
+        image_id: manifest.config.digest.clone(),
     };
 
     let chown = nix_is_root();

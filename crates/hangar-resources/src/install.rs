@@ -122,6 +122,7 @@ mod tests {
         assert_eq!(
             types,
             [
+                dir.path().join("docker-image"),
                 dir.path().join("git"),
                 dir.path().join("mock"),
                 dir.path().join("registry-image"),

@@ -1,5 +1,5 @@
 //! The base resource types hangar ships as programs of its own: `git`,
-//! `mock`, `registry-image` and `time`.
+//! `docker-image`, `mock`, `registry-image` and `time`.
 //!
 //! A resource type, in Concourse's protocol, is a directory with three
 //! executables. `check` reads `{"source":…,"version":…|null}` on stdin and
@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
+mod docker_image;
 mod git;
 mod install;
 mod mock;
@@ -30,7 +31,7 @@ mod time;
 pub use install::install_builtin_types;
 
 /// The types [`run`] implements, in the order they are installed.
-pub const BUILTIN_TYPES: &[&str] = &["git", "mock", "registry-image", "time"];
+pub const BUILTIN_TYPES: &[&str] = &["docker-image", "git", "mock", "registry-image", "time"];
 
 /// The protocol's three actions.
 pub const ACTIONS: &[&str] = &["check", "in", "out"];
@@ -171,6 +172,9 @@ fn run_action(
         log,
     };
     match (type_name, action) {
+        ("docker-image", "check") => docker_image::check(call),
+        ("docker-image", "in") => docker_image::get(call),
+        ("docker-image", "out") => docker_image::put(call).map_err(Failure::from),
         ("git", "check") => git::check(call).map_err(Failure::from),
         ("git", "in") => git::get(call).map_err(Failure::from),
         ("git", "out") => git::put(call).map_err(Failure::from),

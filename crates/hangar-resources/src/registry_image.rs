@@ -154,10 +154,10 @@ impl Source {
 /// Attempts at an action whose failure is the infrastructure's (the
 /// registry unreachable or failing), as Concourse's registry-image retries
 /// transient errors; the delays between them.
-const ATTEMPTS: u32 = 3;
+pub(crate) const ATTEMPTS: u32 = 3;
 const RETRY_DELAYS_MS: [u64; 2] = [1000, 3000];
 
-fn with_retries<T, F: std::future::Future<Output = Result<T, ImageError>>>(
+pub(crate) fn with_retries<T, F: std::future::Future<Output = Result<T, ImageError>>>(
     rt: &tokio::runtime::Runtime,
     log: &mut dyn Write,
     mut action: impl FnMut() -> F,
@@ -174,7 +174,7 @@ fn with_retries<T, F: std::future::Future<Output = Result<T, ImageError>>>(
 
 /// After a failed attempt: waits and returns to retry an infrastructure
 /// failure while attempts remain; otherwise the failure, explained.
-fn retry_or_fail(
+pub(crate) fn retry_or_fail(
     rt: &tokio::runtime::Runtime,
     log: &mut dyn Write,
     attempt: u32,
@@ -199,7 +199,7 @@ fn retry_or_fail(
     Ok(())
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -313,15 +313,16 @@ const PARTS: u64 = 4;
 /// layer's start and end, and for a large layer its received bytes at
 /// each quarter.
 #[derive(Default)]
-struct ProgressLog {
-    layers: usize,
+pub(crate) struct ProgressLog {
+    /// How many layers the manifest has, once it is read.
+    pub layers: usize,
     sizes: BTreeMap<usize, u64>,
     /// The last part of each large layer said.
     said: BTreeMap<usize, u64>,
 }
 
 impl ProgressLog {
-    fn report(&mut self, log: &mut dyn Write, p: &Progress) {
+    pub(crate) fn report(&mut self, log: &mut dyn Write, p: &Progress) {
         if let Some(line) = self.line(p) {
             let _ = writeln!(log, "registry-image: {line}");
             let _ = log.flush();

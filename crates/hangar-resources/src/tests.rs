@@ -33,7 +33,7 @@ fn bad_requests_are_refused_with_the_field_named() {
             "check",
             &[],
             "{}",
-            "error: unknown resource type \"svn\" (known: git, mock, registry-image, time)\n",
+            "error: unknown resource type \"svn\" (known: docker-image, git, mock, registry-image, time)\n",
         ),
         (
             "mock",
@@ -916,6 +916,189 @@ mod registry_image {
             assert_eq!(code, 1, "{stdin}");
             assert_eq!(out, "");
             assert!(err.contains(expected), "{stdin}: {err}");
+        }
+    }
+}
+
+mod docker_image {
+    //! The `docker-image` type against a real registry: what Concourse's
+    //! docker-image writes, fetched as registry-image fetches.
+
+    use super::*;
+    use hangar_images::testing::{
+        config_json, Compression, Registry, TarBuilder, TestImage, TestLayer,
+    };
+
+    fn image() -> TestImage {
+        TestImage {
+            config: config_json(&["PATH=/bin"], "nobody", "amd64"),
+            layers: vec![TestLayer::new(
+                TarBuilder::new()
+                    .dir("bin/")
+                    .file_mode("bin/tool", 0o755, b"tool")
+                    .finish(),
+                Compression::Gzip,
+            )],
+            docker: true,
+        }
+    }
+
+    #[test]
+    fn docker_registry_check_then_in_writes_the_image_and_docker_images_files() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let registry = rt.block_on(Registry::start_with_auth("u", "p"));
+        let (pushed, _) = rt.block_on(registry.push_image("tools", Some("1.0"), &image()));
+        // As docker-image's users write it: the tag a YAML number, the
+        // registry insecure through a CIDR.
+        let source = serde_json::json!({
+            "repository": format!("{}/tools", registry.addr),
+            "tag": 1.0,
+            "username": "u",
+            "password": "p",
+            "insecure_registries": ["127.0.0.0/8"],
+        });
+        let request = serde_json::json!({"source": source}).to_string();
+        let (code, out, err) = call("docker-image", "check", &[], &request);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&out).unwrap(),
+            serde_json::json!([{"digest": pushed}])
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("dest");
+        let request = serde_json::json!({
+            "source": source,
+            "version": {"digest": pushed},
+            "params": {"rootfs": true},
+        })
+        .to_string();
+        let (code, out, err) = call("docker-image", "in", &[dest.to_str().unwrap()], &request);
+        assert_eq!(code, 0, "{err}");
+        let answer: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(answer["version"], serde_json::json!({"digest": pushed}));
+        assert_eq!(
+            std::fs::read(dest.join("rootfs/bin/tool")).unwrap(),
+            b"tool"
+        );
+        assert!(std::fs::read_to_string(dest.join("metadata.json"))
+            .unwrap()
+            .contains("\"user\":\"nobody\""));
+        assert_eq!(
+            std::fs::read_to_string(dest.join("digest")).unwrap(),
+            pushed
+        );
+        assert_eq!(std::fs::read_to_string(dest.join("tag")).unwrap(), "1.0");
+        let image_id = std::fs::read_to_string(dest.join("image-id")).unwrap();
+        assert!(
+            image_id.starts_with("sha256:") && image_id != pushed,
+            "the config's digest, not the manifest's: {image_id}"
+        );
+        // rootfs.tar holds the same tree.
+        let mut names = Vec::new();
+        let mut archive = tar::Archive::new(std::fs::File::open(dest.join("rootfs.tar")).unwrap());
+        for entry in archive.entries().unwrap() {
+            names.push(entry.unwrap().path().unwrap().display().to_string());
+        }
+        assert!(names.iter().any(|n| n.ends_with("bin/tool")), "{names:?}");
+
+        // skip_download: the names alone, no image.
+        let light = dir.path().join("light");
+        let request = serde_json::json!({
+            "source": source,
+            "version": {"digest": pushed},
+            "params": {"skip_download": true},
+        })
+        .to_string();
+        let (code, _, err) = call("docker-image", "in", &[light.to_str().unwrap()], &request);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(
+            std::fs::read_to_string(light.join("digest")).unwrap(),
+            pushed
+        );
+        assert!(!light.join("rootfs").exists());
+
+        // Without the registry named insecure, TLS is asked of a plain
+        // HTTP registry and fails.
+        let mut secure = source.clone();
+        secure
+            .as_object_mut()
+            .unwrap()
+            .remove("insecure_registries");
+        let request = serde_json::json!({"source": secure}).to_string();
+        let (code, _, _) = call("docker-image", "check", &[], &request);
+        assert_ne!(code, 0);
+    }
+
+    #[test]
+    fn unsupported_fields_are_refused_by_name_and_nothing_is_written() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("dest");
+        let d = dest.to_str().unwrap();
+        let cases: &[(&str, &[&str], String, &str)] = &[
+            (
+                "check",
+                &[],
+                r#"{"source":{"repository":"r","aws_access_key_id":"k"}}"#.into(),
+                "source.aws_access_key_id: docker-image in hangar does not support it (ECR",
+            ),
+            (
+                "check",
+                &[],
+                r#"{"source":{"repository":"r","email":"a@b"}}"#.into(),
+                "source.email",
+            ),
+            (
+                "check",
+                &[],
+                r#"{"source":{"repository":"r","insecure_registries":["nonsense/x"]}}"#.into(),
+                "neither host[:port] nor a CIDR",
+            ),
+            (
+                "check",
+                &[],
+                r#"{"source":{"repository":"r","tag":[1]}}"#.into(),
+                "source.tag: must be a string",
+            ),
+            (
+                "check",
+                &[],
+                r#"{"source":{"repository":"r","ca_certs":["PEM"]}}"#.into(),
+                "source.ca_certs",
+            ),
+            (
+                "in",
+                &[d],
+                format!(
+                    r#"{{"source":{{"repository":"r"}},"version":{{"digest":"{digest}"}},"params":{{"save":true}}}}"#
+                ),
+                "params.save",
+            ),
+            (
+                "in",
+                &[d],
+                format!(
+                    r#"{{"source":{{"repository":"r"}},"version":{{"digest":"{digest}"}},"params":{{"load":true}}}}"#
+                ),
+                "unknown field `load`",
+            ),
+            (
+                "out",
+                &["/tmp"],
+                r#"{"source":{"repository":"r"},"params":{"build":"."}}"#.into(),
+                "out (building and pushing with a Docker daemon) is not supported",
+            ),
+        ];
+        for (action, args, stdin, expected) in cases {
+            let (code, out, err) = call("docker-image", action, args, stdin);
+            assert_eq!(code, 1, "{stdin}");
+            assert_eq!(out, "");
+            assert!(err.contains(expected), "{stdin}: {err}");
+            assert!(!dest.join("rootfs").exists(), "{stdin}");
         }
     }
 }

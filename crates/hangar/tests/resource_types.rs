@@ -181,7 +181,7 @@ fn the_subcommand_is_hidden_and_checks_its_arguments() {
     assert!(output.stdout.is_empty());
     assert_eq!(
         String::from_utf8_lossy(&output.stderr),
-        "error: unknown resource type \"svn\" (known: git, mock, registry-image, time)\n"
+        "error: unknown resource type \"svn\" (known: docker-image, git, mock, registry-image, time)\n"
     );
 }
 

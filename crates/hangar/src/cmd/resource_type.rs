@@ -9,7 +9,7 @@ use anyhow::Context;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// The resource type: git, mock, registry-image or time.
+    /// The resource type: docker-image, git, mock, registry-image or time.
     pub type_name: String,
     /// The protocol action: check, in or out.
     pub action: String,

@@ -95,7 +95,7 @@ pub(crate) struct Args {
     /// A directory of base resource types (each a directory with check, in,
     /// out, or Concourse's resource_metadata.json beside rootfs.tgz or
     /// rootfs/: see docs/resource-types.md). By default the types shipped
-    /// with hangar (git, mock, registry-image, time) are installed in
+    /// with hangar (docker-image, git, mock, registry-image, time) are installed in
     /// <work-dir>/resource-types and used.
     #[arg(long, env = "HANGAR_RESOURCE_TYPES_DIR")]
     pub resource_types_dir: Option<PathBuf>,
