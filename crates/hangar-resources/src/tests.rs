@@ -113,7 +113,14 @@ fn bad_requests_are_refused_with_the_field_named() {
             "check",
             &[],
             "{\"source\":{\"uri\":\"/r\",\"branchh\":\"main\"}}",
-            "error: invalid request: source: unknown field `branchh`, expected `uri` or `branch` at line 1 column 31\n",
+            "error: invalid request: source: unknown field `branchh`, expected one of `uri`, \
+             `branch`, `private_key`, `private_key_user`, `username`, `password`, `paths`, \
+             `ignore_paths`, `tag_filter`, `disable_ci_skip`, `commit_filter`, \
+             `skip_ssl_verification`, `git_config`, `fetch_tags`, `private_key_passphrase`, \
+             `tag_regex`, `tag_behaviour`, `submodule_credentials`, `gpg_keyserver`, \
+             `git_crypt_key`, `https_tunnel`, `commit_verification_keys`, \
+             `commit_verification_key_ids`, `version_depth`, `search_remote_refs`, \
+             `sparse_paths` at line 1 column 31\n",
         ),
         (
             "git",
@@ -175,8 +182,8 @@ fn bad_requests_are_refused_with_the_field_named() {
             "git",
             "in",
             &["/nonexistent/dest"],
-            "{\"source\":{\"uri\":\"/r\"},\"version\":{\"ref\":\"abcd\"},\"params\":{\"depth\":1}}",
-            "error: invalid request: params: unknown field `depth`, there are no fields at line 1 column 65\n",
+            "{\"source\":{\"uri\":\"/r\"},\"version\":{\"ref\":\"abcd\"},\"params\":{\"depth\":-1}}",
+            "error: invalid request: params.depth: invalid value: integer `-1`, expected u32 at line 1 column 68\n",
         ),
         (
             "git",

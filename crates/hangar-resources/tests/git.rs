@@ -92,36 +92,43 @@ fn answer(out: &str) -> Value {
 }
 
 #[test]
-fn check_returns_the_head_of_the_branch() {
+fn check_returns_the_head_then_every_commit_from_the_given_one() {
     let repo = repo();
     let uri = repo.path.to_str().unwrap();
+    let (first, second) = (&repo.first, &repo.second);
     let cases = [
-        (json!({"source": {"uri": uri}}), &repo.second),
+        (json!({"source": {"uri": uri}}), json!([{"ref": second}])),
         (
             json!({"source": {"uri": uri, "branch": "main"}}),
-            &repo.second,
+            json!([{"ref": second}]),
         ),
         (
             json!({"source": {"uri": uri, "branch": "first"}}),
-            &repo.first,
+            json!([{"ref": first}]),
+        ),
+        // As git-resource: the given version, then each newer commit.
+        (
+            json!({"source": {"uri": uri}, "version": {"ref": first}}),
+            json!([{"ref": first}, {"ref": second}]),
         ),
         (
-            json!({"source": {"uri": uri}, "version": {"ref": repo.first}}),
-            &repo.second,
+            json!({"source": {"uri": uri}, "version": {"ref": second}}),
+            json!([{"ref": second}]),
         ),
+        // A version the branch no longer holds: the head.
         (
-            json!({"source": {"uri": uri}, "version": {"ref": repo.second}}),
-            &repo.second,
+            json!({"source": {"uri": uri}, "version": {"ref": "0123456789abcdef0123456789abcdef01234567"}}),
+            json!([{"ref": second}]),
         ),
         (
             json!({"source": {"uri": format!("file://{uri}")}, "version": null}),
-            &repo.second,
+            json!([{"ref": second}]),
         ),
     ];
-    for (request, head) in cases {
+    for (request, expected) in cases {
         let (code, out, err) = call("check", &[], &request);
         assert_eq!(code, 0, "{request}: {err}");
-        assert_eq!(answer(&out), json!([{"ref": head}]), "{request}");
+        assert_eq!(answer(&out), expected, "{request}");
     }
 }
 
@@ -149,7 +156,7 @@ fn check_refuses_a_missing_branch_or_repository() {
     assert_eq!((code, out.as_str()), (1, ""));
     let last = err.lines().last().unwrap();
     assert!(
-        last.starts_with("error: git ls-remote failed (exit status: 128): fatal: "),
+        last.starts_with("error: git fetch failed (exit status: 128): fatal: "),
         "{err}"
     );
 }
@@ -164,8 +171,9 @@ fn check_hides_credentials_in_the_uri() {
     );
     assert_eq!(code, 1);
     let last = err.lines().last().unwrap();
-    assert!(last.starts_with("error: git ls-remote failed"), "{err}");
+    assert!(last.starts_with("error: git fetch failed"), "{err}");
     assert!(!last.contains("s3cret"), "{last}");
+    assert!(!err.contains("s3cret"), "{err}");
 }
 
 #[test]
@@ -175,7 +183,10 @@ fn the_ext_transport_is_refused() {
     let uri = format!("ext::sh -c touch% {}", marker.display());
     let (code, _, err) = call("check", &[], &json!({"source": {"uri": uri}}));
     assert_eq!(code, 1);
-    assert!(err.contains("error: git ls-remote failed"), "{err}");
+    assert!(
+        err.contains("the transport `<name>::` runs a program and is refused"),
+        "{err}"
+    );
     assert!(!marker.exists(), "the ext transport ran a command");
 }
 
@@ -224,7 +235,11 @@ fn in_fetches_the_exact_commit_with_metadata() {
                 {"name": "commit", "value": full},
                 {"name": "author", "value": "Ada Lovelace <ada@example.com>"},
                 {"name": "author_date", "value": "2024-01-02T03:04:05+02:00"},
+                {"name": "committer", "value": "ada@example.com"},
+                {"name": "committer_date", "value": "2024-01-02T03:04:05+02:00"},
+                {"name": "branch", "value": "main"},
                 {"name": "message", "value": message},
+                {"name": "url", "value": uri},
             ]),
             "{name}"
         );
@@ -364,11 +379,23 @@ fn out_refuses_a_non_fast_forward_and_bad_requests_and_pushes_nothing() {
         ),
         (
             json!({"source": {"uri": uri, "branch": "main"}, "params": {"repository": "repo", "rebase": true}}),
-            "error: params.rebase: not supported by hangar yet",
+            "error: params.rebase: not supported by hangar's built-in git; install Concourse's git-resource",
         ),
         (
-            json!({"source": {"uri": uri, "branch": "main"}, "params": {"repository": "repo", "force": true}}),
-            "error: invalid request: params: unknown field `force`",
+            json!({"source": {"uri": uri, "branch": "main"}, "params": {"repository": "repo", "merge": true}}),
+            "error: params.merge: not supported by hangar's built-in git",
+        ),
+        (
+            json!({"source": {"uri": uri, "branch": "main"}, "params": {"repository": "repo", "tag": "../../etc/hostname"}}),
+            "error: params.tag: \"../../etc/hostname\" must be a relative path",
+        ),
+        (
+            json!({"source": {"uri": uri, "branch": "main"}, "params": {"repository": "repo", "only_tag": true}}),
+            "error: params.only_tag: needs params.tag",
+        ),
+        (
+            json!({"source": {"uri": uri, "branch": "main"}, "params": {"repository": "repo", "branch": "-f"}}),
+            "error: params.branch: \"-f\" is not a branch name",
         ),
         (
             json!({"source": {"uri": uri}, "params": {"repository": "repo"}}),
