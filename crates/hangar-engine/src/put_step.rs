@@ -152,16 +152,17 @@ async fn attempt(
     avoid: &BTreeSet<String>,
 ) -> Result<Result<(String, Map<String, Value>), StepFailure>, Interrupted> {
     let invalid = |reason: String| Ok(Err(StepFailure::Invalid { reason }));
-    match hangar_core::resource_types::chain(&ctx.resource_types, &step.resource_type) {
-        Ok(chain) if chain.is_empty() => {}
-        Ok(_) => {
-            return invalid(format!(
-                "put {}: a resource type from an image cannot be put to by hangar yet",
-                step.put
-            ))
-        }
+    // A custom type's chain (outermost first): its images are fetched on
+    // the put's worker and `out` runs in a container of the outermost, as
+    // a get's `in` does.
+    let chain = match hangar_core::resource_types::chain(&ctx.resource_types, &step.resource_type) {
+        Ok(chain) => chain,
         Err(e) => return invalid(e.0),
-    }
+    };
+    let source = match chain.first() {
+        Some(t) => t.apply_defaults(&step.source),
+        None => step.source.clone(),
+    };
     let artifacts: BTreeMap<String, String> = ctx
         .artifacts
         .lock()
@@ -181,18 +182,32 @@ async fn attempt(
             Err(f) => return Ok(Err(f)),
         }
     }
+    let base = chain
+        .last()
+        .map_or(step.resource_type.clone(), |t| t.resource_type.clone());
     let wants = Wants {
         requirement: Requirement {
-            platform: String::new(),
-            tags: step.tags.iter().cloned().collect(),
+            // As a get's: a base type runs on its worker's platform, a
+            // custom type's image is a Linux container.
+            platform: if chain.is_empty() {
+                String::new()
+            } else {
+                "linux".into()
+            },
+            // Every image of the chain is fetched on the put's worker.
+            tags: step
+                .tags
+                .iter()
+                .chain(chain.iter().flat_map(|t| t.tags.iter()))
+                .cloned()
+                .collect(),
             team: None,
             wants: vec![],
             avoid: avoid.clone(),
             memory: None,
-            // Only a base type is put to (see above): never privileged.
-            privileged: false,
+            privileged: chain.iter().any(|t| t.privileged),
         },
-        resource_type: Some(step.resource_type.clone()),
+        resource_type: Some(base),
         volumes: inputs.iter().map(|(_, h)| h.clone()).collect(),
         caches: vec![],
     };
@@ -202,6 +217,14 @@ async fn attempt(
     };
     let Observed::Present(seen) = watch::seen(&ctx.engine, &worker).await else {
         return Ok(Err(StepFailure::WorkerGone { worker }));
+    };
+    let image = if chain.is_empty() {
+        None
+    } else {
+        match get_step::fetch_type_images(ctx, step_id, &worker, &seen, &chain).await? {
+            Ok(image) => Some(image),
+            Err(f) => return Ok(Err(f)),
+        }
     };
     let mut release = Vec::new();
     let placed = ctx
@@ -228,12 +251,13 @@ async fn attempt(
         image_volume: None,
         inputs: placed,
         request: json!({
-            "source": step.source,
+            "source": source,
             "params": step.params.clone().map_or(Value::Null, Value::Object),
         }),
         privileged: false,
     };
-    let answer = get_step::plain_action(ctx, step_id, &worker, &seen, &req).await;
+    // With a custom type, `action` runs `out` in a copy of its image.
+    let answer = get_step::action(ctx, step_id, &worker, &seen, image.as_ref(), &req).await;
     release_all(ctx, &release).await;
     let answer = match answer? {
         Ok(a) => a,

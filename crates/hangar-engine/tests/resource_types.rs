@@ -263,3 +263,79 @@ async fn a_custom_type_needs_a_worker_with_the_base_type_at_the_root() {
     let log = h.log(id, &["infra", "step"]).await;
     assert!(log.iter().any(|l| l.contains("registry-image")), "{log:?}");
 }
+
+/// A put of `rss` with an input and params.
+fn put_rss() -> Value {
+    json!([
+        {"get": "repo", "type": "mock", "source": {}},
+        {"put": "feed", "type": "rss", "source": {"uri": "https://x/feed"},
+         "params": {"file": "repo/version"}, "get_params": {"skip": true}},
+    ])
+}
+
+#[tokio::test]
+async fn a_put_runs_out_in_a_copy_of_the_type_s_image_then_gets_through_the_type() {
+    let h = Harness::new(&["w1"]).await;
+    let id = h.submit(stored_plan(&put_rss(), &rss())).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    let actions: Vec<String> = h.fake.calls_of("resource_action");
+    assert_eq!(
+        actions,
+        [
+            // The input.
+            "resource_action w1 mock check",
+            "resource_action w1 mock in",
+            // The type's image, then out in a copy of it.
+            "resource_action w1 mock check",
+            "resource_action w1 mock in",
+            "resource_action w1 rss out in-image",
+            // The implicit get: the image checked again, found in the
+            // cache (no `in`), and `in` through the type.
+            "resource_action w1 mock check",
+            "resource_action w1 rss in in-image",
+        ]
+    );
+    let requests = h.fake.action_requests();
+    let (_, out) = requests
+        .iter()
+        .find(|(_, a)| a.action == "out")
+        .expect("out ran");
+    assert_eq!(out.resource_type, "rss");
+    assert!(out.image_volume.is_some());
+    assert_eq!(out.inputs.keys().collect::<Vec<_>>(), ["repo"]);
+    // The type's defaults go under the put's source.
+    assert_eq!(
+        out.request,
+        json!({"source": {"uri": "https://x/feed", "limit": 5},
+               "params": {"file": "repo/version"}})
+    );
+    let (_, implicit) = requests.last().unwrap();
+    assert_eq!(implicit.request["params"], json!({"skip": true}));
+    assert_eq!(implicit.request["version"], json!({"ref": "out-1"}));
+    let steps = h.store.build_steps(id).await.unwrap();
+    let put = steps.iter().find(|s| s.step_id == "1").unwrap();
+    assert_eq!(put.version.as_deref(), Some(r#"{"ref":"out-1"}"#));
+    assert!(steps
+        .iter()
+        .any(|s| s.step_id == "1.get" && s.state == hangar_core::build::StepState::Succeeded));
+    assert_eq!(live_copies(&h).await, 0);
+}
+
+#[tokio::test]
+async fn a_put_whose_out_in_the_image_fails_as_the_worker_s_is_retried_elsewhere() {
+    let h = Harness::new(&["w1", "w2"]).await;
+    h.fake.fail_next_action(
+        "w1",
+        "out",
+        CallError::refused(503, "unavailable", "no runc"),
+    );
+    let plan = json!([{"put": "feed", "type": "rss", "source": {}, "inputs": [], "no_get": true}]);
+    let id = h.submit(stored_plan(&plan, &rss())).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    let step = h.store.build_steps(id).await.unwrap().remove(0);
+    assert_eq!(step.worker.as_deref(), Some("w2"));
+    assert_eq!(h.fake.calls_of("resource_action w2 rss out").len(), 1);
+    // no_get: no in through the type.
+    assert!(h.fake.calls_of("resource_action w2 rss in").is_empty());
+    assert_eq!(live_copies(&h).await, 0);
+}

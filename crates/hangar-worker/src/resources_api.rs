@@ -248,11 +248,6 @@ async fn execute(
         }
         _ => {}
     }
-    if req.action == "out" && req.image_volume.is_some() {
-        return Err(ActionError::Misplaced(
-            "out of a resource type from an image is not supported by hangar yet",
-        ));
-    }
     if let Some(image) = req.image_volume.clone() {
         return execute_in_container(runner, req, ContainerRoot::Image(image), stderr).await;
     }

@@ -661,14 +661,6 @@ async fn out_gets_its_inputs_laid_out_as_concourse_does() {
             400,
             "inputs: invalid name",
         ),
-        (
-            ResourceAction {
-                image_volume: Some("vol-other".into()),
-                ..action(&[("repo", "vol-repo")], None, "out")
-            },
-            400,
-            "out of a resource type from an image is not supported by hangar yet",
-        ),
     ];
     for (req, status, says) in cases {
         let resp = w.post(req.clone()).await;

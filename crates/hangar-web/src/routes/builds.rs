@@ -176,19 +176,6 @@ pub(super) async fn validate(
         if pipeline.is_none() {
             refuse_resource(&id, step)?;
         }
-        if let Step::Put(put) = step {
-            if plan
-                .resource_types
-                .iter()
-                .any(|t| t.name == put.resource_type)
-            {
-                return Err(ApiError::bad_request(format!(
-                    "plan step {id} ({}): put to custom resource type {:?}: not supported \
-                     yet (out runs with base types only)",
-                    put.put, put.resource_type
-                )));
-            }
-        }
         // A task whose config is in a file, or uses local vars, is checked
         // when it runs, once they are known.
         let checked_now = match step {
