@@ -96,9 +96,16 @@ pub struct Resource {
     pub name: String,
     #[serde(rename = "type")]
     pub resource_type: String,
-    /// The version the config pins (`version:`).
+    /// The version the resource is pinned to: the config's `version:`, else
+    /// the one `pin-resource` set.
     #[serde(default)]
     pub pinned_version: Option<Value>,
+    /// Whether the pin is `pin-resource`'s (false: the config's, or none).
+    #[serde(default)]
+    pub pinned_by_api: bool,
+    /// `pin-resource`'s comment on the pin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin_comment: Option<String>,
     /// When its last check ended (shared with every resource of its type
     /// and source in the team).
     #[serde(default)]

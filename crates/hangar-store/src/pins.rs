@@ -149,4 +149,29 @@ impl Store {
         })
         .transpose()
     }
+
+    /// The pins `pin-resource` set on a pipeline's resources: resource id →
+    /// (the pinned version's JSON, the pin's comment). A config's
+    /// `version:` is on the resource's row, not here.
+    pub async fn api_pins(
+        &self,
+        pipeline_id: i64,
+    ) -> Result<std::collections::HashMap<i64, (String, Option<String>)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT r.id, v.version, r.pin_comment FROM resources r \
+             JOIN resource_versions v ON v.id = r.api_pinned_version_id \
+             WHERE r.pipeline_id = $1 AND r.active = 1",
+        )
+        .bind(pipeline_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("id")?,
+                    (row.try_get("version")?, row.try_get("pin_comment")?),
+                ))
+            })
+            .collect()
+    }
 }

@@ -551,6 +551,35 @@ mod endpoints {
             .map(|p| p.version["ref"].as_str().unwrap().to_string())
     }
 
+    /// The pipeline's page as a logged-in person sees it.
+    async fn pipeline_page(t: &TestWeb) -> String {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let login = http
+            .post(format!("{}/login", t.url))
+            .form(&[("token", common::ADMIN)])
+            .send()
+            .await
+            .unwrap();
+        let cookie = login.headers()[reqwest::header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_string();
+        let page = http
+            .get(format!("{}/teams/main/pipelines/p", t.url))
+            .header(reqwest::header::COOKIE, cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), reqwest::StatusCode::OK);
+        page.text().await.unwrap()
+    }
+
     async fn pin_unpin_enable_disable(store: Store) {
         let t = TestWeb::start(store).await;
         set(&t, SIMPLE).await;
@@ -562,10 +591,28 @@ mod endpoints {
             .await
             .unwrap();
         assert_eq!(pin_of(&t).await.as_deref(), Some("a"));
+        // The API's pin shows where a person looks: `resources` and the
+        // pipeline's page, with its comment.
+        let listed = t.admin.resources("main", "p").await.unwrap();
+        let src = listed.iter().find(|r| r.name == "src").unwrap();
+        assert_eq!(src.pinned_version, Some(json!({"ref": "a"})));
+        assert!(src.pinned_by_api);
+        assert_eq!(src.pin_comment.as_deref(), Some("hold"));
+        let page = pipeline_page(&t).await;
+        assert!(
+            page.contains("{&quot;ref&quot;:&quot;a&quot;} (pin-resource)")
+                || page.contains(r#"{"ref":"a"} (pin-resource)"#),
+            "{page}"
+        );
+        assert!(page.contains("“hold”"), "{page}");
         assert_eq!(schedule(&t.web).await, 1);
         assert_eq!(builds(&t, "unit").await[0][0].1, "a");
         t.admin.unpin_resource("main", "p", "src").await.unwrap();
         assert_eq!(pin_of(&t).await, None);
+        let listed = t.admin.resources("main", "p").await.unwrap();
+        let src = listed.iter().find(|r| r.name == "src").unwrap();
+        assert_eq!((&src.pinned_version, src.pinned_by_api), (&None, false));
+        assert!(!pipeline_page(&t).await.contains("(pin-resource)"));
         t.admin
             .set_resource_version_enabled("main", "p", "src", v("b"), false)
             .await

@@ -68,6 +68,7 @@ pub(crate) async fn page(
         })
         .collect();
     let checks = store.pipeline_check_statuses(p.id).await?;
+    let api_pins = store.api_pins(p.id).await?;
     let mut resources = Vec::new();
     for r in store.resources(&team, &name).await? {
         let page = VersionPage {
@@ -134,7 +135,16 @@ pub(crate) async fn page(
                 tr {
                     td { (r.name) }
                     td { (r.resource_type) }
-                    td { (r.pinned.as_deref().unwrap_or("–")) }
+                    td {
+                        @match (r.pinned.as_deref(), api_pins.get(&r.id)) {
+                            (Some(pin), _) => { (pin) " (config)" }
+                            (None, Some((pin, comment))) => {
+                                (pin) " (pin-resource)"
+                                @if let Some(c) = comment { div.pin-comment { "“" (c) "”" } }
+                            }
+                            (None, None) => { "–" }
+                        }
+                    }
                     td.check {
                         @match check.and_then(|c| c.last_finished_at) {
                             Some(at) => { (hangar_core::dashboard::utc_words(at)) }

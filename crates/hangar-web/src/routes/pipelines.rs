@@ -91,6 +91,8 @@ fn resource_to_api(team: &str, pipeline: &str, r: ResourceRecord) -> Result<Reso
         name: r.name,
         resource_type: r.resource_type,
         pinned_version,
+        pinned_by_api: false,
+        pin_comment: None,
         last_checked_at: None,
         check_error: None,
         check_waiting: None,
@@ -361,12 +363,25 @@ pub(super) async fn resources(
     let resources = web.store().resources(&team, &name).await?;
     let pipeline_id = resources.first().map_or(0, |r| r.pipeline_id);
     let checks = web.store().pipeline_check_statuses(pipeline_id).await?;
+    let mut api_pins = web.store().api_pins(pipeline_id).await?;
     Ok(axum::Json(
         resources
             .into_iter()
             .map(|r| {
                 let scope = r.scope_id;
+                let api_pin = api_pins.remove(&r.id);
                 let mut api = resource_to_api(&team, &name, r)?;
+                // The config's pin wins, as it does for the scheduler.
+                if let (None, Some((version, comment))) = (&api.pinned_version, api_pin) {
+                    api.pinned_version = Some(stored_json(
+                        "resource_versions",
+                        api.id,
+                        "version",
+                        &version,
+                    )?);
+                    api.pinned_by_api = true;
+                    api.pin_comment = comment;
+                }
                 super::checks::show_check(&mut api, scope.and_then(|s| checks.get(&s)));
                 Ok(api)
             })

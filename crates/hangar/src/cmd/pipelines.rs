@@ -289,10 +289,11 @@ pub(crate) async fn resources(args: PipelineArgs) -> anyhow::Result<ExitCode> {
             vec![
                 r.name.clone(),
                 r.resource_type.clone(),
-                r.pinned_version
-                    .as_ref()
-                    .map(|v| v.to_string())
-                    .unwrap_or_else(|| "n/a".into()),
+                match (&r.pinned_version, r.pinned_by_api) {
+                    (Some(v), false) => format!("{v} (config)"),
+                    (Some(v), true) => format!("{v} (pin-resource)"),
+                    (None, _) => "n/a".into(),
+                },
                 r.last_checked_at
                     .map(|at| ago(now, at))
                     .unwrap_or_else(|| "never".into()),
