@@ -132,6 +132,31 @@ mod redaction_tests {
     }
 }
 
+/// Applies SQLite's pending migrations with foreign keys off, then checks
+/// every key. A migration that must rebuild a table (SQLite cannot drop a
+/// constraint: 0024 rebuilds `pipelines`) would otherwise cascade the old
+/// table's drop to every row that refers to it. The pragma does nothing
+/// inside a transaction, and each migration runs in one, so it is set on the
+/// connection around them (the pool's only one). A key left dangling fails
+/// the open.
+async fn migrate_sqlite(pool: &AnyPool) -> Result<(), StoreError> {
+    let mut conn = pool.acquire().await?;
+    conn.execute("PRAGMA foreign_keys = OFF").await?;
+    let ran = SQLITE_MIGRATIONS.run(&mut *conn).await;
+    let dangling = sqlx::query("PRAGMA foreign_key_check")
+        .fetch_all(&mut *conn)
+        .await;
+    conn.execute("PRAGMA foreign_keys = ON").await?;
+    ran?;
+    let dangling = dangling?.len();
+    if dangling > 0 {
+        return Err(StoreError::Corrupt(format!(
+            "{dangling} rows refer to rows that do not exist after migrating"
+        )));
+    }
+    Ok(())
+}
+
 impl Store {
     /// Connects and applies every pending migration. On SQLite the file is
     /// created if missing. No marker is kept: for tests and tools; web opens
@@ -216,11 +241,10 @@ impl Store {
             }
             None => None,
         };
-        let migrator = match backend {
-            Backend::Sqlite => &SQLITE_MIGRATIONS,
-            Backend::Postgres => &POSTGRES_MIGRATIONS,
-        };
-        migrator.run(&pool).await?;
+        match backend {
+            Backend::Sqlite => migrate_sqlite(&pool).await?,
+            Backend::Postgres => POSTGRES_MIGRATIONS.run(&pool).await?,
+        }
         let database_id = read_database_id(&pool).await?;
         if let (Some((path, _)), Some((marker, accept))) = (&file, marker) {
             health::settle_marker(path, &marker, &database_id, accept)?;

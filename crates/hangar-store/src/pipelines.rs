@@ -303,7 +303,7 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO pipelines (team_id, name, paused, config_version, created_at, updated_at) \
-             VALUES ($1, $2, $3, 1, $4, $4) ON CONFLICT (team_id, name) DO NOTHING RETURNING id",
+             VALUES ($1, $2, $3, 1, $4, $4) ON CONFLICT (team_id, name, instance_vars) DO NOTHING RETURNING id",
         )
         .bind(team_id)
         .bind(name)
@@ -331,7 +331,8 @@ impl Store {
                 // until commit; it then re-reads the version and misses.
                 let updated = sqlx::query(
                     "UPDATE pipelines SET config_version = config_version + 1, updated_at = $1 \
-                     WHERE team_id = $2 AND name = $3 AND ($4 < 0 OR config_version = $4) \
+                     WHERE team_id = $2 AND name = $3 AND instance_vars = '{}' \
+                     AND ($4 < 0 OR config_version = $4) \
                      RETURNING id, config_version",
                 )
                 .bind(now)
@@ -344,7 +345,8 @@ impl Store {
                     Some(row) => (row.try_get("id")?, row.try_get("config_version")?, false),
                     None => {
                         let found: Option<i64> = sqlx::query(
-                            "SELECT config_version FROM pipelines WHERE team_id = $1 AND name = $2",
+                            "SELECT config_version FROM pipelines \
+                             WHERE team_id = $1 AND name = $2 AND instance_vars = '{}'",
                         )
                         .bind(team_id)
                         .bind(name)
@@ -456,7 +458,7 @@ impl Store {
         let team_id = self.team_id(team).await?;
         let row = sqlx::query(&format!(
             "SELECT {PIPELINE_COLUMNS} FROM pipelines p JOIN teams t ON t.id = p.team_id \
-             WHERE p.team_id = $1 AND p.name = $2"
+             WHERE p.team_id = $1 AND p.name = $2 AND p.instance_vars = '{{}}'"
         ))
         .bind(team_id)
         .bind(name)
