@@ -301,13 +301,32 @@ async fn attempt(
     // names), fetched on the task's worker when the step gives no image of
     // its own (a step's `image` wins, as in Concourse).
     let rootfs_image = config.rootfs_image();
-    let image_fetch = match (
+    let mut image_fetch = match (
         &step.image,
         config.image_resource.as_ref().or(rootfs_image.as_ref()),
     ) {
         (None, Some(resource)) => Some(image_fetch(resource)),
         _ => None,
     };
+    // An image of a custom type: its type's images are fetched on the
+    // task's worker first, and the image's `in` runs in the outermost, as
+    // a get of that type does. Checked by web; a stored plan whose type no
+    // longer resolves is the build's own error.
+    let image_chain = match &image_fetch {
+        Some((fetch, _)) => {
+            match hangar_core::resource_types::chain(&ctx.resource_types, &fetch.resource_type) {
+                Ok(chain) => chain,
+                Err(e) => return Ok(Err(StepFailure::Invalid { reason: e.0 })),
+            }
+        }
+        None => vec![],
+    };
+    if let (Some((fetch, tags)), Some(outer)) = (image_fetch.as_mut(), image_chain.first()) {
+        if let serde_json::Value::Object(source) = &fetch.source {
+            fetch.source = serde_json::Value::Object(outer.apply_defaults(source));
+        }
+        tags.extend(image_chain.iter().flat_map(|t| t.tags.iter().cloned()));
+    }
     let scope = format!("{}/{}", ctx.job, step.task);
     let cache_keys: Vec<(String, String)> = config
         .caches
@@ -329,10 +348,16 @@ async fn attempt(
             wants: vec![],
             avoid: avoid.clone(),
             memory: config.memory_limit_bytes(),
-            // A privileged task runs only where the worker allows it.
-            privileged: step.privileged,
+            // A privileged task runs only where the worker allows it, as
+            // does a privileged custom type fetching its image.
+            privileged: step.privileged || image_chain.iter().any(|t| t.privileged),
         },
-        resource_type: image_fetch.as_ref().map(|(f, _)| f.resource_type.clone()),
+        // The base type at the root of the image's type.
+        resource_type: image_fetch.as_ref().map(|(f, _)| {
+            image_chain
+                .last()
+                .map_or(f.resource_type.clone(), |t| t.resource_type.clone())
+        }),
         volumes: inputs
             .iter()
             .map(|(_, h)| h.clone())
@@ -356,6 +381,15 @@ async fn attempt(
     let Observed::Present(at_start) = watch::seen(engine, &worker).await else {
         return Ok(Err(StepFailure::WorkerGone { worker }));
     };
+    if let Some((fetch, _)) = image_fetch.as_mut().filter(|_| !image_chain.is_empty()) {
+        let images =
+            crate::get_step::fetch_type_images(ctx, step_id, &worker, &at_start, &image_chain)
+                .await?;
+        match images {
+            Ok(type_image) => fetch.image = Some(type_image),
+            Err(f) => return Ok(Err(f)),
+        }
+    }
     let image = match &image_fetch {
         Some((fetch, _)) => {
             ctx.log(

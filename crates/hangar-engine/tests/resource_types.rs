@@ -339,3 +339,35 @@ async fn a_put_whose_out_in_the_image_fails_as_the_worker_s_is_retried_elsewhere
     assert!(h.fake.calls_of("resource_action w2 rss in").is_empty());
     assert_eq!(live_copies(&h).await, 0);
 }
+
+#[tokio::test]
+async fn a_task_s_image_of_a_custom_type_is_fetched_with_that_type_s_in_in_its_image() {
+    let h = Harness::new(&["w1"]).await;
+    let plan = json!([{"task": "t", "config": {
+        "platform": "linux",
+        "image_resource": {"type": "rss", "source": {"repository": "busybox"}},
+        "run": {"path": "true"},
+    }}]);
+    let id = h.submit(stored_plan(&plan, &rss())).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    assert_eq!(
+        h.fake.calls_of("resource_action"),
+        [
+            // The type's image with its base type.
+            "resource_action w1 mock check",
+            "resource_action w1 mock in",
+            // The task's image with the custom type, in copies of its image.
+            "resource_action w1 rss check in-image",
+            "resource_action w1 rss in in-image",
+        ]
+    );
+    let requests = h.fake.action_requests();
+    let (_, fetched) = requests.last().unwrap();
+    // The type's defaults go under the image's source.
+    assert_eq!(
+        fetched.request["source"],
+        json!({"repository": "busybox", "uri": "default", "limit": 5})
+    );
+    assert_eq!(h.fake.container_specs().len(), 1);
+    assert_eq!(live_copies(&h).await, 0);
+}

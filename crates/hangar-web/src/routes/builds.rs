@@ -183,20 +183,9 @@ pub(super) async fn validate(
             _ => None,
         };
         if let Some(task) = checked_now {
-            let config = task.parse_config().map_err(|e| {
+            task.parse_config().map_err(|e| {
                 ApiError::bad_request(format!("plan step {id} ({}): {e}", task.task))
             })?;
-            if let Some(image) = config.image_resource.as_ref().filter(|image| {
-                plan.resource_types
-                    .iter()
-                    .any(|t| t.name == image.type_name)
-            }) {
-                return Err(ApiError::bad_request(format!(
-                    "plan step {id} ({}): image_resource of custom resource type {:?}: \
-                     not supported yet (a task's image is fetched with a base type)",
-                    task.task, image.type_name
-                )));
-            }
         }
     }
     for (name, handle) in &req.artifacts {
