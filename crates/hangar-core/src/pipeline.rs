@@ -28,8 +28,10 @@
 //! - resource type names, their `type`s and every worker tag follow
 //!   [`crate::names::validate_label`], as a build's `resource_types` do, so
 //!   a pipeline accepted here is one whose builds hangar can run;
-//! - hermetic tasks, `across`, `run` steps and `prototypes` are refused
-//!   rather than ignored;
+//! - hermetic tasks, `run` steps and `prototypes` are refused rather than
+//!   ignored; an `across` is bounded ([`MAX_ACROSS_COMBINATIONS`]) and its
+//!   job planned when read, every combination written out, so one too
+//!   large for a build plan is refused then;
 //! - an artifact a step reads (a put's `inputs`, a task's `image`, inputs
 //!   and `file:`) that no step of the job produces is refused;
 //! - `version` of a get is `latest`, `every` or a version; Concourse reads
@@ -67,15 +69,17 @@ mod glob;
 pub mod log_retention;
 mod names;
 mod read;
+mod read_across;
 mod read_steps;
 mod steps;
 mod validate;
 mod worker_types;
 
 pub use diff::{diff, Change, ConfigDiff, DiffLine, ItemDiff, Section};
+pub use read_across::{AcrossPlanError, MAX_ACROSS_COMBINATIONS};
 pub use steps::{
-    Action, GetStep, GetVersion, InParallelStep, LoadVarFormat, LoadVarStep, PutInputs, PutStep,
-    SetPipelineStep, Step, TaskStep,
+    AcrossStep, AcrossVar, Action, GetStep, GetVersion, InParallelStep, LoadVarFormat, LoadVarStep,
+    PutInputs, PutStep, SetPipelineStep, Step, TaskStep,
 };
 pub use worker_types::types_no_worker_has;
 
@@ -501,6 +505,9 @@ pub fn parse_pipeline_value(value: &Value) -> Result<Validated, PipelineErrors> 
     let mut out = read::read_config(value);
     if out.errors.is_empty() {
         validate::validate(&out.config, &mut out.errors, &mut out.warnings);
+    }
+    if out.errors.is_empty() {
+        read_across::check_planned(&out.config, &mut out.errors);
     }
     if out.errors.is_empty() {
         Ok(Validated {

@@ -17,6 +17,7 @@
 //! still carries hangar's old config-level `attempts` has it read as the
 //! step's `infrastructure_attempts`.
 
+pub mod across;
 pub mod file_steps;
 pub mod local_vars;
 pub mod outcome;
@@ -306,7 +307,10 @@ fn parse_list(
 }
 
 /// Steps Concourse has that hangar does not run, each with why.
-const NOT_YET: [(&str, &str); 1] = [("across", "`across` is not supported by hangar")];
+const NOT_YET: [(&str, &str); 1] = [(
+    "across",
+    "a plan holds no `across`: the planner writes it as in_parallel steps, one per combination",
+)];
 
 /// The step kinds of a plan.
 const KINDS: [&str; 8] = [

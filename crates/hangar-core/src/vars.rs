@@ -559,7 +559,10 @@ fn interpolate_as(
 /// As [`interpolate`], but a var no source defines stays in place as
 /// written, as `fly set-pipeline` leaves it for a credential manager to
 /// resolve when a build runs. Other problems are still errors.
-pub fn interpolate_leaving_undefined(template: &Value, vars: &Vars) -> Result<Value, VarsError> {
+pub fn interpolate_leaving_undefined(
+    template: &Value,
+    vars: &dyn VarLookup,
+) -> Result<Value, VarsError> {
     let mut i = Interpolator {
         vars,
         keep_local: false,

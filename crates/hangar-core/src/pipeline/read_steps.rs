@@ -37,16 +37,10 @@ const MODIFIERS: &[&str] = &[
 ];
 
 /// Step kinds Concourse has and hangar does not, with why.
-const REFUSED: &[(&str, &str)] = &[
-    (
-        "across",
-        "the across modifier is not supported by hangar yet; list the steps instead",
-    ),
-    (
-        "run",
-        "run steps (prototypes) are not supported by hangar, as they are experimental in Concourse",
-    ),
-];
+const REFUSED: &[(&str, &str)] = &[(
+    "run",
+    "run steps (prototypes) are not supported by hangar, as they are experimental in Concourse",
+)];
 
 fn fields_of(action: &str) -> &'static [&'static str] {
     match action {
@@ -133,6 +127,9 @@ impl Reader {
                 return None;
             }
         }
+        if obj.contains_key("across") {
+            return self.across_step(obj, at, depth);
+        }
         let present: Vec<&str> = ACTIONS
             .iter()
             .copied()
@@ -155,11 +152,17 @@ impl Reader {
             );
             return None;
         }
+        if obj.contains_key("fail_fast") {
+            self.err(
+                format!("{at}.fail_fast"),
+                "fail_fast on a step belongs with across (in_parallel takes its own)",
+            );
+        }
         let allowed = fields_of(action);
         let mut unknown: Vec<&str> = obj
             .keys()
             .map(String::as_str)
-            .filter(|k| !allowed.contains(k) && !MODIFIERS.contains(k))
+            .filter(|k| !allowed.contains(k) && !MODIFIERS.contains(k) && *k != "fail_fast")
             .collect();
         unknown.sort_unstable();
         if !unknown.is_empty() {

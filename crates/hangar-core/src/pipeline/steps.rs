@@ -43,6 +43,28 @@ pub enum Action {
     InParallel(InParallelStep),
     Do(Vec<Step>),
     Try(Box<Step>),
+    /// `across`: the step run once per combination of its vars' values.
+    Across(AcrossStep),
+}
+
+/// `across: [{var, values, max_in_flight}]` with `fail_fast`, on a step:
+/// `step` (with its attempts, timeout and tags) runs once per combination
+/// of the vars' values, the first var outermost; the hooks stay on the
+/// step that holds this action and run once, after every combination.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcrossStep {
+    pub vars: Vec<AcrossVar>,
+    pub fail_fast: bool,
+    pub step: Box<Step>,
+}
+
+/// One var of an `across`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcrossVar {
+    pub var: String,
+    pub values: Vec<Value>,
+    /// How many of its values run at once; `None` is `all`.
+    pub max_in_flight: Option<u32>,
 }
 
 /// `get: NAME`: fetch a version of `resource` (NAME when absent) as the
@@ -198,6 +220,7 @@ impl Step {
             Action::InParallel(_) => ".in_parallel".into(),
             Action::Do(_) => ".do".into(),
             Action::Try(_) => ".try".into(),
+            Action::Across(a) => a.step.label(),
         }
     }
 
@@ -228,6 +251,7 @@ impl Step {
                 }
             }
             Action::Try(s) => out.push((format!("{at}.try"), &**s)),
+            Action::Across(a) => out.push((at.to_string(), &*a.step)),
             _ => {}
         }
         for (key, hook) in self.hooks() {
@@ -346,6 +370,28 @@ impl Step {
             }
             Action::Do(steps) => opt("do", Some(steps_value(steps))),
             Action::Try(s) => opt("try", Some(Value::Object(s.to_map()))),
+            Action::Across(a) => {
+                for (k, v) in a.step.to_map() {
+                    opt(&k, Some(v));
+                }
+                let vars: Vec<Value> = a
+                    .vars
+                    .iter()
+                    .map(|v| {
+                        let mut o = Map::new();
+                        o.insert("var".into(), v.var.clone().into());
+                        o.insert("values".into(), Value::Array(v.values.clone()));
+                        if let Some(n) = v.max_in_flight {
+                            o.insert("max_in_flight".into(), n.into());
+                        } else {
+                            o.insert("max_in_flight".into(), "all".into());
+                        }
+                        Value::Object(o)
+                    })
+                    .collect();
+                opt("across", Some(Value::Array(vars)));
+                opt("fail_fast", a.fail_fast.then_some(Value::Bool(true)));
+            }
         }
         opt("attempts", self.attempts.map(Value::from));
         opt(

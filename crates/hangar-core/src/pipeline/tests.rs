@@ -605,6 +605,7 @@ fn a_job_lists_its_steps_inputs_and_outputs() {
     assert!(c.job("nope").is_none());
 }
 
+mod across;
 mod diff;
 mod globs;
 mod hostile;

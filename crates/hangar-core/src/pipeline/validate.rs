@@ -633,7 +633,7 @@ impl<'c> Validator<'c> {
                         );
                     }
                 }
-                Action::InParallel(_) | Action::Do(_) | Action::Try(_) => {}
+                Action::InParallel(_) | Action::Do(_) | Action::Try(_) | Action::Across(_) => {}
             }
         }
     }

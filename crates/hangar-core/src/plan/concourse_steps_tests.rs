@@ -111,7 +111,7 @@ fn bad_concourse_steps_are_refused_saying_where_and_why() {
         ),
         (
             json!([{"task": "t", "config": {}, "across": []}]),
-            "plan: plan[0]: `across` is not supported",
+            "plan: plan[0]: a plan holds no `across`: the planner writes it as in_parallel steps, one per combination",
         ),
         (
             json!([{"task": "t", "file": "t.yml"}]),

@@ -130,8 +130,13 @@ impl std::ops::Deref for Planner<'_> {
 }
 
 fn step(config: &Planner, s: &Step, at: &str) -> Result<Value, PlannerError> {
+    let outer = at;
     let at = format!("{at}{}", s.label());
     let mut out = match &s.action {
+        Action::Across(a) => {
+            let inner = step(config, &a.step, outer)?;
+            super::across::expand(&a.vars, a.fail_fast, &inner, &at).map_err(PlannerError)?
+        }
         Action::Get(get) => {
             let resource = config.resource(get.resource_name()).ok_or_else(|| {
                 PlannerError(format!("{at}: unknown resource {:?}", get.resource_name()))

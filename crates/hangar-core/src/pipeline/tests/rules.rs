@@ -82,10 +82,6 @@ fn broken_configs_are_refused_with_every_problem_named() {
             &["jobs.j.plan.do[1].timeout: invalid duration '((t))'"],
         ),
         (
-            &with_steps("  - across: [{var: x, values: [1]}]\n    get: r\n"),
-            &["jobs.j.plan.do[1].across: the across modifier is not supported by hangar yet; list the steps instead"],
-        ),
-        (
             &with_steps("  - get: r2\n    resource: r\n    version: newest\n"),
             &["jobs.j.plan.do[1].get(r2).version: 'newest' is none of latest, every or a version (a mapping); Concourse would take it as latest"],
         ),
