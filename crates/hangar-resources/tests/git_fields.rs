@@ -421,3 +421,153 @@ fn hostile_and_unsupported_fields_are_refused_and_change_nothing() {
     }
     assert!(!marker.exists(), "a refused field ran a command");
 }
+
+/// An sshd of the test's own on a loopback port, as the current user, with
+/// a generated host key and one authorized key; killed when dropped.
+struct Sshd {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn keygen(path: &Path) {
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(path)
+        .status()
+        .expect("ssh-keygen (package openssh-client) is needed");
+    assert!(status.success());
+}
+
+fn sshd(dir: &Path, authorized: &Path) -> Sshd {
+    let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect(
+            "sshd is missing: the git type's ssh test needs it (package openssh-server; \
+             scripts/install-deps installs it)",
+        );
+    // sshd wants its privilege separation directory.
+    let _ = std::fs::create_dir_all("/run/sshd");
+    let host_key = dir.join("host_key");
+    keygen(&host_key);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = dir.join("sshd_config");
+    std::fs::write(
+        &config,
+        format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}\n\
+             PidFile {}\nUsePAM no\nStrictModes no\nPasswordAuthentication no\n\
+             KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nPermitRootLogin yes\n\
+             SetEnv PATH=/usr/local/bin:/usr/bin:/bin\n",
+            host_key.display(),
+            authorized.display(),
+            dir.join("sshd.pid").display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(sshd)
+        .args(["-D", "-e", "-f"])
+        .arg(&config)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start sshd");
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "sshd did not listen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Sshd { child, port }
+}
+
+#[test]
+fn private_key_reaches_a_repository_over_ssh() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = init(dir.path(), "origin");
+    let first = commit(&origin, &[("a", "1")], "one", 1);
+    let bare = dir.path().join("bare.git");
+    git(
+        dir.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            origin.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    let client_key = dir.path().join("client_key");
+    keygen(&client_key);
+    let authorized = dir.path().join("authorized_keys");
+    std::fs::copy(client_key.with_extension("pub"), &authorized).unwrap();
+    let server = sshd(dir.path(), &authorized);
+    let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let uri = format!("ssh://127.0.0.1:{}{}", server.port, bare.display());
+    let key = std::fs::read_to_string(&client_key).unwrap();
+    let source =
+        json!({"uri": uri, "branch": "main", "private_key": key, "private_key_user": user});
+
+    assert_eq!(
+        ok("check", &[], &json!({"source": source})),
+        refs(&[&first])
+    );
+    let work = tempfile::tempdir().unwrap();
+    let dest = work.path().join("dest");
+    ok(
+        "in",
+        &[&dest],
+        &json!({"source": source, "version": {"ref": first}}),
+    );
+    assert_eq!(std::fs::read_to_string(dest.join("a")).unwrap(), "1");
+
+    // out over ssh too.
+    let src = work.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    git(&src, &["clone", "--quiet", bare.to_str().unwrap(), "repo"]);
+    let second = commit(&src.join("repo"), &[("a", "2")], "two", 2);
+    ok(
+        "out",
+        &[&src],
+        &json!({"source": source, "params": {"repository": "repo"}}),
+    );
+    assert_eq!(git(&bare, &["rev-parse", "refs/heads/main"]), second);
+
+    // No key file is left behind in the actions' temporary directory.
+    let leftover: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("hangar-git-{}-", std::process::id()))
+                && e.path().join("private_key").exists()
+        })
+        .collect();
+    assert!(leftover.is_empty(), "{leftover:?}");
+
+    // Another key is refused by the server.
+    let other = dir.path().join("other_key");
+    keygen(&other);
+    let wrong = json!({"uri": uri, "branch": "main",
+                       "private_key": std::fs::read_to_string(&other).unwrap(),
+                       "private_key_user": user});
+    let (code, out, err) = call("check", &[], &json!({"source": wrong}));
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(err.contains("git fetch failed"), "{err}");
+}
