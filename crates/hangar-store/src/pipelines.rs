@@ -6,6 +6,7 @@
 //! conditional update of the pipeline row, so of two sets made from the same
 //! version one wins and the other changes nothing.
 
+use hangar_core::instance_vars::InstanceVars;
 use hangar_core::pipeline::PipelineConfig;
 use hangar_core::UnixMillis;
 use serde_json::Value;
@@ -31,6 +32,9 @@ pub struct PipelineRecord {
     pub config_version: i64,
     pub created_at: UnixMillis,
     pub updated_at: UnixMillis,
+    /// The instance vars' canonical JSON; `{}` for a pipeline that is not
+    /// an instance.
+    pub instance_vars: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +123,7 @@ pub struct VersionPage {
 }
 
 const PIPELINE_COLUMNS: &str = "p.id, t.name AS team, p.name, p.paused, p.config_version, \
-     p.created_at, p.updated_at";
+     p.created_at, p.updated_at, p.instance_vars";
 const JOB_COLUMNS: &str = "id, pipeline_id, name, config, paused, active, next_build_number";
 pub(crate) const RESOURCE_COLUMNS: &str =
     "id, pipeline_id, name, type, source, config, pinned, active, scope_id";
@@ -143,6 +147,7 @@ fn pipeline_from_row(r: &AnyRow) -> Result<PipelineRecord, StoreError> {
         config_version: r.try_get("config_version")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
+        instance_vars: r.try_get("instance_vars")?,
     })
 }
 
@@ -299,16 +304,37 @@ impl Store {
         created: Created,
         now: UnixMillis,
     ) -> Result<SetOutcome, StoreError> {
+        let plain = InstanceVars::empty();
+        self.set_pipeline_instance(team, name, &plain, config, expected, created, now)
+            .await
+    }
+
+    /// [`Store::set_pipeline_as`] for the instance of `name` with `vars`
+    /// (empty vars: the plain pipeline).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn set_pipeline_instance(
+        &self,
+        team: &str,
+        name: &str,
+        vars: &InstanceVars,
+        config: &PipelineConfig,
+        expected: Option<i64>,
+        created: Created,
+        now: UnixMillis,
+    ) -> Result<SetOutcome, StoreError> {
+        let vars_json = vars.canonical_json();
         let team_id = self.team_id(team).await?;
         let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
-            "INSERT INTO pipelines (team_id, name, paused, config_version, created_at, updated_at) \
-             VALUES ($1, $2, $3, 1, $4, $4) ON CONFLICT (team_id, name, instance_vars) DO NOTHING RETURNING id",
+            "INSERT INTO pipelines (team_id, name, paused, config_version, created_at, updated_at, \
+             instance_vars) VALUES ($1, $2, $3, 1, $4, $4, $5) \
+             ON CONFLICT (team_id, name, instance_vars) DO NOTHING RETURNING id",
         )
         .bind(team_id)
         .bind(name)
         .bind(i64::from(created == Created::Paused))
         .bind(now)
+        .bind(&vars_json)
         .fetch_optional(&mut *tx)
         .await?;
         let conflict = |found: &str| {
@@ -331,7 +357,7 @@ impl Store {
                 // until commit; it then re-reads the version and misses.
                 let updated = sqlx::query(
                     "UPDATE pipelines SET config_version = config_version + 1, updated_at = $1 \
-                     WHERE team_id = $2 AND name = $3 AND instance_vars = '{}' \
+                     WHERE team_id = $2 AND name = $3 AND instance_vars = $5 \
                      AND ($4 < 0 OR config_version = $4) \
                      RETURNING id, config_version",
                 )
@@ -339,6 +365,7 @@ impl Store {
                 .bind(team_id)
                 .bind(name)
                 .bind(expected.unwrap_or(-1))
+                .bind(&vars_json)
                 .fetch_optional(&mut *tx)
                 .await?;
                 match updated {
@@ -346,10 +373,11 @@ impl Store {
                     None => {
                         let found: Option<i64> = sqlx::query(
                             "SELECT config_version FROM pipelines \
-                             WHERE team_id = $1 AND name = $2 AND instance_vars = '{}'",
+                             WHERE team_id = $1 AND name = $2 AND instance_vars = $3",
                         )
                         .bind(team_id)
                         .bind(name)
+                        .bind(&vars_json)
                         .fetch_optional(&mut *tx)
                         .await?
                         .map(|r| r.try_get("config_version"))
@@ -455,13 +483,26 @@ impl Store {
 
     /// One pipeline; [`StoreError::NotFound`] for an unknown team or name.
     pub async fn pipeline(&self, team: &str, name: &str) -> Result<PipelineRecord, StoreError> {
+        self.pipeline_instance(team, name, &InstanceVars::empty())
+            .await
+    }
+
+    /// The instance of `name` with `vars`; [`StoreError::NotFound`] when the
+    /// team has none.
+    pub async fn pipeline_instance(
+        &self,
+        team: &str,
+        name: &str,
+        vars: &InstanceVars,
+    ) -> Result<PipelineRecord, StoreError> {
         let team_id = self.team_id(team).await?;
         let row = sqlx::query(&format!(
             "SELECT {PIPELINE_COLUMNS} FROM pipelines p JOIN teams t ON t.id = p.team_id \
-             WHERE p.team_id = $1 AND p.name = $2 AND p.instance_vars = '{{}}'"
+             WHERE p.team_id = $1 AND p.name = $2 AND p.instance_vars = $3"
         ))
         .bind(team_id)
         .bind(name)
+        .bind(vars.canonical_json())
         .fetch_optional(&self.pool)
         .await?;
         match row {

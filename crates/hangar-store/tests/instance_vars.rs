@@ -197,3 +197,38 @@ async fn sqlite_rebuild_keeps_rows_that_refer_to_pipelines() {
         "keys cascade after the rebuild"
     );
 }
+
+async fn instances_are_set_and_read_by_their_vars(store: Store) {
+    use hangar_store::Created;
+    let config = parse_pipeline(ONE_JOB).unwrap().config;
+    let main = InstanceVars::from_flags(&["branch=main"]).unwrap();
+    let dev = InstanceVars::from_flags(&["branch=dev"]).unwrap();
+    let set = |vars: InstanceVars, expected: Option<i64>| {
+        let store = store.clone();
+        let config = config.clone();
+        async move {
+            store
+                .set_pipeline_instance("main", "p", &vars, &config, expected, Created::Paused, T0)
+                .await
+        }
+    };
+    let a = set(main.clone(), None).await.unwrap();
+    let b = set(dev.clone(), None).await.unwrap();
+    assert!(a.created && b.created);
+    assert_eq!(set(main.clone(), Some(1)).await.unwrap().version, 2);
+    // A stale version of one instance is refused and changes nothing.
+    assert!(set(dev.clone(), Some(5)).await.is_err());
+    let dev_row = store.pipeline_instance("main", "p", &dev).await.unwrap();
+    assert_eq!(dev_row.config_version, 1);
+    assert_eq!(dev_row.instance_vars, r#"{"branch":"dev"}"#);
+    // The plain pipeline is none of them.
+    assert!(store.pipeline("main", "p").await.is_err());
+    assert_eq!(store.jobs("main", "p", false).await.ok(), None);
+    let listed = store.pipelines("main").await.unwrap();
+    let vars: Vec<&str> = listed.iter().map(|p| p.instance_vars.as_str()).collect();
+    assert_eq!(vars, [r#"{"branch":"main"}"#, r#"{"branch":"dev"}"#]);
+    // Another team does not see them.
+    assert!(store.pipeline_instance("other", "p", &dev).await.is_err());
+}
+
+hangar_testkit::on_both_databases!(instances_are_set_and_read_by_their_vars);
