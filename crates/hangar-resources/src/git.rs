@@ -542,7 +542,13 @@ impl Session {
             .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("git: cannot run git: {e}"))?;
-        let _ = log.write_all(&output.stderr);
+        // git hides a uri's password in its messages itself; hidden here
+        // again, whatever the git version.
+        let shown: Vec<String> = String::from_utf8_lossy(&output.stderr)
+            .split_inclusive('\n')
+            .map(redact_secrets)
+            .collect();
+        let _ = log.write_all(shown.concat().as_bytes());
         if output.status.success() {
             return Ok(output.stdout);
         }
@@ -575,8 +581,9 @@ impl Drop for Session {
 fn redact_secrets(text: &str) -> String {
     text.split(' ')
         .map(|word| {
-            if word.contains("://") {
-                redact_uri(word)
+            let redacted = redact_uri(word);
+            if word.contains("://") && redacted.contains("://***@") {
+                redacted
             } else {
                 word.to_string()
             }
@@ -1466,6 +1473,16 @@ mod tests {
         ] {
             assert!(check_branch(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn log_lines_lose_uri_secrets() {
+        assert_eq!(
+            redact_secrets("fatal: unable to access 'https://u:s3cret@h/r.git/': no\n"),
+            "fatal: unable to access 'https://***@h/r.git/': no\n"
+        );
+        let long = format!("see https://example.com/{}\n", "a".repeat(200));
+        assert_eq!(redact_secrets(&long), long);
     }
 
     #[test]
