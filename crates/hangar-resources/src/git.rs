@@ -1,7 +1,11 @@
-//! The `git` type: versions are commits of one branch of a repository.
+//! The `git` type: versions are commits of one branch of a repository
+//! (or, with `tag_filter`, its tags), with the source fields and params of
+//! Concourse's git-resource that hangar implements (README, "The `git`
+//! resource type"); the others are refused by name.
 //!
-//! source: `{"uri": …, "branch": …?}` (no branch: the remote's HEAD).
-//! version: `{"ref": <commit sha>}`.
+//! source: `{"uri": …, "branch": …?, "private_key": …?, "paths": […]?, …}`
+//! (no branch: the remote's HEAD).
+//! version: `{"ref": <commit sha or tag>}`.
 //!
 //! Everything goes through the `git` program with arguments, never a shell;
 //! requests are checked first so that nothing from them can be read as an
