@@ -1480,6 +1480,30 @@ mod tests {
     }
 
     #[test]
+    fn username_and_password_go_into_the_uri_encoded() {
+        let source: Source = serde_json::from_value(serde_json::json!({
+            "uri": "https://example.com/r.git",
+            "username": "me@corp",
+            "password": "p:a/s s@",
+        }))
+        .unwrap();
+        source.validate().unwrap();
+        assert_eq!(
+            source.git_uri(),
+            "https://me%40corp:p%3Aa%2Fs%20s%40@example.com/r.git"
+        );
+        assert_eq!(source.shown_uri(), "https://example.com/r.git");
+        let ssh: Source = serde_json::from_value(serde_json::json!({
+            "uri": "git@example.com:r.git", "username": "u", "password": "p",
+        }))
+        .unwrap();
+        assert!(ssh
+            .validate()
+            .unwrap_err()
+            .contains("is not an http(s) uri"));
+    }
+
+    #[test]
     fn log_lines_lose_uri_secrets() {
         assert_eq!(
             redact_secrets("fatal: unable to access 'https://u:s3cret@h/r.git/': no\n"),
