@@ -175,3 +175,27 @@ fn a_job_whose_combinations_overflow_a_build_plan_is_refused_when_set() {
         "",
     ));
 }
+
+#[test]
+fn a_mapping_inside_a_longer_string_is_refused_when_set() {
+    let got = errors(&with_steps(
+        "  - task: t\n    file: r/((.:x)).yml\n    across: [{var: x, values: [a, {k: v}]}]\n",
+    ));
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert!(
+        got[0].starts_with("jobs.j: its across steps")
+            && got[0].contains("cannot interpolate non-primitive value (map) from var: .:x"),
+        "{got:#?}"
+    );
+}
+
+#[test]
+fn a_deeply_nested_value_is_refused_by_the_reader_without_overflowing() {
+    let deep = format!("{}1{}", "[".repeat(5000), "]".repeat(5000));
+    let yaml = task_across(&format!("[{{var: x, values: [{deep}]}}]"), "");
+    let got = errors(&yaml);
+    assert!(
+        got.len() == 1 && got[0].contains("recursion limit exceeded"),
+        "{got:#?}"
+    );
+}
