@@ -93,9 +93,6 @@ printf '{"version":{"digest":"sha256:feed"}}\n'"#,
 }
 
 #[test]
-#[ignore = "out in a custom type's image cannot read a task's output yet: the \
-            input's volume is owned by ids of the task sandbox, outside the \
-            action's user namespace (it sees 65534 and a 0700 dir)"]
 fn a_put_to_a_custom_type_runs_out_in_its_image_and_the_implicit_get_feeds_a_later_task() {
     require_runc();
     let c = Cluster::start();

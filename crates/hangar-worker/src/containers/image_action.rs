@@ -281,6 +281,22 @@ pub(crate) fn prepare(
             std::os::unix::fs::chown(dir, Some(ids.uid), Some(ids.gid))
                 .map_err(|e| bad(format!("give {} to the action's user: {e}", dir.display())))?;
         }
+        // A put's inputs (copies made for this action alone) moved into
+        // the sandbox's range, their top dirs the action's user's, as a
+        // task's mounts are: else a task's output, whose top dir went
+        // back to the host's root, is unreadable to `out`.
+        if let Some(base) = sandbox.ids {
+            for (_, input) in spec.inputs {
+                sandbox::shift_tree(input, base)
+                    .and_then(|_| std::os::unix::fs::chown(input, Some(ids.uid), Some(ids.gid)))
+                    .map_err(|e| {
+                        bad(format!(
+                            "give input {} to the action's user: {e}",
+                            input.display()
+                        ))
+                    })?;
+            }
+        }
     }
     let root = match (spec.root, &runtime.roots) {
         (ActionRoot::Image(_), Some(roots)) => roots
