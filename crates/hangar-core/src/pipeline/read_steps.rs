@@ -37,10 +37,16 @@ const MODIFIERS: &[&str] = &[
 ];
 
 /// Step kinds Concourse has and hangar does not, with why.
-const REFUSED: &[(&str, &str)] = &[(
-    "run",
-    "run steps (prototypes) are not supported by hangar, as they are experimental in Concourse",
-)];
+const REFUSED: &[(&str, &str)] = &[
+    (
+        "run",
+        "run steps (prototypes) are not supported by hangar, as they are experimental in Concourse",
+    ),
+    (
+        "aggregate",
+        "aggregate was removed in Concourse v7, which refuses it too; use in_parallel",
+    ),
+];
 
 fn fields_of(action: &str) -> &'static [&'static str] {
     match action {

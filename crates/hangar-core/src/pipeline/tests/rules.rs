@@ -90,6 +90,10 @@ fn broken_configs_are_refused_with_every_problem_named() {
             &["jobs.j.plan.do[1].get(r2).version.ref: the value of a version is a string, got a number"],
         ),
         (
+            &with_steps("  - aggregate:\n    - get: r2\n      resource: r\n"),
+            &["jobs.j.plan.do[1].aggregate: aggregate was removed in Concourse v7, which refuses it too; use in_parallel"],
+        ),
+        (
             &with_steps("  - put: r\n    inputs: some\n"),
             &["jobs.j.plan.do[1].put(r).inputs: expected all, detect or a list of artifact names, got 'some'"],
         ),
