@@ -29,6 +29,18 @@ pub struct CreateBuild {
     pub resource_types: Value,
 }
 
+/// A job's inputs as a trigger now would fetch them (`GET
+/// …/jobs/{job}/inputs`, for `hangar execute --inputs-from`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobInputs {
+    /// Each get step of the job's plan, by type and source, its version
+    /// fixed.
+    pub inputs: Vec<Value>,
+    /// The pipeline's resource types (`Null` for none).
+    #[serde(default)]
+    pub resource_types: Value,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Build {
     pub id: i64,

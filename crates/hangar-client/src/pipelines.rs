@@ -209,6 +209,17 @@ impl Client {
         self.call::<(), _>(Method::POST, url, None).await
     }
 
+    /// A job's inputs as a trigger now would fetch them.
+    pub async fn job_inputs(
+        &self,
+        team: &str,
+        pipeline: &str,
+        job: &str,
+    ) -> Result<hangar_api::builds::JobInputs, ClientError> {
+        let url = self.pipelines_url(team, &[pipeline, "jobs", job, "inputs"]);
+        self.call::<(), _>(Method::GET, url, None).await
+    }
+
     /// A job's builds, newest first.
     pub async fn job_builds(
         &self,

@@ -214,12 +214,20 @@ pub(crate) fn waiting_json(
     job_ids: &BTreeMap<String, i64>,
 ) -> String {
     let (reason, input) = w.reason();
-    let message = w.describe(&|id| {
+    let message = waiting_words(w, job_ids);
+    json!({"reason": reason, "input": input, "message": message}).to_string()
+}
+
+/// Why a job waits, in words, its passed jobs named.
+pub(crate) fn waiting_words(
+    w: &hangar_core::scheduling::Waiting,
+    job_ids: &BTreeMap<String, i64>,
+) -> String {
+    w.describe(&|id| {
         job_ids
             .iter()
             .find(|(_, v)| **v == id)
             .map(|(n, _)| n.clone())
             .unwrap_or_else(|| format!("job {id}"))
-    });
-    json!({"reason": reason, "input": input, "message": message}).to_string()
+    })
 }

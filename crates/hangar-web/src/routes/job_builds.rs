@@ -23,7 +23,7 @@ use super::builds::{build_to_api, list_limit, validate};
 use crate::auth::Admin;
 use crate::error::ApiError;
 use crate::scheduler_loop::start_held;
-use crate::scheduler_resolve::{decide_job, plan_with, waiting_json, PipelineView};
+use crate::scheduler_resolve::{decide_job, plan_with, waiting_json, waiting_words, PipelineView};
 use crate::Web;
 
 fn check_path(team: &str, pipeline: &str, job: &str) -> Result<(), ApiError> {
@@ -63,56 +63,14 @@ pub(super) async fn trigger(
             ),
         ));
     }
-    let (_, config) = web.store().pipeline_config(&team, &pipeline, None).await?;
-    let config = parse_pipeline_value(&config)
-        .map_err(|e| {
-            StoreError::Corrupt(format!("pipeline_configs: the config of {pipeline}: {e}"))
-        })?
-        .config;
-    let job_config = config
-        .job(&job)
-        .ok_or_else(|| ApiError::not_found(format!("job {pipeline}/{job} not found")))?;
-    if job_config.disable_manual_trigger {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            codes::CONFLICT,
-            format!("job {pipeline}/{job} has disable_manual_trigger set: it runs only when its inputs trigger it"),
-        ));
-    }
-    // The inputs resolve as the scheduler's do (every input, `trigger` or
-    // not); if they do not yet, the build waits for them, as Concourse's.
-    let resources = web.store().scheduling_resources(p.id).await?;
-    let job_ids: BTreeMap<String, i64> = web
-        .store()
-        .scheduling_jobs(p.id)
-        .await?
-        .into_iter()
-        .map(|(id, name, _)| (name, id))
-        .collect();
-    let view = PipelineView {
-        config: &config,
-        resources: &resources,
-        job_ids: &job_ids,
-    };
-    let gate = JobGate {
-        manual: true,
-        ..JobGate::default()
-    };
-    let decision = decide_job(web.store(), &view, j.id, job_config, gate).await?;
-    let inputs_pending = matches!(decision.next, NextBuild::Wait(_));
-    let planned = if inputs_pending {
-        plan_job(&config, job_config).map_err(|e| e.to_string())
-    } else {
-        plan_with(web.store(), &config, job_config, &decision.planned).await?
-    }
-    .map_err(|e| ApiError::bad_request(format!("{pipeline}/{job}: {e}")))?;
-    let (plan, resource_types) = match &planned.stored {
-        Value::Object(o) => (
-            o.get("steps").cloned().unwrap_or(Value::Null),
-            o.get("resource_types").cloned().unwrap_or(Value::Null),
-        ),
-        steps => (steps.clone(), Value::Null),
-    };
+    let JobNow {
+        config,
+        job_ids,
+        decision,
+        inputs_pending,
+        planned,
+    } = plan_job_now(&web, &team, &pipeline, &job, p.id, true).await?;
+    let (plan, resource_types) = split_stored(&planned.stored);
     validate(
         &web,
         &CreateBuild {
@@ -157,6 +115,142 @@ pub(super) async fn trigger(
         StatusCode::CREATED,
         axum::Json(build_to_api(created.build, vec![])),
     ))
+}
+
+/// A job planned now, as a manual trigger plans it: its inputs resolved as
+/// the scheduler's are (every input, `trigger` or not).
+struct JobNow {
+    config: PipelineConfig,
+    job_ids: BTreeMap<String, i64>,
+    decision: crate::scheduler_resolve::JobDecision,
+    /// Some input has no version yet: the plan's gets are not fixed.
+    inputs_pending: bool,
+    planned: hangar_core::plan::planner::JobPlan,
+}
+
+async fn plan_job_now(
+    web: &Web,
+    team: &str,
+    pipeline: &str,
+    job: &str,
+    pipeline_id: i64,
+    manual_trigger: bool,
+) -> Result<JobNow, ApiError> {
+    let j = web.store().job(team, pipeline, job).await?;
+    let (_, config) = web.store().pipeline_config(team, pipeline, None).await?;
+    let config = parse_pipeline_value(&config)
+        .map_err(|e| {
+            StoreError::Corrupt(format!("pipeline_configs: the config of {pipeline}: {e}"))
+        })?
+        .config;
+    let job_config = config
+        .job(job)
+        .ok_or_else(|| ApiError::not_found(format!("job {pipeline}/{job} not found")))?;
+    if manual_trigger && job_config.disable_manual_trigger {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            codes::CONFLICT,
+            format!("job {pipeline}/{job} has disable_manual_trigger set: it runs only when its inputs trigger it"),
+        ));
+    }
+    let resources = web.store().scheduling_resources(pipeline_id).await?;
+    let job_ids: BTreeMap<String, i64> = web
+        .store()
+        .scheduling_jobs(pipeline_id)
+        .await?
+        .into_iter()
+        .map(|(id, name, _)| (name, id))
+        .collect();
+    let view = PipelineView {
+        config: &config,
+        resources: &resources,
+        job_ids: &job_ids,
+    };
+    let gate = JobGate {
+        manual: true,
+        ..JobGate::default()
+    };
+    let decision = decide_job(web.store(), &view, j.id, job_config, gate).await?;
+    let inputs_pending = matches!(decision.next, NextBuild::Wait(_));
+    let planned = if inputs_pending {
+        plan_job(&config, job_config).map_err(|e| e.to_string())
+    } else {
+        plan_with(web.store(), &config, job_config, &decision.planned).await?
+    }
+    .map_err(|e| ApiError::bad_request(format!("{pipeline}/{job}: {e}")))?;
+    Ok(JobNow {
+        config,
+        job_ids,
+        decision,
+        inputs_pending,
+        planned,
+    })
+}
+
+/// A stored plan's steps and resource types.
+fn split_stored(stored: &Value) -> (Value, Value) {
+    match stored {
+        Value::Object(o) => (
+            o.get("steps").cloned().unwrap_or(Value::Null),
+            o.get("resource_types").cloned().unwrap_or(Value::Null),
+        ),
+        steps => (steps.clone(), Value::Null),
+    }
+}
+
+/// The job's inputs as a trigger now would fetch them, for `hangar execute
+/// --inputs-from` (fly's `-j`): each get of its plan with its type,
+/// source, params, tags and the version fixed, and the pipeline's resource
+/// types. 409 while an input has no version yet, saying which.
+pub(super) async fn inputs(
+    State(web): State<Web>,
+    Path((team, pipeline, job)): Path<(String, String, String)>,
+    _: Admin,
+) -> Result<axum::Json<hangar_api::builds::JobInputs>, ApiError> {
+    check_path(&team, &pipeline, &job)?;
+    let p = web.store().pipeline(&team, &pipeline).await?;
+    // Concourse's `-j` reads a job's inputs even where manual triggers are off.
+    let now = plan_job_now(&web, &team, &pipeline, &job, p.id, false).await?;
+    if let NextBuild::Wait(w) = &now.decision.next {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            codes::CONFLICT,
+            format!(
+                "{pipeline}/{job}: its inputs do not resolve yet: {}",
+                waiting_words(w, &now.job_ids)
+            ),
+        ));
+    }
+    let (steps, resource_types) = split_stored(&now.planned.stored);
+    let mut gets = Vec::new();
+    collect_gets(&steps, &mut gets);
+    Ok(axum::Json(hangar_api::builds::JobInputs {
+        inputs: gets,
+        resource_types,
+    }))
+}
+
+/// Every get step in a plan's JSON (in hooks, `try`, `do` and
+/// `in_parallel` too), without the pipeline resource it names: a one-off
+/// build fetches it by type and source and records no input.
+fn collect_gets(value: &Value, gets: &mut Vec<Value>) {
+    match value {
+        Value::Object(o) => {
+            if o.contains_key("get") && o.contains_key("type") {
+                let mut get = o.clone();
+                get.remove("resource");
+                gets.push(Value::Object(get));
+            }
+            for (key, v) in o {
+                // A task's config holds no step.
+                if key != "config" {
+                    collect_gets(v, gets);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_gets(v, gets)),
+        _ => {}
+    }
 }
 
 /// Releases the new build at once if start limits allow, when no other

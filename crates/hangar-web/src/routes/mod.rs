@@ -105,6 +105,7 @@ fn pipeline_routes() -> Router<Web> {
             get(job_builds::list).post(job_builds::trigger),
         )
         .route(&format!("{JOB}/builds/{{number}}"), get(job_builds::show))
+        .route(&format!("{JOB}/inputs"), get(job_builds::inputs))
         .route("/{name}/resources", get(pipelines::resources))
         .route(
             "/{name}/resources/{resource}/versions",

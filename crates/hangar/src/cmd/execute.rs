@@ -50,6 +50,14 @@ pub(crate) struct Args {
     /// hangar data dir (quickstart's hangar-data) is never uploaded.
     #[arg(long)]
     pub include_ignored: bool,
+    /// Take the inputs not given with -i from a job, as fly's
+    /// --inputs-from: each input named as one of the job's gets is fetched
+    /// at the version a trigger of the job would fetch now.
+    #[arg(short = 'j', long = "inputs-from", value_name = "PIPELINE/JOB")]
+    pub inputs_from: Option<String>,
+    /// The team of --inputs-from's pipeline.
+    #[arg(long, env = "HANGAR_TEAM", default_value = "main")]
+    pub team: String,
     #[command(flatten)]
     pub var_flags: VarFlags,
 }
@@ -270,19 +278,29 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         inputs.insert(name.clone(), dir.clone());
     }
-    if args.inputs.is_empty() && config.inputs.len() == 1 {
+    // The job's gets for the inputs -i does not give (fly's -j).
+    let (job_gets, job_types) = match &args.inputs_from {
+        Some(flag) => job_gets(&client, &args.team, flag, &config, &inputs).await?,
+        None => (Vec::new(), serde_json::Value::Null),
+    };
+    if args.inputs.is_empty() && args.inputs_from.is_none() && config.inputs.len() == 1 {
         inputs.insert(config.inputs[0].name.clone(), PathBuf::from("."));
     }
+    let fetched = |name: &str| job_gets.iter().any(|g| g["get"] == name);
     let missing: Vec<&str> = config
         .inputs
         .iter()
-        .filter(|i| !i.optional && !inputs.contains_key(&i.name))
+        .filter(|i| !i.optional && !inputs.contains_key(&i.name) && !fetched(&i.name))
         .map(|i| i.name.as_str())
         .collect();
     if !missing.is_empty() {
         bail!(
-            "inputs not given: {} (pass -i NAME=DIR for each)",
-            missing.join(", ")
+            "inputs not given: {} (pass -i NAME=DIR for each{})",
+            missing.join(", "),
+            match &args.inputs_from {
+                Some(job) => format!(", or name them as gets of {job}"),
+                None => String::new(),
+            }
         );
     }
     for (name, _) in &args.outputs {
@@ -321,11 +339,16 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.privileged {
         step["privileged"] = serde_json::json!(true);
     }
+    let plan = if job_gets.is_empty() {
+        serde_json::json!([step])
+    } else {
+        serde_json::json!([{ "in_parallel": job_gets }, step])
+    };
     let build = client
         .create_build(&CreateBuild {
-            resource_types: serde_json::Value::Null,
+            resource_types: job_types,
             name: None,
-            plan: serde_json::json!([step]),
+            plan,
             artifacts,
         })
         .await?;
@@ -338,6 +361,44 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(code)
+}
+
+/// The gets of the job `flag` (`PIPELINE/JOB`) for the task's inputs that
+/// `-i` does not give, each at the version a trigger would fetch now, and
+/// the pipeline's resource types.
+async fn job_gets(
+    client: &Client,
+    team: &str,
+    flag: &str,
+    config: &hangar_core::task::TaskConfig,
+    uploaded: &BTreeMap<String, PathBuf>,
+) -> anyhow::Result<(Vec<serde_json::Value>, serde_json::Value)> {
+    let (pipeline, job) = super::pipelines::split_flag("job", flag)?;
+    let found = client
+        .job_inputs(team, &pipeline, &job)
+        .await
+        .with_context(|| format!("read the inputs of {pipeline}/{job}"))?;
+    let gets: Vec<serde_json::Value> = found
+        .inputs
+        .into_iter()
+        .filter(|g| {
+            let name = g["get"].as_str().unwrap_or_default();
+            config.inputs.iter().any(|i| i.name == name) && !uploaded.contains_key(name)
+        })
+        .collect();
+    for get in &gets {
+        eprintln!(
+            "hangar: input {} from {pipeline}/{job}: version {}",
+            get["get"].as_str().unwrap_or_default(),
+            get["version"]
+        );
+    }
+    let types = if gets.is_empty() {
+        serde_json::Value::Null
+    } else {
+        found.resource_types
+    };
+    Ok((gets, types))
 }
 
 /// Streams `dir` as a gzip tar to web, with its progress shown (see
