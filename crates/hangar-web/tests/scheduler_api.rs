@@ -738,6 +738,44 @@ mod endpoints {
         t.stop().await;
     }
 
+    /// `GET …/jobs/{job}/inputs`: the job's gets at the versions a
+    /// trigger would take, without the pipeline resource; 409 while one
+    /// has no version, 404 and 400 for unknown or unsafe names, 401
+    /// without the token; reading them makes no build.
+    async fn job_inputs_for_execute(store: Store) {
+        let t = TestWeb::start(store).await;
+        set(&t, SIMPLE).await;
+        let base = format!("{}/api/v1/teams/main/pipelines/p/jobs", t.url);
+        let status = |url: String, token: bool| {
+            let req = t.raw.get(url);
+            let req = if token {
+                req.bearer_auth(common::ADMIN)
+            } else {
+                req
+            };
+            async move { req.send().await.unwrap().status().as_u16() }
+        };
+        assert_eq!(status(format!("{base}/unit/inputs"), true).await, 409);
+        save(&t, "src", "a").await;
+        save(&t, "src", "b").await;
+        let found = t.admin.job_inputs("main", "p", "unit").await.unwrap();
+        assert_eq!(found.inputs.len(), 1, "{found:?}");
+        let get = &found.inputs[0];
+        assert_eq!(get["get"], "src");
+        assert_eq!(get["type"], "mock");
+        assert_eq!(get["version"], json!({"ref": "b"}));
+        assert!(get.get("resource").is_none(), "{get}");
+        for (url, token, want) in [
+            (format!("{base}/nope/inputs"), true, 404),
+            (format!("{base}/..%2Fx/inputs"), true, 400),
+            (format!("{base}/unit/inputs"), false, 401),
+        ] {
+            assert_eq!(status(url.clone(), token).await, want, "{url}");
+        }
+        assert!(builds(&t, "unit").await.is_empty(), "no build was made");
+        t.stop().await;
+    }
+
     async fn a_config_pin_is_refused_with_409(store: Store) {
         let t = TestWeb::start(store).await;
         set(&t, CONFIG_PIN).await;
@@ -772,5 +810,6 @@ mod endpoints {
         pin_unpin_enable_disable,
         bad_requests_change_nothing,
         a_config_pin_is_refused_with_409,
+        job_inputs_for_execute,
     );
 }
