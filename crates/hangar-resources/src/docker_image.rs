@@ -30,11 +30,10 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::path::Path;
 
-use hangar_images::Platform;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::registry_image::{retry_or_fail, runtime, with_retries, ProgressLog};
+use crate::registry_image::{fetch_into, runtime, with_retries};
 use crate::{metadata, parse_request, shorten, Call, CheckRequest, Failure, InRequest};
 
 /// docker-image-resource's source fields hangar does not support, with why.
@@ -257,30 +256,8 @@ pub(crate) fn get(call: Call<'_>) -> Result<Value, Failure> {
         }
         return Ok(answer);
     }
-    let platform = Platform::host();
     let log = call.log;
-    let _ = writeln!(
-        log,
-        "docker-image: fetching {}@{digest} for {platform}",
-        source.repository
-    );
-    let mut progress = ProgressLog::default();
-    let rt = runtime()?;
-    let mut attempt = 0;
-    let config = loop {
-        attempt += 1;
-        let fetched = rt.block_on(hangar_images::fetch(
-            &source,
-            digest,
-            &platform,
-            dest,
-            |p| progress.report(log, &p),
-        ));
-        match fetched {
-            Ok(config) => break config,
-            Err(e) => retry_or_fail(&rt, log, attempt, e)?,
-        }
-    };
+    let (config, layers) = fetch_into(&source, digest, dest, log, "docker-image")?;
     std::fs::write(dest.join("image-id"), &config.image_id)
         .map_err(|e| format!("write image-id: {e}"))?;
     if params.rootfs {
@@ -288,8 +265,8 @@ pub(crate) fn get(call: Call<'_>) -> Result<Value, Failure> {
     }
     let _ = writeln!(
         log,
-        "docker-image: fetched {} layer(s), image id {}",
-        progress.layers, config.image_id
+        "docker-image: fetched {layers} layer(s), image id {}",
+        config.image_id
     );
     Ok(answer)
 }

@@ -154,7 +154,7 @@ impl Source {
 /// Attempts at an action whose failure is the infrastructure's (the
 /// registry unreachable or failing), as Concourse's registry-image retries
 /// transient errors; the delays between them.
-pub(crate) const ATTEMPTS: u32 = 3;
+const ATTEMPTS: u32 = 3;
 const RETRY_DELAYS_MS: [u64; 2] = [1000, 3000];
 
 pub(crate) fn with_retries<T, F: std::future::Future<Output = Result<T, ImageError>>>(
@@ -174,7 +174,7 @@ pub(crate) fn with_retries<T, F: std::future::Future<Output = Result<T, ImageErr
 
 /// After a failed attempt: waits and returns to retry an infrastructure
 /// failure while attempts remain; otherwise the failure, explained.
-pub(crate) fn retry_or_fail(
+fn retry_or_fail(
     rt: &tokio::runtime::Runtime,
     log: &mut dyn Write,
     attempt: u32,
@@ -251,34 +251,12 @@ pub(crate) fn get(call: Call<'_>) -> Result<Value, Failure> {
     let digest = &request.version.digest;
     let dest = call.dir.expect("in has a directory");
     std::fs::create_dir_all(dest).map_err(|e| format!("create {}: {e}", dest.display()))?;
-    let platform = Platform::host();
     let log = call.log;
-    let _ = writeln!(
-        log,
-        "registry-image: fetching {}@{digest} for {platform}",
-        source.repository
-    );
-    let mut progress = ProgressLog::default();
-    let rt = runtime()?;
-    let mut attempt = 0;
-    let config = loop {
-        attempt += 1;
-        let fetched = rt.block_on(hangar_images::fetch(
-            &source,
-            digest,
-            &platform,
-            dest,
-            |p| progress.report(log, &p),
-        ));
-        match fetched {
-            Ok(config) => break config,
-            Err(e) => retry_or_fail(&rt, log, attempt, e)?,
-        }
-    };
+    let (config, layers) = fetch_into(&source, digest, dest, log, "registry-image")?;
     let _ = writeln!(
         log,
         "registry-image: fetched {} layer(s); user {:?}, {} env var(s)",
-        progress.layers,
+        layers,
         config.user,
         config.env.len()
     );
@@ -289,6 +267,37 @@ pub(crate) fn get(call: Call<'_>) -> Result<Value, Failure> {
             metadata("tag", &source.tag),
         ],
     }))
+}
+
+/// Fetches the image at `digest` for this worker's platform into `dest`
+/// (Concourse's image layout), its progress in the log and infrastructure
+/// failures attempted again: the image and how many layers it has.
+pub(crate) fn fetch_into(
+    source: &hangar_images::Source,
+    digest: &str,
+    dest: &std::path::Path,
+    log: &mut dyn Write,
+    type_name: &str,
+) -> Result<(hangar_images::ImageConfig, usize), Failure> {
+    let platform = Platform::host();
+    let _ = writeln!(
+        log,
+        "{type_name}: fetching {}@{digest} for {platform}",
+        source.repository
+    );
+    let mut progress = ProgressLog::default();
+    let rt = runtime()?;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let fetched = rt.block_on(hangar_images::fetch(source, digest, &platform, dest, |p| {
+            progress.report(log, &p)
+        }));
+        match fetched {
+            Ok(config) => return Ok((config, progress.layers)),
+            Err(e) => retry_or_fail(&rt, log, attempt, e)?,
+        }
+    }
 }
 
 fn request_version_json(v: &Version) -> Value {
@@ -313,16 +322,15 @@ const PARTS: u64 = 4;
 /// layer's start and end, and for a large layer its received bytes at
 /// each quarter.
 #[derive(Default)]
-pub(crate) struct ProgressLog {
-    /// How many layers the manifest has, once it is read.
-    pub layers: usize,
+struct ProgressLog {
+    layers: usize,
     sizes: BTreeMap<usize, u64>,
     /// The last part of each large layer said.
     said: BTreeMap<usize, u64>,
 }
 
 impl ProgressLog {
-    pub(crate) fn report(&mut self, log: &mut dyn Write, p: &Progress) {
+    fn report(&mut self, log: &mut dyn Write, p: &Progress) {
         if let Some(line) = self.line(p) {
             let _ = writeln!(log, "registry-image: {line}");
             let _ = log.flush();
