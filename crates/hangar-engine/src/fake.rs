@@ -70,6 +70,8 @@ struct State {
     held_programs: BTreeSet<String>,
     /// The version `check` finds.
     version: Option<serde_json::Value>,
+    /// The version every `in` answers, whatever it was asked for.
+    in_answer: Option<serde_json::Value>,
     /// How the next resource actions of an action (`check`, `in`) on a
     /// worker exit, one each (default: 0), and whose fault the worker says
     /// a failure is.
@@ -226,6 +228,12 @@ impl FakeWorkers {
     /// The version a `check` finds.
     pub fn set_version(&self, version: serde_json::Value) {
         self.with(|s| s.version = Some(version));
+    }
+
+    /// The version every `in` answers from now on (as a type whose `in`
+    /// answers a version in another shape than its `check`'s).
+    pub fn answer_in_with(&self, version: serde_json::Value) {
+        self.with(|s| s.in_answer = Some(version));
     }
 
     /// The next `action` (`check`, `in`) on `worker` runs and exits with
@@ -583,7 +591,11 @@ impl Workers for FakeWorkers {
                 }
                 _ => ResourceActionResult {
                     exit_code: 0,
-                    response: Some(serde_json::json!({ "version": req.request["version"] })),
+                    response: Some(serde_json::json!({
+                        "version": self
+                            .peek(|s| s.in_answer.clone())
+                            .unwrap_or_else(|| req.request["version"].clone())
+                    })),
                     stderr: String::new(),
                     failure: None,
                 },

@@ -579,15 +579,17 @@ pub(crate) async fn fetch_on(
         // This step still uses what it fetched; later ones fetch again.
         tracing::warn!(handle = %volume.handle, error = %e, "cannot key a fetched resource cache; it will not be reused");
     }
-    let fetched = out
-        .response
-        .as_ref()
-        .and_then(|r| r.get("version"))
-        .cloned()
-        .unwrap_or(version);
+    // The step keeps the version it fetched, as Concourse's: a type's `in`
+    // may answer it in another shape (git-resource answers a tag's version
+    // without its commit), and that answer is not a new version.
+    if let Some(answered) = out.response.as_ref().and_then(|r| r.get("version")) {
+        if *answered != version {
+            tracing::debug!(%answered, asked = %version, label = %fetch.label, "in answered another version than it was given; the given one is kept");
+        }
+    }
     Ok(Ok(Fetched {
         handle: volume.handle,
-        version: fetched,
+        version,
         cached: false,
         key,
     }))

@@ -77,6 +77,37 @@ async fn a_job_build_records_its_inputs_and_outputs_and_copies_inputs_on_success
     );
 }
 
+/// A type's `in` may answer the version in another shape than `check`
+/// found it (git-resource answers a tag's `{"ref"}` for a checked
+/// `{"commit", "ref"}`): the build keeps the checked version, as
+/// Concourse's does, and no new version of the resource is saved, so no
+/// job triggers on it.
+#[tokio::test]
+async fn an_in_answering_another_version_saves_no_new_version() {
+    let h = Harness::new(&["w1"]).await;
+    h.fake.answer_in_with(json!({"ref": "v1-as-in-says"}));
+    let id = job_build(&h.store, PIPELINE).await;
+    h.engine.wake();
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    let (inputs, _) = versions(&h.store, id).await;
+    assert_eq!(inputs, [r#"code=repo:{"ref":"v1"}"#]);
+    let saved = h
+        .store
+        .resource_versions(
+            "main",
+            "p",
+            "repo",
+            hangar_store::VersionPage {
+                limit: 50,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let shown: Vec<&str> = saved.iter().map(|v| v.version.as_str()).collect();
+    assert_eq!(shown, [r#"{"ref":"v1"}"#], "no version from in's answer");
+}
+
 /// `worker action` of each resource action, in order.
 fn actions(h: &Harness) -> Vec<String> {
     h.fake

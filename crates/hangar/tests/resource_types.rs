@@ -54,6 +54,7 @@ fn installed_scripts_run_the_builtin_types_through_the_binary() {
     assert_eq!(
         installed,
         [
+            types_dir.join("docker-image"),
             types_dir.join("git"),
             types_dir.join("mock"),
             types_dir.join("registry-image"),
