@@ -33,7 +33,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::registry_image::{fetch_into, runtime, with_retries};
+use crate::registry_image::{check_digest, fetch_into};
 use crate::{metadata, parse_request, shorten, Call, CheckRequest, Failure, InRequest};
 
 /// docker-image-resource's source fields hangar does not support, with why.
@@ -213,16 +213,7 @@ impl Source {
 pub(crate) fn check(call: Call<'_>) -> Result<Value, Failure> {
     refuse_unsupported(call.request)?;
     let request: CheckRequest<Source, Version> = parse_request(call.request)?;
-    let source = request.source.to_images()?;
-    let rt = runtime()?;
-    let log = call.log;
-    let digest = with_retries(&rt, log, || hangar_images::resolve(&source))?;
-    let _ = writeln!(
-        log,
-        "docker-image: {}:{} is {digest}",
-        source.repository, source.tag
-    );
-    Ok(json!([{ "digest": digest }]))
+    check_digest(&request.source.to_images()?, call.log, "docker-image")
 }
 
 pub(crate) fn get(call: Call<'_>) -> Result<Value, Failure> {

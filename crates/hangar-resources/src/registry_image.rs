@@ -219,13 +219,21 @@ fn explain(e: &ImageError) -> String {
 pub(crate) fn check(call: Call<'_>) -> Result<Value, Failure> {
     refuse_unsupported(call.request)?;
     let request: CheckRequest<Source, Version> = parse_request(call.request)?;
-    let source = request.source.to_images()?;
+    check_digest(&request.source.to_images()?, call.log, "registry-image")
+}
+
+/// `check` of an image type: the digest the tag points to now, as the one
+/// version, infrastructure failures attempted again.
+pub(crate) fn check_digest(
+    source: &hangar_images::Source,
+    log: &mut dyn Write,
+    type_name: &str,
+) -> Result<Value, Failure> {
     let rt = runtime()?;
-    let log = call.log;
-    let digest = with_retries(&rt, log, || hangar_images::resolve(&source))?;
+    let digest = with_retries(&rt, log, || hangar_images::resolve(source))?;
     let _ = writeln!(
         log,
-        "registry-image: {}:{} is {digest}",
+        "{type_name}: {}:{} is {digest}",
         source.repository, source.tag
     );
     Ok(json!([{ "digest": digest }]))
