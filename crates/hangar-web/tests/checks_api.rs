@@ -703,32 +703,7 @@ async fn listed_m(t: &TestWeb) -> hangar_api::pipelines::Resource {
 
 /// The pipeline's dashboard page as a logged-in person sees it.
 async fn dashboard_of_q(t: &TestWeb) -> String {
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let login = http
-        .post(format!("{}/login", t.url))
-        .form(&[("token", ADMIN)])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(login.status(), StatusCode::SEE_OTHER);
-    let cookie = login.headers()[reqwest::header::SET_COOKIE]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
-    let page = http
-        .get(format!("{}/teams/main/pipelines/q", t.url))
-        .header(reqwest::header::COOKIE, cookie)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(page.status(), StatusCode::OK);
-    page.text().await.unwrap()
+    common::dashboard_page(t, "/teams/main/pipelines/q").await
 }
 
 /// A resource of a type no worker has: `set-pipeline` warns; its check

@@ -553,31 +553,7 @@ mod endpoints {
 
     /// The pipeline's page as a logged-in person sees it.
     async fn pipeline_page(t: &TestWeb) -> String {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap();
-        let login = http
-            .post(format!("{}/login", t.url))
-            .form(&[("token", common::ADMIN)])
-            .send()
-            .await
-            .unwrap();
-        let cookie = login.headers()[reqwest::header::SET_COOKIE]
-            .to_str()
-            .unwrap()
-            .split(';')
-            .next()
-            .unwrap()
-            .to_string();
-        let page = http
-            .get(format!("{}/teams/main/pipelines/p", t.url))
-            .header(reqwest::header::COOKIE, cookie)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(page.status(), reqwest::StatusCode::OK);
-        page.text().await.unwrap()
+        common::dashboard_page(t, "/teams/main/pipelines/p").await
     }
 
     async fn pin_unpin_enable_disable(store: Store) {

@@ -9,16 +9,7 @@
 
 mod common;
 
-use std::process::Output;
-
-use common::{has, Cluster};
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::{has, text, Cluster};
 
 const PIPELINE: &str = r#"
 resources:

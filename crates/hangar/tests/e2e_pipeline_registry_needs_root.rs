@@ -12,38 +12,12 @@
 
 mod common;
 
-use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{has, require_runc, static_busybox, Cluster};
+use common::{has, json_of, require_runc, static_busybox, text, wait_for, Cluster};
 use hangar_images::testing::{
     config_json, Compression, Registry, TarBuilder, TestImage, TestLayer,
 };
-use serde_json::Value;
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-fn json_of(c: &Cluster, args: &[&str]) -> Value {
-    let o = c.cli(args);
-    assert!(o.status.success(), "{args:?}: {:?}", text(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
-fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 /// One image for both uses: busybox for the tasks, and in
 /// `/opt/resource` a type whose `out` answers the content of the input

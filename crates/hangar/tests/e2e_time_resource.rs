@@ -9,35 +9,9 @@
 
 mod common;
 
-use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{has, Cluster};
-use serde_json::Value;
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-fn json_of(c: &Cluster, args: &[&str]) -> Value {
-    let o = c.cli(args);
-    assert!(o.status.success(), "{args:?}: {:?}", text(&o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
-fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use common::{has, json_of, text, wait_for, Cluster};
 
 /// `2024-06-03T12:00:00Z` or `2024-06-03T12:00:00.123Z`: what the type
 /// writes in UTC.

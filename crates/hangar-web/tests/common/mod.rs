@@ -159,3 +159,34 @@ pub(crate) fn api_code(err: ClientError) -> (StatusCode, String) {
         other => panic!("expected an API error, got {other}"),
     }
 }
+
+/// A dashboard page as a logged-in person sees it (`path` from the root,
+/// e.g. `/teams/main/pipelines/p`), failing the test unless it is 200.
+pub(crate) async fn dashboard_page(t: &TestWeb, path: &str) -> String {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = http
+        .post(format!("{}/login", t.url))
+        .form(&[("token", ADMIN)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::SEE_OTHER);
+    let cookie = login.headers()[reqwest::header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let page = http
+        .get(format!("{}{path}", t.url))
+        .header(reqwest::header::COOKIE, cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    page.text().await.unwrap()
+}

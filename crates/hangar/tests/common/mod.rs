@@ -307,3 +307,31 @@ pub(crate) fn static_busybox() -> &'static Path {
         .find(|p| p.exists())
         .expect("busybox-static is needed for runc tests: scripts/install-deps installs it")
 }
+
+/// A command's stdout and stderr as text.
+pub(crate) fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The JSON a CLI command prints (`--json`), failing the test if it fails.
+pub(crate) fn json_of(c: &Cluster, args: &[&str]) -> serde_json::Value {
+    let o = c.cli(args);
+    assert!(o.status.success(), "{args:?}: {:?}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Polls `f` every 100 ms until it gives a value, failing the test after
+/// `within`.
+pub(crate) fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
