@@ -1,6 +1,6 @@
 //! The `git` type: versions are commits of one branch of a repository
 //! (or, with `tag_filter`, its tags), with the source fields and params of
-//! Concourse's git-resource that hangar implements (README, "The `git`
+//! Concourse's git-resource that hangar implements (docs/builtin-resource-types.md, "The `git`
 //! resource type"); the others are refused by name.
 //!
 //! source: `{"uri": …, "branch": …?, "private_key": …?, "paths": […]?, …}`
