@@ -23,6 +23,27 @@ pub struct Pipeline {
     pub config_version: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// An instance's vars (Concourse's `instance_vars`); absent for a
+    /// pipeline that is not an instance.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub instance_vars: serde_json::Map<String, Value>,
+}
+
+impl Pipeline {
+    /// How fly names it: `name`, or `name/key:value,…` for an instance; the
+    /// text every API path and CLI flag takes in the pipeline's place.
+    pub fn reference(&self) -> String {
+        match hangar_core::instance_vars::InstanceVars::from_value(Value::Object(
+            self.instance_vars.clone(),
+        )) {
+            Ok(vars) => hangar_core::instance_vars::PipelineRef {
+                name: self.name.clone(),
+                instance_vars: vars,
+            }
+            .to_string(),
+            Err(_) => self.name.clone(),
+        }
+    }
 }
 
 /// One warning of an accepted config (`configvalidate`'s kinds).

@@ -362,5 +362,46 @@ impl PipelineRef {
     }
 }
 
+impl PipelineRef {
+    /// Reads a reference given outside a config (a URL segment, a CLI
+    /// flag): [`PipelineRef::parse`], and the name by the rule of
+    /// [`crate::pipeline::check_name`].
+    pub fn parse_checked(text: &str) -> Result<Self, InstanceVarsError> {
+        let parsed = Self::parse(text)?;
+        crate::pipeline::check_name("pipeline", &parsed.name).map_err(InstanceVarsError)?;
+        Ok(parsed)
+    }
+
+    /// The reference to the pipeline `name` with the instance vars whose
+    /// canonical JSON is `vars_json` (what the store keeps; `{}` for a
+    /// pipeline that is not an instance).
+    pub fn from_stored(name: &str, vars_json: &str) -> Result<Self, InstanceVarsError> {
+        Ok(Self {
+            name: name.to_string(),
+            instance_vars: InstanceVars::from_json(vars_json)?,
+        })
+    }
+}
+
+/// Splits fly's `-j PIPELINE/JOB` (or `-r PIPELINE/RESOURCE`) where the
+/// pipeline may be an instance (`p/branch:main/job`): at the last `/`, as job
+/// and resource names hold none. The pipeline part is checked as a
+/// reference.
+pub fn split_qualified(value: &str) -> Result<(PipelineRef, &str), InstanceVarsError> {
+    let Some((pipeline, name)) = value.rsplit_once('/') else {
+        return err(format!(
+            "{:?} is not PIPELINE/NAME",
+            crate::names::shorten(value)
+        ));
+    };
+    if name.is_empty() {
+        return err(format!(
+            "{:?} has nothing after its last '/'",
+            crate::names::shorten(value)
+        ));
+    }
+    Ok((PipelineRef::parse_checked(pipeline)?, name))
+}
+
 #[cfg(test)]
 mod tests;

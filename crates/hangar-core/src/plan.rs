@@ -468,13 +468,17 @@ fn parse_kind(
             Ok(Step::LoadVar(step))
         }
         "set_pipeline" => {
-            if obj.contains_key("instance_vars") {
-                return Err(PlanError(format!(
-                    "{at}.instance_vars: instanced pipelines are not supported by hangar; \
-                     name each pipeline instead"
-                )));
-            }
             let step: SetPipelineStep = serde_path_to_error::deserialize(value).map_err(typed)?;
+            if let Some(vars) = &step.instance_vars {
+                if step.is_self() {
+                    return Err(PlanError(format!(
+                        "{at}.instance_vars: `self` is the build's own pipeline, instance \
+                         and all; drop `instance_vars`"
+                    )));
+                }
+                crate::instance_vars::InstanceVars::from_value(Value::Object(vars.clone()))
+                    .map_err(|e| PlanError(format!("{at}.instance_vars: {e}")))?;
+            }
             if !step.is_self() {
                 crate::pipeline::check_name("pipeline", &step.set_pipeline)
                     .map_err(|e| PlanError(format!("{at}.set_pipeline: {e}")))?;

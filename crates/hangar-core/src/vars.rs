@@ -226,6 +226,13 @@ impl Vars {
         Vars { sources }
     }
 
+    /// These vars with `source` tried before all the others (a pipeline's
+    /// instance vars over its `-v` and `-l` vars).
+    pub fn with_first(mut self, source: Map<String, Value>) -> Vars {
+        self.sources.insert(0, source);
+        self
+    }
+
     /// Pairs given one by one (`-v a.b=x`) as one source, as Concourse's
     /// `KVPairs.Expand`: a pair with fields makes nested maps, and a later
     /// pair on the same name replaces what an earlier one set there (a map

@@ -19,7 +19,7 @@ pub const BUILD_TEAM: &str = "main";
 pub const RESOLVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// `plan` with every var read from `credentials`, and the values to
-/// redact. A job build's vars (`pipeline`: its team and pipeline) are
+/// redact. A job build's vars (`pipeline`: its team and pipeline reference) are
 /// looked up under the pipeline first, then the team, as Concourse's; a
 /// build of the plan API has no pipeline and reads team `main`'s paths
 /// only. An error names every var that could not be resolved, or why the
@@ -29,8 +29,13 @@ pub async fn resolve_plan(
     plan: &Value,
     pipeline: Option<(&str, &str)>,
 ) -> Result<(Value, Secrets), PlanVarsError> {
+    // An instance's secrets are its group's, as in Concourse: the paths
+    // hold the pipeline's name, not its instance vars.
     let (team, pipeline) = match pipeline {
-        Some((team, pipeline)) => (team, Some(pipeline)),
+        Some((team, pipeline)) => (
+            team,
+            Some(pipeline.split_once('/').map_or(pipeline, |(name, _)| name)),
+        ),
         None => (BUILD_TEAM, None),
     };
     if hangar_core::vars::find_unresolved_except_local(plan).is_empty() {

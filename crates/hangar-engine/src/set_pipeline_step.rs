@@ -6,9 +6,11 @@
 //! config is not written again ("no changes to apply"). Unlike Concourse,
 //! a build sets pipelines of its own team only (Concourse lets the `main`
 //! team's builds set any team's), and `team` with `self` is refused rather
-//! than ignored.
+//! than ignored. With `instance_vars` it sets that instance of the
+//! pipeline, its vars interpolated into the config first.
 
 use hangar_core::build::{BuildEventKind, StepKind, StepState};
+use hangar_core::instance_vars::{InstanceVars, PipelineRef};
 use hangar_core::pipeline::{diff, parse_pipeline_value};
 use hangar_core::plan::{ArtifactFile, SetPipelineStep};
 use hangar_store::{Created, StoreError};
@@ -53,6 +55,18 @@ pub(crate) async fn run(
     };
     let template = contents.remove(0);
     let var_files: Vec<(String, Vec<u8>)> = step.var_files.iter().cloned().zip(contents).collect();
+    // `self` of an instance: its own vars fill the config, as when it was set.
+    let own_vars;
+    let step = match PipelineRef::parse(name) {
+        Ok(r) if step.is_self() && !r.instance_vars.is_empty() => {
+            own_vars = SetPipelineStep {
+                instance_vars: Some(r.instance_vars.as_map().clone()),
+                ..step.clone()
+            };
+            &own_vars
+        }
+        _ => step,
+    };
     let value = match step.render(&template, &var_files) {
         Ok(v) => v,
         Err(why) => return Ok(give_up(ctx, &mut record, StepState::Failed, None, why).await),
@@ -163,7 +177,8 @@ pub(crate) async fn run(
     }
 }
 
-/// The team and pipeline the step sets, or why it may not.
+/// The team and pipeline (its reference: an instance's carries its vars)
+/// the step sets, or why it may not.
 fn target(ctx: &BuildContext, step: &SetPipelineStep) -> Result<(String, String), String> {
     let own_team = ctx
         .pipeline
@@ -195,5 +210,17 @@ fn target(ctx: &BuildContext, step: &SetPipelineStep) -> Result<(String, String)
             ),
         };
     }
-    Ok((own_team.to_string(), step.set_pipeline.clone()))
+    let reference = match &step.instance_vars {
+        Some(vars) => {
+            let vars = InstanceVars::from_value(serde_json::Value::Object(vars.clone()))
+                .map_err(|e| format!("instance_vars: {e}"))?;
+            PipelineRef {
+                name: step.set_pipeline.clone(),
+                instance_vars: vars,
+            }
+            .to_string()
+        }
+        None => step.set_pipeline.clone(),
+    };
+    Ok((own_team.to_string(), reference))
 }

@@ -49,6 +49,7 @@ pub struct CheckMember {
     /// `resource` or `resource_type`.
     pub kind: String,
     pub team: String,
+    /// Its pipeline's reference (`name`, or `name/key:value,…`).
     pub pipeline: String,
     pub pipeline_id: i64,
     pub name: String,
@@ -135,13 +136,14 @@ fn status_from_row(row: &AnyRow) -> Result<CheckStatus, StoreError> {
 async fn members(conn: &mut AnyConnection, scope_id: i64) -> Result<Vec<CheckMember>, StoreError> {
     let member = |kind: &str, table: &str| {
         format!(
-            "SELECT '{kind}' AS kind, t.name AS team, p.name AS pipeline, p.id AS pipeline_id, \
+            "SELECT '{kind}' AS kind, t.name AS team, p.name AS pipeline, p.instance_vars, \
+             p.id AS pipeline_id, \
              m.name, m.config, p.paused FROM {table} m JOIN pipelines p ON p.id = m.pipeline_id \
              JOIN teams t ON t.id = p.team_id WHERE m.scope_id = $1 AND m.active = 1"
         )
     };
     let rows = sqlx::query(&format!(
-        "{} UNION ALL {} ORDER BY 4, 1, 5",
+        "{} UNION ALL {} ORDER BY 5, 1, 6",
         member("resource", "resources"),
         member("resource_type", "resource_types")
     ))
@@ -158,7 +160,10 @@ async fn members(conn: &mut AnyConnection, scope_id: i64) -> Result<Vec<CheckMem
             Ok(CheckMember {
                 kind: r.try_get("kind")?,
                 team: r.try_get("team")?,
-                pipeline: r.try_get("pipeline")?,
+                pipeline: crate::pipelines::reference_text(
+                    &r.try_get::<String, _>("pipeline")?,
+                    &r.try_get::<String, _>("instance_vars")?,
+                ),
                 pipeline_id: r.try_get("pipeline_id")?,
                 name,
                 config,

@@ -6,7 +6,7 @@
 //! conditional update of the pipeline row, so of two sets made from the same
 //! version one wins and the other changes nothing.
 
-use hangar_core::instance_vars::InstanceVars;
+use hangar_core::instance_vars::{InstanceVars, PipelineRef};
 use hangar_core::pipeline::PipelineConfig;
 use hangar_core::UnixMillis;
 use serde_json::Value;
@@ -35,6 +35,23 @@ pub struct PipelineRecord {
     /// The instance vars' canonical JSON; `{}` for a pipeline that is not
     /// an instance.
     pub instance_vars: String,
+}
+
+impl PipelineRecord {
+    /// How fly names it: `name`, or `name/key:value,…` for an instance. Every
+    /// store call that takes a pipeline takes this text.
+    pub fn reference(&self) -> String {
+        reference_text(&self.name, &self.instance_vars)
+    }
+}
+
+/// [`PipelineRecord::reference`] of stored columns; vars that do not read
+/// back (a row written by hand) show as their JSON.
+pub(crate) fn reference_text(name: &str, vars_json: &str) -> String {
+    match PipelineRef::from_stored(name, vars_json) {
+        Ok(r) => r.to_string(),
+        Err(_) => format!("{name}/{vars_json}"),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,6 +224,15 @@ pub(crate) fn json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".to_string())
 }
 
+fn parse_reference(team: &str, reference: &str) -> Result<PipelineRef, StoreError> {
+    PipelineRef::parse(reference).map_err(|e| {
+        StoreError::NotFound(format!(
+            "pipeline {team}/{} not found: {e}",
+            hangar_core::names::shorten(reference)
+        ))
+    })
+}
+
 fn not_found_pipeline(team: &str, name: &str) -> StoreError {
     StoreError::NotFound(format!("pipeline {team}/{name} not found"))
 }
@@ -304,9 +330,17 @@ impl Store {
         created: Created,
         now: UnixMillis,
     ) -> Result<SetOutcome, StoreError> {
-        let plain = InstanceVars::empty();
-        self.set_pipeline_instance(team, name, &plain, config, expected, created, now)
-            .await
+        let r = parse_reference(team, name)?;
+        self.set_pipeline_instance(
+            team,
+            &r.name,
+            &r.instance_vars,
+            config,
+            expected,
+            created,
+            now,
+        )
+        .await
     }
 
     /// [`Store::set_pipeline_as`] for the instance of `name` with `vars`
@@ -437,14 +471,14 @@ impl Store {
         })
     }
 
-    /// The team and pipeline a job build belongs to; none for a build of
+    /// The team and pipeline (its reference) a job build belongs to; none for a build of
     /// the plan API, or once its pipeline was destroyed.
     pub async fn build_pipeline(
         &self,
         build_id: i64,
     ) -> Result<Option<(String, String)>, StoreError> {
         let row = sqlx::query(
-            "SELECT t.name AS team, p.name AS pipeline FROM job_builds jb \
+            "SELECT t.name AS team, p.name AS pipeline, p.instance_vars FROM job_builds jb \
              JOIN jobs j ON j.id = jb.job_id \
              JOIN pipelines p ON p.id = j.pipeline_id \
              JOIN teams t ON t.id = p.team_id \
@@ -453,8 +487,12 @@ impl Store {
         .bind(build_id)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| Ok((r.try_get("team")?, r.try_get("pipeline")?)))
-            .transpose()
+        row.map(|r| {
+            let name: String = r.try_get("pipeline")?;
+            let vars: String = r.try_get("instance_vars")?;
+            Ok((r.try_get("team")?, reference_text(&name, &vars)))
+        })
+        .transpose()
     }
 
     /// The team's pipelines, oldest first.
@@ -481,10 +519,21 @@ impl Store {
         rows.iter().map(pipeline_from_row).collect()
     }
 
-    /// One pipeline; [`StoreError::NotFound`] for an unknown team or name.
-    pub async fn pipeline(&self, team: &str, name: &str) -> Result<PipelineRecord, StoreError> {
-        self.pipeline_instance(team, name, &InstanceVars::empty())
+    /// One pipeline by its reference (`name`, or `name/key:value,…` for an
+    /// instance, see [`PipelineRef`]); [`StoreError::NotFound`] for an
+    /// unknown team or pipeline, or a reference that cannot name one.
+    pub async fn pipeline(
+        &self,
+        team: &str,
+        reference: &str,
+    ) -> Result<PipelineRecord, StoreError> {
+        let r = parse_reference(team, reference)?;
+        self.pipeline_instance(team, &r.name, &r.instance_vars)
             .await
+            .map_err(|e| match e {
+                StoreError::NotFound(_) => not_found_pipeline(team, reference),
+                e => e,
+            })
     }
 
     /// The instance of `name` with `vars`; [`StoreError::NotFound`] when the
@@ -645,17 +694,23 @@ impl Store {
         now: UnixMillis,
     ) -> Result<(), StoreError> {
         let pipeline = self.pipeline(team, name).await?;
-        if name == new_name {
+        if pipeline.name == new_name {
             return Ok(());
         }
-        let taken = sqlx::query("SELECT id FROM pipelines p WHERE team_id = (SELECT team_id FROM pipelines WHERE id = $1) AND name = $2")
-            .bind(pipeline.id)
-            .bind(new_name)
-            .fetch_optional(&self.pool)
-            .await?;
+        // An instance moves into the group of the new name, keeping its vars.
+        let moved = reference_text(new_name, &pipeline.instance_vars);
+        let taken = sqlx::query(
+            "SELECT id FROM pipelines WHERE team_id = (SELECT team_id FROM pipelines WHERE id = $1) \
+             AND name = $2 AND instance_vars = $3",
+        )
+        .bind(pipeline.id)
+        .bind(new_name)
+        .bind(&pipeline.instance_vars)
+        .fetch_optional(&self.pool)
+        .await?;
         if taken.is_some() {
             return Err(StoreError::Conflict(format!(
-                "pipeline {team}/{new_name} already exists"
+                "pipeline {team}/{moved} already exists"
             )));
         }
         let result = sqlx::query("UPDATE pipelines SET name = $1, updated_at = $2 WHERE id = $3")
@@ -669,7 +724,7 @@ impl Store {
             // A rename racing another to the same name: the unique index
             // decides.
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(StoreError::Conflict(
-                format!("pipeline {team}/{new_name} already exists"),
+                format!("pipeline {team}/{moved} already exists"),
             )),
             Err(e) => Err(e.into()),
         }

@@ -27,7 +27,8 @@ const PIN_PAGE: i64 = 500;
 pub struct SchedulablePipeline {
     pub id: i64,
     pub team: String,
-    pub name: String,
+    /// Its reference: the name, or `name/key:value,…` for an instance.
+    pub reference: String,
     pub paused: bool,
     pub config_version: i64,
 }
@@ -82,7 +83,7 @@ impl Store {
     /// Every pipeline with active jobs, for a scheduler pass.
     pub async fn schedulable_pipelines(&self) -> Result<Vec<SchedulablePipeline>, StoreError> {
         let rows = sqlx::query(
-            "SELECT p.id, t.name AS team, p.name, p.paused, p.config_version \
+            "SELECT p.id, t.name AS team, p.name, p.instance_vars, p.paused, p.config_version \
              FROM pipelines p JOIN teams t ON t.id = p.team_id ORDER BY p.id",
         )
         .fetch_all(&self.pool)
@@ -92,7 +93,10 @@ impl Store {
                 Ok(SchedulablePipeline {
                     id: r.try_get("id")?,
                     team: r.try_get("team")?,
-                    name: r.try_get("name")?,
+                    reference: crate::pipelines::reference_text(
+                        &r.try_get::<String, _>("name")?,
+                        &r.try_get::<String, _>("instance_vars")?,
+                    ),
                     paused: r.try_get::<i64, _>("paused")? != 0,
                     config_version: r.try_get("config_version")?,
                 })

@@ -231,4 +231,97 @@ async fn instances_are_set_and_read_by_their_vars(store: Store) {
     assert!(store.pipeline_instance("other", "p", &dev).await.is_err());
 }
 
-hangar_testkit::on_both_databases!(instances_are_set_and_read_by_their_vars);
+
+/// Every call that takes a pipeline takes its reference, so an instance is
+/// driven through the same calls as a plain pipeline; a rename moves it
+/// into another group with its vars.
+async fn instances_are_addressed_by_their_reference(store: Store) {
+    let config = parse_pipeline(ONE_JOB).unwrap().config;
+    let main = store
+        .set_pipeline("main", "p/branch:main", &config, Some(0), T0)
+        .await
+        .unwrap();
+    assert!(main.created);
+    store
+        .set_pipeline("main", "p/branch:dev", &config, None, T0)
+        .await
+        .unwrap();
+    let row = store.pipeline("main", "p/branch:main").await.unwrap();
+    assert_eq!(row.instance_vars, r#"{"branch":"main"}"#);
+    assert_eq!(row.reference(), "p/branch:main");
+    assert_eq!(
+        store.jobs("main", "p/branch:dev", false).await.unwrap()[0].name,
+        "build"
+    );
+    assert_eq!(
+        store
+            .resource("main", "p/branch:dev", "r")
+            .await
+            .unwrap()
+            .pipeline_id,
+        store.pipeline("main", "p/branch:dev").await.unwrap().id
+    );
+    store
+        .set_pipeline_paused("main", "p/branch:dev", false, T0 + 1)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .pipeline("main", "p/branch:main")
+            .await
+            .unwrap()
+            .paused
+    );
+    assert!(!store.pipeline("main", "p/branch:dev").await.unwrap().paused);
+
+    // Unknown and unreadable references are not found, naming what was asked.
+    for missing in ["p/branch:nope", "p/branch", "p/", "q/branch:main"] {
+        match store.pipeline("main", missing).await {
+            Err(hangar_store::StoreError::NotFound(m)) => {
+                assert!(m.contains(missing), "{missing}: {m}")
+            }
+            other => panic!("{missing}: {other:?}"),
+        }
+    }
+
+    // A rename keeps the vars; onto an instance that exists it is refused
+    // and changes nothing.
+    store
+        .set_pipeline("main", "q/branch:main", &config, None, T0)
+        .await
+        .unwrap();
+    let before = store.pipelines("main").await.unwrap();
+    let refused = store
+        .rename_pipeline("main", "p/branch:main", "q", T0 + 2)
+        .await
+        .expect_err("q/branch:main exists");
+    assert!(
+        refused.to_string().contains("q/branch:main already exists"),
+        "{refused}"
+    );
+    assert_eq!(store.pipelines("main").await.unwrap(), before);
+    store
+        .rename_pipeline("main", "p/branch:dev", "q", T0 + 2)
+        .await
+        .unwrap();
+    assert!(!store.pipeline("main", "q/branch:dev").await.unwrap().paused);
+    assert!(store.pipeline("main", "p/branch:dev").await.is_err());
+
+    store
+        .destroy_pipeline("main", "q/branch:dev", T0 + 3)
+        .await
+        .unwrap();
+    let left: Vec<String> = store
+        .pipelines("main")
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.reference())
+        .collect();
+    assert_eq!(left, ["p/branch:main", "q/branch:main"]);
+}
+
+hangar_testkit::on_both_databases!(
+    instances_are_set_and_read_by_their_vars,
+    instances_are_addressed_by_their_reference
+);

@@ -63,11 +63,14 @@ impl ConfigCache {
         }
         let (_, value) = web
             .store()
-            .pipeline_config(&p.team, &p.name, Some(p.config_version))
+            .pipeline_config(&p.team, &p.reference, Some(p.config_version))
             .await?;
         let config = parse_pipeline_value(&value)
             .map_err(|e| {
-                StoreError::Corrupt(format!("pipeline_configs: the config of {}: {e}", p.name))
+                StoreError::Corrupt(format!(
+                    "pipeline_configs: the config of {}: {e}",
+                    p.reference
+                ))
             })?
             .config;
         let config = Arc::new(config);
@@ -114,7 +117,7 @@ pub(crate) async fn tick(web: &Web) -> Result<usize, StoreError> {
         match result {
             Ok(n) => created += n,
             Err(e) => {
-                tracing::warn!(pipeline = %p.name, team = %p.team, error = %e, "scheduling a pipeline failed")
+                tracing::warn!(pipeline = %p.reference, team = %p.team, error = %e, "scheduling a pipeline failed")
             }
         }
     }
@@ -171,7 +174,7 @@ async fn schedule_pipeline(web: &Web, p: &SchedulablePipeline) -> Result<usize, 
                             break;
                         }
                     };
-                    let name = format!("{}/{}", p.name, name);
+                    let name = format!("{}/{}", p.reference, name);
                     let made = store
                         .create_scheduled_build(
                             *job_id,

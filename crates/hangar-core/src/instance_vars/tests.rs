@@ -108,3 +108,45 @@ fn canonical_json_sorts_keys_and_bounds_hold() {
     let huge = "x".repeat(100_000);
     assert!(InstanceVars::from_json(&huge).is_err());
 }
+
+#[test]
+fn qualified_flags_split_at_the_last_slash() {
+    let table: &[(&str, &str, &str, &str)] = &[
+        ("p/j", "p", "{}", "j"),
+        ("p/branch:main/j", "p", r#"{"branch":"main"}"#, "j"),
+        (
+            "p/branch:feature/x/j",
+            "p",
+            r#"{"branch":"feature/x"}"#,
+            "j",
+        ),
+        ("p/a:1,b.c:true/r", "p", r#"{"a":1,"b":{"c":true}}"#, "r"),
+    ];
+    for (text, name, vars, job) in table {
+        let (pipeline, rest) = split_qualified(text).expect(text);
+        assert_eq!(pipeline.name, *name, "{text}");
+        assert_eq!(pipeline.instance_vars.canonical_json(), *vars, "{text}");
+        assert_eq!(rest, *job, "{text}");
+    }
+    for (text, want) in [
+        ("nojob", "not PIPELINE/NAME"),
+        ("p/", "nothing after"),
+        ("../j", "pipeline"),
+        ("/j", "no pipeline name"),
+        ("p/novalue/j", "has no ':'"),
+    ] {
+        let e = split_qualified(text).expect_err(text);
+        assert!(e.0.contains(want), "{text}: {e}");
+    }
+}
+
+#[test]
+fn a_stored_instance_reads_back_as_the_reference_fly_prints() {
+    let r = PipelineRef::from_stored("p", r#"{"branch":"main","n":2}"#).unwrap();
+    assert_eq!(r.to_string(), "p/branch:main,n:2");
+    assert_eq!(PipelineRef::parse_checked(&r.to_string()).unwrap(), r);
+    let plain = PipelineRef::from_stored("p", "{}").unwrap();
+    assert_eq!(plain.to_string(), "p");
+    assert!(PipelineRef::parse_checked("..").is_err());
+    assert!(PipelineRef::from_stored("p", "[1]").is_err());
+}

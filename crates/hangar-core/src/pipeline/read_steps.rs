@@ -200,14 +200,31 @@ impl Reader {
             "get" => Action::Get(self.get_step(obj, name, &here)),
             "put" => Action::Put(self.put_step(obj, name, &here)),
             "task" => Action::Task(self.task_step(obj, name, &here)),
-            "set_pipeline" => Action::SetPipeline(SetPipelineStep {
-                file: self.string(obj, "file", &here).unwrap_or_default(),
-                team: self.string(obj, "team", &here),
-                vars: self.map(obj, "vars", &here),
-                var_files: self.strings(obj, "var_files", &here),
-                instance_vars: self.map(obj, "instance_vars", &here),
-                name,
-            }),
+            "set_pipeline" => {
+                let instance_vars = self.map(obj, "instance_vars", &here);
+                if let Some(vars) = &instance_vars {
+                    let checked =
+                        crate::instance_vars::InstanceVars::from_value(Value::Object(vars.clone()));
+                    if let Err(e) = checked {
+                        self.err(format!("{here}.instance_vars"), e.to_string());
+                    } else if name == crate::plan::file_steps::SET_SELF {
+                        self.err(
+                            format!("{here}.instance_vars"),
+                            "`self` is the build's own pipeline, instance and all; drop \
+                             `instance_vars`"
+                                .to_string(),
+                        );
+                    }
+                }
+                Action::SetPipeline(SetPipelineStep {
+                    file: self.string(obj, "file", &here).unwrap_or_default(),
+                    team: self.string(obj, "team", &here),
+                    vars: self.map(obj, "vars", &here),
+                    var_files: self.strings(obj, "var_files", &here),
+                    instance_vars,
+                    name,
+                })
+            }
             "load_var" => Action::LoadVar(LoadVarStep {
                 file: self.string(obj, "file", &here).unwrap_or_default(),
                 format: self.load_var_format(obj, &here),

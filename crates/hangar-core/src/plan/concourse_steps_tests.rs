@@ -74,8 +74,16 @@ fn bad_concourse_steps_are_refused_saying_where_and_why() {
             "plan: plan[0].load_var: invalid name",
         ),
         (
-            json!([{"set_pipeline": "p", "file": "a/b", "instance_vars": {"x": 1}}]),
-            "plan: plan[0].instance_vars: instanced pipelines are not supported by hangar",
+            json!([{"set_pipeline": "p", "file": "a/b", "instance_vars": {"x,y": 1}}]),
+            "plan: plan[0].instance_vars: instance var key \"x,y\"",
+        ),
+        (
+            json!([{"set_pipeline": "self", "file": "a/b", "instance_vars": {"x": 1}}]),
+            "plan: plan[0].instance_vars: `self` is the build's own pipeline",
+        ),
+        (
+            json!([{"set_pipeline": "p", "file": "a/b", "instance_vars": [1]}]),
+            "plan: plan[0].instance_vars: invalid type",
         ),
         (
             json!([{"set_pipeline": "p", "file": "a/b", "var_files": ["v.yml"]}]),

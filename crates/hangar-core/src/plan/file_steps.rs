@@ -132,6 +132,10 @@ pub struct SetPipelineStep {
     /// Only the build's own team: checked when the step runs.
     #[serde(default)]
     pub team: Option<String>,
+    /// The instance of the pipeline it sets (see `crate::instance_vars`);
+    /// they are vars of its config too, before `vars` and `var_files`.
+    #[serde(default)]
+    pub instance_vars: Option<Map<String, Value>>,
 }
 
 /// The name that makes a `set_pipeline` configure the build's own pipeline.
@@ -143,7 +147,7 @@ impl SetPipelineStep {
     }
 
     /// The config of the pipeline: `template` (the file's text) with the
-    /// step's `vars` and then each of `var_files` (name, content), the
+    /// step's `instance_vars`, its `vars` and then each of `var_files` (name, content), the
     /// first that has a var answering, as Concourse's; a var none of them
     /// has stays for the credential manager, as `fly set-pipeline` leaves
     /// it. The result is validated by the caller as any config is.
@@ -156,6 +160,9 @@ impl SetPipelineStep {
             .map_err(|e| format!("{} is not UTF-8 text: {e}", self.file))?;
         let template = crate::yaml::from_str(text).map_err(|e| format!("{}: {e}", self.file))?;
         let mut sources = Vec::new();
+        if let Some(v) = &self.instance_vars {
+            sources.push(v.clone());
+        }
         if let Some(v) = &self.vars {
             sources.push(v.clone());
         }
@@ -350,6 +357,7 @@ mod tests {
             vars: json!({"a": "from-vars"}).as_object().cloned(),
             var_files: vec!["out/1.yml".into(), "out/2.yml".into()],
             team: None,
+            instance_vars: None,
         };
         let files = vec![
             ("out/1.yml".to_string(), b"a: one\nb: one\n".to_vec()),
@@ -362,6 +370,22 @@ mod tests {
         let bad = vec![("out/1.yml".to_string(), b"- 1".to_vec())];
         let err = step.render(b"x: 1", &bad).unwrap_err();
         assert!(err.contains("out/1.yml: a var file is a mapping"), "{err}");
+    }
+
+    #[test]
+    fn set_pipeline_instance_vars_come_before_its_vars() {
+        let step = SetPipelineStep {
+            set_pipeline: "p".into(),
+            file: "out/p.yml".into(),
+            vars: json!({"branch": "from-vars", "other": 1})
+                .as_object()
+                .cloned(),
+            var_files: vec![],
+            team: None,
+            instance_vars: json!({"branch": "main"}).as_object().cloned(),
+        };
+        let got = step.render(b"x: [((branch)), ((other))]\n", &[]).unwrap();
+        assert_eq!(got, json!({"x": ["main", 1]}));
     }
 
     #[test]

@@ -257,14 +257,11 @@ fn step(config: &Planner, s: &Step, at: &str) -> Result<Value, PlannerError> {
             o
         }
         Action::SetPipeline(set) => {
-            if set.instance_vars.is_some() {
-                return Err(PlannerError(format!(
-                    "{at}.instance_vars: instanced pipelines are not supported by hangar; \
-                     name each pipeline instead"
-                )));
-            }
             let mut o = Map::new();
             o.insert("set_pipeline".into(), json!(set.name));
+            if let Some(vars) = &set.instance_vars {
+                o.insert("instance_vars".into(), Value::Object(vars.clone()));
+            }
             o.insert("file".into(), json!(set.file));
             if let Some(vars) = &set.vars {
                 o.insert("vars".into(), Value::Object(vars.clone()));

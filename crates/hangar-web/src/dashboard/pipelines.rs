@@ -34,8 +34,21 @@ pub(crate) async fn page(State(web): State<Web>, viewer: Viewer) -> PageResult {
             jobs_of.entry(job.pipeline_id).or_default().push(job);
         }
     }
-    let rows: Vec<_> = pipelines
-        .iter()
+    // An instance group's pipelines together, where its first one was set.
+    let mut group_at: HashMap<(&str, &str), i64> = HashMap::new();
+    for p in &pipelines {
+        group_at.entry((&p.team, &p.name)).or_insert(p.id);
+    }
+    let mut ordered: Vec<_> = pipelines.iter().collect();
+    ordered.sort_by_key(|p| {
+        (
+            p.team.as_str(),
+            group_at[&(p.team.as_str(), p.name.as_str())],
+            p.id,
+        )
+    });
+    let rows: Vec<_> = ordered
+        .into_iter()
         .map(|p| {
             let jobs = jobs_of.remove(&p.id).unwrap_or_default();
             (p, jobs)
@@ -54,10 +67,14 @@ pub(crate) async fn page(State(web): State<Web>, viewer: Viewer) -> PageResult {
             @if several_teams && (i == 0 || rows[i - 1].0.team != p.team) {
                 h2.team { "team " (p.team) }
             }
-            @let base = format!("/teams/{}/pipelines/{}", seg(&p.team), seg(&p.name));
+            @let reference = p.reference();
+            @let base = format!("/teams/{}/pipelines/{}", seg(&p.team), seg(&reference));
             section.pipeline {
                 h2 {
                     a href=(base) { (p.name) }
+                    @if let Some(vars) = reference.strip_prefix(&format!("{}/", p.name)) {
+                        " " span.instance-vars title="instance vars" { (vars) }
+                    }
                     @if p.paused { " " (status("paused")) }
                     @if exposed.contains(&p.id) { " " span.notice { "(exposed)" } }
                 }

@@ -26,7 +26,7 @@ const MAX_WEBHOOK_TOKEN: usize = 1_024;
 
 fn check_path(team: &str, pipeline: &str, what: &str, name: &str) -> Result<(), ApiError> {
     validate_label(team).map_err(|e| ApiError::bad_request(format!("team: {e}")))?;
-    check_name("pipeline", pipeline).map_err(ApiError::bad_request)?;
+    super::check_pipeline(pipeline)?;
     check_name(what, name).map_err(ApiError::bad_request)
 }
 

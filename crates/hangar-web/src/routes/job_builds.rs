@@ -28,7 +28,7 @@ use crate::Web;
 
 fn check_path(team: &str, pipeline: &str, job: &str) -> Result<(), ApiError> {
     validate_label(team).map_err(|e| ApiError::bad_request(format!("team: {e}")))?;
-    check_name("pipeline", pipeline).map_err(ApiError::bad_request)?;
+    super::check_pipeline(pipeline)?;
     check_name("job", job).map_err(ApiError::bad_request)
 }
 
@@ -40,6 +40,8 @@ pub(super) async fn trigger(
 ) -> Result<(StatusCode, axum::Json<Build>), ApiError> {
     check_path(&team, &pipeline, &job)?;
     let p = web.store().pipeline(&team, &pipeline).await?;
+    // Names and messages say it as hangar prints it, not as it was typed.
+    let pipeline = p.reference();
     let j = web.store().job(&team, &pipeline, &job).await?;
     // Concourse creates the build and holds it pending until the pipeline
     // or job is unpaused; hangar refuses, so a trigger never waits unseen.
@@ -273,7 +275,7 @@ async fn start_now(
     let sp = SchedulablePipeline {
         id: p.id,
         team: p.team.clone(),
-        name: p.name.clone(),
+        reference: p.reference(),
         paused: p.paused,
         config_version: p.config_version,
     };

@@ -20,6 +20,14 @@ use hangar_api::http::{json_errors, limited, limited_router};
 use crate::error::ApiError;
 use crate::Web;
 
+/// Checks a pipeline reference from a URL segment: a name, or
+/// `name/key:value,…` for an instance (the segment percent-encodes its `/`).
+pub(crate) fn check_pipeline(reference: &str) -> Result<(), ApiError> {
+    hangar_core::instance_vars::PipelineRef::parse_checked(reference)
+        .map(drop)
+        .map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
 pub(crate) fn router(web: Web) -> Router {
     let api = Router::new()
         .route("/workers", post(workers::register).get(workers::list))

@@ -36,7 +36,13 @@ fn check(what: &str, name: &str) -> Result<(), ApiError> {
 }
 
 fn pipeline_to_api(p: PipelineRecord) -> Pipeline {
+    // The store wrote the canonical JSON of a checked object.
+    let instance_vars = match serde_json::from_str(&p.instance_vars) {
+        Ok(serde_json::Value::Object(vars)) => vars,
+        _ => serde_json::Map::new(),
+    };
     Pipeline {
+        instance_vars,
         id: p.id,
         team: p.team,
         name: p.name,
@@ -137,7 +143,7 @@ pub(super) async fn set_config(
     body: Bytes,
 ) -> Result<axum::Json<PipelineSaved>, ApiError> {
     check_team(&team)?;
-    check("pipeline", &name)?;
+    super::check_pipeline(&name)?;
     let expected = expected_version(&headers)?;
     let text = std::str::from_utf8(&body)
         .map_err(|e| ApiError::bad_request(format!("the config is not UTF-8 text: {e}")))?;
@@ -219,7 +225,7 @@ pub(super) async fn show(
     _: Admin,
 ) -> Result<axum::Json<Pipeline>, ApiError> {
     check_team(&team)?;
-    check("pipeline", &name)?;
+    super::check_pipeline(&name)?;
     Ok(axum::Json(pipeline_to_api(
         web.store().pipeline(&team, &name).await?,
     )))
@@ -231,7 +237,7 @@ pub(super) async fn get_config(
     _: Admin,
 ) -> Result<axum::Json<PipelineConfig>, ApiError> {
     check_team(&team)?;
-    check("pipeline", &name)?;
+    super::check_pipeline(&name)?;
     let (version, config) = web.store().pipeline_config(&team, &name, None).await?;
     Ok(axum::Json(PipelineConfig { config, version }))
 }
@@ -242,7 +248,7 @@ pub(super) async fn destroy(
     _: Admin,
 ) -> Result<StatusCode, ApiError> {
     check_team(&team)?;
-    check("pipeline", &name)?;
+    super::check_pipeline(&name)?;
     web.store()
         .destroy_pipeline(&team, &name, web.now())
         .await?;
@@ -257,7 +263,7 @@ async fn set_paused(
     paused: bool,
 ) -> Result<StatusCode, ApiError> {
     check_team(team)?;
-    check("pipeline", name)?;
+    super::check_pipeline(name)?;
     web.store()
         .set_pipeline_paused(team, name, paused, web.now())
         .await?;
@@ -287,7 +293,7 @@ pub(super) async fn rename(
     Json(req): Json<RenamePipeline>,
 ) -> Result<StatusCode, ApiError> {
     check_team(&team)?;
-    check("pipeline", &name)?;
+    super::check_pipeline(&name)?;
     check("new pipeline name", &req.name)?;
     web.store()
         .rename_pipeline(&team, &name, &req.name, web.now())
@@ -302,7 +308,7 @@ pub(super) async fn jobs(
     _: Admin,
 ) -> Result<axum::Json<Vec<Job>>, ApiError> {
     check_team(&team)?;
-    check("pipeline", &name)?;
+    super::check_pipeline(&name)?;
     let jobs = web.store().jobs(&team, &name, false).await?;
     let mut out = Vec::with_capacity(jobs.len());
     for j in jobs {
@@ -317,7 +323,7 @@ pub(super) async fn job(
     _: Admin,
 ) -> Result<axum::Json<Job>, ApiError> {
     check_team(&team)?;
-    check("pipeline", &name)?;
+    super::check_pipeline(&name)?;
     check("job", &job)?;
     let j = web.store().job(&team, &name, &job).await?;
     Ok(axum::Json(job_to_api(&web, &team, &name, j).await?))
@@ -329,7 +335,7 @@ async fn set_job_paused(
     paused: bool,
 ) -> Result<StatusCode, ApiError> {
     check_team(&team)?;
-    check("pipeline", &name)?;
+    super::check_pipeline(&name)?;
     check("job", &job)?;
     web.store()
         .set_job_paused(&team, &name, &job, paused)
@@ -359,7 +365,7 @@ pub(super) async fn resources(
     _: Admin,
 ) -> Result<axum::Json<Vec<Resource>>, ApiError> {
     check_team(&team)?;
-    check("pipeline", &name)?;
+    super::check_pipeline(&name)?;
     let resources = web.store().resources(&team, &name).await?;
     let pipeline_id = resources.first().map_or(0, |r| r.pipeline_id);
     let checks = web.store().pipeline_check_statuses(pipeline_id).await?;
@@ -396,7 +402,7 @@ pub(super) async fn versions(
     query: Result<Query<VersionsQuery>, QueryRejection>,
 ) -> Result<axum::Json<Vec<ResourceVersion>>, ApiError> {
     check_team(&team)?;
-    check("pipeline", &name)?;
+    super::check_pipeline(&name)?;
     check("resource", &resource)?;
     let Query(q) =
         query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;

@@ -21,7 +21,7 @@ type ResourcePath = Path<(String, String, String)>;
 
 fn check_path(team: &str, pipeline: &str, resource: &str) -> Result<(), ApiError> {
     validate_label(team).map_err(|e| ApiError::bad_request(format!("team: {e}")))?;
-    check_name("pipeline", pipeline).map_err(ApiError::bad_request)?;
+    super::check_pipeline(pipeline)?;
     check_name("resource", resource).map_err(ApiError::bad_request)
 }
 

@@ -13,7 +13,7 @@ pub(crate) struct Args {
     /// Print JSON for scripts.
     #[arg(long)]
     pub json: bool,
-    /// Only the builds of this job: PIPELINE/JOB.
+    /// Only the builds of this job: PIPELINE/JOB (an instance: NAME/KEY:VALUE,…/JOB).
     #[arg(short = 'j', long = "job")]
     pub job: Option<String>,
     /// The team owning the job's pipeline.

@@ -68,7 +68,7 @@ fn waiting_line(why: &str, status: &CheckStatus) -> String {
 pub(crate) struct CheckResourceArgs {
     #[command(flatten)]
     pub team: TeamArgs,
-    /// The resource: PIPELINE/RESOURCE.
+    /// The resource: PIPELINE/RESOURCE (an instance: NAME/KEY:VALUE,…/RESOURCE).
     #[arg(short = 'r', long = "resource")]
     pub resource: String,
     /// Check from this version (KEY:VALUE, repeatable), as fly's -f.

@@ -11,7 +11,7 @@ use super::pipelines::{split_flag, TeamArgs};
 pub(crate) struct PinArgs {
     #[command(flatten)]
     pub team: TeamArgs,
-    /// The resource: PIPELINE/RESOURCE.
+    /// The resource: PIPELINE/RESOURCE (an instance: NAME/KEY:VALUE,…/RESOURCE).
     #[arg(short = 'r', long = "resource")]
     pub resource: String,
     /// A field of the version, KEY:VALUE (repeat for more); the newest
@@ -27,7 +27,7 @@ pub(crate) struct PinArgs {
 pub(crate) struct UnpinArgs {
     #[command(flatten)]
     pub team: TeamArgs,
-    /// The resource: PIPELINE/RESOURCE.
+    /// The resource: PIPELINE/RESOURCE (an instance: NAME/KEY:VALUE,…/RESOURCE).
     #[arg(short = 'r', long = "resource")]
     pub resource: String,
 }
@@ -36,7 +36,7 @@ pub(crate) struct UnpinArgs {
 pub(crate) struct VersionArgs {
     #[command(flatten)]
     pub team: TeamArgs,
-    /// The resource: PIPELINE/RESOURCE.
+    /// The resource: PIPELINE/RESOURCE (an instance: NAME/KEY:VALUE,…/RESOURCE).
     #[arg(short = 'r', long = "resource")]
     pub resource: String,
     /// A field of the version, KEY:VALUE (repeat for more).

@@ -43,14 +43,22 @@ pub(crate) async fn confirm(question: &str) -> anyhow::Result<bool> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
-/// `P/J` (or `P/R`) as fly's `-j` and `-r` take it.
+/// `P/J` (or `P/R`) as fly's `-j` and `-r` take it; the pipeline may be an
+/// instance (`P/KEY:VALUE,…/J`). The pipeline comes back as hangar prints
+/// its reference.
 pub(crate) fn split_flag(what: &str, value: &str) -> anyhow::Result<(String, String)> {
-    let Some((pipeline, name)) = value.split_once('/') else {
-        bail!("{what} {value:?} is not PIPELINE/NAME");
-    };
-    check_name("pipeline", pipeline)?;
+    let (pipeline, name) = hangar_core::instance_vars::split_qualified(value)
+        .map_err(|e| anyhow::anyhow!("{what} {e}"))?;
     check_name(what, name)?;
     Ok((pipeline.to_string(), name.to_string()))
+}
+
+/// Refuses a pipeline reference (`NAME`, or `NAME/KEY:VALUE,…` for an
+/// instance) web would refuse, before anything is sent.
+pub(crate) fn check_pipeline(reference: &str) -> anyhow::Result<()> {
+    hangar_core::instance_vars::PipelineRef::parse_checked(reference)
+        .map(drop)
+        .map_err(anyhow::Error::msg)
 }
 
 fn yes_no(b: bool) -> String {
@@ -79,7 +87,7 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
         .map(|p| {
             vec![
                 p.id.to_string(),
-                p.name.clone(),
+                p.reference(),
                 p.team.clone(),
                 yes_no(p.paused),
                 p.config_version.to_string(),
@@ -98,7 +106,7 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
 pub(crate) struct PipelineArgs {
     #[command(flatten)]
     pub team: TeamArgs,
-    /// The pipeline's name.
+    /// The pipeline: NAME, or NAME/KEY:VALUE,… for an instance.
     #[arg(short = 'p', long = "pipeline")]
     pub pipeline: String,
     /// Print JSON for scripts.
@@ -107,7 +115,7 @@ pub(crate) struct PipelineArgs {
 }
 
 pub(crate) async fn get(args: PipelineArgs) -> anyhow::Result<ExitCode> {
-    check_name("pipeline", &args.pipeline)?;
+    check_pipeline(&args.pipeline)?;
     let team = &args.team.team;
     let Some(config) = args
         .team
@@ -130,7 +138,7 @@ pub(crate) async fn get(args: PipelineArgs) -> anyhow::Result<ExitCode> {
 pub(crate) struct NameArgs {
     #[command(flatten)]
     pub team: TeamArgs,
-    /// The pipeline's name.
+    /// The pipeline: NAME, or NAME/KEY:VALUE,… for an instance.
     #[arg(short = 'p', long = "pipeline")]
     pub pipeline: String,
 }
@@ -139,7 +147,7 @@ pub(crate) struct NameArgs {
 pub(crate) struct DestroyArgs {
     #[command(flatten)]
     pub team: TeamArgs,
-    /// The pipeline's name.
+    /// The pipeline: NAME, or NAME/KEY:VALUE,… for an instance.
     #[arg(short = 'p', long = "pipeline")]
     pub pipeline: String,
     /// Destroy without asking. Off a terminal it is required.
@@ -148,7 +156,7 @@ pub(crate) struct DestroyArgs {
 }
 
 pub(crate) async fn destroy(args: DestroyArgs) -> anyhow::Result<ExitCode> {
-    check_name("pipeline", &args.pipeline)?;
+    check_pipeline(&args.pipeline)?;
     let team = &args.team.team;
     let client = args.team.target.client()?;
     println!(
@@ -165,7 +173,7 @@ pub(crate) async fn destroy(args: DestroyArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn set_paused(args: NameArgs, paused: bool) -> anyhow::Result<ExitCode> {
-    check_name("pipeline", &args.pipeline)?;
+    check_pipeline(&args.pipeline)?;
     let team = &args.team.team;
     args.team
         .target
@@ -192,7 +200,8 @@ pub(crate) async fn unpause(args: NameArgs) -> anyhow::Result<ExitCode> {
 pub(crate) struct RenameArgs {
     #[command(flatten)]
     pub team: TeamArgs,
-    /// The pipeline's current name.
+    /// The pipeline: its current NAME, or NAME/KEY:VALUE,… for an
+    /// instance (which keeps its vars).
     #[arg(short = 'o', long = "old-name")]
     pub old: String,
     /// The new name.
@@ -201,7 +210,7 @@ pub(crate) struct RenameArgs {
 }
 
 pub(crate) async fn rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
-    check_name("pipeline", &args.old)?;
+    check_pipeline(&args.old)?;
     check_name("new pipeline name", &args.new)?;
     args.team
         .target
@@ -213,7 +222,7 @@ pub(crate) async fn rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) async fn jobs(args: PipelineArgs) -> anyhow::Result<ExitCode> {
-    check_name("pipeline", &args.pipeline)?;
+    check_pipeline(&args.pipeline)?;
     let jobs = args
         .team
         .target
@@ -246,7 +255,7 @@ pub(crate) async fn jobs(args: PipelineArgs) -> anyhow::Result<ExitCode> {
 pub(crate) struct JobArgs {
     #[command(flatten)]
     pub team: TeamArgs,
-    /// The job: PIPELINE/JOB.
+    /// The job: PIPELINE/JOB (an instance: NAME/KEY:VALUE,…/JOB).
     #[arg(short = 'j', long = "job")]
     pub job: String,
 }
@@ -271,7 +280,7 @@ pub(crate) async fn unpause_job(args: JobArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) async fn resources(args: PipelineArgs) -> anyhow::Result<ExitCode> {
-    check_name("pipeline", &args.pipeline)?;
+    check_pipeline(&args.pipeline)?;
     let resources = args
         .team
         .target
@@ -318,7 +327,7 @@ pub(crate) async fn resources(args: PipelineArgs) -> anyhow::Result<ExitCode> {
 pub(crate) struct VersionsArgs {
     #[command(flatten)]
     pub team: TeamArgs,
-    /// The resource: PIPELINE/RESOURCE.
+    /// The resource: PIPELINE/RESOURCE (an instance: NAME/KEY:VALUE,…/RESOURCE).
     #[arg(short = 'r', long = "resource")]
     pub resource: String,
     /// How many versions, newest first.

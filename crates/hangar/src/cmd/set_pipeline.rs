@@ -9,17 +9,18 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use hangar_client::ClientError;
+use hangar_core::instance_vars::{InstanceVars, PipelineRef};
 use hangar_core::pipeline::{self, parse_pipeline_value, PipelineConfig};
 use hangar_core::vars::interpolate_leaving_undefined;
 
 use crate::cmd::execute::{read_yaml, VarFlags};
-use crate::cmd::pipelines::{check_name, confirm, TeamArgs};
+use crate::cmd::pipelines::{confirm, TeamArgs};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
     #[command(flatten)]
     pub team: TeamArgs,
-    /// The pipeline's name.
+    /// The pipeline: NAME, or NAME/KEY:VALUE,… for an instance.
     #[arg(short = 'p', long = "pipeline")]
     pub pipeline: String,
     /// The pipeline config (YAML).
@@ -27,6 +28,11 @@ pub(crate) struct Args {
     pub config: PathBuf,
     #[command(flatten)]
     pub var_flags: VarFlags,
+    /// An instance var: NAME=YAML (repeat for each; `-i a.b=x` sets a field
+    /// of `a`). The pipeline set is the instance of NAME with these vars,
+    /// and they fill the config's `((vars))` before every other var.
+    #[arg(short = 'i', long = "instance-var", value_name = "NAME=YAML")]
+    pub instance_vars: Vec<String>,
     /// Apply without asking. Off a terminal it is required: there is no one
     /// to ask.
     #[arg(short = 'n', long = "non-interactive")]
@@ -65,13 +71,43 @@ fn colour(diff: &str) -> String {
         .collect()
 }
 
+/// The pipeline `-p` and `-i` name together.
+fn reference(pipeline: &str, instance_flags: &[String]) -> anyhow::Result<PipelineRef> {
+    let mut reference = PipelineRef::parse_checked(pipeline).map_err(anyhow::Error::msg)?;
+    if !instance_flags.is_empty() {
+        if !reference.instance_vars.is_empty() {
+            bail!(
+                "give an instance's vars either in -p NAME/KEY:VALUE or with -i KEY=VALUE, \
+                 not both"
+            );
+        }
+        reference.instance_vars =
+            InstanceVars::from_flags(instance_flags).map_err(anyhow::Error::msg)?;
+    }
+    Ok(reference)
+}
+
+/// `text` as one word for `sh`.
+fn shell_word(text: &str) -> String {
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.:,/".contains(c))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    check_name("pipeline", &args.pipeline)?;
+    let reference = reference(&args.pipeline, &args.instance_vars)?;
+    let instance_vars = reference.instance_vars.as_map().clone();
+    let reference = reference.to_string();
     let team = args.team.team.as_str();
     let client = args.team.target.client()?;
     let text = read_config(&args.config)?;
     let template = read_yaml(&text).with_context(|| format!("read {}", args.config.display()))?;
-    let vars = args.var_flags.load()?;
+    let vars = args.var_flags.load()?.with_first(instance_vars);
     let value = interpolate_leaving_undefined(&template, &vars)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
     let new = match parse_pipeline_value(&value) {
@@ -86,7 +122,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
 
-    let current = client.pipeline_config(team, &args.pipeline).await?;
+    let current = client.pipeline_config(team, &reference).await?;
     let (old, version) = match &current {
         Some(c) => (
             parse_pipeline_value(&c.config)
@@ -114,7 +150,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let body = serde_json::to_string(&value)?;
     let saved = match client
-        .set_pipeline(team, &args.pipeline, &body, Some(version))
+        .set_pipeline(team, &reference, &body, Some(version))
         .await
     {
         Err(ClientError::Api {
@@ -135,7 +171,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if saved.pipeline.paused {
         println!(
             "\nthe pipeline is currently paused. to unpause, run:\n    hangar unpause-pipeline -p {}{}",
-            saved.pipeline.name,
+            shell_word(&saved.pipeline.reference()),
             if team == "main" {
                 String::new()
             } else {
@@ -148,7 +184,41 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::colour;
+    use super::{colour, reference, shell_word};
+
+    #[test]
+    fn the_instance_comes_from_p_or_from_i_flags() {
+        let flags = |f: &[&str]| f.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let table: &[(&str, &[&str], &str)] = &[
+            ("p", &[], "p"),
+            ("p", &["branch=main"], "p/branch:main"),
+            ("p", &["a.b=1", "c=x y"], "p/a.b:1,c:x y"),
+            ("p/branch:main", &[], "p/branch:main"),
+        ];
+        for (p, i, want) in table {
+            assert_eq!(
+                reference(p, &flags(i)).unwrap().to_string(),
+                *want,
+                "{p} {i:?}"
+            );
+        }
+        for (p, i, why) in [
+            ("p/branch:main", &["x=1"][..], "not both"),
+            ("p", &["novalue"][..], "="),
+            ("..", &[][..], "pipeline"),
+            ("p", &["a,b=1"][..], "not allowed"),
+        ] {
+            let e = reference(p, &flags(i)).expect_err(p).to_string();
+            assert!(e.contains(why), "{p} {i:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_reference_is_one_shell_word() {
+        assert_eq!(shell_word("p/branch:main"), "p/branch:main");
+        assert_eq!(shell_word("p/a:x y"), "'p/a:x y'");
+        assert_eq!(shell_word("p/a:it's"), "'p/a:it'\\''s'");
+    }
 
     #[test]
     fn only_added_and_removed_lines_are_coloured() {

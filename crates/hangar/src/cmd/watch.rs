@@ -13,7 +13,7 @@ pub(crate) struct Args {
     /// the job's latest build).
     #[arg(short = 'b', long = "build")]
     pub build: Option<i64>,
-    /// A job's build: PIPELINE/JOB.
+    /// A job's build: PIPELINE/JOB (an instance: NAME/KEY:VALUE,…/JOB).
     #[arg(short = 'j', long = "job")]
     pub job: Option<String>,
     /// The team owning the job's pipeline.

@@ -271,12 +271,40 @@ jobs:
 }
 
 #[test]
+fn a_set_pipeline_of_an_instance_carries_its_vars() {
+    let plan = job_plan(
+        r#"
+resources: [{name: r, type: mock, source: {}}]
+jobs:
+- name: j
+  plan:
+  - get: r
+  - set_pipeline: branches
+    file: r/p.yml
+    instance_vars: {branch: main, shard: 2}
+"#,
+    )
+    .unwrap();
+    let steps = plan.stored.as_array().unwrap();
+    assert_eq!(
+        steps[1],
+        json!({"set_pipeline": "branches", "instance_vars": {"branch": "main", "shard": 2},
+               "file": "r/p.yml"})
+    );
+    match &plan.plan.steps[1] {
+        PlanStep::SetPipeline(s) => {
+            assert_eq!(
+                s.instance_vars,
+                json!({"branch": "main", "shard": 2}).as_object().cloned()
+            )
+        }
+        other => panic!("not a set_pipeline: {other:?}"),
+    }
+}
+
+#[test]
 fn file_steps_that_cannot_run_are_refused_naming_where() {
     let cases = [
-        (
-            "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n  - set_pipeline: p\n    file: r/p.yml\n    instance_vars: {a: 1}\n",
-            "job plan: jobs.j.plan[1].set_pipeline(p).instance_vars: instanced pipelines are not supported",
-        ),
         (
             "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n  - task: t\n    config: {platform: linux, run: {path: x}}\n    vars: {a: 1}\n",
             "job plan: jobs.j.plan[1].task(t).vars: fill the vars of a task `file`",
