@@ -427,6 +427,64 @@ async fn hostile_names_are_text_and_their_links_work(store: Store) {
     t.stop().await;
 }
 
+async fn instances_show_their_vars_and_their_pages_work(store: Store) {
+    let t = TestWeb::start(store).await;
+    for reference in ["p/branch:main", "p/branch:dev"] {
+        set(&t, reference).await;
+    }
+    t.admin
+        .pause_pipeline("main", "p/branch:main", true)
+        .await
+        .unwrap();
+    let b = Browser::logged_in(&t).await;
+    let (status, home) = b.get("/").await;
+    assert_eq!(status, StatusCode::OK, "{home}");
+    // Two cards of the one name, each with its vars, each linking to its
+    // own instance's page.
+    for (vars, encoded) in [
+        ("branch:main", "p%2Fbranch%3Amain"),
+        ("branch:dev", "p%2Fbranch%3Adev"),
+    ] {
+        assert!(
+            home.contains(&format!("title=\"instance vars\">{vars}</span>")),
+            "{vars}: {home}"
+        );
+        let page = format!("/teams/main/pipelines/{encoded}");
+        assert!(home.contains(&format!("href=\"{page}\"")), "{page}: {home}");
+        let (status, html) = b.get(&page).await;
+        assert_eq!(status, StatusCode::OK, "{page}: {html}");
+        assert!(html.contains("unit") && html.contains("deploy"), "{html}");
+    }
+    let (_, dev) = b.get("/teams/main/pipelines/p%2Fbranch%3Adev").await;
+    let (_, main) = b.get("/teams/main/pipelines/p%2Fbranch%3Amain").await;
+    assert!(
+        main.contains("paused") && !dev.contains(">paused<"),
+        "{main}\n{dev}"
+    );
+    // An action on one instance's page changes that instance only.
+    let r = b
+        .act("/teams/main/pipelines/p%2Fbranch%3Adev/jobs/unit/pause")
+        .await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert!(
+        t.admin
+            .job("main", "p/branch:dev", "unit")
+            .await
+            .unwrap()
+            .paused
+    );
+    assert!(
+        !t.admin
+            .job("main", "p/branch:main", "unit")
+            .await
+            .unwrap()
+            .paused
+    );
+    let (status, _) = b.get("/teams/main/pipelines/p%2Fbranch%3Anope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    t.stop().await;
+}
+
 async fn the_log_streams_as_server_sent_events_to_the_end(store: Store) {
     let t = TestWeb::start(store).await;
     set(&t, "p").await;
@@ -498,5 +556,6 @@ on_both_databases!(
     actions_need_the_cookie_and_the_csrf_token,
     every_page_renders_and_hostile_text_stays_text,
     hostile_names_are_text_and_their_links_work,
+    instances_show_their_vars_and_their_pages_work,
     the_log_streams_as_server_sent_events_to_the_end,
 );
