@@ -47,6 +47,13 @@ jobs:
   - set_pipeline: kids
     file: out/child.yml
     instance_vars: {who: ann}
+  # Concourse's multi-branch pattern: one instance per value.
+  - across:
+    - var: who
+      values: [bob, cy]
+    set_pipeline: kids
+    file: out/child.yml
+    instance_vars: {who: ((.:who))}
 "#;
 
 fn references(c: &Cluster) -> Vec<String> {
@@ -248,7 +255,20 @@ fn a_set_pipeline_step_sets_an_instance_with_its_vars_filled_in() {
 
     // The instance exists, unpaused as a step's pipeline is, and its
     // instance var filled the config.
-    assert_eq!(references(&c), ["parent", r#"kids {"who":"ann"}"#]);
+    assert_eq!(
+        references(&c),
+        [
+            "parent",
+            r#"kids {"who":"ann"}"#,
+            r#"kids {"who":"bob"}"#,
+            r#"kids {"who":"cy"}"#
+        ]
+    );
+    let cy = json_of(&c, &["get-pipeline", "-p", "kids/who:cy", "--json"]);
+    assert_eq!(
+        cy["jobs"][0]["plan"][0]["config"]["run"]["args"],
+        json!(["hello cy"])
+    );
     let kids = json_of(&c, &["get-pipeline", "-p", "kids/who:ann", "--json"]);
     assert_eq!(
         kids["jobs"][0]["plan"][0]["config"]["run"]["args"],
