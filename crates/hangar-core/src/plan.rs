@@ -18,6 +18,7 @@
 //! step's `infrastructure_attempts`.
 
 pub mod across;
+pub mod across_plan;
 pub mod file_steps;
 pub mod local_vars;
 pub mod outcome;
@@ -61,6 +62,8 @@ pub enum Step {
     Try(Box<Step>),
     /// A step with modifiers or hooks.
     Modified(Box<Modified>),
+    /// An `across` whose values come when the build runs.
+    Across(Box<across_plan::AcrossPlan>),
 }
 
 /// Concourse's `in_parallel`, as a list or as `{steps, limit, fail_fast}`.
@@ -306,14 +309,8 @@ fn parse_list(
         .collect()
 }
 
-/// Steps Concourse has that hangar does not run, each with why.
-const NOT_YET: [(&str, &str); 1] = [(
-    "across",
-    "a plan holds no `across`: the planner writes it as in_parallel steps, one per combination",
-)];
-
 /// The step kinds of a plan.
-const KINDS: [&str; 8] = [
+const KINDS: [&str; 9] = [
     "get",
     "task",
     "put",
@@ -322,6 +319,7 @@ const KINDS: [&str; 8] = [
     "do",
     "in_parallel",
     "try",
+    "across",
 ];
 
 /// The keys of Concourse's modifiers and hooks, allowed on any step.
@@ -335,7 +333,12 @@ const MODIFIER_KEYS: [&str; 7] = [
     "ensure",
 ];
 
-fn parse_step(value: &Value, at: &str, depth: usize, count: &mut usize) -> Result<Step, PlanError> {
+pub(crate) fn parse_step(
+    value: &Value,
+    at: &str,
+    depth: usize,
+    count: &mut usize,
+) -> Result<Step, PlanError> {
     *count += 1;
     if *count > MAX_STEPS {
         return Err(PlanError(format!(
@@ -350,11 +353,6 @@ fn parse_step(value: &Value, at: &str, depth: usize, count: &mut usize) -> Resul
     let obj = value
         .as_object()
         .ok_or_else(|| PlanError(format!("{at}: expected a step (an object)")))?;
-    for (key, why) in NOT_YET {
-        if obj.contains_key(key) {
-            return Err(PlanError(format!("{at}: {why}")));
-        }
-    }
     if !obj.keys().any(|k| MODIFIER_KEYS.contains(&k.as_str())) {
         return parse_kind(value, obj, at, depth, count);
     }
@@ -420,6 +418,12 @@ fn parse_kind(
             return Err(PlanError(format!(
                 "{at}: a step needs one of {}",
                 KINDS.join(", ")
+            )))
+        }
+        many if many.contains(&"across") => {
+            return Err(PlanError(format!(
+                "{at}: an across in a plan holds the step it runs under `step` \
+                 ({{\"across\": [...], \"step\": {{...}}}}), not beside it"
             )))
         }
         many => {
@@ -560,6 +564,7 @@ fn parse_kind(
             let inner = parse_list(&obj["do"], &format!("{at}.do"), depth + 1, count)?;
             Ok(Step::Do(inner))
         }
+        "across" => across_plan::parse(obj, at, depth, count),
         _ => parse_parallel(obj, at, depth, count),
     }
 }
@@ -700,6 +705,12 @@ pub fn leaf_steps(steps: &[Step]) -> Vec<(String, &Step)> {
             Step::Do(inner) => walk(inner, &id, out),
             Step::InParallel(p) => walk(&p.steps, &id, out),
             Step::Try(inner) => walk_one(inner, id, out),
+            // The across itself, for its values' vars; then what each
+            // combination runs, under ids that no combination has.
+            Step::Across(a) => {
+                out.push((id.clone(), s));
+                walk_one(&a.template, format!("{id}.*"), out)
+            }
             Step::Modified(m) => {
                 walk_one(&m.step, id.clone(), out);
                 for (hook, step) in &m.hooks {

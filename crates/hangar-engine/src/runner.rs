@@ -407,6 +407,37 @@ fn run_step<'a>(ctx: &'a BuildContext, step: &'a Step, id: &'a str, cut: &'a Cut
                 })
             }
             Step::Modified(modified) => run_modified(ctx, modified, id, cut).await,
+            Step::Across(_) => run_across(ctx, step, id, cut).await,
+        }
+    })
+}
+
+/// An across whose values come with the build (`values: ((.:var))`):
+/// its values filled in, written out as the planner writes any other
+/// across, and run in its place, so each combination's steps have ids
+/// under this one. Values that are no list fail the step, as vars that
+/// cannot be filled into a leaf do.
+fn run_across<'a>(ctx: &'a BuildContext, step: &'a Step, id: &'a str, cut: &'a Cut) -> Boxed<'a> {
+    Box::pin(async move {
+        let Step::Across(a) = step else {
+            unreachable!("run_across runs acrosses")
+        };
+        let expanded = ctx
+            .fill_local_vars_in(&a.values())
+            .and_then(|filled| a.expand(&filled, &format!("plan step {id}")));
+        match expanded {
+            Ok(combinations) => run_step(ctx, &combinations, id, cut).await,
+            Err(why) => {
+                let template = hangar_core::plan::leaf_steps(std::slice::from_ref(&*a.template));
+                match template.iter().find(|(_, s)| !matches!(s, Step::Across(_))) {
+                    Some((_, leaf)) => Ok(unfillable(ctx, id, leaf, why).await),
+                    None => Ok(StepEnd {
+                        state: StepState::Failed,
+                        exit_code: None,
+                        error: Some(why),
+                    }),
+                }
+            }
         }
     })
 }

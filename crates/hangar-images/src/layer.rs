@@ -429,8 +429,16 @@ impl<'a> Applier<'a> {
                 .map_err(|e| refused(shown, format!("gid: {e}")))?;
             let uid = u32::try_from(uid).map_err(|_| refused(shown, "uid out of range"))?;
             let gid = u32::try_from(gid).map_err(|_| refused(shown, "gid out of range"))?;
-            std::os::unix::fs::lchown(&path, Some(uid), Some(gid))
-                .map_err(io_err(format!("chown {}", path.display())))?;
+            match std::os::unix::fs::lchown(&path, Some(uid), Some(gid)) {
+                // Inside a user namespace (a sandboxed fetch) an id past
+                // the namespace's range has no name: the file is root's,
+                // as the sandbox makes such an owner of an image's file.
+                Err(e) if e.raw_os_error() == Some(libc_einval()) => {
+                    std::os::unix::fs::lchown(&path, Some(0), Some(0))
+                        .map_err(io_err(format!("chown {}", path.display())))?
+                }
+                other => other.map_err(io_err(format!("chown {}", path.display())))?,
+            }
             if kind != T::Symlink && kind != T::Directory && mode & 0o6000 != 0 {
                 // chown clears setuid and setgid bits: put them back.
                 fs::set_permissions(&path, fs::Permissions::from_mode(mode))
@@ -638,4 +646,10 @@ mod tests {
         assert_eq!(relative_name(b"../x"), Err("contains `..`"));
         assert_eq!(relative_name(b""), Err("is empty"));
     }
+}
+
+/// `EINVAL`: what `lchown` answers for an id the caller's user namespace
+/// does not map.
+fn libc_einval() -> i32 {
+    nix::errno::Errno::EINVAL as i32
 }

@@ -231,7 +231,6 @@ async fn instances_are_set_and_read_by_their_vars(store: Store) {
     assert!(store.pipeline_instance("other", "p", &dev).await.is_err());
 }
 
-
 /// Every call that takes a pipeline takes its reference, so an instance is
 /// driven through the same calls as a plain pipeline; a rename moves it
 /// into another group with its vars.

@@ -176,6 +176,7 @@ pub async fn run(
                 .with_task_user(config.task_user)
                 .with_isolation(containers.isolation())
                 .with_action_runtime(containers.action_runtime())
+                .with_hangar_exe(std::env::current_exe().ok())
                 .with_allow_privileged(config.allow_privileged)
                 .with_base_type_roots(
                     &config

@@ -3,9 +3,11 @@
 //! stderr, handed on as it is written when web asks for a streamed answer
 //! (`action_output`). Each run has a dir, HOME, TMPDIR and environment of its own and
 //! leads a process group of its own (see `action_dir`). A base type of
-//! hangar's layout runs on the host, in a PID namespace of its own where
-//! process tasks get one; a base type of Concourse's layout and a custom
-//! type's image run in a runc container (`containers::image_action`).
+//! hangar's layout runs in the sandbox where process tasks do (a runc
+//! container over the host's system dirs, `containers::image_action`),
+//! elsewhere on the host, in a PID namespace of its own where process
+//! tasks get one; a base type of Concourse's layout and a custom type's
+//! image run in a runc container.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -63,6 +65,9 @@ pub struct ResourceRunner {
     /// Where base types of Concourse's layout are unpacked; without it
     /// their actions are refused.
     base_roots: Option<RootfsCache>,
+    /// The worker's executable, which the built-in types' scripts run:
+    /// bound read-only into their actions' containers.
+    hangar_exe: Option<PathBuf>,
 }
 
 impl ResourceRunner {
@@ -84,7 +89,15 @@ impl ResourceRunner {
             runtime: None,
             allow_privileged: false,
             base_roots: None,
+            hangar_exe: None,
         }
+    }
+
+    /// The executable the built-in types' scripts run (the worker's own),
+    /// which their actions in the sandbox must see.
+    pub fn with_hangar_exe(mut self, exe: Option<PathBuf>) -> ResourceRunner {
+        self.hangar_exe = exe;
+        self
     }
 
     /// Unpacks the root filesystems of base types in Concourse's layout
@@ -111,8 +124,9 @@ impl ResourceRunner {
         self
     }
 
-    /// Runs actions in a PID namespace of their own where process tasks
-    /// get one. They keep the worker's user: see `docs/security.md`.
+    /// Runs actions of hangar's layout, where they do not run in the
+    /// sandbox, in a PID namespace of their own where process tasks get
+    /// one (they keep the worker's user: see `docs/security.md`).
     pub fn with_isolation(mut self, isolation: &crate::containers::Isolation) -> ResourceRunner {
         if let crate::containers::Isolation::Drop {
             unshare,
@@ -273,6 +287,17 @@ async fn execute(
         let root = ContainerRoot::Base {
             source,
             privileged: rt.info.privileged,
+        };
+        return execute_in_container(runner, req, root, stderr).await;
+    }
+    // Where process tasks run in the sandbox, so do the type's programs.
+    if runner
+        .runtime
+        .as_ref()
+        .is_some_and(|r| r.sandboxes_programs())
+    {
+        let root = ContainerRoot::Host {
+            type_dir: PathBuf::from(&rt.info.path),
         };
         return execute_in_container(runner, req, root, stderr).await;
     }
@@ -455,6 +480,17 @@ enum ContainerRoot {
         source: RootfsSource,
         privileged: bool,
     },
+    /// A base type of hangar's layout: its dir's programs over the host's
+    /// system dirs, as a process task's root.
+    Host { type_dir: PathBuf },
+}
+
+/// What an action's container is made of, once found on disk.
+enum Prepared {
+    Image,
+    Base,
+    /// The type's dir and the worker's executable, resolved.
+    Host(PathBuf, Vec<PathBuf>),
 }
 
 /// `/opt/resource/<action>` in a runc container of a custom type's image
@@ -475,12 +511,35 @@ async fn execute_in_container(
         resource_type: req.resource_type.clone(),
         source,
     };
-    let (root_path, privileged, trust) = match root {
+    let (root_path, privileged, trust, kind) = match root {
         ContainerRoot::Image(image) => (
             volume_path(runner, image).await?,
             req.privileged,
             Trust::Image,
+            Prepared::Image,
         ),
+        ContainerRoot::Host { type_dir } => {
+            // Bound at their own paths, so resolved: a link on the way
+            // would not be one inside.
+            let exe = runner.hangar_exe.clone();
+            let (dir, visible) = tokio::task::spawn_blocking(move || {
+                let dir = std::fs::canonicalize(&type_dir)?;
+                let visible: Vec<PathBuf> = exe
+                    .and_then(|e| std::fs::canonicalize(e).ok())
+                    .into_iter()
+                    .collect();
+                Ok::<_, std::io::Error>((dir, visible))
+            })
+            .await
+            .map_err(ActionError::Panicked)?
+            .map_err(base_failed)?;
+            (
+                dir.clone(),
+                req.privileged,
+                Trust::OwnProgram,
+                Prepared::Host(dir, visible),
+            )
+        }
         ContainerRoot::Base { source, privileged } => {
             let cache = runner.base_roots.clone().ok_or_else(|| {
                 base_failed(std::io::Error::other(
@@ -494,7 +553,7 @@ async fn execute_in_container(
                 .await
                 .map_err(ActionError::Panicked)?
                 .map_err(base_failed)?;
-            (path, privileged, Trust::OwnProgram)
+            (path, privileged, Trust::OwnProgram, Prepared::Base)
         }
     };
     let dest = match (&req.action[..], req.volume.clone()) {
@@ -531,21 +590,22 @@ async fn execute_in_container(
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
     let prepared = {
-        let (action_dir, root_path, dest, action, id, runtime, is_image) = (
+        let (action_dir, root_path, dest, action, id, runtime) = (
             dir.path().to_path_buf(),
             root_path.clone(),
             dest.clone(),
             req.action.clone(),
             id.clone(),
             runtime.clone(),
-            trust == Trust::Image,
         );
         tokio::task::spawn_blocking(move || {
             let cgroups_path = runtime.limit_memory(&id);
-            let root = if is_image {
-                crate::containers::ActionRoot::Image(&root_path)
-            } else {
-                crate::containers::ActionRoot::Base(&root_path)
+            let root = match &kind {
+                Prepared::Image => crate::containers::ActionRoot::Image(&root_path),
+                Prepared::Base => crate::containers::ActionRoot::Base(&root_path),
+                Prepared::Host(type_dir, visible) => {
+                    crate::containers::ActionRoot::Host { type_dir, visible }
+                }
             };
             let spec = crate::containers::ActionSpec {
                 root,

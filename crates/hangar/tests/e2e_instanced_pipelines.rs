@@ -44,6 +44,7 @@ jobs:
         - |
           V='(('
           printf 'jobs:\n- name: hello\n  plan:\n  - task: t\n    config: {platform: linux, run: {path: echo, args: [hello %swho))]}}\n' "$V" > out/child.yml
+          printf '[{"name": "main"}, {"name": "v2"}]' > out/branches.json
   - set_pipeline: kids
     file: out/child.yml
     instance_vars: {who: ann}
@@ -54,6 +55,31 @@ jobs:
     set_pipeline: kids
     file: out/child.yml
     instance_vars: {who: ((.:who))}
+  # Values known only when the build runs: one instance per branch a file
+  # of the build lists.
+  - load_var: branches
+    file: out/branches.json
+  - across:
+    - var: branch
+      values: ((.:branches))
+      max_in_flight: all
+    set_pipeline: kids
+    file: out/child.yml
+    instance_vars: {who: ((.:branch.name))}
+- name: bad
+  plan:
+  - task: write
+    config:
+      platform: linux
+      outputs: [{name: out}]
+      run: {path: sh, args: [-c, 'echo 12 > out/bad.json']}
+  - load_var: bad
+    file: out/bad.json
+  - across:
+    - var: b
+      values: ((.:bad))
+    task: never
+    config: {platform: linux, run: {path: echo, args: [((.:b))]}}
 "#;
 
 fn references(c: &Cluster) -> Vec<String> {
@@ -255,13 +281,18 @@ fn a_set_pipeline_step_sets_an_instance_with_its_vars_filled_in() {
 
     // The instance exists, unpaused as a step's pipeline is, and its
     // instance var filled the config.
+    // The last two were set in parallel, in either order.
+    let mut set = references(&c);
+    set.sort();
     assert_eq!(
-        references(&c),
+        set,
         [
-            "parent",
             r#"kids {"who":"ann"}"#,
             r#"kids {"who":"bob"}"#,
-            r#"kids {"who":"cy"}"#
+            r#"kids {"who":"cy"}"#,
+            r#"kids {"who":"main"}"#,
+            r#"kids {"who":"v2"}"#,
+            "parent"
         ]
     );
     let cy = json_of(&c, &["get-pipeline", "-p", "kids/who:cy", "--json"]);
@@ -278,4 +309,14 @@ fn a_set_pipeline_step_sets_an_instance_with_its_vars_filled_in() {
     let (out, err) = text(&run);
     assert!(run.status.success(), "{out}\n{err}");
     assert!(out.contains("hello ann"), "{out}");
+
+    // Values that turn out to be no list fail the step, saying so, and run
+    // nothing.
+    let bad = c.cli(&["trigger-job", "-j", "parent/bad", "-w"]);
+    let (out, err) = text(&bad);
+    assert!(!bad.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("across var b: its values (\"((.:bad))\") are number, not a list"),
+        "{out}\n{err}"
+    );
 }

@@ -168,13 +168,19 @@ impl Reader {
                 );
                 continue;
             }
+            let mut values_from = None;
             let values = match o.get("values") {
                 Some(Value::Array(v)) => v.clone(),
-                Some(Value::String(s)) if s.trim_start().starts_with("((") => {
+                // The list comes when the build runs: from the build's vars
+                // or a local var (Concourse's multi-branch pattern).
+                Some(Value::String(s)) if crate::plan::across_plan::is_one_var(s) => {
+                    values_from = Some(s.trim().to_string());
+                    vec![]
+                }
+                Some(Value::String(s)) if s.contains("((") => {
                     self.err(
                         format!("{here}.values"),
-                        "a ((var)) giving the whole list is not supported by hangar; list the \
-                         values (each may be a ((var)))",
+                        "a string of values must be exactly one ((var)) giving the whole list",
                     );
                     continue;
                 }
@@ -211,10 +217,13 @@ impl Reader {
                     }
                 },
             };
-            combinations = combinations.saturating_mul(values.len());
+            if values_from.is_none() {
+                combinations = combinations.saturating_mul(values.len());
+            }
             out.push(AcrossVar {
                 var,
                 values,
+                values_from,
                 max_in_flight,
             });
         }

@@ -62,7 +62,11 @@ pub struct AcrossStep {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AcrossVar {
     pub var: String,
+    /// Its values; empty when `values_from` gives them.
     pub values: Vec<Value>,
+    /// The one `((var))` or `((.:var))` giving the whole list, known only
+    /// when the build runs (see `crate::plan::across_plan`).
+    pub values_from: Option<String>,
     /// How many of its values run at once; `None` is `all`.
     pub max_in_flight: Option<u32>,
 }
@@ -380,7 +384,11 @@ impl Step {
                     .map(|v| {
                         let mut o = Map::new();
                         o.insert("var".into(), v.var.clone().into());
-                        o.insert("values".into(), Value::Array(v.values.clone()));
+                        let values = match &v.values_from {
+                            Some(text) => Value::String(text.clone()),
+                            None => Value::Array(v.values.clone()),
+                        };
+                        o.insert("values".into(), values);
                         if let Some(n) = v.max_in_flight {
                             o.insert("max_in_flight".into(), n.into());
                         } else {

@@ -233,7 +233,7 @@ jobs:
 "#;
         let err = parse_pipeline(yaml).unwrap_err().to_string();
         assert!(
-            err.contains("local var ((.:x)) is not defined by a load_var step before it"),
+            err.contains("local var ((.:x)) is not defined before it (by a load_var step, or a get or put step of that name)"),
             "{err}"
         );
     }

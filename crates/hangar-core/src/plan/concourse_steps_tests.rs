@@ -119,7 +119,7 @@ fn bad_concourse_steps_are_refused_saying_where_and_why() {
         ),
         (
             json!([{"task": "t", "config": {}, "across": []}]),
-            "plan: plan[0]: a plan holds no `across`: the planner writes it as in_parallel steps, one per combination",
+            "plan: plan[0]: an across in a plan holds the step it runs under `step`",
         ),
         (
             json!([{"task": "t", "file": "t.yml"}]),

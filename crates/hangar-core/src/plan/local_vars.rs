@@ -1,8 +1,10 @@
 //! A build's local vars (`((.:name))`, Concourse's local build vars): a
-//! `load_var` step defines one for the steps after it. The stored plan
-//! keeps them as written; a plan whose step uses one that no earlier
-//! `load_var` defines is refused when it is read, naming it; the engine
-//! fills them into each step's values just before the step runs.
+//! `load_var` step defines one for the steps after it, and so does a get
+//! step (a put's implicit get too), under its name, from the metadata of
+//! the version it fetched. The stored plan keeps them as written; a plan
+//! whose step uses one that no earlier step defines is refused when it is
+//! read, naming it; the engine fills them into each step's values just
+//! before the step runs.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,7 +32,8 @@ pub fn var_fields(step: &Step) -> Value {
             out.extend(t.container_limits.iter().cloned());
             out
         }
-        Step::SetPipeline(s) => maps(&[s.vars.as_ref()]),
+        Step::SetPipeline(s) => maps(&[s.instance_vars.as_ref(), s.vars.as_ref()]),
+        Step::Across(a) => vec![a.values()],
         Step::LoadVar(_) | Step::Do(_) | Step::InParallel(_) | Step::Try(_) | Step::Modified(_) => {
             Vec::new()
         }
@@ -74,35 +77,69 @@ pub fn map_var_fields<E>(
         }
         Step::SetPipeline(s) => {
             let mut s = s.clone();
+            s.instance_vars = s.instance_vars.as_ref().map(&mut map).transpose()?;
             s.vars = s.vars.as_ref().map(&mut map).transpose()?;
             Step::SetPipeline(s)
+        }
+        Step::Across(a) => {
+            let mut a = a.clone();
+            if let Value::Array(lists) = f(&a.values())? {
+                for (var, values) in a.vars.iter_mut().zip(lists) {
+                    var.values = values;
+                }
+            }
+            Step::Across(a)
         }
         other => other.clone(),
     })
 }
 
-/// Refuses a plan whose step uses a local var that no `load_var` before
-/// it (in plan order, a step's hooks after it) defines, naming the var
-/// and the step.
+/// Refuses a plan whose step uses a local var that no `load_var`, get or
+/// put (with its implicit get) before it (in plan order, a step's hooks
+/// after it) defines, naming the var and the step.
 pub fn check_defined(steps: &[Step]) -> Result<(), PlanError> {
     let mut defined: BTreeSet<&str> = BTreeSet::new();
+    // The vars of each across whose values come when the build runs, by
+    // the id prefix of what its combinations run.
+    let mut across: Vec<(String, Vec<&str>)> = Vec::new();
     for (id, step) in leaf_steps(steps) {
         // Vars that do not parse are refused where the plan's vars are
         // resolved; here only the local ones matter.
         let refs = find_refs(&var_fields(step)).unwrap_or_default();
+        let in_across = |name: &str| {
+            across.iter().any(|(prefix, vars)| {
+                (id == *prefix || id.starts_with(&format!("{prefix}."))) && vars.contains(&name)
+            })
+        };
         let unknown: Vec<String> = refs
             .iter()
-            .filter(|r| r.is_local() && !defined.contains(r.path.as_str()))
+            .filter(|r| r.is_local() && !defined.contains(r.path.as_str()) && !in_across(&r.path))
             .map(|r| format!("(({r}))"))
             .collect();
         if !unknown.is_empty() {
             return Err(PlanError(format!(
-                "plan step {id}: local var {} is not defined by a load_var step before it",
+                "plan step {id}: local var {} is not defined before it (by a load_var \
+                 step, or a get or put step of that name)",
                 unknown.join(", ")
             )));
         }
-        if let Step::LoadVar(l) = step {
-            defined.insert(&l.load_var);
+        match step {
+            Step::LoadVar(l) => {
+                defined.insert(&l.load_var);
+            }
+            // Concourse's get step sets `((.:NAME))` to its version's
+            // metadata; a put's implicit get is a get of the put's name.
+            Step::Get(g) => {
+                defined.insert(&g.get);
+            }
+            Step::Put(p) if !p.no_get => {
+                defined.insert(&p.put);
+            }
+            Step::Across(a) => across.push((
+                format!("{id}.*"),
+                a.vars.iter().map(|v| v.var.as_str()).collect(),
+            )),
+            _ => {}
         }
     }
     Ok(())
@@ -182,7 +219,7 @@ mod tests {
             ),
             (
                 json!([task_using("((.:v))"), load("v")]),
-                Err("plan step 0: local var ((.:v)) is not defined by a load_var step before it"),
+                Err("plan step 0: local var ((.:v)) is not defined before it (by a load_var step, or a get or put step of that name)"),
             ),
             (
                 json!([load("v"), task_using("((.:w)) ((.:v))")]),
@@ -196,6 +233,41 @@ mod tests {
                 json!([load("v"), {"set_pipeline": "p", "file": "o/p.yml",
                                    "vars": {"a": "((.:x))"}}]),
                 Err("plan step 1: local var ((.:x))"),
+            ),
+            // A get step defines its name for the steps after it, its
+            // hooks included, as does a put unless `no_get`; not for
+            // itself, nor for the steps before it.
+            (
+                json!([{"get": "r", "type": "mock", "source": {}},
+                       task_using("((.:r.field))")]),
+                Ok(()),
+            ),
+            (
+                json!([{"get": "r", "type": "mock", "source": {},
+                        "on_success": task_using("((.:r))")}]),
+                Ok(()),
+            ),
+            (
+                json!([{"put": "p", "type": "mock", "source": {}},
+                       task_using("((.:p.field))")]),
+                Ok(()),
+            ),
+            (
+                json!([{"get": "r", "type": "mock", "source": {"a": "((.:r))"}}]),
+                Err("plan step 0: local var ((.:r)) is not defined before it"),
+            ),
+            (
+                json!([task_using("((.:r.field))"), {"get": "r", "type": "mock", "source": {}}]),
+                Err("plan step 0: local var ((.:r.field)) is not defined"),
+            ),
+            (
+                json!([{"get": "r", "type": "mock", "source": {}}, task_using("((.:s))")]),
+                Err("plan step 1: local var ((.:s)) is not defined"),
+            ),
+            (
+                json!([{"put": "p", "type": "mock", "source": {}, "no_get": true},
+                       task_using("((.:p))")]),
+                Err("plan step 1: local var ((.:p)) is not defined"),
             ),
             // A var of another source is not a local var.
             (

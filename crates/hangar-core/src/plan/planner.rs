@@ -135,7 +135,12 @@ fn step(config: &Planner, s: &Step, at: &str) -> Result<Value, PlannerError> {
     let mut out = match &s.action {
         Action::Across(a) => {
             let inner = step(config, &a.step, outer)?;
-            super::across::expand(&a.vars, a.fail_fast, &inner, &at).map_err(PlannerError)?
+            if a.vars.iter().any(|v| v.values_from.is_some()) {
+                // Written out when the build runs, once its values are known.
+                super::across_plan::stored(&a.vars, a.fail_fast, inner)
+            } else {
+                super::across::expand(&a.vars, a.fail_fast, &inner, &at).map_err(PlannerError)?
+            }
         }
         Action::Get(get) => {
             let resource = config.resource(get.resource_name()).ok_or_else(|| {

@@ -88,6 +88,7 @@ fn refuse_unresolved_vars(id: &str, step: &Step) -> Result<(), ApiError> {
         Step::Put(put) => &put.put,
         Step::LoadVar(load) => &load.load_var,
         Step::SetPipeline(set) => &set.set_pipeline,
+        Step::Across(a) => &a.vars[0].var,
         Step::Do(_) | Step::InParallel(_) | Step::Try(_) | Step::Modified(_) => return Ok(()),
     };
     // Local vars (`((.:x))`) are the build's own, filled in when it runs;

@@ -290,6 +290,7 @@ impl ContainerRuntime for HostRuntime {
             roots: self.roots.clone(),
             sandbox,
             network: self.network.clone(),
+            host_programs: false,
         })
     }
 }

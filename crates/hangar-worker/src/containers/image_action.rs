@@ -64,9 +64,19 @@ pub struct ActionRuntime {
     /// check reaches the outside, not the host); `None`: runc's own
     /// namespace, loopback only.
     pub(crate) network: Option<std::sync::Arc<super::network::TaskNetwork>>,
+    /// Process tasks run in the sandbox on this worker (root, runc,
+    /// cgroups, not `--no-process-sandbox`): so do the actions of base
+    /// types in hangar's layout, over the host's system dirs.
+    pub(crate) host_programs: bool,
 }
 
 impl ActionRuntime {
+    /// Whether the actions of base types in hangar's layout (programs on
+    /// the host) run in the sandbox here, as process tasks do.
+    pub(crate) fn sandboxes_programs(&self) -> bool {
+        self.host_programs && self.roots.is_some()
+    }
+
     /// The host ids an unprivileged action's root is (`None`: a worker
     /// that cannot sandbox, not root).
     pub(crate) fn sandbox_ids(&self) -> Option<Ids> {
@@ -166,6 +176,15 @@ pub(crate) enum ActionRoot<'a> {
     /// range) and shared by the type's actions: the action gets an overlay
     /// of it.
     Base(&'a Path),
+    /// A base type in hangar's layout: the host's system dirs read-only,
+    /// as a process task gets them, with the type's dir (`type_dir`, whose
+    /// `<action>` program runs) and `visible` (the worker's executable,
+    /// which the built-in types' scripts run) bound read-only at their own
+    /// paths.
+    Host {
+        type_dir: &'a Path,
+        visible: &'a [PathBuf],
+    },
 }
 
 /// One action's container.
@@ -209,22 +228,40 @@ pub(crate) fn prepare(
             image::ImageConfig::default(),
             "root filesystem",
         ),
+        ActionRoot::Host { .. } => (
+            PathBuf::new(),
+            image::ImageConfig {
+                env: vec![("PATH".into(), super::TASK_PATH.into())],
+                ..Default::default()
+            },
+            "dir",
+        ),
     };
-    let program = rootfs
-        .join(RESOURCE_DIR.trim_start_matches('/'))
-        .join(action);
-    match fs::symlink_metadata(&program) {
+    let (program, shown) = match spec.root {
+        ActionRoot::Host { type_dir, .. } => (
+            type_dir.join(action),
+            type_dir.join(action).display().to_string(),
+        ),
+        _ => (
+            rootfs
+                .join(RESOURCE_DIR.trim_start_matches('/'))
+                .join(action),
+            format!("{RESOURCE_DIR}/{action}"),
+        ),
+    };
+    match fs::metadata(&program) {
         Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {}
         _ => {
             return Err(bad(format!(
-                "the resource type's {what} has no executable {RESOURCE_DIR}/{action}"
+                "the resource type's {what} has no executable {shown}"
             )))
         }
     }
-    // A base type runs as root, as Concourse runs it.
+    // A base type runs as root, as Concourse runs it: inside the user
+    // namespace, the task range's first id on the host.
     let user = match spec.root {
         ActionRoot::Image(_) => image_user(&rootfs, config.user.as_deref()).map_err(bad)?,
-        ActionRoot::Base(_) => None,
+        ActionRoot::Base(_) | ActionRoot::Host { .. } => None,
     };
     let private_tmp = action_dir.join("container-tmp");
     let private_home = action_dir.join("container-home");
@@ -298,6 +335,9 @@ pub(crate) fn prepare(
             }
         }
     }
+    // The host's system dirs, bound read-only over a root of mount points
+    // (a `Host` root only).
+    let mut host_dirs: Vec<PathBuf> = Vec::new();
     let root = match (spec.root, &runtime.roots) {
         (ActionRoot::Image(_), Some(roots)) => roots
             .mount_image(hostname, &rootfs)
@@ -305,7 +345,14 @@ pub(crate) fn prepare(
         (ActionRoot::Image(_), None) => rootfs.clone(),
         (ActionRoot::Base(lower), Some(roots)) => base_root(roots, hostname, lower, action_dir)
             .map_err(|e| bad(format!("mount the resource type's root filesystem: {e}")))?,
-        (ActionRoot::Base(_), None) => {
+        (ActionRoot::Host { .. }, Some(roots)) => {
+            let entries = sandbox::host_entries(Path::new("/"));
+            host_dirs = host_system_dirs(&entries);
+            roots
+                .make_host_root(hostname, &entries, sandbox.ids)
+                .map_err(|e| bad(format!("make the action's root: {e}")))?
+        }
+        (ActionRoot::Base(_) | ActionRoot::Host { .. }, None) => {
             return Err(ContainerError::Unsupported {
                 reason: "a resource type's root filesystem needs a worker running as root".into(),
             })
@@ -315,10 +362,15 @@ pub(crate) fn prepare(
     if !config.env.iter().any(|(k, _)| k == "TMPDIR") {
         over.insert("TMPDIR".into(), "/tmp".into());
     }
+    if let ActionRoot::Host { .. } = spec.root {
+        // As the type's programs got them on the host.
+        over.insert("TMP".into(), "/tmp".into());
+        over.insert("TEMP".into(), "/tmp".into());
+    }
     if !config.env.iter().any(|(k, _)| k == "HOME") {
         let home = match spec.root {
             ActionRoot::Image(_) => home_of(&rootfs, user),
-            ActionRoot::Base(_) => "/root".into(),
+            ActionRoot::Base(_) | ActionRoot::Host { .. } => "/root".into(),
         };
         over.insert("HOME".into(), home);
     }
@@ -328,14 +380,22 @@ pub(crate) fn prepare(
         .find(|(k, _)| k == "HOME")
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
-    let mut args = vec![format!("{RESOURCE_DIR}/{action}")];
+    let mut args = vec![match spec.root {
+        ActionRoot::Host { .. } => program.display().to_string(),
+        _ => format!("{RESOURCE_DIR}/{action}"),
+    }];
     match action {
         "in" => args.push(GET_DIR.to_string()),
         "out" => args.push(PUT_DIR.to_string()),
         _ => {}
     }
-    // Parents before children: /tmp, then what lands in it.
-    let mut binds: Vec<(String, &Path, bool)> = vec![("/tmp".into(), private_tmp.as_path(), false)];
+    // Parents before children: the host's dirs and /tmp, then what lands
+    // in them.
+    let mut binds: Vec<(String, &Path, bool)> = host_dirs
+        .iter()
+        .map(|d| (d.display().to_string(), d.as_path(), true))
+        .collect();
+    binds.push(("/tmp".into(), private_tmp.as_path(), false));
     // A HOME at the root or inside /tmp is private already, and so is all
     // of a base type's root.
     let private_root = matches!(spec.root, ActionRoot::Base(_));
@@ -346,6 +406,21 @@ pub(crate) fn prepare(
         && !home.starts_with("/tmp/")
     {
         binds.push((home.clone(), private_home.as_path(), false));
+    }
+    if let ActionRoot::Host { type_dir, visible } = spec.root {
+        // Where the scripts say they are; what the host's dirs show
+        // already needs no bind. The deepest last, so none hides another.
+        let mut shown: Vec<&Path> = std::iter::once(type_dir)
+            .chain(visible.iter().map(PathBuf::as_path))
+            .filter(|p| !under_host_dirs(p, &host_dirs))
+            .collect();
+        shown.sort_by_key(|p| p.components().count());
+        shown.dedup();
+        binds.extend(
+            shown
+                .into_iter()
+                .map(|p| (p.display().to_string(), p, true)),
+        );
     }
     binds.extend(spec.dest.map(|d| (GET_DIR.to_string(), d, false)));
     for (name, path) in spec.inputs {
@@ -360,7 +435,7 @@ pub(crate) fn prepare(
         hostname: hostname.chars().take(63).collect(),
         cpu_shares: None,
         rootfs: &root,
-        readonly_root: false,
+        readonly_root: matches!(spec.root, ActionRoot::Host { .. }),
         binds: &binds,
         cgroups_path,
         sandbox,
@@ -401,6 +476,23 @@ fn base_root(
             roots.mount_image(handle, &copy)
         }
     }
+}
+
+/// The host's system dirs of `entries` (not their links), as paths.
+fn host_system_dirs(entries: &[sandbox::HostEntry]) -> Vec<PathBuf> {
+    entries
+        .iter()
+        .filter_map(|e| match e {
+            sandbox::HostEntry::Dir(name) => Some(Path::new("/").join(name)),
+            sandbox::HostEntry::Link(..) => None,
+        })
+        .collect()
+}
+
+/// Whether `path` (absolute, without links) is in one of `dirs`, which the
+/// container sees already.
+fn under_host_dirs(path: &Path, dirs: &[PathBuf]) -> bool {
+    dirs.iter().any(|d| path.starts_with(d))
 }
 
 /// The image's user as ids: root when it names none (or `root`, which a
@@ -455,6 +547,7 @@ mod tests {
                 pids_limit: None,
             },
             network: None,
+            host_programs: false,
         }
     }
 

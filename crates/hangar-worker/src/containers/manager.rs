@@ -23,11 +23,16 @@ impl ContainerManager {
     }
 
     /// runc and its state dir for resource actions in containers of a
-    /// custom type's image; `None` without runc.
+    /// custom type's image, and of every base type where process tasks
+    /// are sandboxed; `None` without runc.
     pub fn action_runtime(&self) -> Option<ActionRuntime> {
         self.inner
             .runtime
             .action_runtime(self.default_limit.clone(), self.inner.sandbox())
+            .map(|mut runtime| {
+                runtime.host_programs = self.inner.sandbox_process;
+                runtime
+            })
     }
 
     /// How sandboxed containers are networked here; `None` where the

@@ -376,11 +376,12 @@ fn is_mount_point(path: &Path) -> bool {
         .unwrap_or(true)
 }
 
-/// Removes a tree of empty dirs and links; a file in it is an error, and
-/// stays.
+/// Removes a tree of empty dirs, links and empty files (the mount points
+/// runc made for files bound in); a file with anything in it is an error,
+/// and stays.
 fn remove_skeleton(path: &Path) -> io::Result<()> {
     let meta = fs::symlink_metadata(path)?;
-    if meta.file_type().is_symlink() {
+    if meta.file_type().is_symlink() || (meta.is_file() && meta.len() == 0) {
         return fs::remove_file(path);
     }
     if !meta.is_dir() {
@@ -445,6 +446,9 @@ mod tests {
         fs::create_dir_all(s.join("usr")).unwrap();
         std::os::unix::fs::symlink("usr/bin", s.join("bin")).unwrap();
         fs::write(s.join("usr/data"), "image file").unwrap();
+        // An empty file is a mount point runc made for a file bound in.
+        fs::create_dir_all(s.join("work/bin")).unwrap();
+        fs::write(s.join("work/bin/hangar"), "").unwrap();
         assert!(remove_skeleton(&s).is_err());
         assert_eq!(
             fs::read_to_string(s.join("usr/data")).unwrap(),

@@ -84,8 +84,8 @@ fn across_is_refused_when_its_vars_are_wrong() {
             &["jobs.j.plan.do[1].across[0].max_in_flight: expected a whole number or all, got a string"],
         ),
         (
-            task_across("[{var: x, values: ((list))}]", ""),
-            &["jobs.j.plan.do[1].across[0].values: a ((var)) giving the whole list is not supported by hangar; list the values (each may be a ((var)))"],
+            task_across("[{var: x, values: 'a ((list))'}]", ""),
+            &["jobs.j.plan.do[1].across[0].values: a string of values must be exactly one ((var)) giving the whole list"],
         ),
         (
             task_across("[{var: x, values: [1], limit: 2}]", ""),

@@ -311,7 +311,7 @@ fn file_steps_that_cannot_run_are_refused_naming_where() {
         ),
         (
             "resources: [{name: r, type: mock, source: {}}]\njobs:\n- name: j\n  plan:\n  - get: r\n    params: {a: ((.:v))}\n  - load_var: v\n    file: r/v\n",
-            "job plan: plan step 0: local var ((.:v)) is not defined by a load_var step before it",
+            "job plan: plan step 0: local var ((.:v)) is not defined before it (by a load_var step, or a get or put step of that name)",
         ),
     ];
     for (yaml, expected) in cases {
