@@ -72,6 +72,7 @@ struct State {
     version: Option<serde_json::Value>,
     /// The version every `in` answers, whatever it was asked for.
     in_answer: Option<serde_json::Value>,
+    in_metadata: Option<serde_json::Value>,
     /// How the next resource actions of an action (`check`, `in`) on a
     /// worker exit, one each (default: 0), and whose fault the worker says
     /// a failure is.
@@ -234,6 +235,12 @@ impl FakeWorkers {
     /// answers a version in another shape than its `check`'s).
     pub fn answer_in_with(&self, version: serde_json::Value) {
         self.with(|s| s.in_answer = Some(version));
+    }
+
+    /// The metadata every `in` answers from now on (`[{name, value}]`);
+    /// none until then.
+    pub fn answer_in_metadata(&self, metadata: serde_json::Value) {
+        self.with(|s| s.in_metadata = Some(metadata));
     }
 
     /// The next `action` (`check`, `in`) on `worker` runs and exits with
@@ -591,11 +598,17 @@ impl Workers for FakeWorkers {
                 }
                 _ => ResourceActionResult {
                     exit_code: 0,
-                    response: Some(serde_json::json!({
-                        "version": self
-                            .peek(|s| s.in_answer.clone())
-                            .unwrap_or_else(|| req.request["version"].clone())
-                    })),
+                    response: Some({
+                        let mut answer = serde_json::json!({
+                            "version": self
+                                .peek(|s| s.in_answer.clone())
+                                .unwrap_or_else(|| req.request["version"].clone())
+                        });
+                        if let Some(metadata) = self.peek(|s| s.in_metadata.clone()) {
+                            answer["metadata"] = metadata;
+                        }
+                        answer
+                    }),
                     stderr: String::new(),
                     failure: None,
                 },

@@ -1,5 +1,11 @@
 //! A get step: fetch a resource version into a resource cache volume on a
 //! worker with the resource type, reusing the cache when the worker has it.
+//!
+//! As in Concourse (since v8.1), a get that succeeds sets the local var
+//! `((.:NAME))`, NAME the step's name, to the metadata of the version it
+//! fetched: a mapping of each metadata field's name to its value, not
+//! redacted. A get from a resource cache sets it from the metadata the
+//! cache's `in` answered, kept with the cache.
 
 use std::collections::BTreeSet;
 
@@ -30,8 +36,20 @@ pub(crate) async fn run(
         // A run that stopped between saving the step and recording its
         // version records it now (recording is idempotent).
         if end.state == StepState::Succeeded {
-            if let Some(version) = recorded_version(&record) {
-                record_input(ctx, step_id, step, &version).await?;
+            let version = recorded_version(&record);
+            if let Some(version) = &version {
+                record_input(ctx, step_id, step, version).await?;
+            }
+            if let Err(failure) = restore_local_var(ctx, step_id, step, &record, version).await? {
+                // The step stays as it ended; a later step that uses the
+                // var fails naming it as undefined.
+                let line = format!(
+                    "cannot fetch {} again for its local var ((.:{})): {}",
+                    step.get,
+                    step.get,
+                    failure.describe()
+                );
+                ctx.log(Some(step_id), BuildEventKind::Infra, &line).await;
             }
         }
         return Ok(end);
@@ -49,8 +67,14 @@ pub(crate) async fn run(
         )
         .await;
         match attempt(ctx, step_id, step, &avoid).await? {
-            Ok((worker, handle, version)) => {
+            Ok(Got {
+                worker,
+                handle,
+                version,
+                metadata,
+            }) => {
                 ctx.add_artifact(&step.get, &handle);
+                ctx.set_local_var(&step.get, metadata_var(&metadata), true);
                 record.worker = Some(worker);
                 record.outputs = json!({ step.get.clone(): handle }).to_string();
                 record.version = Some(version.to_string());
@@ -100,12 +124,99 @@ pub(crate) async fn refetch(
     step: &GetStep,
     avoid: &BTreeSet<String>,
 ) -> Result<Result<String, StepFailure>, Interrupted> {
-    Ok(attempt(ctx, step_id, step, avoid)
+    Ok(attempt(ctx, step_id, step, avoid).await?.map(|got| {
+        ctx.add_artifact(&step.get, &got.handle);
+        got.handle
+    }))
+}
+
+/// A get that a previous run of the build finished sets its local var
+/// again (local vars live in the running node's memory): from the
+/// metadata kept with its cache, else by fetching the version it got
+/// again (the cache is gone, or the step ran before metadata was kept).
+async fn restore_local_var(
+    ctx: &BuildContext,
+    step_id: &str,
+    step: &GetStep,
+    record: &hangar_store::StepRecord,
+    version: Option<serde_json::Map<String, Value>>,
+) -> Result<Result<(), StepFailure>, Interrupted> {
+    let handle = crate::context::stored_outputs(record)
+        .ok()
+        .and_then(|mut o| o.remove(&step.get));
+    if let Some(handle) = handle {
+        match ctx.engine.store().resource_cache_metadata(&handle).await {
+            Ok(Some(metadata)) => {
+                ctx.set_local_var(&step.get, metadata_var(&metadata), true);
+                return Ok(Ok(()));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(%handle, error = %e, "cannot read a resource cache's metadata; fetching again")
+            }
+        }
+    }
+    let mut pinned = step.clone();
+    if version.is_some() {
+        pinned.version = version;
+    }
+    Ok(attempt(ctx, step_id, &pinned, &BTreeSet::new())
         .await?
-        .map(|(_, handle, _)| {
-            ctx.add_artifact(&step.get, &handle);
-            handle
+        .map(|got| {
+            ctx.add_artifact(&step.get, &got.handle);
+            ctx.set_local_var(&step.get, metadata_var(&got.metadata), true);
         }))
+}
+
+/// The local var a get sets from its version's metadata (`[{name,
+/// value}]`, as a resource type's `in` answers it): each field's name to
+/// its value, a later field of the same name winning, as Concourse's
+/// `Metadata.AsMap`. Anything else a type answered sets an empty mapping.
+pub(crate) fn metadata_var(metadata: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for field in metadata.as_array().into_iter().flatten() {
+        if let (Some(name), Some(value)) = (
+            field.get("name").and_then(Value::as_str),
+            field.get("value"),
+        ) {
+            out.insert(name.to_string(), value.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// The metadata of an `in` answer as it is kept: its `[{name, value}]`
+/// list, with a value that is not text written as its JSON (a type that
+/// answers none, or no list, has none).
+fn answered_metadata(response: Option<&Value>) -> Value {
+    let fields = response
+        .and_then(|r| r.get("metadata"))
+        .and_then(Value::as_array)
+        .map(|fields| {
+            fields
+                .iter()
+                .filter_map(|f| {
+                    let name = f.get("name")?.as_str()?;
+                    let value = match f.get("value") {
+                        Some(Value::String(s)) => s.clone(),
+                        None | Some(Value::Null) => String::new(),
+                        Some(other) => other.to_string(),
+                    };
+                    Some(json!({ "name": name, "value": value }))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Value::Array(fields)
+}
+
+/// What one attempt of a get step got.
+struct Got {
+    worker: String,
+    handle: String,
+    version: Value,
+    /// The version's metadata, `[{name, value}]`.
+    metadata: Value,
 }
 
 /// Runs a resource action on the step's worker, watched and cancellable,
@@ -214,6 +325,9 @@ pub(crate) struct Fetch {
     /// reused instead of run again, as Concourse does
     /// (`crate::recent_checks`). A get step's resource is checked each time.
     pub reuse_recent_check: bool,
+    /// The version's metadata is wanted (a get step's local var): a cache
+    /// kept without it (made before metadata was kept) is not reused.
+    pub needs_metadata: bool,
 }
 
 /// A custom resource type's image, fetched on the step's worker.
@@ -265,6 +379,8 @@ pub(crate) struct Fetched {
     pub cached: bool,
     /// The cache's key.
     pub key: String,
+    /// The metadata `in` answered, `[{name, value}]` (kept with the cache).
+    pub metadata: Value,
 }
 
 /// A get of a pipeline resource in a job build: its version is the build's
@@ -293,7 +409,7 @@ async fn attempt(
     step_id: &str,
     step: &GetStep,
     avoid: &BTreeSet<String>,
-) -> Result<Result<(String, String, Value), StepFailure>, Interrupted> {
+) -> Result<Result<Got, StepFailure>, Interrupted> {
     // Checked by web; a stored plan that no longer resolves is the
     // build's own error.
     let chain = match resource_types::chain(&ctx.resource_types, &step.resource_type) {
@@ -312,6 +428,7 @@ async fn attempt(
         label: step.get.clone(),
         image: None,
         reuse_recent_check: false,
+        needs_metadata: true,
     };
     let base = chain
         .last()
@@ -375,7 +492,12 @@ async fn attempt(
         format!("fetched version {} on worker {worker}", fetched.version)
     };
     ctx.log(Some(step_id), BuildEventKind::Step, &line).await;
-    Ok(Ok((worker, fetched.handle, fetched.version)))
+    Ok(Ok(Got {
+        worker,
+        handle: fetched.handle,
+        version: fetched.version,
+        metadata: fetched.metadata,
+    }))
 }
 
 /// Fetches the images of a custom type's chain (outermost first) on
@@ -403,6 +525,7 @@ pub(crate) async fn fetch_type_images(
             label: format!("resource type {}", t.name),
             image: image.take(),
             reuse_recent_check: true,
+            needs_metadata: false,
         };
         let fetched = match fetch_on(ctx, step_id, worker, seen, &fetch).await? {
             Ok(f) => f,
@@ -513,12 +636,36 @@ pub(crate) async fn fetch_on(
     let key = fetch.key(&version);
     let cached = crate::caches::reuse_cache(engine, OwnerKind::ResourceCache, &key, worker).await;
     if let Some(handle) = cached {
-        return Ok(Ok(Fetched {
-            handle,
-            version,
-            cached: true,
-            key,
-        }));
+        let metadata = match engine.store().resource_cache_metadata(&handle).await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(%handle, error = %e, "cannot read a resource cache's metadata");
+                None
+            }
+        };
+        match (metadata, fetch.needs_metadata) {
+            (Some(metadata), _) => {
+                return Ok(Ok(Fetched {
+                    handle,
+                    version,
+                    cached: true,
+                    key,
+                    metadata,
+                }))
+            }
+            (None, false) => {
+                return Ok(Ok(Fetched {
+                    handle,
+                    version,
+                    cached: true,
+                    key,
+                    metadata: json!([]),
+                }))
+            }
+            // Its metadata is unknown: `in` runs again into a new cache,
+            // which keeps it; this one goes when its retention passes.
+            (None, true) => {}
+        }
     }
     // The cache gets its key only once `in` succeeded: until then it is
     // owned by an id no lookup asks for, so a fetch cut short where no
@@ -571,9 +718,10 @@ pub(crate) async fn fetch_on(
         engine.release_volume(&volume.handle).await;
         return Ok(Err(exit_failure(worker, &out)));
     }
+    let metadata = answered_metadata(out.response.as_ref());
     if let Err(e) = engine
         .store()
-        .set_volume_owner(&volume.handle, OwnerKind::ResourceCache, Some(&key))
+        .key_resource_cache(&volume.handle, &key, &metadata)
         .await
     {
         // This step still uses what it fetched; later ones fetch again.
@@ -592,5 +740,6 @@ pub(crate) async fn fetch_on(
         version,
         cached: false,
         key,
+        metadata,
     }))
 }

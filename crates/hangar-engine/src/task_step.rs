@@ -504,6 +504,7 @@ fn image_fetch(
         label,
         image: None,
         reuse_recent_check: true,
+        needs_metadata: false,
     };
     (fetch, resource.tags.clone())
 }

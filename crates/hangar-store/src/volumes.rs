@@ -211,6 +211,51 @@ impl Store {
         Ok(())
     }
 
+    /// Makes a fetched volume the resource cache `key`, with the metadata
+    /// its `in` answered, in one statement: a get that finds the cache by
+    /// its key always finds its metadata too.
+    pub async fn key_resource_cache(
+        &self,
+        handle: &str,
+        key: &str,
+        metadata: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE volumes SET owner_kind = $1, owner_id = $2, resource_metadata = $3 \
+             WHERE handle = $4",
+        )
+        .bind(OwnerKind::ResourceCache.as_str())
+        .bind(key)
+        .bind(metadata.to_string())
+        .bind(handle)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The metadata [`Store::key_resource_cache`] kept with a resource
+    /// cache; `None` when the volume is gone or was keyed without it (a
+    /// cache made before metadata was kept). Text that does not parse is
+    /// a corrupt row, never read as no metadata.
+    pub async fn resource_cache_metadata(
+        &self,
+        handle: &str,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let text: Option<Option<String>> =
+            sqlx::query_scalar("SELECT resource_metadata FROM volumes WHERE handle = $1")
+                .bind(handle)
+                .fetch_optional(&self.pool)
+                .await?;
+        let Some(text) = text.flatten() else {
+            return Ok(None);
+        };
+        serde_json::from_str(&text).map(Some).map_err(|e| {
+            StoreError::Corrupt(format!(
+                "volume {handle}: resource_metadata does not parse: {e}"
+            ))
+        })
+    }
+
     pub async fn get_volume(&self, handle: &str) -> Result<Option<VolumeRecord>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         sqlx::query(&format!(

@@ -332,7 +332,41 @@ async fn a_report_matches_handles_whatever_they_hold(store: Store) {
     assert!(states(&store, "w1").await.iter().all(|(_, _, m)| !m));
 }
 
+/// A resource cache keeps the metadata its `in` answered with its key, in
+/// one write; a cache keyed without it, or a volume that is gone, has none;
+/// text that does not parse is a corrupt row.
+async fn a_resource_cache_keeps_its_metadata_with_its_key(store: Store) {
+    worker_with_chain(&store, "w1", &["fetched", "old"]).await;
+    let metadata = serde_json::json!([{"name": "commit", "value": "abc"}]);
+    store
+        .key_resource_cache("fetched", "mock@k1", &metadata)
+        .await
+        .unwrap();
+    let v = store.get_volume("fetched").await.unwrap().unwrap();
+    assert_eq!(v.owner_kind, OwnerKind::ResourceCache);
+    assert_eq!(v.owner_id.as_deref(), Some("mock@k1"));
+    assert_eq!(
+        store.resource_cache_metadata("fetched").await.unwrap(),
+        Some(metadata)
+    );
+    store
+        .set_volume_owner("old", OwnerKind::ResourceCache, Some("mock@k2"))
+        .await
+        .unwrap();
+    assert_eq!(store.resource_cache_metadata("old").await.unwrap(), None);
+    assert_eq!(store.resource_cache_metadata("nope").await.unwrap(), None);
+    store
+        .key_resource_cache("old", "mock@k2", &serde_json::json!([]))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.resource_cache_metadata("old").await.unwrap(),
+        Some(serde_json::json!([]))
+    );
+}
+
 on_both_databases!(
+    a_resource_cache_keeps_its_metadata_with_its_key,
     a_report_matches_handles_whatever_they_hold,
     a_volume_row_exists_before_the_volume_and_records_its_outcome,
     volumes_are_made_only_on_running_workers_on_present_parents,

@@ -37,7 +37,7 @@ async fn concourse_steps_are_taken_and_bad_ones_refused_storing_nothing(store: S
             json!([{"put": "r", "type": "mock", "source": {"v": "((.:v))"}},
                    {"load_var": "v", "file": "r/v"}]),
             Value::Null,
-            "plan step 0: local var ((.:v)) is not defined by a load_var step before it",
+            "plan step 0: local var ((.:v)) is not defined before it (by a load_var step, or a get or put step of that name)",
         ),
         (
             json!([{"load_var": "v", "file": "a/b"},

@@ -1,0 +1,165 @@
+//! A get step sets the local var `((.:NAME))` to the metadata of the
+//! version it fetched, as Concourse's does: from `in`'s answer, from the
+//! metadata kept with a resource cache it reuses, and for a put's
+//! implicit get under the put's name.
+
+mod support;
+
+use hangar_core::build::BuildStatus;
+use serde_json::{json, Value};
+use support::Harness;
+
+fn get(name: &str) -> Value {
+    json!({"get": name, "type": "mock", "source": {}})
+}
+
+fn task_with(path: &str, params: Value) -> Value {
+    json!({"task": "use", "config": {"platform": "linux", "run": {"path": path},
+           "params": params}})
+}
+
+fn env_of(h: &Harness, path: &str) -> std::collections::BTreeMap<String, String> {
+    h.fake
+        .container_specs()
+        .into_iter()
+        .filter(|(_, s)| s.path == path)
+        .map(|(_, s)| s.env)
+        .next_back()
+        .expect("the task ran")
+}
+
+async fn error_of(h: &Harness, id: i64) -> String {
+    h.store
+        .get_build(id)
+        .await
+        .unwrap()
+        .unwrap()
+        .error
+        .unwrap_or_default()
+}
+
+fn ins(h: &Harness) -> usize {
+    h.fake
+        .action_requests()
+        .iter()
+        .filter(|(_, a)| a.action == "in")
+        .count()
+}
+
+#[tokio::test]
+async fn a_get_sets_its_metadata_as_a_local_var_and_a_cached_get_the_same() {
+    let h = Harness::new(&["w1"]).await;
+    h.fake.set_version(json!({"ref": "abc"}));
+    h.fake.answer_in_metadata(json!([
+        {"name": "commit", "value": "abc123"},
+        {"name": "branch", "value": "old"},
+        // A later field of the same name wins, as Concourse's AsMap.
+        {"name": "branch", "value": "main"},
+        // A value that is not text is kept as its JSON text.
+        {"name": "count", "value": 3}
+    ]));
+    let plan = json!([
+        get("repo"),
+        task_with(
+            "use",
+            json!({"C": "((.:repo.commit))", "B": "on-((.:repo.branch))",
+                                "N": "((.:repo.count))"})
+        ),
+    ]);
+    let id = h.submit(plan.clone()).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    let env = env_of(&h, "use");
+    assert_eq!(env["C"], "abc123");
+    assert_eq!(env["B"], "on-main");
+    assert_eq!(env["N"], "3");
+    assert_eq!(ins(&h), 1);
+
+    // The same version again: the worker's cache is reused (no `in`), and
+    // the var is the metadata the cache's `in` answered, not what `in`
+    // would answer now.
+    h.fake
+        .answer_in_metadata(json!([{"name": "commit", "value": "changed"}]));
+    let id = h.submit(plan).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    assert_eq!(ins(&h), 1, "the cache is reused");
+    let log = h.log(id, &["step"]).await;
+    assert!(
+        log.iter().any(|l| l.contains("found in the cache")),
+        "{log:#?}"
+    );
+    let env = env_of(&h, "use");
+    assert_eq!(env["C"], "abc123");
+    assert_eq!(env["B"], "on-main");
+}
+
+#[tokio::test]
+async fn a_field_the_metadata_lacks_fails_the_step_naming_it() {
+    let h = Harness::new(&["w1"]).await;
+    h.fake
+        .answer_in_metadata(json!([{"name": "commit", "value": "abc123"}]));
+    let plan = json!([
+        get("repo"),
+        task_with("use", json!({"X": "((.:repo.nope))"}))
+    ]);
+    let id = h.submit(plan).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Failed);
+    let error = error_of(&h, id).await;
+    assert!(error.contains("missing field 'nope'"), "{error}");
+    assert!(error.contains("repo.nope"), "{error}");
+    assert!(
+        h.fake.container_specs().is_empty(),
+        "the task never started"
+    );
+
+    // A type whose `in` answers no metadata sets an empty mapping: any
+    // field of it is missing.
+    let h = Harness::new(&["w1"]).await;
+    let plan = json!([
+        get("bare"),
+        task_with("use", json!({"X": "((.:bare.commit))"}))
+    ]);
+    let id = h.submit(plan).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Failed);
+    let error = error_of(&h, id).await;
+    assert!(error.contains("missing field 'commit'"), "{error}");
+}
+
+#[tokio::test]
+async fn a_put_s_implicit_get_sets_the_var_of_the_put_s_name() {
+    let h = Harness::new(&["w1"]).await;
+    h.fake
+        .answer_in_metadata(json!([{"name": "url", "value": "https://example.com/out"}]));
+    let plan = json!([
+        {"put": "release", "type": "mock", "source": {"uri": "u"}},
+        task_with("use", json!({"U": "((.:release.url))"})),
+    ]);
+    let id = h.submit(plan).await;
+    assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    assert_eq!(env_of(&h, "use")["U"], "https://example.com/out");
+}
+
+#[tokio::test]
+async fn a_plan_using_a_get_s_var_before_the_get_is_refused() {
+    let h = Harness::new(&["w1"]).await;
+    let plan = json!([
+        task_with("use", json!({"X": "((.:repo.commit))"})),
+        get("repo")
+    ]);
+    let created = h
+        .store
+        .create_build("job", None, &plan.to_string(), "{}", support::now())
+        .await;
+    let error = match created {
+        // The engine refuses the plan when it reads it.
+        Ok(build) => {
+            h.engine.wake();
+            assert_eq!(h.finished(build.id).await, BuildStatus::Errored);
+            error_of(&h, build.id).await
+        }
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        error.contains("local var ((.:repo.commit)) is not defined before it"),
+        "{error}"
+    );
+}
