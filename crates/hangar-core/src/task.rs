@@ -430,7 +430,7 @@ impl TaskConfig {
             check_name(&owner, &input.name)?;
             let (field, path) = artifact_path_field(&owner, &input.name, &input.path);
             let normal =
-                check_artifact_path(path).map_err(|m| TaskConfigError::field(&field, m))?;
+                check_relative_path(path).map_err(|m| TaskConfigError::field(&field, m))?;
             match input_paths.get(&normal) {
                 // The same artifact at the same place: mounted once.
                 Some((_, name)) if *name == input.name => {}
@@ -464,7 +464,7 @@ impl TaskConfig {
             }
             let (field, path) = artifact_path_field(&owner, &output.name, &output.path);
             let normal =
-                check_artifact_path(path).map_err(|m| TaskConfigError::field(&field, m))?;
+                check_relative_path(path).map_err(|m| TaskConfigError::field(&field, m))?;
             if let Some(first) = other_paths.insert(normal, owner) {
                 return fail(
                     field,
@@ -476,7 +476,7 @@ impl TaskConfig {
             let owner = format!("caches[{i}]");
             let field = format!("{owner}.path");
             let normal =
-                check_artifact_path(&cache.path).map_err(|m| TaskConfigError::field(&field, m))?;
+                check_cache_path(&cache.path).map_err(|m| TaskConfigError::field(&field, m))?;
             let first = input_paths
                 .get(&normal)
                 .map(|(owner, _)| owner)
@@ -740,13 +740,15 @@ fn check_dir_path(path: &str) -> Result<String, String> {
 
 /// An input, output or cache path: relative, no `..`, and naming a directory
 /// below the working directory (not `.` itself).
-fn check_artifact_path(path: &str) -> Result<String, String> {
+/// A cache's path: below the working directory, not the directory itself
+/// (an input or output may be at `.`, as in Concourse: the working
+/// directory is then that artifact, the others mounted inside it).
+fn check_cache_path(path: &str) -> Result<String, String> {
     let normal = check_relative_path(path)?;
     if normal.is_empty() {
         return Err(format!(
-            "{path:?} must name a directory below the working directory (Concourse would \
-             put the artifact at the working directory itself; hangar mounts every artifact \
-             and cache in a directory of its own)"
+            "{path:?} must name a directory below the working directory: a cache at the \
+             working directory itself would keep every input and output inside it"
         ));
     }
     Ok(normal)

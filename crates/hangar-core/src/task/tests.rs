@@ -341,9 +341,8 @@ fn refused_configs_say_what_is_wrong_and_where() {
         ),
         (
             with("caches:\n- path: ./\n"),
-            "task config: caches[0].path: \"./\" must name a directory below the working directory \
-             (Concourse would put the artifact at the working directory itself; hangar mounts \
-             every artifact and cache in a directory of its own)",
+            "task config: caches[0].path: \"./\" must name a directory below the working directory: \
+             a cache at the working directory itself would keep every input and output inside it",
         ),
         (
             with("caches:\n- path: ''\n"),
@@ -1110,7 +1109,9 @@ fn concourse_task_configs_table() {
             Refused("(Concourse would keep only the last output of that name"),
         ),
         ("an output name with a slash", m("outputs:\n- name: a/b\n"), Refused("outputs[0].name: \"a/b\" is not a valid name")),
-        ("an input at the working directory", m("inputs:\n- name: repo\n  path: .\n"), Refused("must name a directory below the working directory (Concourse would put the artifact at the working directory itself")),
+        ("an input at the working directory", m("inputs:\n- name: repo\n  path: .\n- name: other\n"), Read(|c| c.inputs[0].mount_path() == "." && c.inputs[1].mount_path() == "other")),
+        ("an output at the working directory", m("outputs:\n- name: out\n  path: ./\n"), Read(|c| c.outputs[0].path.as_deref() == Some("./"))),
+        ("two artifacts at the working directory", m("inputs:\n- name: a\n  path: .\n- name: b\n  path: ./\n"), Refused("inputs[1].path: \"./\" is already the path of inputs[0]")),
         ("privileged in the config", m("privileged: true\n"), Refused("(privileged is a field of the task step in Concourse, not of its config: put it on the step)")),
         ("an unknown field in an input", m("inputs:\n- name: a\n  optinal: true\n"), Refused("inputs[0]: unknown field \"optinal\"")),
         ("an unknown field in image_resource", m("image_resource: {type: registry-image, privileged: true}\n"), Refused("image_resource: unknown field \"privileged\"")),

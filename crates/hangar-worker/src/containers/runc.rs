@@ -164,17 +164,19 @@ pub(crate) fn config_json(
     args.extend(spec.args.iter().cloned());
     // Parents before children, so a nested mount lands on top.
     let mut binds: Vec<&BindMount> = binds.iter().collect();
-    binds.sort_by_key(|b| (b.path.split('/').count(), b.path.clone()));
+    // The working directory itself (`""`) first of all.
+    binds.sort_by_key(|b| (depth(&b.path), b.path.clone()));
     let mut mounts: Vec<(String, &Path, bool)> = host_dirs
         .iter()
         .map(|d| (d.display().to_string(), d.as_path(), true))
         .collect();
     mounts.extend(binds.iter().map(|b| {
-        (
-            format!("{WORK_DIR}/{}", b.path),
-            b.source.as_path(),
-            b.read_only,
-        )
+        let destination = if b.path.is_empty() {
+            WORK_DIR.to_string()
+        } else {
+            format!("{WORK_DIR}/{}", b.path)
+        };
+        (destination, b.source.as_path(), b.read_only)
     }));
     bundle_config(&BundleProcess {
         args,
@@ -189,6 +191,16 @@ pub(crate) fn config_json(
         cgroups_path: Some(cgroups_path),
         sandbox,
     })
+}
+
+/// How deep a bind's path is below the working directory (`""`, the
+/// directory itself, is 0).
+fn depth(path: &str) -> usize {
+    if path.is_empty() {
+        0
+    } else {
+        path.split('/').count()
+    }
 }
 
 /// What a bundle runs and where: the one place a runc `config.json` is

@@ -103,8 +103,20 @@ pub(crate) fn validate_spec_with(
     for (i, m) in spec.mounts.iter().enumerate() {
         hangar_volumes::validate_handle(&m.volume)
             .map_err(|e| invalid(format!("mounts[{i}].volume"), e.to_string()))?;
-        let path =
-            relative_path(&m.path, false).map_err(|r| invalid(format!("mounts[{i}].path"), r))?;
+        // A volume at the working directory itself (a task's `path: .`) is
+        // bound there, the others inside it; a symlink cannot be the dir.
+        let symlinked = spec.runtime == Runtime::Process && symlink_mounts;
+        let path = relative_path(&m.path, !symlinked).map_err(|r| {
+            let r = if symlinked && relative_path(&m.path, true).is_ok() {
+                format!(
+                    "{r}: an artifact at the working directory needs the sandbox (this worker \
+                     runs process tasks unsandboxed, their artifacts as symlinks)"
+                )
+            } else {
+                r
+            };
+            invalid(format!("mounts[{i}].path"), r)
+        })?;
         for (j, earlier) in mounts.iter().enumerate() {
             if earlier.path == path {
                 return Err(invalid(
@@ -294,6 +306,22 @@ mod tests {
         spec.mounts = vec![mount("v", "./cache//go/")];
         let checked = validate_spec(&spec).unwrap();
         assert_eq!(checked.mounts[0].path, "cache/go");
+    }
+
+    #[test]
+    fn a_mount_at_the_working_directory_is_taken_where_the_runtime_can_bind_it() {
+        let mut spec = process("t");
+        spec.mounts = vec![mount("v1", "."), mount("v2", "out")];
+        let checked = validate_spec_with(&spec, false).unwrap();
+        assert_eq!(checked.mounts[0].path, "");
+        let err = validate_spec_with(&spec, true).unwrap_err().to_string();
+        assert!(
+            err.contains("an artifact at the working directory needs the sandbox"),
+            "{err}"
+        );
+        spec.mounts[1].path = "./".into();
+        let err = validate_spec_with(&spec, false).unwrap_err().to_string();
+        assert!(err.contains("is already the path of mounts[0]"), "{err}");
     }
 
     #[test]
