@@ -163,3 +163,40 @@ async fn a_plan_using_a_get_s_var_before_the_get_is_refused() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn a_build_resumed_past_a_get_sets_its_var_again_without_fetching_again() {
+    let mut a = Harness::new(&["w1"]).await;
+    a.fake
+        .answer_in_metadata(json!([{"name": "commit", "value": "abc123"}]));
+    a.fake.hold_program("hold");
+    let plan = json!([
+        get("repo"),
+        {"task": "hold", "config": {"platform": "linux", "run": {"path": "hold"}}},
+        task_with("after", json!({"C": "((.:repo.commit))"})),
+    ]);
+    let id = a.submit(plan).await;
+    a.fake.called("create_container w1 hold").await;
+    // What `in` would answer now is not what the build fetched.
+    a.fake
+        .answer_in_metadata(json!([{"name": "commit", "value": "changed"}]));
+    a.stop().await;
+    let b = Harness::start_with(a.store.clone(), a.fake.clone(), support::config("node-b"));
+    let resumed = async {
+        while !b
+            .log(id, &["infra"])
+            .await
+            .iter()
+            .any(|l| l.contains("resuming the build where it was left"))
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(support::HANG, resumed)
+        .await
+        .expect("node b resumes the build");
+    b.fake.end_containers();
+    assert_eq!(b.finished(id).await, BuildStatus::Succeeded);
+    assert_eq!(env_of(&b, "after")["C"], "abc123");
+    assert_eq!(ins(&b), 1, "the get was not run again");
+}
