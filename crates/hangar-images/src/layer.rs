@@ -433,7 +433,7 @@ impl<'a> Applier<'a> {
                 // Inside a user namespace (a sandboxed fetch) an id past
                 // the namespace's range has no name: the file is root's,
                 // as the sandbox makes such an owner of an image's file.
-                Err(e) if e.raw_os_error() == Some(libc_einval()) => {
+                Err(e) if e.raw_os_error() == Some(nix::errno::Errno::EINVAL as i32) => {
                     std::os::unix::fs::lchown(&path, Some(0), Some(0))
                         .map_err(io_err(format!("chown {}", path.display())))?
                 }
@@ -646,10 +646,4 @@ mod tests {
         assert_eq!(relative_name(b"../x"), Err("contains `..`"));
         assert_eq!(relative_name(b""), Err("is empty"));
     }
-}
-
-/// `EINVAL`: what `lchown` answers for an id the caller's user namespace
-/// does not map.
-fn libc_einval() -> i32 {
-    nix::errno::Errno::EINVAL as i32
 }

@@ -26,8 +26,13 @@ impl Inner {
         sandbox::Sandbox {
             ids: Some(self.task_base),
             network: sandbox::NetworkNs::New,
-            resolv_conf: None,
+            resolv_conf: self
+                .features()
+                .rootless
+                .as_ref()
+                .and_then(|r| r.resolv_conf.clone()),
             pids_limit: self.pids_limit,
+            rootless: self.features().rootless.clone(),
         }
     }
 
@@ -138,7 +143,12 @@ impl Inner {
         // The cgroup: required for a memory limit, for CPU shares and for
         // runc; otherwise made when possible (it lets destroy find every
         // process).
-        let required = spec.memory_limit_bytes.is_some() || spec.cpu_shares.is_some() || is_runc;
+        // A rootless worker's runc runs without one where it was delegated
+        // none.
+        let rootless = self.features().rootless.is_some();
+        let required = spec.memory_limit_bytes.is_some()
+            || spec.cpu_shares.is_some()
+            || (is_runc && !rootless);
         let unsupported = |why: &str| ContainerError::Unsupported {
             reason: if is_runc {
                 format!("runtime runc needs a memory cgroup: {why}")
@@ -201,7 +211,12 @@ impl Inner {
                 }
             }
             match &cgroup {
-                Some(cg) if is_runc => {
+                cg if is_runc && (cg.is_some() || rootless) => {
+                    if cg.is_none() {
+                        // No cgroup to count tasks in: runc refuses a
+                        // limit it cannot apply.
+                        sandbox.pids_limit = None;
+                    }
                     // Only now, past every check: a refused spec holds no
                     // network.
                     network_begun = true;
@@ -219,7 +234,9 @@ impl Inner {
                             read_only: m.read_only,
                         })
                         .collect();
-                    let cgroups_path = format!("/{}/{}", cg.path, cgroup::RUNC_CHILD);
+                    let cgroups_path = cg
+                        .as_ref()
+                        .map(|cg| format!("/{}/{}", cg.path, cgroup::RUNC_CHILD));
                     root_begun = true;
                     let (root, host_dirs, env) = self.prepare_root(
                         &handle,
@@ -234,7 +251,7 @@ impl Inner {
                         &root,
                         &host_dirs,
                         &binds,
-                        &cgroups_path,
+                        cgroups_path.as_deref(),
                         container_user,
                         &env,
                         &sandbox,
@@ -351,7 +368,7 @@ impl Inner {
                 }
                 let (root, host_dirs) = self
                     .runtime
-                    .make_host_root(handle, sandbox.ids)
+                    .make_host_root(handle, sandbox.ids.filter(|_| self.features().root))
                     .map_err(unsupported)?;
                 // Built from nothing: the task's params over a minimal base,
                 // never the worker's own environment.

@@ -84,6 +84,7 @@ pub(crate) fn sandboxing() -> Features {
         roots: true,
         network: Some(NetworkMode::Bridge),
         root: true,
+        rootless: None,
     }
 }
 

@@ -19,6 +19,7 @@ use super::cgroup::{CgroupRef, Cgroups};
 use super::image_action::ActionRuntime;
 use super::network::{self, NetworkMode};
 use super::options::{ContainerOptions, TaskNetworkConfig};
+use super::rootless::Rootless;
 use super::runtime::{ContainerRuntime, Features, Program, Start, Wrapper};
 use super::sandbox::{self, RootMounts, Sandbox};
 use super::{isolation, runc, store, wrapper, ContainerError, KILL_WAIT};
@@ -58,6 +59,38 @@ impl HostRuntime {
         };
         let runc = options.runc.clone().or_else(runc::find_runc);
         let is_root = isolation::is_root();
+        let mut rootless = None;
+        if !is_root && runc.is_some() {
+            match Rootless::detect() {
+                Ok(mut found) => {
+                    if !tun_usable() {
+                        tracing::warn!("/dev/net/tun cannot be opened by the worker's user (udev makes it 0666): slirp4netns cannot work, containers get loopback only");
+                        found.slirp4netns = None;
+                    }
+                    match options.task_network.mode {
+                        None => {}
+                        Some(NetworkMode::None) => found.slirp4netns = None,
+                        Some(mode) => {
+                            return Err(ContainerError::Unsupported {
+                                reason: format!(
+                                    "--task-network {mode}: a worker that is not root networks its containers with slirp4netns; leave the flag out or use none"
+                                ),
+                            })
+                        }
+                    }
+                    if found.slirp4netns.is_some() {
+                        let work_dir = root.parent().unwrap_or(root);
+                        if let Err(e) = found.write_resolv_conf(work_dir) {
+                            tracing::warn!(error = %e, "cannot write the containers' resolv.conf: they keep their image's");
+                        }
+                    }
+                    rootless = Some(found);
+                }
+                Err(why) => {
+                    tracing::warn!(reason = %why, "the worker is not root and cannot map its containers into subordinate ids: process tasks run as the worker's user, runc containers without the sandbox")
+                }
+            }
+        }
         let roots = if is_root {
             match RootMounts::for_worker(root) {
                 Ok(roots) => Some(roots),
@@ -66,10 +99,24 @@ impl HostRuntime {
                     None
                 }
             }
+        } else if rootless.is_some() {
+            let dir = root
+                .parent()
+                .unwrap_or(root)
+                .join(sandbox::ROOTLESS_ROOTS_DIR);
+            match RootMounts::for_rootless(&dir) {
+                Ok(roots) => Some(roots),
+                Err(e) => {
+                    tracing::warn!(path = %dir.display(), error = %e, "cannot make the containers' roots: containers run without a sandbox");
+                    rootless = None;
+                    None
+                }
+            }
         } else {
             None
         };
         let network = match (&roots, &runc) {
+            _ if rootless.is_some() => None,
             (Some(_), Some(_)) => open_network(root, &options.task_network)?.map(Arc::new),
             _ => match options.task_network.mode {
                 Some(mode @ (NetworkMode::Bridge | NetworkMode::None)) => {
@@ -92,6 +139,7 @@ impl HostRuntime {
                 roots: roots.is_some(),
                 network: network.as_ref().map(|n| n.mode()),
                 root: is_root,
+                rootless,
             },
             runc_state: runc_state.to_path_buf(),
             cgroups,
@@ -287,12 +335,23 @@ impl ContainerRuntime for HostRuntime {
                 .ok()
                 .map(|version| (self.cgroups.clone(), version)),
             memory_limit,
-            roots: self.roots.clone(),
+            // A rootless worker's resource actions stay as they were: their
+            // roots are overlays, which it cannot mount.
+            roots: self.roots.clone().filter(RootMounts::mounts),
             sandbox,
             network: self.network.clone(),
             host_programs: false,
         })
     }
+}
+
+/// Whether the worker's user may open the tun device slirp4netns needs.
+fn tun_usable() -> bool {
+    nix::unistd::access(
+        "/dev/net/tun",
+        nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
+    )
+    .is_ok()
 }
 
 fn no_roots() -> io::Error {

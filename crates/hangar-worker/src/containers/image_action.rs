@@ -545,6 +545,7 @@ mod tests {
                 network: sandbox::NetworkNs::New,
                 resolv_conf: None,
                 pids_limit: None,
+                rootless: None,
             },
             network: None,
             host_programs: false,

@@ -47,6 +47,7 @@ mod open;
 mod options;
 mod process;
 mod recover;
+mod rootless;
 mod runc;
 mod runtime;
 mod sandbox;

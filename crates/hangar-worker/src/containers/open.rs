@@ -54,11 +54,20 @@ impl ContainerManager {
         runtime: Box<dyn ContainerRuntime>,
     ) -> Result<Self, ContainerError> {
         let features = runtime.features();
-        // runc needs a cgroup to put the container in.
+        // runc needs a cgroup to put the container in, except a rootless
+        // worker's (no limits then, see `rootless`).
         let sandbox_process = options.sandbox_process
             && features.roots
             && features.runc.is_some()
-            && features.cgroups.is_ok();
+            && (features.cgroups.is_ok() || features.rootless.is_some());
+        if let Some(rootless) = &features.rootless {
+            if let Err(why) = &features.cgroups {
+                tracing::warn!(cgroups = %why, "a rootless worker without a delegated memory cgroup: containers run with no pids, memory or CPU limit");
+            }
+            if rootless.slirp4netns.is_none() {
+                tracing::warn!("no slirp4netns on PATH (install Debian's slirp4netns package): a rootless worker's containers get loopback only");
+            }
+        }
         if !sandbox_process && features.root {
             tracing::warn!(runc = ?features.runc, cgroups = ?features.cgroups, "process tasks run outside the sandbox (no runc, no cgroups, or turned off): as a user of their own on the host, with the host's network");
         }

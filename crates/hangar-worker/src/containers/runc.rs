@@ -19,6 +19,7 @@ use std::process::{Command, Stdio};
 use hangar_api::containers::ContainerSpec;
 use serde_json::{json, Value};
 
+use super::rootless::Rootless;
 use super::sandbox::{NetworkNs, Sandbox, ID_RANGE};
 use super::spec::CheckedSpec;
 
@@ -155,7 +156,7 @@ pub(crate) fn config_json(
     rootfs: &Path,
     host_dirs: &[PathBuf],
     binds: &[BindMount],
-    cgroups_path: &str,
+    cgroups_path: Option<&str>,
     user: Option<hangar_core::users::Ids>,
     env: &[(String, String)],
     sandbox: &Sandbox,
@@ -188,7 +189,7 @@ pub(crate) fn config_json(
         rootfs,
         readonly_root: !host_dirs.is_empty(),
         binds: &mounts,
-        cgroups_path: Some(cgroups_path),
+        cgroups_path,
         sandbox,
     })
 }
@@ -326,13 +327,28 @@ pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
             "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
         ],
     });
+    let mut hooks = None;
     if let Some(base) = p.sandbox.ids {
         linux["namespaces"]
             .as_array_mut()
             .expect("array")
             .push(json!({"type": "user"}));
-        linux["uidMappings"] = json!([{"containerID": 0, "hostID": base.uid, "size": ID_RANGE}]);
-        linux["gidMappings"] = json!([{"containerID": 0, "hostID": base.gid, "size": ID_RANGE}]);
+        match &p.sandbox.rootless {
+            Some(rootless) => {
+                let (uids, gids) = rootless.mappings();
+                linux["uidMappings"] = uids;
+                linux["gidMappings"] = gids;
+                if let (NetworkNs::New, Some(slirp)) = (&p.sandbox.network, &rootless.slirp4netns) {
+                    hooks = Some(json!({"createRuntime": [Rootless::network_hook(slirp)]}));
+                }
+            }
+            None => {
+                linux["uidMappings"] =
+                    json!([{"containerID": 0, "hostID": base.uid, "size": ID_RANGE}]);
+                linux["gidMappings"] =
+                    json!([{"containerID": 0, "hostID": base.gid, "size": ID_RANGE}]);
+            }
+        }
         linux["seccomp"] = super::seccomp::profile();
     }
     if let Some(path) = p.cgroups_path {
@@ -343,7 +359,7 @@ pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
     } else {
         CAPABILITIES
     });
-    json!({
+    let mut config = json!({
         "ociVersion": "1.0.2",
         "process": {
             "terminal": false,
@@ -362,7 +378,11 @@ pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
         "hostname": p.hostname,
         "mounts": mounts,
         "linux": linux,
-    })
+    });
+    if let Some(hooks) = hooks {
+        config["hooks"] = hooks;
+    }
+    config
 }
 
 /// `runc --root <state> run --bundle <bundle> <id>` in the foreground: the
@@ -504,6 +524,7 @@ mod tests {
             network: NetworkNs::New,
             resolv_conf: None,
             pids_limit: Some(4096),
+            rootless: None,
         }
     }
 
@@ -532,7 +553,7 @@ mod tests {
             Path::new("/work/volumes/rootfs/data"),
             &[],
             &binds,
-            "/hangar/build-42-abc/ctr",
+            Some("/hangar/build-42-abc/ctr"),
             None,
             &env_of(&spec),
             &sandbox(),
@@ -560,7 +581,7 @@ mod tests {
             Path::new("/r"),
             &[],
             &[],
-            "/x",
+            Some("/x"),
             Some(ids),
             &env_of(&spec),
             &sandbox(),
@@ -584,7 +605,7 @@ mod tests {
             Path::new("/r"),
             &[],
             &[],
-            "/x",
+            Some("/x"),
             None,
             &env_of(&s),
             &sandbox(),
@@ -611,7 +632,7 @@ mod tests {
             Path::new("/r"),
             &[],
             &[],
-            "/x",
+            Some("/x"),
             None,
             &env,
             &sandbox(),
@@ -727,7 +748,7 @@ mod tests {
             Path::new("/r"),
             &[],
             &[],
-            "/x",
+            Some("/x"),
             None,
             &env_of(&spec),
             &sb,
@@ -758,7 +779,7 @@ mod tests {
             Path::new("/run/r"),
             &[PathBuf::from("/usr"), PathBuf::from("/etc")],
             &[],
-            "/x",
+            Some("/x"),
             None,
             &env_of(&s),
             &sandbox(),
@@ -785,7 +806,7 @@ mod tests {
             Path::new("/r"),
             &[],
             &[],
-            "/x",
+            Some("/x"),
             None,
             &env_of(&s),
             &sandbox(),

@@ -49,6 +49,9 @@ pub(crate) struct Features {
     /// The worker runs as root: a sandbox's ids are its range of host ids,
     /// and files are handed to them.
     pub root: bool,
+    /// A worker that is not root but has subordinate ids: its containers
+    /// are sandboxed in them (see `rootless`).
+    pub rootless: Option<super::rootless::Rootless>,
 }
 
 /// A made container's program, started under its wrapper.

@@ -58,6 +58,10 @@ pub(crate) struct Sandbox {
     pub resolv_conf: Option<PathBuf>,
     /// At most this many tasks (processes and threads); `None`: no limit.
     pub pids_limit: Option<u64>,
+    /// A worker that is not root: root inside is the worker's user, the
+    /// other ids its subordinate ones, and slirp4netns its network (see
+    /// `rootless`); `ids` is then the range the worker would use as root.
+    pub rootless: Option<super::rootless::Rootless>,
 }
 
 impl Sandbox {
@@ -142,6 +146,10 @@ pub(crate) fn shift_image_rootfs(rootfs: &Path, base: Ids) -> io::Result<u64> {
     Ok(changed)
 }
 
+/// Beside the containers dir in a rootless worker's work dir: its
+/// containers' process roots.
+pub(crate) const ROOTLESS_ROOTS_DIR: &str = "sandbox-roots";
+
 /// The host's directories a `process` container sees, read-only, as its
 /// root filesystem: the system, never the worker's data or anyone's home.
 /// Those that are links on the host (`/bin` -> `usr/bin`) are the same
@@ -198,6 +206,10 @@ pub(crate) fn host_entries(host_root: &Path) -> Vec<HostEntry> {
 #[derive(Debug, Clone)]
 pub(crate) struct RootMounts {
     dir: PathBuf,
+    /// Images are bind-mounted (root); `false`: a worker that is not root
+    /// cannot mount, and runc reaches the image where it is (root inside
+    /// is the worker's user).
+    mounts: bool,
 }
 
 impl RootMounts {
@@ -222,7 +234,28 @@ impl RootMounts {
                 )));
             }
         }
-        Ok(RootMounts { dir })
+        Ok(RootMounts { dir, mounts: true })
+    }
+
+    /// For a worker that is not root: process roots are skeletons in
+    /// `dir` (the worker's own, 0700), images are used where they are.
+    pub(crate) fn for_rootless(dir: &Path) -> io::Result<RootMounts> {
+        match fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+        Ok(RootMounts {
+            dir: dir.to_path_buf(),
+            mounts: false,
+        })
+    }
+
+    /// Whether images are mounted (a root worker); resource actions need
+    /// it for their overlays.
+    pub(crate) fn mounts(&self) -> bool {
+        self.mounts
     }
 
     pub(crate) fn path(&self, handle: &str) -> PathBuf {
@@ -233,6 +266,9 @@ impl RootMounts {
     /// reach it.
     pub(crate) fn mount_image(&self, handle: &str, source: &Path) -> io::Result<PathBuf> {
         use nix::mount::{mount, MsFlags};
+        if !self.mounts {
+            return Ok(source.to_path_buf());
+        }
         let target = self.path(handle);
         self.release(handle);
         fs::create_dir(&target)?;
@@ -319,7 +355,7 @@ impl RootMounts {
         if fs::symlink_metadata(&target).is_err() {
             return;
         }
-        if is_mount_point(&target) {
+        if self.mounts && is_mount_point(&target) {
             if let Err(e) = nix::mount::umount2(&target, nix::mount::MntFlags::MNT_DETACH) {
                 tracing::warn!(path = %target.display(), error = %e, "cannot unmount a container's root");
                 return;
