@@ -26,6 +26,8 @@ pub(crate) struct Args {
     pub lifecycle: Lifecycle,
     #[command(flatten)]
     pub health: crate::cmd::worker::HealthArgs,
+    #[command(flatten)]
+    pub tasks: crate::cmd::worker::TaskArgs,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -68,7 +70,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     for i in 1..=args.workers {
         let name = format!("quickstart-worker-{i}");
         let work_dir = data_dir.join("workers").join(&name);
-        let resource_types = crate::cmd::worker::builtin_resource_types(&work_dir)?;
+        let resource_types = args.tasks.resource_types_dir(&work_dir)?;
         let config = WorkerConfig {
             name: name.clone(),
             work_dir,
@@ -88,10 +90,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             health: args.health.config(Duration::from_secs(5))?,
             task_user: hangar_worker::containers::DEFAULT_TASK_IDS,
             allow_import_dirs: vec![],
-            allow_privileged: false,
-            task_network: Default::default(),
-            process_sandbox: true,
-            pids_limit: Some(hangar_worker::containers::DEFAULT_PIDS_LIMIT),
+            allow_privileged: args.tasks.allow_privileged,
+            task_network: args.tasks.task_network(),
+            process_sandbox: !args.tasks.no_process_sandbox,
+            pids_limit: args.tasks.pids_limit(),
         };
         let (tx, rx) = mpsc::channel(4);
         senders.push(tx);

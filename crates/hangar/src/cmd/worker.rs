@@ -55,6 +55,37 @@ pub(crate) struct Args {
     /// Serve only this team's builds.
     #[arg(long, env = "HANGAR_TEAM")]
     pub team: Option<String>,
+    /// The worker's state does not outlive it: web removes it, rather than
+    /// stalls it, when it goes silent.
+    #[arg(long, env = "HANGAR_EPHEMERAL")]
+    pub ephemeral: bool,
+    #[command(flatten)]
+    pub tasks: TaskArgs,
+    #[arg(long, env = "HANGAR_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = duration::parse)]
+    pub heartbeat_interval: Duration,
+    /// How often the worker reports its full list of volumes to web.
+    #[arg(long, env = "HANGAR_REPORT_INTERVAL", default_value = "10s", value_parser = duration::parse)]
+    pub report_interval: Duration,
+    /// Volume driver: auto (overlay when it works here, else naive), naive or overlay.
+    #[arg(long, env = "HANGAR_VOLUME_DRIVER", default_value = "auto", value_parser = parse_driver)]
+    pub volume_driver: DriverChoice,
+    /// Where the worker's volume API listens.
+    #[arg(long, env = "HANGAR_API_BIND", default_value = "127.0.0.1:7788")]
+    pub api_bind: String,
+    /// The URL web reaches the volume API at (default: http://<api-bind>);
+    /// needed when --api-bind is 0.0.0.0, e.g. the pod IP on Kubernetes.
+    #[arg(long, env = "HANGAR_API_URL")]
+    pub api_url: Option<String>,
+    #[command(flatten)]
+    pub health: HealthArgs,
+}
+
+/// `auto` is `None`: the worker tries the bridge at start.
+/// How a worker runs its steps: the sandbox's network, limits and what it
+/// allows, and the base resource types it offers. `worker` and
+/// `quickstart` take the same flags.
+#[derive(clap::Args, Debug)]
+pub(crate) struct TaskArgs {
     /// Run privileged steps (`privileged: true` on a task step, a
     /// privileged resource type, `execute --privileged`): they run as real
     /// root with all capabilities, which is root on this host. Off by
@@ -62,10 +93,6 @@ pub(crate) struct Args {
     /// one that arrives anyway.
     #[arg(long, env = "HANGAR_ALLOW_PRIVILEGED")]
     pub allow_privileged: bool,
-    /// The worker's state does not outlive it: web removes it, rather than
-    /// stalls it, when it goes silent.
-    #[arg(long, env = "HANGAR_EPHEMERAL")]
-    pub ephemeral: bool,
     /// How task containers are networked: bridge (their own network
     /// namespace on a host bridge, NAT to the outside, the host and other
     /// containers unreachable), none (loopback only) or host (the host's
@@ -90,8 +117,6 @@ pub(crate) struct Args {
     /// fork bomb stops at it instead of taking the worker's; 0: no limit.
     #[arg(long, env = "HANGAR_CONTAINER_PIDS_LIMIT", default_value_t = hangar_worker::containers::DEFAULT_PIDS_LIMIT)]
     pub container_pids_limit: u64,
-    #[arg(long, env = "HANGAR_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = duration::parse)]
-    pub heartbeat_interval: Duration,
     /// A directory of base resource types (each a directory with check, in,
     /// out, or Concourse's resource_metadata.json beside rootfs.tgz or
     /// rootfs/: see docs/resource-types.md). By default the types shipped
@@ -99,24 +124,31 @@ pub(crate) struct Args {
     /// <work-dir>/resource-types and used.
     #[arg(long, env = "HANGAR_RESOURCE_TYPES_DIR")]
     pub resource_types_dir: Option<PathBuf>,
-    /// How often the worker reports its full list of volumes to web.
-    #[arg(long, env = "HANGAR_REPORT_INTERVAL", default_value = "10s", value_parser = duration::parse)]
-    pub report_interval: Duration,
-    /// Volume driver: auto (overlay when it works here, else naive), naive or overlay.
-    #[arg(long, env = "HANGAR_VOLUME_DRIVER", default_value = "auto", value_parser = parse_driver)]
-    pub volume_driver: DriverChoice,
-    /// Where the worker's volume API listens.
-    #[arg(long, env = "HANGAR_API_BIND", default_value = "127.0.0.1:7788")]
-    pub api_bind: String,
-    /// The URL web reaches the volume API at (default: http://<api-bind>);
-    /// needed when --api-bind is 0.0.0.0, e.g. the pod IP on Kubernetes.
-    #[arg(long, env = "HANGAR_API_URL")]
-    pub api_url: Option<String>,
-    #[command(flatten)]
-    pub health: HealthArgs,
 }
 
-/// `auto` is `None`: the worker tries the bridge at start.
+impl TaskArgs {
+    /// The base resource types dir: the one given, else hangar's own
+    /// installed under `work_dir`.
+    pub(crate) fn resource_types_dir(&self, work_dir: &std::path::Path) -> anyhow::Result<PathBuf> {
+        match &self.resource_types_dir {
+            Some(dir) => Ok(dir.clone()),
+            None => builtin_resource_types(work_dir),
+        }
+    }
+
+    pub(crate) fn task_network(&self) -> hangar_worker::containers::TaskNetworkConfig {
+        hangar_worker::containers::TaskNetworkConfig {
+            mode: self.task_network.0,
+            subnet: self.task_network_subnet.clone(),
+            bridge: self.task_network_bridge.clone(),
+        }
+    }
+
+    pub(crate) fn pids_limit(&self) -> Option<u64> {
+        (self.container_pids_limit > 0).then_some(self.container_pids_limit)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NetworkChoice(Option<hangar_worker::containers::NetworkMode>);
 
@@ -246,10 +278,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.worker_key_file.as_deref(),
         "--worker-key",
     )?;
-    let resource_types_dir = match args.resource_types_dir {
-        Some(dir) => dir,
-        None => builtin_resource_types(&args.work_dir)?,
-    };
+    let resource_types_dir = args.tasks.resource_types_dir(&args.work_dir)?;
     let config = WorkerConfig {
         name: args.name,
         work_dir: args.work_dir,
@@ -268,14 +297,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         health: args.health.config(args.heartbeat_interval)?,
         task_user: args.task_user,
         allow_import_dirs: args.allow_import_dirs,
-        allow_privileged: args.allow_privileged,
-        task_network: hangar_worker::containers::TaskNetworkConfig {
-            mode: args.task_network.0,
-            subnet: args.task_network_subnet,
-            bridge: args.task_network_bridge,
-        },
-        process_sandbox: !args.no_process_sandbox,
-        pids_limit: (args.container_pids_limit > 0).then_some(args.container_pids_limit),
+        allow_privileged: args.tasks.allow_privileged,
+        task_network: args.tasks.task_network(),
+        process_sandbox: !args.tasks.no_process_sandbox,
+        pids_limit: args.tasks.pids_limit(),
     };
     let shutdown = CancellationToken::new();
     let (tx, rx) = mpsc::channel(4);
