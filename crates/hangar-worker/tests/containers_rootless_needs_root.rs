@@ -193,7 +193,10 @@ fn child() {
     let containers = ContainerManager::open_with(
         &dir.path().join("containers"),
         volumes.clone(),
-        ContainerOptions::default(),
+        ContainerOptions {
+            allow_privileged: true,
+            ..ContainerOptions::default()
+        },
     )
     .unwrap();
     assert!(
@@ -290,6 +293,12 @@ fn child() {
     spec.user = Some("1000:1000".into());
     let log = run(spec);
     assert_eq!(norm(&log), format!("1000\n{uid_map}"), "{log}");
+
+    // There is no real root to give a privileged step.
+    let mut spec = process_spec("privileged", "id -u");
+    spec.privileged = true;
+    let refused = containers.create(spec).unwrap_err().to_string();
+    assert!(refused.contains("not root"), "{refused}");
     // What the root half looks for: this half ran to its end, not a
     // filter that matched no test.
     std::fs::write(env("HANGAR_TEST_DONE"), "passed").unwrap();

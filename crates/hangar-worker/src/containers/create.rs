@@ -16,7 +16,7 @@ use super::cgroup::{self, Cgroups};
 use super::store::{self, Meta, CREATING_PREFIX};
 use super::{
     image, io_err, isolation, process, runc, sandbox, spec, write_private, ContainerError, Inner,
-    PRIVILEGED_REFUSED,
+    PRIVILEGED_REFUSED, PRIVILEGED_ROOTLESS,
 };
 
 impl Inner {
@@ -68,6 +68,11 @@ impl Inner {
         if spec.privileged && !self.allow_privileged {
             return Err(ContainerError::Unsupported {
                 reason: PRIVILEGED_REFUSED.into(),
+            });
+        }
+        if spec.privileged && self.features().rootless.is_some() {
+            return Err(ContainerError::Unsupported {
+                reason: PRIVILEGED_ROOTLESS.into(),
             });
         }
         // runc runs every container in the sandbox: an image's, and a

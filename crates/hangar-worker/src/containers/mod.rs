@@ -102,6 +102,11 @@ pub const STATE_EXITED: RunState = RunState::Exited;
 pub const PRIVILEGED_REFUSED: &str =
     "privileged container: this worker was not started with --allow-privileged";
 
+/// Why a privileged spec is refused by a rootless worker, whatever
+/// `--allow-privileged` says: it has no real root to give.
+pub const PRIVILEGED_ROOTLESS: &str =
+    "privileged container: this worker is not root (a rootless worker has no root to give)";
+
 /// How long destroy waits for killed processes to be gone.
 const KILL_WAIT: Duration = Duration::from_secs(5);
 /// How long recording an exit waits for the cgroup to empty.

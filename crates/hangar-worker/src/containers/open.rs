@@ -64,6 +64,9 @@ impl ContainerManager {
             if let Err(why) = &features.cgroups {
                 tracing::warn!(cgroups = %why, "a rootless worker without a delegated memory cgroup: containers run with no pids, memory or CPU limit");
             }
+            if options.allow_privileged {
+                tracing::warn!("--allow-privileged on a worker that is not root: privileged steps are refused all the same");
+            }
             if rootless.slirp4netns.is_none() {
                 tracing::warn!("no slirp4netns on PATH (install Debian's slirp4netns package): a rootless worker's containers get loopback only");
             }
