@@ -9,7 +9,7 @@
 //! version, and records it then.
 
 use hangar_core::build::BuildEventKind;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::context::{BuildContext, Interrupted};
 
@@ -21,13 +21,15 @@ pub(crate) enum Role<'a> {
     Output,
 }
 
-/// Saves `version` of the job's pipeline resource `resource` and records it
-/// as the build's input or output.
+/// Saves `version` of the job's pipeline resource `resource` (with the
+/// `metadata` a get's `in` answered; `[]` for none) and records it as the
+/// build's input or output.
 pub(crate) async fn record(
     ctx: &BuildContext,
     step_id: &str,
     resource: &str,
     version: &Map<String, Value>,
+    metadata: &Value,
     role: Role<'_>,
 ) -> Result<(), Interrupted> {
     let Some(job) = &ctx.job_build else {
@@ -60,7 +62,7 @@ pub(crate) async fn record(
         .save_resource_version(
             resource_id,
             &Value::Object(version.clone()),
-            &json!([]),
+            metadata,
             ctx.engine.now(),
         )
         .await

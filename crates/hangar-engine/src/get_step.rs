@@ -38,7 +38,8 @@ pub(crate) async fn run(
         if end.state == StepState::Succeeded {
             let version = recorded_version(&record);
             if let Some(version) = &version {
-                record_input(ctx, step_id, step, version).await?;
+                // The metadata was saved with it when the step ran.
+                record_input(ctx, step_id, step, version, &json!([])).await?;
             }
             if let Err(failure) = restore_local_var(ctx, step_id, step, &record, version).await? {
                 // The step stays as it ended; a later step that uses the
@@ -83,7 +84,7 @@ pub(crate) async fn run(
                 record.finished_at = Some(ctx.engine.now());
                 ctx.save(&record).await;
                 if let Value::Object(version) = &version {
-                    record_input(ctx, step_id, step, version).await?;
+                    record_input(ctx, step_id, step, version, &metadata).await?;
                 }
                 return Ok(StepEnd {
                     state: StepState::Succeeded,
@@ -384,18 +385,20 @@ pub(crate) struct Fetched {
 }
 
 /// A get of a pipeline resource in a job build: its version is the build's
-/// input, under the step's name.
+/// input, under the step's name, and the version's metadata is what `in`
+/// answered, as Concourse's get updates it.
 async fn record_input(
     ctx: &BuildContext,
     step_id: &str,
     step: &GetStep,
     version: &serde_json::Map<String, Value>,
+    metadata: &Value,
 ) -> Result<(), Interrupted> {
     let Some(resource) = &step.resource else {
         return Ok(());
     };
     let role = crate::build_versions::Role::Input(&step.get);
-    crate::build_versions::record(ctx, step_id, resource, version, role).await
+    crate::build_versions::record(ctx, step_id, resource, version, metadata, role).await
 }
 
 /// The version a finished get step saved (none from a run before

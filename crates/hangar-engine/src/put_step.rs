@@ -56,7 +56,8 @@ pub(crate) async fn run(
     // the version with the step and records it again, never runs `out`.
     if let Some(resource) = &step.resource {
         let role = crate::build_versions::Role::Output;
-        crate::build_versions::record(ctx, step_id, resource, &version, role).await?;
+        let none = json!([]);
+        crate::build_versions::record(ctx, step_id, resource, &version, &none, role).await?;
     }
     if step.no_get {
         return Ok(StepEnd {

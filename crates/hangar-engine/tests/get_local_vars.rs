@@ -200,3 +200,63 @@ async fn a_build_resumed_past_a_get_sets_its_var_again_without_fetching_again() 
     assert_eq!(env_of(&b, "after")["C"], "abc123");
     assert_eq!(ins(&b), 1, "the get was not run again");
 }
+
+/// A job build's get of a pipeline resource saves the metadata `in`
+/// answered on the resource's version, as Concourse's get step updates
+/// it; a check (which knows no metadata) never erases it.
+#[tokio::test]
+async fn a_job_s_get_saves_its_metadata_on_the_resource_version() {
+    use hangar_core::pipeline::parse_pipeline;
+    use hangar_core::plan::planner::plan_job;
+    let h = Harness::new(&["w1"]).await;
+    h.fake.set_version(json!({"ref": "v7"}));
+    h.fake
+        .answer_in_metadata(json!([{"name": "commit", "value": "abc123"}]));
+    let config = parse_pipeline(
+        "resources:\n- {name: repo, type: mock, source: {}}\njobs:\n- name: ship\n  plan:\n  - get: code\n    resource: repo\n  - task: after\n    config: {platform: linux, run: {path: after}, params: {C: ((.:code.commit))}}\n",
+    )
+    .expect("a valid pipeline")
+    .config;
+    h.store
+        .set_pipeline("main", "p", &config, None, support::now())
+        .await
+        .unwrap();
+    let job = h.store.job("main", "p", "ship").await.unwrap();
+    let plan = plan_job(&config, config.job("ship").unwrap()).unwrap();
+    let build = h
+        .store
+        .create_job_build(job.id, "p/ship", &plan.stored.to_string(), support::now())
+        .await
+        .unwrap();
+    h.engine.wake();
+    assert_eq!(h.finished(build.build.id).await, BuildStatus::Succeeded);
+    assert_eq!(env_of(&h, "after")["C"], "abc123");
+    let page = hangar_store::VersionPage {
+        limit: 10,
+        before: None,
+        after: None,
+    };
+    let versions = h
+        .store
+        .resource_versions("main", "p", "repo", page)
+        .await
+        .unwrap();
+    assert_eq!(versions.len(), 1);
+    assert_eq!(versions[0].version, r#"{"ref":"v7"}"#);
+    let metadata: Value = serde_json::from_str(&versions[0].metadata).unwrap();
+    assert_eq!(metadata, json!([{"name": "commit", "value": "abc123"}]));
+
+    // The same version seen again without metadata keeps it.
+    let repo = h.store.resource("main", "p", "repo").await.unwrap();
+    h.store
+        .save_resource_version(repo.id, &json!({"ref": "v7"}), &json!([]), support::now())
+        .await
+        .unwrap();
+    let versions = h
+        .store
+        .resource_versions("main", "p", "repo", page)
+        .await
+        .unwrap();
+    let metadata: Value = serde_json::from_str(&versions[0].metadata).unwrap();
+    assert_eq!(metadata, json!([{"name": "commit", "value": "abc123"}]));
+}

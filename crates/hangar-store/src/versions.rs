@@ -12,9 +12,12 @@ use crate::pipelines::{
 };
 
 impl Store {
-    /// Records a version a check or put of resource `resource_id` found, in
-    /// the resource's scope (once per scope and version; a version seen
-    /// again keeps its row and is returned).
+    /// Records a version a check, get or put of resource `resource_id`
+    /// found, in the resource's scope (once per scope and version; a
+    /// version seen again keeps its row and is returned). `metadata` other
+    /// than `[]` (what a get's `in` answered) replaces the row's, as
+    /// Concourse's get step updates its version's metadata; `[]` (a check
+    /// knows none) never erases it.
     pub async fn save_resource_version(
         &self,
         resource_id: i64,
@@ -45,7 +48,9 @@ impl Store {
         .try_get("next")?;
         sqlx::query(
             "INSERT INTO resource_versions (scope_id, version, metadata, check_order, created_at) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope_id, version) DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope_id, version) DO UPDATE \
+             SET metadata = excluded.metadata \
+             WHERE excluded.metadata <> '[]' AND resource_versions.metadata <> excluded.metadata",
         )
         .bind(scope)
         .bind(json(version))

@@ -525,7 +525,38 @@ jobs:
         .is_empty());
 }
 
+/// A version's metadata is what a get's `in` answered last: saved again
+/// with other metadata it is replaced, with `[]` (a check's) it is kept;
+/// the row, its id and its order stay.
+async fn a_version_s_metadata_is_the_last_a_get_answered(store: Store) {
+    store
+        .set_pipeline("main", "p", &config(TWO_JOBS), None, T0)
+        .await
+        .unwrap();
+    let repo = store.resource("main", "p", "repo").await.unwrap();
+    let v = json!({"ref": "a"});
+    let first = store
+        .save_resource_version(repo.id, &v, &json!([]), T0)
+        .await
+        .unwrap();
+    let saved = [
+        (json!([{"name": "commit", "value": "c1"}]), "c1"),
+        (json!([]), "c1"),
+        (json!([{"name": "commit", "value": "c2"}]), "c2"),
+    ];
+    for (i, (metadata, expected)) in saved.into_iter().enumerate() {
+        let row = store
+            .save_resource_version(repo.id, &v, &metadata, T0 + 1 + i as i64)
+            .await
+            .unwrap();
+        assert_eq!((row.id, row.check_order), (first.id, first.check_order));
+        let kept: serde_json::Value = serde_json::from_str(&row.metadata).unwrap();
+        assert_eq!(kept, json!([{"name": "commit", "value": expected}]), "{i}");
+    }
+}
+
 on_both_databases!(
+    a_version_s_metadata_is_the_last_a_get_answered,
     resources_of_one_type_and_source_share_one_history,
     a_set_from_a_build_creates_unpaused_and_a_build_knows_its_pipeline,
     a_set_writes_a_new_version_and_keeps_the_previous_readable,
