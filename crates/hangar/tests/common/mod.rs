@@ -132,6 +132,22 @@ impl Cluster {
         self.worker_with(name, work_dir, &[])
     }
 
+    /// A worker whose tasks and resource actions share the host's network
+    /// (`--task-network host`), still in the sandbox otherwise: for a test
+    /// whose registry or server listens on the host's loopback, which the
+    /// task network keeps out of reach.
+    pub(crate) fn worker_on_host_network(&self, name: &str) -> Proc {
+        self.worker_with(name, &self.work_dir(name), &["--task-network", "host"])
+    }
+
+    /// A worker whose process tasks and base resource types' actions run
+    /// on the host, outside the sandbox (`--no-process-sandbox`): for a
+    /// test whose resources are local paths (a repository it made), which
+    /// the sandbox does not show, and whose subject is not the sandbox.
+    pub(crate) fn worker_outside_sandbox(&self, name: &str) -> Proc {
+        self.worker_with(name, &self.work_dir(name), &["--no-process-sandbox"])
+    }
+
     /// A worker with extra flags (e.g. `--tag only-me`).
     pub(crate) fn worker_with(&self, name: &str, work_dir: &Path, extra: &[&str]) -> Proc {
         self.worker_with_env(name, work_dir, extra, &[])
