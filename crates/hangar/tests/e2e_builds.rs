@@ -122,7 +122,8 @@ fn execute_runs_a_task_with_an_input_an_output_and_a_cache_reused_next_time() {
 #[test]
 fn a_get_of_a_local_git_repository_feeds_a_task_and_is_cached() {
     let c = Cluster::start();
-    let _w = c.worker("worker-g");
+    // The repository is a local path, which the sandbox does not show.
+    let _w = c.worker_outside_sandbox("worker-g");
     started(&c, &["worker-g"]);
     let repo = tempfile::tempdir().unwrap();
     let git = |args: &[&str]| {
@@ -366,7 +367,8 @@ fn a_step_whose_worker_is_killed_is_retried_on_another_worker_and_the_build_succ
 #[test]
 fn a_put_pushes_a_task_s_commit_to_a_git_repository_and_gets_it_back() {
     let c = Cluster::start();
-    let _w = c.worker("worker-p");
+    // The repository is a local path, which the sandbox does not show.
+    let _w = c.worker_outside_sandbox("worker-p");
     started(&c, &["worker-p"]);
     let dir = tempfile::tempdir().unwrap();
     let origin = dir.path().join("origin");

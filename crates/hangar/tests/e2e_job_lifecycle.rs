@@ -162,8 +162,10 @@ fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
 fn a_pipeline_runs_puts_through_a_killed_worker_records_versions_runs_hooks_and_aborts() {
     let c = Cluster::start();
     let mut workers = vec![
-        ("worker-l1", Some(c.worker("worker-l1"))),
-        ("worker-l2", Some(c.worker("worker-l2"))),
+        // The repositories are local paths, which the sandbox does not
+        // show (and the push is told apart by its action's HOME).
+        ("worker-l1", Some(c.worker_outside_sandbox("worker-l1"))),
+        ("worker-l2", Some(c.worker_outside_sandbox("worker-l2"))),
     ];
     c.wait_until("the workers run", |ws| {
         has(ws, "worker-l1", "running") && has(ws, "worker-l2", "running")

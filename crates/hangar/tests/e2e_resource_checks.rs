@@ -66,7 +66,8 @@ fn wait_for<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -
 #[test]
 fn resources_are_checked_without_triggers_and_a_webhook_checks_at_once() {
     let c = Cluster::start();
-    let _w = c.worker("worker-c");
+    // The repository is a local path, which the sandbox does not show.
+    let _w = c.worker_outside_sandbox("worker-c");
     c.wait_until("the worker runs", |ws| has(ws, "worker-c", "running"));
     let dir = c.dir.path();
     let origin = dir.join("origin");

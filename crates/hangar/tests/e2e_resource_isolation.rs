@@ -2,7 +2,9 @@
 //! unrelated sources on the same worker, with a shell resource type that
 //! keeps state as Concourse's git resource does (a clone in `$TMPDIR`,
 //! reused when there; `~/.gitconfig` rewritten, `~/.netrc` deleted) and
-//! with the built-in `git` type over two repositories made with `git init`.
+//! with the built-in `git` type over two repositories made with `git init`,
+//! on workers without the sandbox (the sources are local paths; in the
+//! sandbox each action is a container of its own).
 
 // Tests block freely: each runs on a thread of its own, and these drive
 // processes and wait for them.
@@ -102,10 +104,12 @@ fn gets_of_two_sources_on_one_worker_see_nothing_of_each_other_nor_touch_the_wor
     );
     write(&home.join(".gitconfig"), "[user]\n\tname = the operator\n");
     std::fs::create_dir_all(&tmp).unwrap();
+    // The actions of a worker without the sandbox (their sources are
+    // local paths), each in a dir of its own on the host.
     let _w = c.worker_with_env(
         "worker-iso",
         &work,
-        &[],
+        &["--no-process-sandbox"],
         &[("HOME", &home), ("TMPDIR", &tmp)],
     );
     c.wait_until("the worker runs", |ws| has(ws, "worker-iso", "running"));
@@ -150,7 +154,8 @@ fn gets_of_two_sources_on_one_worker_see_nothing_of_each_other_nor_touch_the_wor
 #[test]
 fn the_git_type_fetches_two_unrelated_repositories_on_one_worker_each_its_own() {
     let c = Cluster::start();
-    let _w = c.worker("worker-git");
+    // The repositories are local paths, which the sandbox does not show.
+    let _w = c.worker_outside_sandbox("worker-git");
     c.wait_until("the worker runs", |ws| has(ws, "worker-git", "running"));
     let repos = tempfile::tempdir().unwrap();
     for name in ["alpha", "beta"] {
