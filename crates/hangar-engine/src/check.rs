@@ -245,13 +245,12 @@ async fn with_type_image(
         log_sink: Some(Default::default()),
     };
     // The deadline stops the context, as a build's abort stops its steps.
-    let _timer = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep_until(deadline).await;
-            stop.cancel();
-        })
-        .abort_handle()
+    // The timer is polled with the check, not spawned: it ends with it
+    // rather than sleeping on to the deadline (an hour by default).
+    let timer = async {
+        tokio::time::sleep_until(deadline).await;
+        stop.cancel();
+        std::future::pending::<std::convert::Infallible>().await
     };
     let run = async {
         let image =
@@ -279,7 +278,10 @@ async fn with_type_image(
                 .map_err(|f| (false, f)),
         )
     };
-    let out = run.await;
+    let out = tokio::select! {
+        out = run => out,
+        never = timer => match never {},
+    };
     let log = std::mem::take(
         &mut *ctx
             .log_sink

@@ -78,6 +78,22 @@ pub(crate) fn from_worker(worker: &str, e: &hangar_engine::CallError) -> ApiErro
 }
 
 /// How a failed operation on a worker's volumes reads over the API.
+/// Why `what`'s vars could not be read: the plan's fault (400) or the
+/// credential manager's (502 `unavailable`, as a worker's failure is).
+/// Every route that resolves vars answers through this.
+pub(crate) fn from_plan_vars(what: &str, e: hangar_engine::PlanVarsError) -> ApiError {
+    match e {
+        hangar_engine::PlanVarsError::Refused(why) => {
+            ApiError::bad_request(format!("{what}: cannot resolve its vars: {why}"))
+        }
+        hangar_engine::PlanVarsError::Unavailable(why) => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            hangar_api::codes::UNAVAILABLE,
+            format!("{what}: cannot resolve its vars: {why}"),
+        ),
+    }
+}
+
 pub(crate) fn from_op(e: hangar_engine::OpError) -> ApiError {
     match e {
         hangar_engine::OpError::Store(e) => e.into(),

@@ -158,6 +158,9 @@ struct WebInner {
     /// version, a finished build, a pin): the scheduler looks at once
     /// instead of at its next tick.
     schedule_wakeup: tokio::sync::Notify,
+    /// Rung to pass a wake-up on to the other web nodes; the task of
+    /// `scheduler_wakeups::tell` sends it (wake-ups meanwhile are one).
+    others_wakeup: tokio::sync::Notify,
     /// Rung when a check is asked for (webhook, `check-resource`).
     check_wakeup: check_loop::CheckWakeup,
     /// This node's name in leases (its engine's builds, its scheduler's
@@ -214,6 +217,7 @@ impl Web {
                 workers,
                 probe_gate: health::ProbeGate::default(),
                 schedule_wakeup: tokio::sync::Notify::new(),
+                others_wakeup: tokio::sync::Notify::new(),
                 check_wakeup: Default::default(),
                 node_id,
                 scheduler_configs: scheduler_loop::ConfigCache::default(),
@@ -264,6 +268,15 @@ impl Web {
     /// the wait is not lost).
     pub(crate) async fn scheduler_woken(&self) {
         self.inner.schedule_wakeup.notified().await
+    }
+
+    /// Waits until a wake-up is to be passed on to the other nodes.
+    pub(crate) async fn others_to_wake(&self) {
+        self.inner.others_wakeup.notified().await
+    }
+
+    pub(crate) fn wake_other_nodes(&self) {
+        self.inner.others_wakeup.notify_one();
     }
 
     pub(crate) fn node_id(&self) -> &str {
@@ -382,6 +395,8 @@ pub async fn serve(
         tasks.spawn(lifecycle_loop::run(web.clone(), interval, shutdown.clone()));
     }
     tasks.spawn(web_nodes_loop::run(web.clone(), shutdown.clone()));
+    // Wake-ups go to the other nodes whether or not this one schedules.
+    tasks.spawn(scheduler_wakeups::tell(web.clone(), shutdown.clone()));
     if web.config().run_builds {
         tasks.spawn(web.engine().clone().run(shutdown.clone()));
     }

@@ -15,18 +15,26 @@ use crate::Web;
 /// refused it (a restart, a failover).
 const RELISTEN_AFTER: Duration = Duration::from_secs(1);
 
-/// Tells the other nodes, without waiting; a wake-up that cannot be sent
-/// costs them at most a tick.
+/// Tells the other nodes, without waiting: [`tell`], the task `serve`
+/// owns, sends it. A wake-up that cannot be sent costs them at most a tick.
 pub(crate) fn tell_other_nodes(web: &Web) {
-    if web.store().backend() != hangar_store::Backend::Postgres {
-        return;
+    if web.store().backend() == hangar_store::Backend::Postgres {
+        web.wake_other_nodes();
     }
-    let store = web.store().clone();
-    tokio::spawn(async move {
-        if let Err(e) = store.notify_scheduler().await {
+}
+
+/// Sends the database's wake-up for every [`tell_other_nodes`] until
+/// shutdown; wake-ups asked for while one is sent go as one.
+pub(crate) async fn tell(web: Web, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = web.others_to_wake() => {}
+        }
+        if let Err(e) = web.store().notify_scheduler().await {
             tracing::debug!(error = %e, "could not send the scheduler's wake-up to other nodes");
         }
-    });
+    }
 }
 
 /// Wakes this node's scheduler on every wake-up the database delivers,

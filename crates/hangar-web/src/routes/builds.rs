@@ -142,19 +142,7 @@ pub(super) async fn validate(
         Some(credentials) => {
             match hangar_engine::resolve_plan(credentials, &stored, pipeline).await {
                 Ok((resolved, _)) => resolved,
-                Err(hangar_engine::PlanVarsError::Refused(e)) => {
-                    return Err(ApiError::bad_request(format!(
-                        "plan: cannot resolve its vars: {e}"
-                    )))
-                }
-                // The manager failed, not the plan: web's 502, as for a worker.
-                Err(hangar_engine::PlanVarsError::Unavailable(e)) => {
-                    return Err(ApiError::new(
-                        StatusCode::BAD_GATEWAY,
-                        hangar_api::codes::UNAVAILABLE,
-                        format!("plan: cannot resolve its vars: {e}"),
-                    ))
-                }
+                Err(e) => return Err(crate::error::from_plan_vars("plan", e)),
             }
         }
         None => stored,

@@ -173,11 +173,7 @@ async fn expected_token(
             tracing::warn!(%team, %pipeline, %why, "the webhook_token's var cannot be resolved");
             Ok(String::new())
         }
-        Err(hangar_engine::PlanVarsError::Unavailable(why)) => Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "credentials_unavailable",
-            format!("cannot look up the webhook_token: {why}"),
-        )),
+        Err(e) => Err(crate::error::from_plan_vars("the webhook_token", e)),
     }
 }
 
