@@ -46,9 +46,9 @@ async fn concourse_steps_are_taken_and_bad_ones_refused_storing_nothing(store: S
             "plan step 1: local var ((.:w.x)) is not defined",
         ),
         (
-            json!([{"set_pipeline": "p", "file": "a/p.yml", "instance_vars": {"a": 1}}]),
+            json!([{"set_pipeline": "p", "file": "a/p.yml", "instance_vars": {"a/b": 1}}]),
             Value::Null,
-            "plan: plan[0].instance_vars: instanced pipelines are not supported by hangar",
+            "plan: plan[0].instance_vars: instance var key \"a/b\"",
         ),
         (
             json!([{"put": "r", "type": "git", "source": {"uri": "((uri))"}}]),
