@@ -98,7 +98,9 @@ fn a_put_to_a_custom_type_runs_out_in_its_image_and_the_implicit_get_feeds_a_lat
     let c = Cluster::start();
     let work = c.work_dir("worker-put");
     install_local_image(&work.join("resource-types"));
-    let _w = c.worker_in("worker-put", &work);
+    // `local-image` copies a host path, which the sandbox does not show:
+    // base types run on the host here (the custom type still in its image).
+    let _w = c.worker_with("worker-put", &work, &["--no-process-sandbox"]);
     c.wait_until("the worker runs", |ws| has(ws, "worker-put", "running"));
 
     let dir = tempfile::tempdir().unwrap();

@@ -91,7 +91,9 @@ fn a_get_of_a_custom_type_runs_its_check_and_in_inside_the_type_s_image() {
     let c = Cluster::start();
     let work = c.work_dir("worker-rt");
     install_local_image(&work.join("resource-types"));
-    let _w = c.worker_in("worker-rt", &work);
+    // `local-image` copies a host path, which the sandbox does not show:
+    // base types run on the host here (images still run in the sandbox).
+    let _w = c.worker_with("worker-rt", &work, &["--no-process-sandbox"]);
     c.wait_until("the worker runs", |ws| has(ws, "worker-rt", "running"));
 
     let dir = tempfile::tempdir().unwrap();
@@ -156,10 +158,15 @@ fn a_custom_type_s_check_is_held_to_the_container_memory_limit() {
     let c = Cluster::start();
     let work = c.work_dir("worker-oom");
     install_local_image(&work.join("resource-types"));
+    // `local-image` reads a host path: base types run on the host here.
     let _w = c.worker_with(
         "worker-oom",
         &work,
-        &["--default-container-memory", "64MiB"],
+        &[
+            "--default-container-memory",
+            "64MiB",
+            "--no-process-sandbox",
+        ],
     );
     c.wait_until("the worker runs", |ws| has(ws, "worker-oom", "running"));
 
