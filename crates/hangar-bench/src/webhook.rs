@@ -125,7 +125,11 @@ pub async fn run(cfg: WebhookConfig) -> anyhow::Result<WebhookReport> {
     let job = store.job("main", "hook", "build").await?;
 
     let mut web = spec.start().await?;
-    let mut worker = WorkerSpec::new(&cfg.bin, &dir, "bench-hooked", &spec.url()).start()?;
+    // The repository is a local path, which a worker's sandbox does not
+    // show: its actions run on the host, as on a worker without one.
+    let mut hooked = WorkerSpec::new(&cfg.bin, &dir, "bench-hooked", &spec.url());
+    hooked.extra_args.push("--no-process-sandbox".into());
+    let mut worker = hooked.start()?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     store
         .set_pipeline_paused("main", "hook", false, now_ms())
