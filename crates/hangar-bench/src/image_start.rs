@@ -153,6 +153,11 @@ pub(crate) async fn measure(bin: &Path, dir: &Path, runs: usize) -> anyhow::Resu
     let mut web = spec.start().await?;
     let mut worker_spec = WorkerSpec::new(bin, dir, "image-worker", &spec.url());
     worker_spec.heartbeat_interval = Duration::from_secs(1);
+    // The registry is on the host's loopback, which the task network does
+    // not reach: the image's check and fetch share the host's network.
+    worker_spec
+        .extra_args
+        .extend(["--task-network".into(), "host".into()]);
     let mut worker = worker_spec.start()?;
     let client = procs::admin_client(&spec.url(), Duration::from_secs(60))?;
     let result = async {
