@@ -361,6 +361,18 @@ impl TarBuilder {
         link: Option<&str>,
         data: &[u8],
     ) -> &mut Self {
+        self.raw_owned(name, kind, mode, link, data, (0, 0))
+    }
+
+    fn raw_owned(
+        &mut self,
+        name: &str,
+        kind: tar::EntryType,
+        mode: u32,
+        link: Option<&str>,
+        data: &[u8],
+        (uid, gid): (u64, u64),
+    ) -> &mut Self {
         let mut header = tar::Header::new_gnu();
         {
             let gnu = header.as_gnu_mut().expect("gnu header");
@@ -374,8 +386,8 @@ impl TarBuilder {
         header.set_entry_type(kind);
         header.set_mode(mode);
         header.set_size(data.len() as u64);
-        header.set_uid(0);
-        header.set_gid(0);
+        header.set_uid(uid);
+        header.set_gid(gid);
         header.set_mtime(0);
         header.set_cksum();
         self.out.extend_from_slice(header.as_bytes());
@@ -391,6 +403,23 @@ impl TarBuilder {
 
     pub fn file(&mut self, name: &str, data: &[u8]) -> &mut Self {
         self.raw(name, tar::EntryType::Regular, 0o644, None, data)
+    }
+
+    /// A file owned by `uid:gid`.
+    pub fn file_owned(&mut self, name: &str, uid: u64, gid: u64, data: &[u8]) -> &mut Self {
+        self.raw_owned(name, tar::EntryType::Regular, 0o644, None, data, (uid, gid))
+    }
+
+    /// A directory owned by `uid:gid`.
+    pub fn dir_owned(&mut self, name: &str, uid: u64, gid: u64) -> &mut Self {
+        self.raw_owned(
+            name,
+            tar::EntryType::Directory,
+            0o755,
+            None,
+            &[],
+            (uid, gid),
+        )
     }
 
     pub fn file_mode(&mut self, name: &str, mode: u32, data: &[u8]) -> &mut Self {

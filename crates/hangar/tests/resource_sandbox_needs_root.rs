@@ -54,6 +54,11 @@ struct Worker {
 /// a container manager whose process tasks (and so actions) run in the
 /// sandbox, else its actions run on the host as they did before.
 async fn worker(sandboxed: bool) -> Worker {
+    worker_with(sandboxed, ContainerOptions::default()).await
+}
+
+/// [`worker`] whose container manager is opened with `options`.
+async fn worker_with(sandboxed: bool, options: ContainerOptions) -> Worker {
     assert!(
         nix::unistd::Uid::effective().is_root(),
         "this test needs root (a root worker's sandbox): run it as root"
@@ -90,12 +95,11 @@ async fn worker(sandboxed: bool) -> Worker {
     let containers = if sandboxed {
         let root = dir.path().join("containers");
         let v = volumes.clone();
-        let manager = tokio::task::spawn_blocking(move || {
-            ContainerManager::open_with(&root, v, ContainerOptions::default())
-        })
-        .await
-        .unwrap()
-        .unwrap();
+        let manager =
+            tokio::task::spawn_blocking(move || ContainerManager::open_with(&root, v, options))
+                .await
+                .unwrap()
+                .unwrap();
         assert!(
             manager.sandboxes_processes(),
             "this test needs runc and cgroups (the process sandbox): run scripts/install-deps"
@@ -333,5 +337,82 @@ async fn registry_image_cannot_reach_a_service_on_the_hosts_loopback() {
         connections.load(Ordering::SeqCst) > 0,
         "the host's check reaches loopback: {}",
         out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_fetched_in_the_sandbox_keeps_its_owners_within_the_range() {
+    use hangar_images::testing::{
+        config_json, Compression, Registry, TarBuilder, TestImage, TestLayer,
+    };
+    use std::os::unix::fs::MetadataExt;
+    let registry = Registry::start().await;
+    let mut layer = TarBuilder::new();
+    layer
+        .dir("etc")
+        .file(
+            "etc/passwd",
+            b"root:x:0:0::/root:/bin/sh\nbot:x:1000:1000::/home/bot:/bin/sh\n",
+        )
+        .dir("home")
+        .dir_owned("home/bot", 1000, 1000)
+        .file_owned("home/bot/notes", 1000, 1000, b"the bot's\n")
+        // Past the 65,536 ids a user namespace maps.
+        .file_owned("far", 100_000, 100_000, b"far away\n");
+    let image = TestImage {
+        config: config_json(
+            &["PATH=/bin"],
+            "",
+            match std::env::consts::ARCH {
+                "x86_64" => "amd64",
+                "aarch64" => "arm64",
+                other => other,
+            },
+        ),
+        layers: vec![TestLayer::new(layer.finish(), Compression::Gzip)],
+        docker: false,
+    };
+    let (digest, _) = registry.push_image("owners", Some("1"), &image).await;
+    // The registry is on the host's loopback: the host's network, the
+    // rest of the sandbox as it is.
+    let options = ContainerOptions {
+        task_network: hangar_worker::containers::TaskNetworkConfig {
+            mode: Some(hangar_worker::containers::NetworkMode::Host),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let w = worker_with(true, options).await;
+    let source =
+        json!({"repository": format!("{}/owners", registry.addr), "tag": "1", "insecure": true});
+    let dest = w.volume("image");
+    let got = w
+        .run(
+            "registry-image",
+            "in",
+            Some("image"),
+            json!({"source": source, "version": {"digest": digest}}),
+        )
+        .await;
+    assert_eq!(got.exit_code, 0, "{}", got.stderr);
+    let owner = |p: &str| {
+        let m = std::fs::symlink_metadata(dest.join("rootfs").join(p)).unwrap();
+        (m.uid(), m.gid())
+    };
+    assert_eq!(
+        owner("etc/passwd"),
+        (2_000_000, 2_000_000),
+        "root's, in the range"
+    );
+    assert_eq!(owner("home/bot"), (2_001_000, 2_001_000));
+    assert_eq!(owner("home/bot/notes"), (2_001_000, 2_001_000));
+    assert_eq!(
+        owner("far"),
+        (2_000_000, 2_000_000),
+        "past the range: root's"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dest.join("rootfs/home/bot/notes")).unwrap(),
+        "the bot's\n"
     );
 }
