@@ -416,3 +416,60 @@ async fn an_image_fetched_in_the_sandbox_keeps_its_owners_within_the_range() {
         "the bot's\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_and_out_of_a_builtin_type_work_in_the_sandbox_with_the_owners_tasks_need() {
+    use std::os::unix::fs::MetadataExt;
+    let w = worker(true).await;
+    // `in`: what it wrote is the first task user's, the volume's top dir
+    // root's alone until a container mounts it.
+    let dest = w.volume("fetched");
+    let got = w
+        .run(
+            "mock",
+            "in",
+            Some("fetched"),
+            json!({"source": {"create_files": {"a/b.txt": "hello"}}, "version": {"version": "3"}}),
+        )
+        .await;
+    assert_eq!(got.exit_code, 0, "{}", got.stderr);
+    assert_eq!(
+        std::fs::read_to_string(dest.join("a/b.txt")).unwrap(),
+        "hello"
+    );
+    for p in ["version", "a", "a/b.txt"] {
+        let m = std::fs::symlink_metadata(dest.join(p)).unwrap();
+        assert_eq!((m.uid(), m.gid()), (2_000_000, 2_000_000), "{p}");
+    }
+    let top = std::fs::metadata(&dest).unwrap();
+    assert_eq!((top.uid(), top.mode() & 0o7777), (0, 0o700));
+
+    // `out`: an input as a task left it (its top dir taken back, root's
+    // 0700), read through /tmp/build/put.
+    let input = w.volume("task-output");
+    std::fs::write(input.join("v"), "7").unwrap();
+    std::fs::set_permissions(&input, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let res = reqwest::Client::new()
+        .post(format!("{}/resource-actions", w.url))
+        .bearer_auth(KEY)
+        .json(&ResourceAction {
+            inputs: [("src".to_string(), "task-output".to_string())].into(),
+            resource_type: "mock".into(),
+            action: "out".into(),
+            volume: None,
+            image_volume: None,
+            request: json!({"source": {}, "params": {"file": "src/v"}}),
+            privileged: false,
+        })
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success());
+    let put: ResourceActionResult = res.json().await.unwrap();
+    assert_eq!(put.exit_code, 0, "{}", put.stderr);
+    assert_eq!(
+        put.response.unwrap()["version"],
+        json!({"version": "7"}),
+        "out read its input"
+    );
+}
