@@ -2,7 +2,8 @@
 //! of two layouts:
 //!
 //! * hangar's own: the resource protocol's executables (`check`, `in`,
-//!   `out`) and optionally a `version` file; they run as host processes
+//!   `out`) and optionally a `version` file; they run in the sandbox over
+//!   the host's system dirs where process tasks do, else as host processes
 //!   (`resources_api`).
 //! * Concourse's: `resource_metadata.json` (`{"type": "git", "version":
 //!   "1.2.3", "privileged": false}`) beside a root filesystem, `rootfs.tgz`
@@ -41,7 +42,8 @@ pub(crate) struct LocalType {
 /// How a base type's actions run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Layout {
-    /// The type's directory holds the executables, run on the host.
+    /// The type's directory holds the executables, programs of the host
+    /// (run in the sandbox where process tasks are).
     Programs,
     /// `/opt/resource/<action>` in a container of this root filesystem.
     Rootfs(RootfsSource),
