@@ -108,9 +108,11 @@ pub(crate) struct TaskArgs {
     #[arg(long, env = "HANGAR_TASK_NETWORK_BRIDGE", default_value = hangar_worker::containers::DEFAULT_TASK_BRIDGE)]
     pub task_network_bridge: String,
     /// Run process tasks (no image) outside the sandbox: as a user of their
-    /// own on the host, with the host's network and its /tmp. Only for a
-    /// host where runc cannot run; a worker that is not root, or has no
-    /// runc or cgroups, runs them so anyway.
+    /// own on the host, with the host's network and its /tmp; and the
+    /// built-in resource types' actions as host programs of the worker's
+    /// user. Only for a host where runc cannot run, or trusted pipelines; a
+    /// worker that is not root, or has no runc or cgroups, runs them so
+    /// anyway.
     #[arg(long, env = "HANGAR_NO_PROCESS_SANDBOX")]
     pub no_process_sandbox: bool,
     /// The most tasks (processes and threads) one container may run, so a
