@@ -195,6 +195,7 @@ fn child() {
         volumes.clone(),
         ContainerOptions {
             allow_privileged: true,
+            pids_limit: Some(64),
             ..ContainerOptions::default()
         },
     )
@@ -293,6 +294,30 @@ fn child() {
     spec.user = Some("1000:1000".into());
     let log = run(spec);
     assert_eq!(norm(&log), format!("1000\n{uid_map}"), "{log}");
+
+    // 5,000 forks stop at the pids limit (an rlimit here: this worker
+    // was delegated no cgroup).
+    let forks = r#"
+import os, time
+n = 0
+for i in range(5000):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    n += 1
+print(n)
+"#;
+    let mut spec = process_spec("forks", "");
+    spec.path = "python3".into();
+    spec.args = vec!["-c".into(), forks.into()];
+    let log = run(spec);
+    let forked: u32 = log.trim().parse().unwrap_or_else(|_| panic!("{log}"));
+    assert!(forked < 64, "{forked} forks under a limit of 64");
+    assert!(forked > 10, "{forked}: the limit stopped ordinary forks");
 
     // There is no real root to give a privileged step.
     let mut spec = process_spec("privileged", "id -u");

@@ -217,11 +217,6 @@ impl Inner {
             }
             match &cgroup {
                 cg if is_runc && (cg.is_some() || rootless) => {
-                    if cg.is_none() {
-                        // No cgroup to count tasks in: runc refuses a
-                        // limit it cannot apply.
-                        sandbox.pids_limit = None;
-                    }
                     // Only now, past every check: a refused spec holds no
                     // network.
                     network_begun = true;

@@ -36,6 +36,9 @@ pub(crate) struct Rootless {
     /// Bound at `/etc/resolv.conf` where slirp4netns networks the
     /// container: its DNS forwarder, [`SLIRP_DNS`].
     pub resolv_conf: Option<PathBuf>,
+    /// The worker's own hard `RLIMIT_NPROC` (`None`: unlimited), which a
+    /// container's cannot exceed.
+    pub nproc_hard: Option<u64>,
 }
 
 impl Rootless {
@@ -75,7 +78,19 @@ impl Rootless {
             sub_gid,
             slirp4netns: find_tool("slirp4netns"),
             resolv_conf: None,
+            nproc_hard: fs::read_to_string("/proc/self/limits")
+                .ok()
+                .and_then(|text| nproc_hard_limit(&text)),
         })
+    }
+
+    /// The `RLIMIT_NPROC` that stands in for a pids limit where the worker
+    /// has no cgroup: processes of one user inside one container (the
+    /// kernel counts them per user namespace) stop at `limit`. A task
+    /// that switches among users inside gets `limit` for each.
+    pub(crate) fn nproc_rlimit(&self, limit: u64) -> Value {
+        let limit = self.nproc_hard.map_or(limit, |hard| limit.min(hard));
+        json!({"type": "RLIMIT_NPROC", "hard": limit, "soft": limit})
     }
 
     /// Writes the resolv.conf of slirp4netns's DNS forwarder into the work
@@ -137,6 +152,17 @@ rm -rf "$d"
 [ "$ready" = 1 ] || { echo "slirp4netns did not start" >&2; exit 1; }
 "#;
 
+/// The hard limit of `Max processes` in `/proc/self/limits`'s `text`;
+/// `None` when unlimited or not there.
+fn nproc_hard_limit(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("Max processes"))?;
+    line["Max processes".len()..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// A program in `PATH` or the usual dirs.
 fn find_tool(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -191,6 +217,7 @@ mod tests {
             sub_gid: (200_000, 1_000_000),
             slirp4netns: None,
             resolv_conf: None,
+            nproc_hard: Some(100),
         };
         let (uids, gids) = r.mappings();
         assert_eq!(
@@ -201,6 +228,28 @@ mod tests {
         assert_eq!(gids[0]["hostID"], 1002);
         assert_eq!(gids[1]["hostID"], 200_000);
         assert_eq!(gids[1]["size"], 65_535);
+    }
+
+    #[test]
+    fn the_nproc_limit_stays_within_the_workers_own() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units\n\
+                      Max processes             96367                96367                processes\n";
+        assert_eq!(nproc_hard_limit(limits), Some(96_367));
+        assert_eq!(
+            nproc_hard_limit("Max processes  unlimited  unlimited  processes\n"),
+            None
+        );
+        let r = Rootless {
+            uid: 1,
+            gid: 1,
+            sub_uid: (100_000, 65_536),
+            sub_gid: (100_000, 65_536),
+            slirp4netns: None,
+            resolv_conf: None,
+            nproc_hard: Some(100),
+        };
+        assert_eq!(r.nproc_rlimit(4096)["hard"], 100);
+        assert_eq!(r.nproc_rlimit(64)["soft"], 64);
     }
 
     #[test]

@@ -301,8 +301,15 @@ pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
     if let Some(shares) = p.cpu_shares {
         resources["cpu"] = json!({"shares": shares});
     }
-    if let Some(limit) = p.sandbox.pids_limit {
-        resources["pids"] = json!({"limit": limit});
+    // A rootless worker without a cgroup: runc cannot apply a pids limit,
+    // an rlimit stands in (see `Rootless::nproc_rlimit`).
+    let mut rlimits = Vec::new();
+    match (p.sandbox.pids_limit, &p.sandbox.rootless, p.cgroups_path) {
+        (Some(limit), Some(rootless), None) if !privileged => {
+            rlimits.push(rootless.nproc_rlimit(limit));
+        }
+        (Some(limit), _, _) => resources["pids"] = json!({"limit": limit}),
+        (None, _, _) => {}
     }
     let mut namespaces = vec![
         json!({"type": "pid"}),
@@ -381,6 +388,9 @@ pub(crate) fn bundle_config(p: &BundleProcess<'_>) -> Value {
     });
     if let Some(hooks) = hooks {
         config["hooks"] = hooks;
+    }
+    if !rlimits.is_empty() {
+        config["process"]["rlimits"] = json!(rlimits);
     }
     config
 }
@@ -841,6 +851,51 @@ mod tests {
                 "b"
             ]
         );
+    }
+
+    #[test]
+    fn a_rootless_container_maps_into_subordinate_ids_with_slirp_and_an_nproc_limit() {
+        let spec = spec();
+        let checked = validate_spec(&spec).unwrap();
+        let sb = Sandbox {
+            rootless: Some(Rootless {
+                uid: 1001,
+                gid: 1001,
+                sub_uid: (100_000, 65_536),
+                sub_gid: (100_000, 65_536),
+                slirp4netns: Some("/usr/bin/slirp4netns".into()),
+                resolv_conf: None,
+                nproc_hard: None,
+            }),
+            ..sandbox()
+        };
+        let c = config_json(
+            &spec,
+            &checked,
+            Path::new("/r"),
+            &[],
+            &[],
+            None,
+            None,
+            &env_of(&spec),
+            &sb,
+        );
+        assert_eq!(c["linux"]["uidMappings"][0]["hostID"], 1001);
+        assert_eq!(c["linux"]["uidMappings"][1]["hostID"], 100_000);
+        assert!(c["linux"]["seccomp"].is_object());
+        assert_eq!(c["process"]["noNewPrivileges"], true);
+        // No cgroup: an rlimit instead of runc's pids limit.
+        assert!(c["linux"].get("cgroupsPath").is_none());
+        assert!(c["linux"]["resources"].get("pids").is_none());
+        assert_eq!(c["process"]["rlimits"][0]["type"], "RLIMIT_NPROC");
+        assert_eq!(c["process"]["rlimits"][0]["hard"], 4096);
+        let hook = &c["hooks"]["createRuntime"][0];
+        assert_eq!(hook["args"][4], "/usr/bin/slirp4netns");
+        // A root worker's container has neither.
+        let root = config();
+        assert!(root.get("hooks").is_none());
+        assert!(root["process"].get("rlimits").is_none());
+        assert_eq!(root["linux"]["resources"]["pids"]["limit"], 4096);
     }
 
     #[test]
