@@ -62,7 +62,7 @@ impl ContainerManager {
             && (features.cgroups.is_ok() || features.rootless.is_some());
         if let Some(rootless) = &features.rootless {
             if let Err(why) = &features.cgroups {
-                tracing::warn!(cgroups = %why, "a rootless worker without a delegated memory cgroup: containers run with no pids, memory or CPU limit");
+                tracing::warn!(cgroups = %why, "a rootless worker without a delegated memory cgroup: containers run with no memory limit or CPU weight, and an RLIMIT_NPROC for the pids limit");
             }
             if options.allow_privileged {
                 tracing::warn!("--allow-privileged on a worker that is not root: privileged steps are refused all the same");

@@ -8,7 +8,8 @@
 //! What such a worker cannot do without root: mount roots elsewhere (runc
 //! reaches the worker's own files: root inside is the worker's user), move
 //! files into a range of host ids, make cgroups it was not delegated (no
-//! pids or memory limit then), or put containers on a bridge.
+//! memory limit or CPU weight then, and an `RLIMIT_NPROC` for the pids
+//! limit), or put containers on a bridge.
 
 use std::fs;
 use std::path::{Path, PathBuf};
