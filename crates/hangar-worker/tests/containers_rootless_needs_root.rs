@@ -111,6 +111,11 @@ fn a_rootless_worker_sandboxes_its_containers_in_its_subordinate_ids() {
     let done_dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::chown(done_dir.path(), Some(uid), Some(gid)).unwrap();
     let done = done_dir.path().join("done");
+    // A copy of this test binary the user can run: the checkout may be
+    // below a dir only root enters (`/root`).
+    let exe = done_dir.path().join("rootless-half");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let out = Command::new("setpriv")
         .args([
             &format!("--reuid={uid}"),
@@ -118,7 +123,7 @@ fn a_rootless_worker_sandboxes_its_containers_in_its_subordinate_ids() {
             "--init-groups",
             "--",
         ])
-        .arg(std::env::current_exe().unwrap())
+        .arg(&exe)
         .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .env("HANGAR_TEST_DONE", &done)
