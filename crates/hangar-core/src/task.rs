@@ -358,10 +358,21 @@ impl TaskConfig {
     /// once (required if either is).
     fn normalise(&mut self) {
         for input in &mut self.inputs {
-            input.path = input.path.take().filter(|p| !p.is_empty());
+            input.path = input
+                .path
+                .take()
+                .filter(|p| !p.is_empty())
+                .map(under_work_dir);
         }
         for output in &mut self.outputs {
-            output.path = output.path.take().filter(|p| !p.is_empty());
+            output.path = output
+                .path
+                .take()
+                .filter(|p| !p.is_empty())
+                .map(under_work_dir);
+        }
+        for cache in &mut self.caches {
+            cache.path = under_work_dir(std::mem::take(&mut cache.path));
         }
         self.run.dir = self.run.dir.take().filter(|d| !d.is_empty());
         let mut kept: Vec<TaskInput> = Vec::with_capacity(self.inputs.len());
@@ -689,6 +700,19 @@ fn artifact_path_field<'a>(
     }
 }
 
+/// An artifact's or cache's path as Concourse places it: joined onto the
+/// working directory, so an absolute `/go/src/x` is `go/src/x` below it
+/// (and `/` the directory itself).
+fn under_work_dir(path: String) -> String {
+    if !path.starts_with('/') {
+        return path;
+    }
+    match path.trim_start_matches('/') {
+        "" => ".".to_string(),
+        rest => rest.to_string(),
+    }
+}
+
 /// A relative path with no `..`: returns it normalised (no `.` components,
 /// no repeated or trailing `/`), which may be empty for `.`. `what` is what
 /// the path places, for the message about an absolute path.
@@ -729,6 +753,8 @@ fn check_relative_path_of(path: &str, what: &str) -> Result<String, String> {
     Ok(parts.join("/"))
 }
 
+/// An input's, output's or cache's path (an absolute one was made relative
+/// by [`under_work_dir`] when the config was read).
 fn check_relative_path(path: &str) -> Result<String, String> {
     check_relative_path_of(path, "artifacts and caches")
 }

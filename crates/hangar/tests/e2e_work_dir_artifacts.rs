@@ -1,6 +1,6 @@
 //! An input or output at `path: .`, as Concourse has it: the working
 //! directory itself is that artifact, and the task's other artifacts are
-//! mounted inside it. Run through `hangar execute` on a real web and
+//! mounted inside it; an absolute path is below the working directory. Run through `hangar execute` on a real web and
 //! worker (the process runtime, sandboxed on a root worker).
 
 // Tests block freely: each runs on a thread of its own, and these drive
@@ -49,6 +49,16 @@ outputs: [{name: all, path: .}]
 run:
   path: sh
   args: [-c, "cp repo/README copied.txt && echo top > top.txt"]
+"#;
+
+/// An absolute output path is joined onto the working directory, as
+/// Concourse joins it.
+const ABSOLUTE_OUTPUT: &str = r#"
+platform: linux
+outputs: [{name: arts, path: /tmp/artifacts}]
+run:
+  path: sh
+  args: [-c, "echo joined > tmp/artifacts/f.txt"]
 "#;
 
 #[test]
@@ -120,4 +130,13 @@ fn an_artifact_at_the_working_directory_is_that_directory() {
     );
     // The input mounted inside it is not part of the output.
     assert!(!d.join("all/repo/README").exists());
+
+    write(d, "absolute.yml", ABSOLUTE_OUTPUT);
+    let run = c.cli_in(d, &["execute", "-c", "absolute.yml", "-o", "arts=arts"]);
+    let (out, err) = text(&run);
+    assert!(run.status.success(), "{out}\n{err}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("arts/f.txt")).unwrap(),
+        "joined\n"
+    );
 }

@@ -326,18 +326,9 @@ fn refused_configs_say_what_is_wrong_and_where() {
              refuses so a path means what it says",
         ),
         (
-            with("caches:\n- path: /abs\n"),
-            "task config: caches[0].path: \"/abs\" is absolute: hangar places artifacts and \
-             caches only below the task's working directory, so the path must be relative to it \
-             (Concourse would use the absolute path as it is; a process task has no container \
-             of its own, where that path would be the worker's)",
-        ),
-        (
-            with("inputs:\n- name: a\n  path: /etc\n"),
-            "task config: inputs[0].path: \"/etc\" is absolute: hangar places artifacts and \
-             caches only below the task's working directory, so the path must be relative to it \
-             (Concourse would use the absolute path as it is; a process task has no container \
-             of its own, where that path would be the worker's)",
+            with("caches:\n- path: /\n"),
+            "task config: caches[0].path: \".\" must name a directory below the working directory: \
+             a cache at the working directory itself would keep every input and output inside it",
         ),
         (
             with("caches:\n- path: ./\n"),
@@ -907,22 +898,20 @@ fn concourse_task_configs_table() {
             Read(|c| c.inputs.len() == 1 && !c.inputs[0].optional),
         ),
         (
-            // Concourse mounts it at that absolute path.
+            // Concourse joins it onto the working directory, as hangar.
             "an absolute input path",
             m("inputs:\n- name: repo\n  path: /go/src/repo\n"),
-            Refused("inputs[0].path: \"/go/src/repo\" is absolute: hangar places artifacts and caches only below the task's working directory"),
+            Read(|c| c.inputs[0].mount_path() == "go/src/repo"),
         ),
         (
-            // Likewise.
             "an absolute output path",
-            m("outputs:\n- name: out\n  path: /out\n"),
-            Refused("outputs[0].path: \"/out\" is absolute"),
+            m("outputs:\n- name: out\n  path: /tmp/artifacts\n"),
+            Read(|c| c.outputs[0].mount_path() == "tmp/artifacts"),
         ),
         (
-            // Likewise.
             "an absolute cache path",
             m("caches:\n- path: /root/.m2\n"),
-            Refused("caches[0].path: \"/root/.m2\" is absolute"),
+            Read(|c| c.caches[0].path == "root/.m2"),
         ),
         (
             // Concourse runs the task there.
