@@ -367,9 +367,12 @@ impl PipelineRef {
     /// flag): [`PipelineRef::parse`], and the name by the rule of
     /// [`crate::pipeline::check_name`].
     pub fn parse_checked(text: &str) -> Result<Self, InstanceVarsError> {
-        let parsed = Self::parse(text)?;
-        crate::pipeline::check_name("pipeline", &parsed.name).map_err(InstanceVarsError)?;
-        Ok(parsed)
+        // The name first: `../x` is a bad name before it is bad vars.
+        let name = text.split_once('/').map_or(text, |(name, _)| name);
+        if !name.is_empty() {
+            crate::pipeline::check_name("pipeline", name).map_err(InstanceVarsError)?;
+        }
+        Self::parse(text)
     }
 
     /// The reference to the pipeline `name` with the instance vars whose
