@@ -453,6 +453,30 @@ struct Session {
     scratch: PathBuf,
     env: Vec<(String, String)>,
     config: Vec<String>,
+    /// The source repository when `uri` is a local path: trusted for git's
+    /// ownership check (in the sandbox it is owned by a user the action's
+    /// namespace does not map), as itself and as its `.git`.
+    trusted: Vec<PathBuf>,
+}
+
+/// The directory of a local-path `uri` (`/srv/repo`, `file:///srv/repo`).
+fn local_repository(uri: &str) -> Option<PathBuf> {
+    let path = uri.strip_prefix("file://").unwrap_or(uri);
+    path.starts_with('/').then(|| PathBuf::from(path))
+}
+
+/// A git config file's `[safe]` section trusting `dirs`.
+fn safe_directories(dirs: &[PathBuf]) -> String {
+    let mut text = String::from("[safe]\n");
+    for d in dirs {
+        let shown = d
+            .display()
+            .to_string()
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"");
+        text.push_str(&format!("\tdirectory = \"{shown}\"\n"));
+    }
+    text
 }
 
 impl Session {
@@ -469,7 +493,19 @@ impl Session {
             scratch,
             env: Vec::new(),
             config: vec!["protocol.ext.allow=never".into()],
+            trusted: Vec::new(),
         };
+        // Through a global config file of the action's own: git passes no
+        // `-c` on to the upload-pack it runs in a local repository.
+        if let Some(repo) = local_repository(&source.uri) {
+            session.trusted = vec![repo.join(".git"), repo];
+            let config = session.scratch.join("source-gitconfig");
+            std::fs::write(&config, safe_directories(&session.trusted))
+                .map_err(|e| format!("git: write a config: {e}"))?;
+            session
+                .env
+                .push(("GIT_CONFIG_GLOBAL".into(), config.display().to_string()));
+        }
         if let Some(key) = &source.private_key {
             let path = session.scratch.join("private_key");
             let mut text = key.trim().to_string();
@@ -529,14 +565,16 @@ impl Session {
         log: &mut dyn std::io::Write,
     ) -> Result<Vec<u8>, String> {
         let mut command = Command::new("git");
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
+        // After the session's: a call's own config file (which trusts the
+        // session's repository too) wins.
         if let Some(config) = global_config {
             command.env("GIT_CONFIG_GLOBAL", config);
         }
         for config in &self.config {
             command.args(["-c", config]);
-        }
-        for (name, value) in &self.env {
-            command.env(name, value);
         }
         let output = command
             .args(args)
@@ -954,6 +992,11 @@ pub(crate) fn get(call: Call<'_>) -> Result<Value, String> {
 
     let depth = params.depth.to_string();
     let mut clone: Vec<&OsStr> = vec![OsStr::new("clone"), OsStr::new("--quiet")];
+    if local_repository(&source.uri).is_some() {
+        // Git's own transport, never hard links into or a copy of another
+        // user's object store.
+        clone.push(OsStr::new("--no-local"));
+    }
     if params.depth > 0 {
         clone.extend([OsStr::new("--depth"), OsStr::new(&depth)]);
     }
@@ -1355,10 +1398,11 @@ fn push_from_copy(
     std::fs::write(
         &config,
         format!(
-            "[safe]\n\tdirectory = \"{}\"\n\tdirectory = \"{}\"\n[init]\n\tdefaultBranch = main\n\
+            "[safe]\n\tdirectory = \"{}\"\n\tdirectory = \"{}\"\n{}[init]\n\tdefaultBranch = main\n\
              [user]\n\tname = hangar\n\temail = hangar@localhost\n",
             escape(repo),
-            escape(&repo.join(".git"))
+            escape(&repo.join(".git")),
+            safe_directories(&session.trusted).trim_start_matches("[safe]\n"),
         ),
     )
     .map_err(|e| format!("git: write a config: {e}"))?;

@@ -45,6 +45,10 @@ pub struct WorkerConfig {
     pub task_user: hangar_core::users::Ids,
     /// Host directories `import` volumes may copy from; empty: none.
     pub allow_import_dirs: Vec<PathBuf>,
+    /// Host directories the built-in resource types' actions see, read-only
+    /// at their own paths (a local repository for `git`), where those
+    /// actions run in the sandbox; empty: none.
+    pub allow_resource_dirs: Vec<PathBuf>,
     /// `--allow-privileged`: run privileged containers (privileged tasks,
     /// actions of privileged resource types), as real root with every
     /// capability; advertised to web at registration. Without it such a
@@ -177,6 +181,7 @@ pub async fn run(
                 .with_isolation(containers.isolation())
                 .with_action_runtime(containers.action_runtime())
                 .with_hangar_exe(std::env::current_exe().ok())
+                .with_resource_dirs(&config.allow_resource_dirs)
                 .with_allow_privileged(config.allow_privileged)
                 .with_base_type_roots(
                     &config

@@ -68,6 +68,9 @@ pub struct ResourceRunner {
     /// The worker's executable, which the built-in types' scripts run:
     /// bound read-only into their actions' containers.
     hangar_exe: Option<PathBuf>,
+    /// Host dirs an operator lets built-in types' actions read
+    /// (`--allow-resource-dir`), bound read-only at their own paths.
+    resource_dirs: Vec<PathBuf>,
 }
 
 impl ResourceRunner {
@@ -90,6 +93,7 @@ impl ResourceRunner {
             allow_privileged: false,
             base_roots: None,
             hangar_exe: None,
+            resource_dirs: Vec::new(),
         }
     }
 
@@ -97,6 +101,12 @@ impl ResourceRunner {
     /// which their actions in the sandbox must see.
     pub fn with_hangar_exe(mut self, exe: Option<PathBuf>) -> ResourceRunner {
         self.hangar_exe = exe;
+        self
+    }
+
+    /// Host dirs the built-in types' actions in the sandbox may read.
+    pub fn with_resource_dirs(mut self, dirs: &[PathBuf]) -> ResourceRunner {
+        self.resource_dirs = dirs.to_vec();
         self
     }
 
@@ -522,12 +532,16 @@ async fn execute_in_container(
             // Bound at their own paths, so resolved: a link on the way
             // would not be one inside.
             let exe = runner.hangar_exe.clone();
+            let allowed = runner.resource_dirs.clone();
             let (dir, visible) = tokio::task::spawn_blocking(move || {
                 let dir = std::fs::canonicalize(&type_dir)?;
-                let visible: Vec<PathBuf> = exe
+                let mut visible: Vec<PathBuf> = exe
                     .and_then(|e| std::fs::canonicalize(e).ok())
                     .into_iter()
                     .collect();
+                // A dir that is gone is left out rather than failing
+                // every action.
+                visible.extend(allowed.iter().filter_map(|d| std::fs::canonicalize(d).ok()));
                 Ok::<_, std::io::Error>((dir, visible))
             })
             .await

@@ -172,6 +172,7 @@ async fn start_with(reports_open: bool, allow_privileged: bool) -> Fixture {
         },
         task_user: hangar_worker::containers::DEFAULT_TASK_IDS,
         allow_import_dirs: vec![],
+        allow_resource_dirs: vec![],
         allow_privileged,
         task_network: Default::default(),
         process_sandbox: true,

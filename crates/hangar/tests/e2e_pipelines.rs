@@ -186,7 +186,10 @@ fn a_pipeline_is_set_read_back_listed_paused_renamed_and_destroyed() {
     let err = fails(&c, &["get-pipeline", "-p", "app"]);
     assert!(err.contains("pipeline main/app not found"), "{err}");
     let err = fails(&c, &["jobs", "-p", "../x"]);
-    assert!(err.contains("pipeline ..: '.' and '..' are refused"), "{err}");
+    assert!(
+        err.contains("pipeline ..: '.' and '..' are refused"),
+        "{err}"
+    );
     let err = fails(&c, &["pause-job", "-j", "no-slash"]);
     assert!(err.contains("is not PIPELINE/NAME"), "{err}");
     let err = fails(&c, &["pipelines", "--team", "other"]);

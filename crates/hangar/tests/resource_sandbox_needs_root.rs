@@ -54,11 +54,15 @@ struct Worker {
 /// a container manager whose process tasks (and so actions) run in the
 /// sandbox, else its actions run on the host as they did before.
 async fn worker(sandboxed: bool) -> Worker {
-    worker_with(sandboxed, ContainerOptions::default()).await
+    worker_with(sandboxed, ContainerOptions::default(), &[]).await
 }
 
 /// [`worker`] whose container manager is opened with `options`.
-async fn worker_with(sandboxed: bool, options: ContainerOptions) -> Worker {
+async fn worker_with(
+    sandboxed: bool,
+    options: ContainerOptions,
+    resource_dirs: &[PathBuf],
+) -> Worker {
     assert!(
         nix::unistd::Uid::effective().is_root(),
         "this test needs root (a root worker's sandbox): run it as root"
@@ -91,7 +95,8 @@ async fn worker_with(sandboxed: bool, options: ContainerOptions) -> Worker {
         Duration::from_secs(60),
     )
     .with_task_user(hangar_worker::containers::DEFAULT_TASK_IDS)
-    .with_hangar_exe(Some(exe));
+    .with_hangar_exe(Some(exe))
+    .with_resource_dirs(resource_dirs);
     let containers = if sandboxed {
         let root = dir.path().join("containers");
         let v = volumes.clone();
@@ -382,7 +387,7 @@ async fn an_image_fetched_in_the_sandbox_keeps_its_owners_within_the_range() {
         },
         ..Default::default()
     };
-    let w = worker_with(true, options).await;
+    let w = worker_with(true, options, &[]).await;
     let source =
         json!({"repository": format!("{}/owners", registry.addr), "tag": "1", "insecure": true});
     let dest = w.volume("image");
@@ -472,4 +477,54 @@ async fn in_and_out_of_a_builtin_type_work_in_the_sandbox_with_the_owners_tasks_
         json!({"version": "7"}),
         "out read its input"
     );
+}
+
+/// `--allow-resource-dir`: a local repository the operator allows is read
+/// in the sandbox (owned by a user the action's namespace does not map,
+/// which git's ownership check would refuse), and one beside it is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_dir_s_local_repository_is_read_in_the_sandbox() {
+    let host = tempfile::tempdir().unwrap();
+    let repo = host.path().join("allowed/repo");
+    let other = host.path().join("other/repo");
+    for dir in [&repo, &other] {
+        std::fs::create_dir_all(dir).unwrap();
+        git(dir, &["init", "-q", "-b", "main"]);
+        std::fs::write(dir.join("hello.txt"), "hello").unwrap();
+        git(dir, &["add", "."]);
+        git(dir, &["commit", "-q", "-m", "first"]);
+    }
+    let w = worker_with(
+        true,
+        ContainerOptions::default(),
+        &[host.path().join("allowed")],
+    )
+    .await;
+    let source = |dir: &Path| json!({"uri": dir.display().to_string(), "branch": "main"});
+    let out = w
+        .run("git", "check", None, json!({"source": source(&repo)}))
+        .await;
+    assert_eq!(out.exit_code, 0, "{}", out.stderr);
+    let version = out.response.unwrap()[0].clone();
+    let into = w.volume("fetched");
+    let got = w
+        .run(
+            "git",
+            "in",
+            Some("fetched"),
+            json!({"source": source(&repo), "version": version}),
+        )
+        .await;
+    assert_eq!(got.exit_code, 0, "{}", got.stderr);
+    assert_eq!(
+        std::fs::read_to_string(into.join("hello.txt")).unwrap(),
+        "hello"
+    );
+    // Read-only: the action could not change the operator's repository.
+    git(&repo, &["fsck", "--no-progress"]);
+
+    let refused = w
+        .run("git", "check", None, json!({"source": source(&other)}))
+        .await;
+    assert_ne!(refused.exit_code, 0, "{refused:?}");
 }

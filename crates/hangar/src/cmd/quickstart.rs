@@ -90,6 +90,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             health: args.health.config(Duration::from_secs(5))?,
             task_user: hangar_worker::containers::DEFAULT_TASK_IDS,
             allow_import_dirs: vec![],
+            allow_resource_dirs: args.tasks.allow_resource_dirs.clone(),
             allow_privileged: args.tasks.allow_privileged,
             task_network: args.tasks.task_network(),
             process_sandbox: !args.tasks.no_process_sandbox,

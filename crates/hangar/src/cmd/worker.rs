@@ -86,6 +86,16 @@ pub(crate) struct Args {
 /// `quickstart` take the same flags.
 #[derive(clap::Args, Debug)]
 pub(crate) struct TaskArgs {
+    /// A host directory the built-in resource types' actions may read, at
+    /// its own path and read-only (a local repository as a `git` uri);
+    /// repeat for more. Where those actions run in the sandbox they see
+    /// nothing else of the host's disk.
+    #[arg(
+        long = "allow-resource-dir",
+        env = "HANGAR_ALLOW_RESOURCE_DIRS",
+        value_delimiter = ','
+    )]
+    pub allow_resource_dirs: Vec<PathBuf>,
     /// Run privileged steps (`privileged: true` on a task step, a
     /// privileged resource type, `execute --privileged`): they run as real
     /// root with all capabilities, which is root on this host. Off by
@@ -299,6 +309,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         health: args.health.config(args.heartbeat_interval)?,
         task_user: args.task_user,
         allow_import_dirs: args.allow_import_dirs,
+        allow_resource_dirs: args.tasks.allow_resource_dirs.clone(),
         allow_privileged: args.tasks.allow_privileged,
         task_network: args.tasks.task_network(),
         process_sandbox: !args.tasks.no_process_sandbox,
