@@ -290,5 +290,7 @@ pub fn human_ms(ms: i64) -> String {
     out
 }
 
+pub mod hearing;
+
 #[cfg(test)]
 mod tests;

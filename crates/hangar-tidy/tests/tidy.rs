@@ -50,6 +50,7 @@ const IO_CRATES: &[&str] = &[
     "hangar-testkit",
     "hangar-bench",
     "hangar-creds",
+    "hangar-control",
 ];
 
 /// What a crate's normal dependencies may not name.
@@ -80,6 +81,12 @@ const DEPENDENCY_RULES: &[DependencyRule] = &[
         forbidden: &["axum", "tower-http", "hangar-web", "hangar-worker"],
         workspace_only: None,
         why: "the engine runs builds; serving HTTP is web's",
+    },
+    DependencyRule {
+        krate: "hangar-control",
+        forbidden: &["axum", "tower-http", "maud", "hangar-web", "hangar-worker"],
+        workspace_only: Some(&["hangar-core", "hangar-engine", "hangar-store"]),
+        why: "the control loops decide and act through the engine and the store; they serve nothing",
     },
     DependencyRule {
         krate: "hangar",

@@ -1,40 +1,32 @@
-//! The web node: the HTTP API over the store, the lifecycle loop and the
-//! garbage collection loop.
+//! The web node's HTTP server: the API over the store and the dashboard.
 //!
 //! Handlers only parse, authenticate and call the store; every decision is
-//! made in `hangar-core` (through the store). The caller binds the listener
-//! (tests bind port 0) and owns the shutdown token; [`serve`] returns once
-//! every task it started has stopped.
+//! made in `hangar-core` (through the store). The node's control loops are
+//! `hangar-control`'s: [`Web`] holds their [`Control`] to wake them, and
+//! the caller starts their [`hangar_control::Supervisor`] beside [`serve`].
+//! The caller binds the listener (tests bind port 0) and owns the shutdown
+//! token; [`serve`] returns once every task it started has stopped.
 
 mod auth;
-mod check_loop;
 mod dashboard;
 mod error;
-mod gc_loop;
 mod health;
 mod json;
-mod lifecycle_loop;
-mod log_retention;
 mod metrics;
 mod routes;
-mod scheduler_loop;
-mod scheduler_resolve;
-mod scheduler_wakeups;
 mod takeover;
-mod web_nodes_loop;
 
 use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use hangar_core::LifecycleConfig;
 use hangar_store::{Store, TokenSealing, WorkerTokenKey};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use error::ApiError;
-pub use gc_loop::CollectorRun;
+pub use hangar_control::{Control, Supervisor};
 pub use hangar_engine::{Clock, DEFAULT_NO_WORKER_TIMEOUT};
 
 /// Everything web is configured with. Its `Debug` leaves the two secrets
@@ -49,7 +41,7 @@ pub struct WebConfig {
     /// The heartbeat interval web dictates to workers, if any.
     pub heartbeat_interval_ms: Option<i64>,
     /// How often the lifecycle loop runs; `None` runs it never (tests drive
-    /// it through [`Web::run_lifecycle_once`]).
+    /// it through [`Control::run_lifecycle_once`]).
     pub lifecycle_interval: Option<Duration>,
     pub clock: Clock,
     /// Whether this node runs builds (every node does in production; some
@@ -58,7 +50,7 @@ pub struct WebConfig {
     /// What the garbage collectors keep, and for how long.
     pub gc: hangar_core::gc::GcConfig,
     /// How often the GC loop runs; `None` runs it never (tests drive it
-    /// through [`Web::run_gc_once`]).
+    /// through [`Control::run_gc_once`]).
     pub gc_interval: Option<Duration>,
     /// The operator accepted that this database is not the one the fleet
     /// registered with: a worker's generation it never issued is adopted
@@ -74,7 +66,7 @@ pub struct WebConfig {
     /// runs it never (tests drive it).
     pub check_interval: Option<Duration>,
     /// How often the scheduler looks at jobs with something new (it also
-    /// wakes at once through [`Web::wake_scheduler`]); `None` runs it
+    /// wakes at once through [`Control::wake_scheduler`]); `None` runs it
     /// never (tests drive it).
     pub scheduler_interval: Option<Duration>,
     /// How long a check or a build step waits for a worker of the kind it
@@ -147,26 +139,15 @@ pub struct Web {
 struct WebInner {
     store: Store,
     config: WebConfig,
-    metrics: metrics::Metrics,
+    metrics: Arc<metrics::Metrics>,
     /// The build engine (every node has one; it runs builds only with
     /// `run_builds`), and the calls web makes to workers through it.
     engine: hangar_engine::Engine,
     workers: hangar_engine::HttpWorkers,
     /// One database write probe at a time.
     probe_gate: health::ProbeGate,
-    /// Rung when something a job's next build depends on changed (a new
-    /// version, a finished build, a pin): the scheduler looks at once
-    /// instead of at its next tick.
-    schedule_wakeup: tokio::sync::Notify,
-    /// Rung to pass a wake-up on to the other web nodes; the task of
-    /// `scheduler_wakeups::tell` sends it (wake-ups meanwhile are one).
-    others_wakeup: tokio::sync::Notify,
-    /// Rung when a check is asked for (webhook, `check-resource`).
-    check_wakeup: check_loop::CheckWakeup,
-    /// This node's name in leases (its engine's builds, its scheduler's
-    /// pipelines).
-    node_id: String,
-    scheduler_configs: scheduler_loop::ConfigCache,
+    /// The node's control loops (woken by the API).
+    control: Control,
     /// Wrong admin tokens sent to the dashboard's login form, per client.
     login_limit: std::sync::Mutex<hangar_core::login_limit::LoginLimiter>,
     /// Cancelled when `serve` begins to stop: long-lived responses (the
@@ -184,7 +165,7 @@ impl Web {
             config.admin_token.as_bytes(),
             "the admin token",
         ));
-        let metrics = metrics::Metrics::new();
+        let metrics = Arc::new(metrics::Metrics::new());
         // A request making a volume times out at half the age at which GC
         // gives a `creating` row up: it never sees its row failed under it.
         let create_timeout =
@@ -208,6 +189,22 @@ impl Web {
         if let Some(credentials) = &config.credentials {
             engine.set_credentials(credentials.clone())?;
         }
+        let control = Control::new(
+            store.clone(),
+            engine.clone(),
+            hangar_control::ControlConfig {
+                lifecycle: config.lifecycle,
+                lifecycle_interval: config.lifecycle_interval,
+                clock: config.clock.clone(),
+                run_builds: config.run_builds,
+                gc: config.gc.clone(),
+                gc_interval: config.gc_interval,
+                check_interval: config.check_interval,
+                scheduler_interval: config.scheduler_interval,
+                no_worker_timeout: config.no_worker_timeout,
+            },
+            metrics.clone(),
+        );
         Ok(Web {
             inner: Arc::new(WebInner {
                 store,
@@ -216,11 +213,7 @@ impl Web {
                 engine,
                 workers,
                 probe_gate: health::ProbeGate::default(),
-                schedule_wakeup: tokio::sync::Notify::new(),
-                others_wakeup: tokio::sync::Notify::new(),
-                check_wakeup: Default::default(),
-                node_id,
-                scheduler_configs: scheduler_loop::ConfigCache::default(),
+                control,
                 login_limit: Default::default(),
                 stopping: CancellationToken::new(),
             }),
@@ -251,45 +244,14 @@ impl Web {
         self.inner.engine.build_events()
     }
 
-    /// Asks the scheduler to look at jobs now: this node's, and on
-    /// PostgreSQL every other node's too (the pipeline's lease may be
-    /// held elsewhere).
-    pub fn wake_scheduler(&self) {
-        self.wake_local_scheduler();
-        scheduler_wakeups::tell_other_nodes(self);
+    /// The node's control loops.
+    pub fn control(&self) -> &Control {
+        &self.inner.control
     }
 
-    /// Wakes this node's scheduler only (what another node asked for).
-    pub(crate) fn wake_local_scheduler(&self) {
-        self.inner.schedule_wakeup.notify_one();
-    }
-
-    /// Waits until [`Web::wake_scheduler`] is called (a call made before
-    /// the wait is not lost).
-    pub(crate) async fn scheduler_woken(&self) {
-        self.inner.schedule_wakeup.notified().await
-    }
-
-    /// Waits until a wake-up is to be passed on to the other nodes.
-    pub(crate) async fn others_to_wake(&self) {
-        self.inner.others_wakeup.notified().await
-    }
-
-    pub(crate) fn wake_other_nodes(&self) {
-        self.inner.others_wakeup.notify_one();
-    }
-
-    pub(crate) fn node_id(&self) -> &str {
-        &self.inner.node_id
-    }
-
-    pub(crate) fn config_cache(&self) -> &scheduler_loop::ConfigCache {
-        &self.inner.scheduler_configs
-    }
-
-    /// Runs one scheduler pass now; the number of builds it created.
-    pub async fn run_scheduler_once(&self) -> Result<usize, hangar_store::StoreError> {
-        scheduler_loop::tick(self).await
+    /// Asks the scheduler to look at jobs now (on every node).
+    pub(crate) fn wake_scheduler(&self) {
+        self.inner.control.wake_scheduler();
     }
 
     pub(crate) fn probe_gate(&self) -> &health::ProbeGate {
@@ -324,30 +286,14 @@ impl Web {
         Ok(found)
     }
 
-    /// Runs one pass of the lifecycle loop now.
-    pub async fn run_lifecycle_once(&self) -> Result<usize, hangar_store::StoreError> {
-        lifecycle_loop::tick(self).await
-    }
-
     /// Runs web's database write probe once now (as `/info` does).
     pub async fn probe_database(&self) -> Result<(), hangar_store::StoreError> {
         health::probe(self).await
     }
 
-    /// Runs one pass of the check loop now, to its end: answers how many
-    /// checks it ran.
-    pub async fn run_checks_once(&self) -> Result<usize, hangar_store::StoreError> {
-        check_loop::pass(self).await
-    }
-
     /// Asks this node's check loop to claim now.
     pub(crate) fn wake_checks(&self) {
-        self.inner.check_wakeup.wake();
-    }
-
-    /// Runs every garbage collector once now.
-    pub async fn run_gc_once(&self) -> Vec<gc_loop::CollectorRun> {
-        gc_loop::tick(self).await
+        self.inner.control.wake_checks();
     }
 
     pub(crate) fn login_limit(
@@ -373,43 +319,23 @@ impl Web {
 /// How long in-flight requests may run on once web is stopping.
 pub const DRAIN_WITHIN: Duration = Duration::from_secs(10);
 
-/// Serves the API on `listener` and runs the lifecycle loop until `shutdown`
-/// is cancelled, then waits for in-flight requests and the loop to finish.
+/// Serves the API and the dashboard on `listener` until `shutdown` is
+/// cancelled, then waits for in-flight requests (up to [`DRAIN_WITHIN`])
+/// and its database probe to finish. The control loops are not started
+/// here: the caller starts a [`Supervisor`] beside it, after
+/// [`Web::seal_stored_api_tokens`] (before any request or loop reads a
+/// token).
 pub async fn serve(
     listener: TcpListener,
     web: Web,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    // Before any request or loop reads a token (the listener queues
-    // connections meanwhile).
-    web.seal_stored_api_tokens()
-        .await
-        .context("seal the worker API tokens stored in plaintext")?;
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(health::run(
         web.clone(),
         health::PROBE_INTERVAL,
         shutdown.clone(),
     ));
-    if let Some(interval) = web.config().lifecycle_interval {
-        tasks.spawn(lifecycle_loop::run(web.clone(), interval, shutdown.clone()));
-    }
-    tasks.spawn(web_nodes_loop::run(web.clone(), shutdown.clone()));
-    // Wake-ups go to the other nodes whether or not this one schedules.
-    tasks.spawn(scheduler_wakeups::tell(web.clone(), shutdown.clone()));
-    if web.config().run_builds {
-        tasks.spawn(web.engine().clone().run(shutdown.clone()));
-    }
-    if let Some(interval) = web.config().check_interval {
-        tasks.spawn(check_loop::run(web.clone(), interval, shutdown.clone()));
-    }
-    if let Some(interval) = web.config().scheduler_interval {
-        tasks.spawn(scheduler_loop::run(web.clone(), interval, shutdown.clone()));
-        tasks.spawn(scheduler_wakeups::listen(web.clone(), shutdown.clone()));
-    }
-    if let Some(interval) = web.config().gc_interval {
-        tasks.spawn(gc_loop::run(web.clone(), interval, shutdown.clone()));
-    }
     let app = web.router();
     let stop = shutdown.clone();
     let stopping = web.stopping().clone();

@@ -168,7 +168,7 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn lifecycle_event(&self, kind: EventKind) {
+    pub(crate) fn count_lifecycle_event(&self, kind: EventKind) {
         self.events
             .get_or_create(&vec![("kind", kind.as_str())])
             .inc();
@@ -183,14 +183,14 @@ impl Metrics {
             .inc_by(containers);
     }
 
-    pub(crate) fn gc_pass(&self, outcome: &'static str) {
+    fn count_gc_pass(&self, outcome: &'static str) {
         self.gc
             .passes
             .get_or_create(&vec![("outcome", outcome)])
             .inc();
     }
 
-    pub(crate) fn gc_run(&self, run: &crate::gc_loop::CollectorRun) {
+    fn count_gc_run(&self, run: &hangar_control::CollectorRun) {
         let labels = vec![("collector", run.collector.as_str())];
         self.gc.found.get_or_create(&labels).inc_by(run.stats.found);
         self.gc
@@ -275,5 +275,19 @@ impl hangar_engine::EngineObserver for EngineMetrics {
         self.step_retries
             .get_or_create(&vec![("cause", cause)])
             .inc();
+    }
+}
+
+impl hangar_control::ControlObserver for Metrics {
+    fn gc_pass(&self, pass: hangar_control::GcPass) {
+        self.count_gc_pass(pass.as_str());
+    }
+
+    fn gc_run(&self, run: &hangar_control::CollectorRun) {
+        self.count_gc_run(run);
+    }
+
+    fn lifecycle_event(&self, event: EventKind) {
+        self.count_lifecycle_event(event);
     }
 }

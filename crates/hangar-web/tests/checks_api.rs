@@ -198,9 +198,9 @@ async fn due_resources_are_checked_and_their_versions_saved_in_order(store: Stor
     let w = CheckWorker::start(&t, "w1").await;
     set_pipeline(&t, false).await;
     // Paused: nothing is checked.
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 0);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 0);
     t.admin.pause_pipeline("main", "p", false).await.unwrap();
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     assert_eq!(
         versions(&t, "repo").await,
         [("3".into(), 3), ("2".into(), 2), ("1".into(), 1)]
@@ -214,10 +214,10 @@ async fn due_resources_are_checked_and_their_versions_saved_in_order(store: Stor
     assert_eq!(r.check_error, None);
     // Not due again before check_every (1m by default).
     t.advance(59_999);
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 0);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 0);
     t.advance(1);
     w.set(r#"[{"ref":"3"},{"ref":"4"}]"#);
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     // Checked from the newest version known, as Concourse does.
     assert_eq!(
         w.last_request(),
@@ -233,7 +233,7 @@ async fn a_failing_check_shows_its_error_until_one_succeeds(store: Store) {
     let w = CheckWorker::start(&t, "w1").await;
     set_pipeline(&t, true).await;
     w.set("FAIL");
-    t.web.run_checks_once().await.unwrap();
+    t.web.control().run_checks_once().await.unwrap();
     let r = resource(&t, "repo").await;
     let error = r.check_error.unwrap();
     assert!(
@@ -242,12 +242,12 @@ async fn a_failing_check_shows_its_error_until_one_succeeds(store: Store) {
     );
     w.set("not json");
     t.advance(60_000);
-    t.web.run_checks_once().await.unwrap();
+    t.web.control().run_checks_once().await.unwrap();
     let error = resource(&t, "repo").await.check_error.unwrap();
     assert!(error.contains("printed no JSON"), "{error}");
     w.set(r#"[{"ref":"1"}]"#);
     t.advance(60_000);
-    t.web.run_checks_once().await.unwrap();
+    t.web.control().run_checks_once().await.unwrap();
     assert_eq!(resource(&t, "repo").await.check_error, None);
     t.stop().await;
 }
@@ -268,7 +268,7 @@ async fn a_check_past_its_timeout_fails_saying_so(store: Store) {
         .await
         .unwrap();
     let started = std::time::Instant::now();
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     assert!(started.elapsed() < Duration::from_secs(10));
     let status = t
         .admin
@@ -308,7 +308,7 @@ async fn check_resource_checks_a_paused_pipeline_from_a_version(store: Store) {
         .unwrap();
     assert_eq!(before.check_requested_at, Some(asked.requested_at));
     assert!(!before.answers(asked.requested_at));
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     assert_eq!(
         w.last_request(),
         json!({"source": {"uri": "two"}, "version": {"ref": "2"}})
@@ -323,7 +323,7 @@ async fn check_resource_checks_a_paused_pipeline_from_a_version(store: Store) {
     assert_eq!(versions(&t, "quiet").await.len(), 3);
     // `never`: no periodic check follows.
     t.advance(3_600_000);
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 0);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 0);
     t.stop().await;
 }
 
@@ -488,7 +488,7 @@ async fn the_webhook_asks_for_a_check_with_the_resource_token_only(store: Store)
         assert_eq!(status, want, "{resource} {}", &query[..query.len().min(40)]);
     }
     assert_eq!(
-        t.web.run_checks_once().await.unwrap(),
+        t.web.control().run_checks_once().await.unwrap(),
         0,
         "refused hooks asked for nothing"
     );
@@ -496,7 +496,7 @@ async fn the_webhook_asks_for_a_check_with_the_resource_token_only(store: Store)
         hook("repo", "?webhook_token=s3cret-token").await,
         StatusCode::CREATED
     );
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     assert_eq!(w.calls(), 1);
     assert_eq!(versions(&t, "repo").await.len(), 3);
     t.stop().await;
@@ -578,7 +578,7 @@ async fn a_check_on_a_lost_worker_runs_on_another(store: Store) {
     drop(closed);
     t.register_with(&lost).await;
     set_pipeline(&t, true).await;
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     let status = t
         .admin
         .check_status("main", "p", Checked::Resource, "repo")
@@ -589,7 +589,7 @@ async fn a_check_on_a_lost_worker_runs_on_another(store: Store) {
     assert_eq!(status.next_check_at, Some(1_700_000_000_000 + 10_000));
     let w = CheckWorker::start(&t, "b-live").await;
     t.advance(10_000);
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     assert_eq!(w.calls(), 1);
     assert_eq!(versions(&t, "repo").await.len(), 3);
     assert_eq!(resource(&t, "repo").await.check_error, None);
@@ -628,7 +628,7 @@ jobs:
         )
         .await
         .unwrap();
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     assert_eq!(
         w.last_request(),
         json!({"source": {"uri": "image"}, "version": null})
@@ -643,7 +643,7 @@ jobs:
     t.admin.pause_pipeline("main", "p", false).await.unwrap();
     t.advance(60_000);
     // Both the type (due again) and the resource (due at once).
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 2);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 2);
     let error = resource(&t, "thing").await.check_error.unwrap();
     assert!(
         error.contains("fetching the image of resource type custom: exited with code 1")
@@ -731,7 +731,7 @@ async fn a_check_of_a_type_no_worker_has_fails_within_the_bound_saying_so(store:
     assert!(quiet.warnings.is_empty(), "{:?}", quiet.warnings);
 
     let asked = check_m(&t).await;
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     let status = status_of_m(&t).await;
     assert_eq!(
         status.waiting.as_deref(),
@@ -756,7 +756,7 @@ async fn a_check_of_a_type_no_worker_has_fails_within_the_bound_saying_so(store:
 
     // Within the bound it is tried again and still waits.
     t.advance(1_999);
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     let status = status_of_m(&t).await;
     assert!(!status.answers(asked), "{status:?}");
     assert_eq!(status.waiting_since, Some(T0));
@@ -764,7 +764,7 @@ async fn a_check_of_a_type_no_worker_has_fails_within_the_bound_saying_so(store:
 
     // Past it, the check fails saying why.
     t.advance(1);
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     let status = status_of_m(&t).await;
     assert!(status.answers(asked), "{status:?}");
     let error = status.check_error.unwrap();
@@ -786,7 +786,7 @@ async fn a_check_of_a_type_no_worker_has_fails_within_the_bound_saying_so(store:
     assert!(!html.contains("check waiting"), "{html}");
     // Nothing asked for: no further pass runs it.
     t.advance(60_000);
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 0);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 0);
     t.stop().await;
 }
 
@@ -797,11 +797,11 @@ async fn a_worker_with_the_type_that_joins_within_the_bound_lets_the_check_run(s
     let _w = CheckWorker::start(&t, "w1").await;
     t.admin.set_pipeline("main", "q", MOKC, None).await.unwrap();
     let asked = check_m(&t).await;
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     assert!(status_of_m(&t).await.waiting.is_some());
     let joined = CheckWorker::start_typed(&t, "w2", "mokc").await;
     t.advance(1_500);
-    assert_eq!(t.web.run_checks_once().await.unwrap(), 1);
+    assert_eq!(t.web.control().run_checks_once().await.unwrap(), 1);
     let status = status_of_m(&t).await;
     assert!(status.answers(asked), "{status:?}");
     assert_eq!(status.check_error, None);
@@ -871,14 +871,14 @@ async fn two_nodes_never_check_one_scope_twice(a: Store, b: Store) {
             async {
                 let mut n = 0;
                 for _ in 0..5 {
-                    n += ta.web.run_checks_once().await.unwrap();
+                    n += ta.web.control().run_checks_once().await.unwrap();
                 }
                 n
             },
             async {
                 let mut n = 0;
                 for _ in 0..5 {
-                    n += tb.web.run_checks_once().await.unwrap();
+                    n += tb.web.control().run_checks_once().await.unwrap();
                 }
                 n
             },

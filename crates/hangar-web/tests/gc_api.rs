@@ -109,13 +109,13 @@ async fn a_gc_pass_collects_missing_volumes_and_shows_in_the_metrics(store: Stor
         .report_volumes("w1", &report(g, &["child", "grandchild"], Some(&[])))
         .await
         .unwrap();
-    let runs = t.web.run_gc_once().await;
+    let runs = t.web.control().run_gc_once().await;
     assert_eq!(runs.len(), Collector::ALL.len());
     assert!(runs
         .iter()
         .all(|r| r.error.is_none() && r.stats.destroyed == 0));
     t.advance(t.web.config().gc.missing_grace_ms);
-    let runs = t.web.run_gc_once().await;
+    let runs = t.web.control().run_gc_once().await;
     let missing = runs
         .iter()
         .find(|r| r.collector == Collector::MissingVolumes)

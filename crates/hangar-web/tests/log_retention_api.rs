@@ -70,7 +70,7 @@ async fn builds_past_the_policy_lose_their_logs_and_say_so(store: Store) {
         ids.push(build(&t, &store, "j", status).await);
     }
     let other = build(&t, &store, "keeps-all", Some(Failed)).await;
-    t.web.run_gc_once().await;
+    t.web.control().run_gc_once().await;
     let mut kept = vec![];
     for (n, id) in ids.iter().enumerate() {
         let shown = t
@@ -96,7 +96,7 @@ async fn builds_past_the_policy_lose_their_logs_and_say_so(store: Store) {
         "a job without a policy keeps its logs"
     );
     // A second pass changes nothing more.
-    t.web.run_gc_once().await;
+    t.web.control().run_gc_once().await;
     let reaped_at = |n| t.admin.job_build("main", "p", "j", n);
     assert!(reaped_at(2).await.unwrap().logs_reaped_at.is_some());
     assert!(reaped_at(1).await.unwrap().logs_reaped_at.is_none());
@@ -108,7 +108,7 @@ async fn builds_past_the_policy_lose_their_logs_and_say_so(store: Store) {
         .finish_build(ids[4], 1, Failed, None, None, 3)
         .await
         .unwrap());
-    t.web.run_gc_once().await;
+    t.web.control().run_gc_once().await;
     assert_eq!(events(&store, ids[3]).await, 0);
     assert_eq!(events(&store, ids[4]).await, 1);
     assert_eq!(events(&store, ids[0]).await, 1);

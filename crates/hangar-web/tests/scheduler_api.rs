@@ -34,7 +34,7 @@ async fn save(t: &TestWeb, resource: &str, reference: &str) -> i64 {
 }
 
 async fn schedule(web: &Web) -> usize {
-    web.run_scheduler_once().await.unwrap()
+    web.control().run_scheduler_once().await.unwrap()
 }
 
 /// Each build of `job`, oldest first, with its inputs' refs by name.

@@ -22,9 +22,10 @@ use serde_json::Value;
 use super::builds::{build_to_api, list_limit, validate};
 use crate::auth::Admin;
 use crate::error::ApiError;
-use crate::scheduler_loop::start_held;
-use crate::scheduler_resolve::{decide_job, plan_with, waiting_json, waiting_words, PipelineView};
 use crate::Web;
+use hangar_control::{
+    decide_job, plan_with, start_held, waiting_json, waiting_words, PipelineView,
+};
 
 fn check_path(team: &str, pipeline: &str, job: &str) -> Result<(), ApiError> {
     validate_label(team).map_err(|e| ApiError::bad_request(format!("team: {e}")))?;
@@ -124,7 +125,7 @@ pub(super) async fn trigger(
 struct JobNow {
     config: PipelineConfig,
     job_ids: BTreeMap<String, i64>,
-    decision: crate::scheduler_resolve::JobDecision,
+    decision: hangar_control::JobDecision,
     /// Some input has no version yet: the plan's gets are not fixed.
     inputs_pending: bool,
     planned: hangar_core::plan::planner::JobPlan,
@@ -263,7 +264,7 @@ async fn start_now(
     config: &PipelineConfig,
     job_ids: &BTreeMap<String, i64>,
 ) -> Result<(), StoreError> {
-    let owner = web.node_id();
+    let owner = web.control().node_id();
     if !web
         .store()
         .claim_pipeline_schedule(p.id, owner, web.now(), 30_000)
@@ -280,7 +281,7 @@ async fn start_now(
         config_version: p.config_version,
     };
     // A trigger of a paused job was refused: no job here is paused.
-    let result = start_held(web, &sp, config, job_ids, &Default::default()).await;
+    let result = start_held(web.control(), &sp, config, job_ids, &Default::default()).await;
     web.store().release_pipeline_schedule(p.id, owner).await?;
     result
 }

@@ -177,7 +177,7 @@ pub(super) async fn register(
         .await?;
     let event = out.kind.event();
     tracing::info!(worker = %info.name, generation = out.generation, kind = out.kind.as_str(), "worker registered");
-    web.metrics().lifecycle_event(event);
+    web.metrics().count_lifecycle_event(event);
     web.metrics()
         .invalidated(out.invalidated_volumes, out.invalidated_containers);
     Ok((

@@ -77,7 +77,18 @@ impl TestWeb {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(hangar_web::serve(listener, web.clone(), shutdown.clone()));
+        web.seal_stored_api_tokens().await.unwrap();
+        // The node as the `web` command runs it: its loops beside the
+        // server, both stopped by one token.
+        let node = web.clone();
+        let stop = shutdown.clone();
+        let task = tokio::spawn(async move {
+            let loops = hangar_web::Supervisor::start(node.control(), stop.clone());
+            let served = hangar_web::serve(listener, node, stop.clone()).await;
+            stop.cancel();
+            loops.join().await;
+            served
+        });
         let timeout = Duration::from_secs(10);
         TestWeb {
             admin: Client::new(&url, ADMIN, timeout).unwrap(),
@@ -101,7 +112,7 @@ impl TestWeb {
     }
 
     pub(crate) async fn lifecycle(&self) {
-        self.web.run_lifecycle_once().await.unwrap();
+        self.web.control().run_lifecycle_once().await.unwrap();
     }
 
     pub(crate) async fn register(&self, name: &str, identity: &str) -> i64 {

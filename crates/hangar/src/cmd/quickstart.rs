@@ -62,7 +62,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let shutdown = CancellationToken::new();
     crate::signals::stop_on_terminate(shutdown.clone())?;
-    let serving = tokio::spawn(hangar_web::serve(listener, web.clone(), shutdown.clone()));
+    let serving = tokio::spawn(super::web::run_node(
+        listener,
+        web.clone(),
+        shutdown.clone(),
+    ));
     let mut workers = tokio::task::JoinSet::new();
     let mut names = Vec::new();
     // Senders are kept so the agents' command channels stay open.

@@ -320,7 +320,26 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     tracing::info!(addr = %listener.local_addr()?, database = web.store().backend().as_str(), "web listening");
     let shutdown = CancellationToken::new();
     crate::signals::stop_on_terminate(shutdown.clone())?;
-    hangar_web::serve(listener, web.clone(), shutdown).await?;
+    run_node(listener, web.clone(), shutdown).await?;
     web.store().close().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs one web node until `shutdown`: the stored worker tokens sealed
+/// first (before any request or loop reads one), then the control loops'
+/// supervisor and the HTTP server side by side. The server ending for any
+/// reason stops the loops; both are waited for.
+pub(crate) async fn run_node(
+    listener: tokio::net::TcpListener,
+    web: Web,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    web.seal_stored_api_tokens()
+        .await
+        .context("seal the worker API tokens stored in plaintext")?;
+    let loops = hangar_web::Supervisor::start(web.control(), shutdown.clone());
+    let served = hangar_web::serve(listener, web, shutdown.clone()).await;
+    shutdown.cancel();
+    loops.join().await;
+    served
 }

@@ -19,30 +19,29 @@ use std::time::Duration;
 use hangar_engine::check::{run_check, CheckEnd, CheckJob};
 use hangar_store::{ClaimedCheck, StoreError};
 use serde_json::Value;
-use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::Web;
+use crate::Control;
 
 /// Checks one node runs at once.
-pub(crate) const MAX_CONCURRENT_CHECKS: usize = 32;
+pub const MAX_CONCURRENT_CHECKS: usize = 32;
 /// How soon a check that could not run (no worker fits, workers lost) is
 /// tried again.
 const RETRY_DEFERRED_MS: i64 = 10_000;
 
-/// Rung by a webhook or `check-resource`: the loop claims at once instead
-/// of at its next tick.
-#[derive(Default)]
-pub(crate) struct CheckWakeup(Notify);
-
-impl CheckWakeup {
-    pub(crate) fn wake(&self) {
-        self.0.notify_one();
-    }
+/// What the loop waits for.
+enum Event {
+    /// Its interval passed.
+    Tick,
+    /// A webhook or `check-resource` asked for a check.
+    Woken,
+    /// A check ended while every slot was taken: more may be due.
+    SlotFreed,
+    Shutdown,
 }
 
-pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
+pub(crate) async fn run(control: Control, interval: Duration, shutdown: CancellationToken) {
     let mut running = JoinSet::new();
     loop {
         while running.try_join_next().is_some() {}
@@ -50,18 +49,22 @@ pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToke
         // Every free slot taken: more may be due, so a check's end is
         // reason enough to claim again (thousands of resources a minute
         // are not held to one batch a tick).
-        let saturated = match claim_and_start(&web, &mut running, &shutdown).await {
+        let saturated = match claim_and_start(&control, &mut running, &shutdown).await {
             Ok(started) => started >= free,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot claim due checks");
                 false
             }
         };
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(interval) => {}
-            _ = web.inner.check_wakeup.0.notified() => {}
-            Some(_) = running.join_next(), if saturated => {}
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => Event::Shutdown,
+            _ = tokio::time::sleep(interval) => Event::Tick,
+            _ = control.checks_woken() => Event::Woken,
+            Some(_) = running.join_next(), if saturated => Event::SlotFreed,
+        };
+        match event {
+            Event::Shutdown => break,
+            Event::Tick | Event::Woken | Event::SlotFreed => {}
         }
     }
     // Each check sees the token and gives its claim back.
@@ -70,15 +73,15 @@ pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToke
 
 /// One pass run to its end (tests drive the loop with it): answers how
 /// many checks it ran.
-pub(crate) async fn pass(web: &Web) -> Result<usize, StoreError> {
+pub(crate) async fn pass(control: &Control) -> Result<usize, StoreError> {
     let mut running = JoinSet::new();
-    let started = claim_and_start(web, &mut running, &CancellationToken::new()).await?;
+    let started = claim_and_start(control, &mut running, &CancellationToken::new()).await?;
     while running.join_next().await.is_some() {}
     Ok(started)
 }
 
 async fn claim_and_start(
-    web: &Web,
+    control: &Control,
     running: &mut JoinSet<()>,
     stop: &CancellationToken,
 ) -> Result<usize, StoreError> {
@@ -86,57 +89,57 @@ async fn claim_and_start(
     if free == 0 {
         return Ok(0);
     }
-    let claimed = web
+    let claimed = control
         .store()
-        .claim_due_checks(owner(web), web.now(), free as i64)
+        .claim_due_checks(owner(control), control.now(), free as i64)
         .await?;
     let n = claimed.len();
     for check in claimed {
-        running.spawn(check_scope(web.clone(), check, stop.clone()));
+        running.spawn(check_scope(control.clone(), check, stop.clone()));
     }
     Ok(n)
 }
 
-fn owner(web: &Web) -> &str {
-    &web.engine().config().node_id
+fn owner(control: &Control) -> &str {
+    &control.engine().config().node_id
 }
 
-async fn check_scope(web: Web, claimed: ClaimedCheck, stop: CancellationToken) {
+async fn check_scope(control: Control, claimed: ClaimedCheck, stop: CancellationToken) {
     let scope = claimed.scope_id;
-    let end = match job_for(&web, &claimed).await {
+    let end = match job_for(&control, &claimed).await {
         Ok(job) => {
             let (placed, on_worker) = tokio::sync::oneshot::channel();
             let waited = claimed.waiting_reason.is_some() || claimed.waiting_since.is_some();
             let no_longer_waits = async {
                 // It waited: once on a worker, it says so no more.
                 if on_worker.await.is_ok() && waited {
-                    if let Err(e) = web.store().check_placed(scope, owner(&web)).await {
+                    if let Err(e) = control.store().check_placed(scope, owner(&control)).await {
                         tracing::warn!(scope, error = %e, "cannot record that a check runs");
                     }
                 }
             };
             let (end, ()) = tokio::join!(
-                run_check(web.engine(), &job, &stop, Some(placed)),
+                run_check(control.engine(), &job, &stop, Some(placed)),
                 no_longer_waits
             );
             end
         }
         Err(end) => end,
     };
-    let store = web.store();
+    let store = control.store();
     let recorded = match &end {
         CheckEnd::Found(versions) => store
-            .finish_check(scope, owner(&web), versions, None, web.now())
+            .finish_check(scope, owner(&control), versions, None, control.now())
             .await
             .map(|new| {
                 if new.unwrap_or(0) > 0 {
-                    web.wake_scheduler();
+                    control.wake_scheduler();
                 }
             }),
         CheckEnd::Failed(error) => {
             tracing::info!(scope, %error, "check failed");
             store
-                .finish_check(scope, owner(&web), &[], Some(error), web.now())
+                .finish_check(scope, owner(&control), &[], Some(error), control.now())
                 .await
                 .map(|_| ())
         }
@@ -144,10 +147,16 @@ async fn check_scope(web: Web, claimed: ClaimedCheck, stop: CancellationToken) {
             // A requested check is claimed again at every pass: at debug.
             tracing::debug!(scope, reason = %why, "check deferred");
             store
-                .release_check(scope, owner(&web), web.now() + RETRY_DEFERRED_MS, why, None)
+                .release_check(
+                    scope,
+                    owner(&control),
+                    control.now() + RETRY_DEFERRED_MS,
+                    why,
+                    None,
+                )
                 .await
         }
-        CheckEnd::NoWorker(why) => no_worker(&web, &claimed, why).await,
+        CheckEnd::NoWorker(why) => no_worker(&control, &claimed, why).await,
     };
     if let Err(e) = recorded {
         // The claim runs out and another pass checks the scope again.
@@ -158,18 +167,18 @@ async fn check_scope(web: Web, claimed: ClaimedCheck, stop: CancellationToken) {
 /// A check no worker of its kind could take: given back with the reason
 /// while it has waited less than web's bound (due again by the bound's
 /// end), failed with the reason past it.
-async fn no_worker(web: &Web, claimed: &ClaimedCheck, why: &str) -> Result<(), StoreError> {
+async fn no_worker(control: &Control, claimed: &ClaimedCheck, why: &str) -> Result<(), StoreError> {
     let scope = claimed.scope_id;
-    let now = web.now();
-    let bound = web.config().no_worker_timeout;
+    let now = control.now();
+    let bound = control.config().no_worker_timeout;
     let bound_ms = i64::try_from(bound.as_millis()).unwrap_or(i64::MAX);
     let since = claimed.waiting_since.unwrap_or(now);
     if now.saturating_sub(since) >= bound_ms {
         let error = hangar_engine::placement::gave_up(why, bound);
         tracing::info!(scope, %error, "check failed");
-        return web
+        return control
             .store()
-            .finish_check(scope, owner(web), &[], Some(&error), now)
+            .finish_check(scope, owner(control), &[], Some(&error), now)
             .await
             .map(|_| ());
     }
@@ -179,14 +188,15 @@ async fn no_worker(web: &Web, claimed: &ClaimedCheck, why: &str) -> Result<(), S
         tracing::debug!(scope, reason = %why, "check waits for a worker");
     }
     let retry_at = (now + RETRY_DEFERRED_MS).min(since.saturating_add(bound_ms));
-    web.store()
-        .release_check(scope, owner(web), retry_at, why, Some(since))
+    control
+        .store()
+        .release_check(scope, owner(control), retry_at, why, Some(since))
         .await
 }
 
 /// What to run for a claimed scope, or how it ends without running.
-async fn job_for(web: &Web, claimed: &ClaimedCheck) -> Result<CheckJob, CheckEnd> {
-    let store = web.store();
+async fn job_for(control: &Control, claimed: &ClaimedCheck) -> Result<CheckJob, CheckEnd> {
+    let store = control.store();
     let members = store
         .check_members(claimed.scope_id)
         .await

@@ -8,19 +8,29 @@ use hangar_core::backoff::{Backoff, Change};
 use hangar_core::leases::{WEB_NODE_HEARTBEAT_MS, WEB_NODE_TTL_MS};
 use tokio_util::sync::CancellationToken;
 
-use crate::Web;
+use crate::Control;
 
 /// Rows of nodes silent this long are removed (a node killed, never back).
 const FORGET_AFTER_MS: i64 = 3_600_000;
 
-pub(crate) async fn run(web: Web, shutdown: CancellationToken) {
-    let name = web.node_name().to_string();
+/// What the loop waits for.
+enum Event {
+    HeartbeatDue,
+    Shutdown,
+}
+
+pub(crate) async fn run(control: Control, shutdown: CancellationToken) {
+    let name = control.node_id().to_string();
     let mut failures = Backoff::new(
         Duration::from_millis(WEB_NODE_HEARTBEAT_MS as u64),
         Duration::from_millis(WEB_NODE_TTL_MS as u64),
     );
     loop {
-        let pause = match web.store().web_node_heartbeat(&name, web.now()).await {
+        let pause = match control
+            .store()
+            .web_node_heartbeat(&name, control.now())
+            .await
+        {
             Ok(()) => {
                 if let Change::Recovered { failures } = failures.succeeded() {
                     tracing::info!(failures, "web node heartbeats work again");
@@ -35,15 +45,19 @@ pub(crate) async fn run(web: Web, shutdown: CancellationToken) {
                 delay
             }
         };
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(pause) => {}
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => Event::Shutdown,
+            _ = tokio::time::sleep(pause) => Event::HeartbeatDue,
+        };
+        match event {
+            Event::Shutdown => break,
+            Event::HeartbeatDue => {}
         }
     }
     // Leaving: this node's row goes at once, and long-dead nodes' with it.
-    if let Err(e) = web
+    if let Err(e) = control
         .store()
-        .forget_web_nodes(&name, web.now() - FORGET_AFTER_MS)
+        .forget_web_nodes(&name, control.now() - FORGET_AFTER_MS)
         .await
     {
         tracing::warn!(error = %e, "cannot remove this web node's row; it ages out");

@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::scheduler_resolve::{decide_job, plan_with, waiting_json, PipelineView};
-use crate::Web;
+use crate::Control;
 
 /// How long a node holds a pipeline while it schedules it; a node that
 /// dies mid-pass holds it no longer than this.
@@ -54,14 +54,14 @@ type ConfigsByVersion = HashMap<(i64, i64), Arc<PipelineConfig>>;
 impl ConfigCache {
     pub(crate) async fn get(
         &self,
-        web: &Web,
+        control: &Control,
         p: &SchedulablePipeline,
     ) -> Result<Arc<PipelineConfig>, StoreError> {
         let key = (p.id, p.config_version);
         if let Some(c) = self.inner.lock().expect("config cache").get(&key) {
             return Ok(c.clone());
         }
-        let (_, value) = web
+        let (_, value) = control
             .store()
             .pipeline_config(&p.team, &p.reference, Some(p.config_version))
             .await?;
@@ -82,37 +82,54 @@ impl ConfigCache {
     }
 }
 
-pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
+/// What the loop waits for.
+enum Event {
+    /// Its interval passed.
+    Tick,
+    /// Something a job's next build depends on changed.
+    Woken,
+    /// A build of this node's engine finished.
+    BuildFinished,
+    Shutdown,
+}
+
+pub(crate) async fn run(control: Control, interval: Duration, shutdown: CancellationToken) {
     loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(interval) => {}
-            _ = web.scheduler_woken() => {}
-            _ = web.engine().build_finished().notified() => {
-                // Downstream jobs may be another node's to schedule.
-                crate::scheduler_wakeups::tell_other_nodes(&web);
-            }
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => Event::Shutdown,
+            _ = tokio::time::sleep(interval) => Event::Tick,
+            _ = control.scheduler_woken() => Event::Woken,
+            _ = control.engine().build_finished().notified() => Event::BuildFinished,
+        };
+        match event {
+            Event::Shutdown => return,
+            // Downstream jobs may be another node's to schedule.
+            Event::BuildFinished => crate::scheduler_wakeups::tell_other_nodes(&control),
+            Event::Tick | Event::Woken => {}
         }
-        if let Err(e) = tick(&web).await {
+        if let Err(e) = tick(&control).await {
             tracing::warn!(error = %e, "scheduler pass failed");
         }
     }
 }
 
 /// One pass over every pipeline; the number of builds created.
-pub(crate) async fn tick(web: &Web) -> Result<usize, StoreError> {
+pub(crate) async fn tick(control: &Control) -> Result<usize, StoreError> {
     let mut created = 0;
-    for p in web.store().schedulable_pipelines().await? {
-        let owner = web.node_id();
-        if !web
+    for p in control.store().schedulable_pipelines().await? {
+        let owner = control.node_id();
+        if !control
             .store()
-            .claim_pipeline_schedule(p.id, owner, web.now(), LEASE_MS)
+            .claim_pipeline_schedule(p.id, owner, control.now(), LEASE_MS)
             .await?
         {
             continue;
         }
-        let result = schedule_pipeline(web, &p).await;
-        web.store().release_pipeline_schedule(p.id, owner).await?;
+        let result = schedule_pipeline(control, &p).await;
+        control
+            .store()
+            .release_pipeline_schedule(p.id, owner)
+            .await?;
         // One pipeline failing (a corrupt row) does not stop the others.
         match result {
             Ok(n) => created += n,
@@ -124,9 +141,12 @@ pub(crate) async fn tick(web: &Web) -> Result<usize, StoreError> {
     Ok(created)
 }
 
-async fn schedule_pipeline(web: &Web, p: &SchedulablePipeline) -> Result<usize, StoreError> {
-    let store = web.store();
-    let config = web.config_cache().get(web, p).await?;
+async fn schedule_pipeline(
+    control: &Control,
+    p: &SchedulablePipeline,
+) -> Result<usize, StoreError> {
+    let store = control.store();
+    let config = control.config_cache().get(control, p).await?;
     let resources = store.scheduling_resources(p.id).await?;
     let jobs = store.scheduling_jobs(p.id).await?;
     let job_ids: BTreeMap<String, i64> = jobs.iter().map(|(id, n, _)| (n.clone(), *id)).collect();
@@ -135,7 +155,7 @@ async fn schedule_pipeline(web: &Web, p: &SchedulablePipeline) -> Result<usize, 
         resources: &resources,
         job_ids: &job_ids,
     };
-    let lease = Some((p.id, web.node_id()));
+    let lease = Some((p.id, control.node_id()));
     let stamps = store.scheduling_stamps(p.id).await?;
     let mut created = 0;
     for (job_id, name, paused) in &jobs {
@@ -148,7 +168,7 @@ async fn schedule_pipeline(web: &Web, p: &SchedulablePipeline) -> Result<usize, 
             *paused,
             job_stamp(&config, job, &stamps),
         );
-        if web.config_cache().unchanged(*job_id, &decided_on) {
+        if control.config_cache().unchanged(*job_id, &decided_on) {
             continue;
         }
         let gate = JobGate {
@@ -183,7 +203,7 @@ async fn schedule_pipeline(web: &Web, p: &SchedulablePipeline) -> Result<usize, 
                             &d.planned,
                             false,
                             lease,
-                            web.now(),
+                            control.now(),
                         )
                         .await?;
                     let Some(made) = made else {
@@ -200,26 +220,26 @@ async fn schedule_pipeline(web: &Web, p: &SchedulablePipeline) -> Result<usize, 
         }
         // Decided on what was read before: a build made here changes the
         // job's own stamp, so it is looked at once more next pass.
-        web.config_cache().remember(*job_id, decided_on);
+        control.config_cache().remember(*job_id, decided_on);
     }
     if p.paused {
         // Nothing of a paused pipeline starts, as in Concourse.
         return Ok(created);
     }
-    fix_pending_inputs(web, p, &view).await?;
+    fix_pending_inputs(control, p, &view).await?;
     let paused: BTreeSet<i64> = jobs.iter().filter(|j| j.2).map(|j| j.0).collect();
-    start_held(web, p, &config, &job_ids, &paused).await?;
+    start_held(control, p, &config, &job_ids, &paused).await?;
     Ok(created)
 }
 
 /// Manual builds whose inputs did not resolve when triggered: fix them
 /// once they do.
 async fn fix_pending_inputs(
-    web: &Web,
+    control: &Control,
     p: &SchedulablePipeline,
     view: &PipelineView<'_>,
 ) -> Result<(), StoreError> {
-    let store = web.store();
+    let store = control.store();
     for b in store.inputs_pending_builds(p.id).await? {
         let Some((name, _)) = view.job_ids.iter().find(|(_, id)| **id == b.job_id) else {
             continue;
@@ -249,14 +269,14 @@ async fn fix_pending_inputs(
 
 /// Releases the held builds start limits allow (none of a paused job);
 /// jobs whose builds stay held say so.
-pub(crate) async fn start_held(
-    web: &Web,
+pub async fn start_held(
+    control: &Control,
     p: &SchedulablePipeline,
     config: &PipelineConfig,
     job_ids: &BTreeMap<String, i64>,
     paused_jobs: &BTreeSet<i64>,
 ) -> Result<(), StoreError> {
-    let store = web.store();
+    let store = control.store();
     let limits: BTreeMap<i64, StartLimits> = config
         .jobs
         .iter()
@@ -277,7 +297,7 @@ pub(crate) async fn start_held(
     let go = startable(&limits, &state.running, &state.held);
     if !go.is_empty() {
         store.release_held_builds(&go).await?;
-        web.engine().wake();
+        control.engine().wake();
     }
     for h in state.held.iter().filter(|h| !go.contains(&h.id)) {
         let why = match limits.get(&h.job) {

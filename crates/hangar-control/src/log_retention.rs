@@ -6,28 +6,28 @@
 
 use hangar_core::pipeline::log_retention::{builds_to_reap, LogRetention};
 
-use crate::Web;
+use crate::Control;
 
 /// Reaps what the jobs' policies say; the number of logs reaped. A job
 /// whose builds cannot be read is skipped (and logged), not the pass.
-pub(crate) async fn reap(web: &Web) -> Result<u64, hangar_store::StoreError> {
+pub(crate) async fn reap(control: &Control) -> Result<u64, hangar_store::StoreError> {
     let mut reaped = 0;
-    for (job_id, config) in web.store().active_job_configs().await? {
+    for (job_id, config) in control.store().active_job_configs().await? {
         let Some(policy) = serde_json::from_str(&config)
             .ok()
             .and_then(|c| LogRetention::of_job_json(&c))
         else {
             continue;
         };
-        let builds = match web.store().builds_with_logs(job_id).await {
+        let builds = match control.store().builds_with_logs(job_id).await {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(job = job_id, error = %e, "cannot read the job's builds for build_log_retention");
                 continue;
             }
         };
-        for build in builds_to_reap(&builds, &policy, web.now()) {
-            match web.store().reap_build_logs(build, web.now()).await {
+        for build in builds_to_reap(&builds, &policy, control.now()) {
+            match control.store().reap_build_logs(build, control.now()).await {
                 Ok(true) => reaped += 1,
                 Ok(false) => {}
                 Err(e) => {

@@ -19,7 +19,7 @@ const FIRST_PASSED_BUILDS: i64 = 50;
 const MAX_PASSED_BUILDS: i64 = 200_000;
 
 /// What a pipeline's jobs resolve against.
-pub(crate) struct PipelineView<'a> {
+pub struct PipelineView<'a> {
     pub config: &'a PipelineConfig,
     pub resources: &'a BTreeMap<String, SchedulingResource>,
     /// Active jobs' ids by name.
@@ -27,7 +27,7 @@ pub(crate) struct PipelineView<'a> {
 }
 
 /// A job's decision, with what a build of it would take.
-pub(crate) struct JobDecision {
+pub struct JobDecision {
     pub next: NextBuild,
     pub planned: Vec<PlannedInput>,
     /// Another `every` version waits after this one.
@@ -142,7 +142,7 @@ async fn resolution(
 }
 
 /// Decides the job's next build.
-pub(crate) async fn decide_job(
+pub async fn decide_job(
     store: &Store,
     view: &PipelineView<'_>,
     job_id: i64,
@@ -185,7 +185,7 @@ fn empty_resolution() -> Resolution {
 }
 
 /// The job's plan with each get fixed to its planned version.
-pub(crate) async fn plan_with(
+pub async fn plan_with(
     store: &Store,
     config: &PipelineConfig,
     job: &Job,
@@ -209,7 +209,7 @@ pub(crate) async fn plan_with(
 
 /// `waiting` as stored (and shown by the API): reason code, input, and
 /// the reason in words with passed jobs named.
-pub(crate) fn waiting_json(
+pub fn waiting_json(
     w: &hangar_core::scheduling::Waiting,
     job_ids: &BTreeMap<String, i64>,
 ) -> String {
@@ -219,7 +219,7 @@ pub(crate) fn waiting_json(
 }
 
 /// Why a job waits, in words, its passed jobs named.
-pub(crate) fn waiting_words(
+pub fn waiting_words(
     w: &hangar_core::scheduling::Waiting,
     job_ids: &BTreeMap<String, i64>,
 ) -> String {

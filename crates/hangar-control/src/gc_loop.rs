@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use hangar_core::gc::{Collector, CollectorStats};
 use tokio_util::sync::CancellationToken;
 
-use crate::Web;
+use crate::Control;
 
 /// What one collector did in one pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,43 +22,81 @@ pub struct CollectorRun {
     pub duration: Duration,
 }
 
-pub(crate) async fn run(web: Web, interval: Duration, shutdown: CancellationToken) {
+/// How one pass of the loop went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GcPass {
+    /// This node had the turn and ran every collector.
+    Collected,
+    /// Another node was collecting.
+    Skipped,
+    /// The turn could not be taken (the database).
+    Failed,
+}
+
+impl GcPass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GcPass::Collected => "collected",
+            GcPass::Skipped => "skipped",
+            GcPass::Failed => "failed",
+        }
+    }
+}
+
+/// What the loop waits for.
+enum Event {
+    Tick,
+    Shutdown,
+}
+
+pub(crate) async fn run(control: Control, interval: Duration, shutdown: CancellationToken) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = ticker.tick() => {}
-        }
-        match web.store().try_gc_turn().await {
-            Ok(Some(turn)) => {
-                collect(&web).await;
-                drop(turn);
-                web.metrics().gc_pass("collected");
-            }
-            Ok(None) => {
-                tracing::debug!("another web node is collecting garbage; skipping this tick");
-                web.metrics().gc_pass("skipped");
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "could not take the garbage collection turn; retrying next tick");
-                web.metrics().gc_pass("failed");
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => Event::Shutdown,
+            _ = ticker.tick() => Event::Tick,
+        };
+        match event {
+            Event::Shutdown => return,
+            Event::Tick => {
+                let pass = try_collect(&control).await;
+                control.observer().gc_pass(pass);
             }
         }
     }
 }
 
+/// Collects if no other node is collecting.
+async fn try_collect(control: &Control) -> GcPass {
+    match control.store().try_gc_turn().await {
+        Ok(Some(turn)) => {
+            collect(control).await;
+            drop(turn);
+            GcPass::Collected
+        }
+        Ok(None) => {
+            tracing::debug!("another web node is collecting garbage; skipping this tick");
+            GcPass::Skipped
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "could not take the garbage collection turn; retrying next tick");
+            GcPass::Failed
+        }
+    }
+}
+
 /// Waits for this node's turn, then collects once.
-pub(crate) async fn tick(web: &Web) -> Vec<CollectorRun> {
-    match web.store().gc_turn().await {
+pub(crate) async fn tick(control: &Control) -> Vec<CollectorRun> {
+    match control.store().gc_turn().await {
         Ok(_turn) => {
-            let runs = collect(web).await;
-            web.metrics().gc_pass("collected");
+            let runs = collect(control).await;
+            control.observer().gc_pass(GcPass::Collected);
             runs
         }
         Err(e) => {
             tracing::warn!(error = %e, "could not take the garbage collection turn");
-            web.metrics().gc_pass("failed");
+            control.observer().gc_pass(GcPass::Failed);
             Vec::new()
         }
     }
@@ -66,13 +104,13 @@ pub(crate) async fn tick(web: &Web) -> Vec<CollectorRun> {
 
 /// Runs every collector once, in order, each at the time it starts, then
 /// the jobs' build log retention.
-async fn collect(web: &Web) -> Vec<CollectorRun> {
+async fn collect(control: &Control) -> Vec<CollectorRun> {
     let mut runs = Vec::with_capacity(Collector::ALL.len());
     for collector in Collector::ALL {
         let started = Instant::now();
-        let result = web
+        let result = control
             .store()
-            .run_collector(collector, &web.config().gc, web.now())
+            .run_collector(collector, &control.config().gc, control.now())
             .await;
         let duration = started.elapsed();
         let run = match result {
@@ -102,12 +140,12 @@ async fn collect(web: &Web) -> Vec<CollectorRun> {
                 "garbage collected"
             );
         }
-        web.metrics().gc_run(&run);
+        control.observer().gc_run(&run);
         runs.push(run);
     }
     // Jobs' build_log_retention: not a collector of volumes, but the same
     // pass, as Concourse's build log collector runs with its GC.
-    match crate::log_retention::reap(web).await {
+    match crate::log_retention::reap(control).await {
         Ok(0) => {}
         Ok(n) => tracing::info!(logs = n, "reaped build logs (build_log_retention)"),
         Err(e) => tracing::warn!(error = %e, "build_log_retention failed; retrying next tick"),
