@@ -11,6 +11,9 @@
 //!   = true`).
 //! - **SQL** ([`SQL_PATTERNS`], [`SQL_ALLOWED_IN`]): no `.rs` file outside
 //!   the crates allowed to hold SQL contains SQL, comments aside.
+//! - **HTTP statuses** ([`STATUS_FILES`]): a server's `src/` names a
+//!   status (`StatusCode::`) only in its error table and its answers
+//!   module, so one failure gets one status wherever it is met.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -126,6 +129,14 @@ const SQL_ALLOWED_IN: &[(&str, &str)] = &[
         "hangar-tidy",
         "holds the SQL patterns and made-up violations",
     ),
+];
+
+/// Servers, and the only files of their `src/` that may name an HTTP
+/// status: `error.rs` (the one error table) and `answer.rs` (the statuses
+/// of answers that are not errors).
+const STATUS_FILES: &[(&str, &[&str])] = &[
+    ("hangar-web", &["error.rs", "answer.rs"]),
+    ("hangar-worker", &["error.rs", "answer.rs"]),
 ];
 
 /// A name and a matcher for one line of code.
@@ -432,6 +443,44 @@ fn check_sql(crates: &[(String, Vec<PathBuf>)], read: &dyn Fn(&Path) -> String) 
     problems
 }
 
+/// The lines of one file's code (comments aside) that name a status.
+fn statuses_in(src: &str) -> Vec<usize> {
+    strip_comments(src)
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| line.contains("StatusCode::"))
+        .map(|(n, _)| n + 1)
+        .collect()
+}
+
+/// Every file of a server's `src/` (in [`STATUS_FILES`]) outside its
+/// allowed files that names a status, read through `read`.
+fn check_statuses(
+    crates: &[(String, Vec<PathBuf>)],
+    read: &dyn Fn(&Path) -> String,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (name, files) in crates {
+        let Some((_, allowed)) = STATUS_FILES.iter().find(|(k, _)| k == name) else {
+            continue;
+        };
+        for file in files {
+            let file_name = file.file_name().unwrap_or_default().to_string_lossy();
+            if allowed.iter().any(|a| *a == file_name) {
+                continue;
+            }
+            for line in statuses_in(&read(file)) {
+                let shown = file.strip_prefix(workspace_root()).unwrap_or(file);
+                problems.push(format!(
+                    "{}:{line}: an HTTP status chosen outside {name}'s error.rs/answer.rs",
+                    shown.display()
+                ));
+            }
+        }
+    }
+    problems
+}
+
 fn report(what: &str, problems: Vec<String>) {
     assert!(problems.is_empty(), "{what}:\n  {}", problems.join("\n  "));
 }
@@ -467,6 +516,31 @@ fn sql_stays_in_hangar_store() {
     report(
         "SQL outside hangar-store",
         check_sql(&crates, &|p| {
+            fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+        }),
+    );
+}
+
+#[test]
+fn servers_choose_statuses_only_in_their_error_table_and_answers() {
+    let crates: Vec<(String, Vec<PathBuf>)> = workspace_crates()
+        .into_iter()
+        .map(|c| {
+            let mut files = Vec::new();
+            rust_files(&c.dir.join("src"), &mut files);
+            (c.name, files)
+        })
+        .collect();
+    for (server, _) in STATUS_FILES {
+        let files = crates
+            .iter()
+            .find(|(n, _)| n == server)
+            .map(|(_, f)| f.len());
+        assert!(files.unwrap_or(0) > 5, "{server} has no src files to check");
+    }
+    report(
+        "HTTP statuses outside the error tables",
+        check_statuses(&crates, &|p| {
             fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
         }),
     );
@@ -620,4 +694,35 @@ fn f() {
     assert!(sql_in("let x = \"// UPDATE a SET b\";").len() == 1);
     assert!(sql_in("// let x = \"UPDATE a SET b\";").is_empty());
     assert!(sql_in("let s = \"select * from a\"; // lower case is not matched").is_empty());
+}
+
+#[test]
+fn the_status_rule_catches_a_handler_naming_a_status_but_not_the_error_table() {
+    let file = r##"
+// StatusCode::CONFLICT in a comment is fine.
+fn f() -> Result<StatusCode, ApiError> {
+    Err(ApiError::new(StatusCode::CONFLICT, "conflict", "x"))
+}
+"##;
+    assert_eq!(statuses_in(file), [4]);
+    let crates = [
+        (
+            "hangar-web".to_string(),
+            vec![
+                PathBuf::from("routes/pipelines.rs"),
+                PathBuf::from("error.rs"),
+                PathBuf::from("answer.rs"),
+            ],
+        ),
+        (
+            "hangar-client".to_string(),
+            vec![PathBuf::from("client.rs")],
+        ),
+    ];
+    let problems = check_statuses(&crates, &|_| file.to_string());
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].starts_with("routes/pipelines.rs:4:"),
+        "{problems:#?}"
+    );
 }

@@ -40,6 +40,39 @@ impl ApiError {
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, codes::NOT_FOUND, message)
     }
+
+    pub fn conflict(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, codes::CONFLICT, message)
+    }
+
+    /// Busy or out of reach for now (no worker to place on): try again.
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL, message)
+    }
+
+    pub fn too_many_requests(message: impl Into<String>) -> ApiError {
+        ApiError::passed_on(StatusCode::TOO_MANY_REQUESTS, message)
+    }
+
+    /// A registration under the name of a worker whose process answers.
+    pub fn takeover_refused(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, codes::TAKEOVER_REFUSED, message)
+    }
+
+    /// Another server's answer passed on as it was (the dashboard's
+    /// actions go through the API).
+    pub fn passed_on(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError::new(status, hangar_api::http::code_for_status(status), message)
+    }
+
+    /// Whether the answer is "log in first".
+    pub fn asks_for_login(&self) -> bool {
+        self.status == StatusCode::UNAUTHORIZED
+    }
 }
 
 impl From<hangar_api::http::ApiError> for ApiError {

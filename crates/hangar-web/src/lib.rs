@@ -7,6 +7,7 @@
 //! The caller binds the listener (tests bind port 0) and owns the shutdown
 //! token; [`serve`] returns once every task it started has stopped.
 
+mod answer;
 mod auth;
 mod dashboard;
 mod error;

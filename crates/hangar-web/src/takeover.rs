@@ -6,9 +6,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use hangar_api::credentials::same_secret;
-use hangar_api::{codes, RegisterWorker};
+use hangar_api::RegisterWorker;
 use hangar_client::WorkerApi;
 use hangar_core::registration::{short_id, takeover_rule, Incumbent, Takeover};
 use hangar_store::{Expect, IncumbentRecord};
@@ -71,10 +70,7 @@ pub(crate) async fn check(
     web.store()
         .record_takeover_refused(&req.name, h.generation, &cause, web.now())
         .await?;
-    Err(ApiError::new(
-        StatusCode::CONFLICT,
-        codes::TAKEOVER_REFUSED,
-        format!(
+    Err(ApiError::takeover_refused(format!(
             "worker {} is alive: a registration under its name is refused while its current process answers \
              (a restarted worker is accepted once the old process is gone)",
             req.name

@@ -243,7 +243,7 @@ async fn create(
     };
     let m = api.manager.clone();
     let made = blocking(move || m.create(&req.handle, strategy, req.properties)).await?;
-    Ok((StatusCode::CREATED, Json(to_api(made))))
+    Ok(crate::answer::created(Json(to_api(made))))
 }
 
 /// The canonical path to import from, if it is inside an allowed dir. The
@@ -461,10 +461,6 @@ async fn healthz(State(api): State<VolumeApi>) -> Response {
     };
     let c = health.condition();
     let ok = c.healthy && c.pressure != hangar_core::pressure::Pressure::Hard;
-    let status = if ok {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
+    let status = crate::answer::probe(ok);
     (status, Json(serde_json::json!({"ok": ok, "condition": c}))).into_response()
 }

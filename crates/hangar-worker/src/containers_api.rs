@@ -74,7 +74,7 @@ async fn create(
     JsonBody(spec): JsonBody<ContainerSpec>,
 ) -> Result<(StatusCode, Json<Container>), ApiError> {
     let made = blocking(move || m.create_within(spec)).await?;
-    Ok((StatusCode::CREATED, Json(made)))
+    Ok(crate::answer::created(Json(made)))
 }
 
 async fn list(State(m): State<Manager>) -> Result<Json<Vec<Container>>, ApiError> {

@@ -7,6 +7,7 @@
 pub mod action_dir;
 mod action_output;
 mod agent;
+mod answer;
 pub mod api;
 pub mod containers;
 mod containers_api;

@@ -21,9 +21,9 @@ use std::net::SocketAddr;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, FromRequestParts, State};
-use axum::http::header::{AUTHORIZATION, COOKIE, LOCATION, RETRY_AFTER, SET_COOKIE};
+use axum::http::header::{AUTHORIZATION, COOKIE, RETRY_AFTER};
 use axum::http::request::Parts;
-use axum::http::{Extensions, HeaderValue, Method, Request, StatusCode};
+use axum::http::{Extensions, HeaderValue, Method, Request};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Form;
 use hangar_api::credentials::{digest, same_secret};
@@ -35,7 +35,7 @@ use tower::ServiceExt;
 
 use super::layout::page;
 use super::PageError;
-use crate::Web;
+use crate::{ApiError, Web};
 
 const COOKIE_NAME: &str = "hangar_session";
 
@@ -58,14 +58,10 @@ impl Viewer {
     /// carries this session's CSRF token.
     pub(crate) fn check_action(&self, form: &ActionForm) -> Result<(), PageError> {
         if !self.logged_in {
-            return Err(PageError::new(
-                StatusCode::UNAUTHORIZED,
-                "log in to do this",
-            ));
+            return Err(PageError::unauthorized("log in to do this"));
         }
         if !same_secret(form.csrf.as_bytes(), self.csrf.as_bytes()) {
-            return Err(PageError::new(
-                StatusCode::FORBIDDEN,
+            return Err(PageError::forbidden(
                 "this form is stale or came from another site (CSRF token missing or wrong): reload the page and try again",
             ));
         }
@@ -129,13 +125,14 @@ pub(crate) struct LoginForm {
     token: String,
 }
 
-fn login_form(viewer: &Viewer, status: StatusCode, message: Option<&str>) -> Response {
+/// The login form, with why the last login was refused if it was.
+fn login_form(viewer: &Viewer, refused: Option<ApiError>) -> Response {
     let body = page(
         "log in",
         viewer,
         html! {
             h1 { "log in" }
-            @if let Some(m) = message { p.error { (m) } }
+            @if let Some(e) = &refused { p.error { (e.message) } }
             form method="post" action="/login" {
                 label { "admin token " input type="password" name="token" autofocus; }
                 " "
@@ -143,11 +140,15 @@ fn login_form(viewer: &Viewer, status: StatusCode, message: Option<&str>) -> Res
             }
         },
     );
-    (status, Html(body.into_string())).into_response()
+    let body = Html(body.into_string());
+    match refused {
+        None => body.into_response(),
+        Some(e) => (e.status, body).into_response(),
+    }
 }
 
 pub(crate) async fn login_page(viewer: Viewer) -> Response {
-    login_form(&viewer, StatusCode::OK, None)
+    login_form(&viewer, None)
 }
 
 /// Who sent a login: the peer's address (no forwarded header is trusted,
@@ -172,11 +173,10 @@ pub(crate) async fn login(
         let seconds = (retry_after_ms + 999) / 1000;
         let mut response = login_form(
             &Viewer::anonymous(),
-            StatusCode::TOO_MANY_REQUESTS,
-            Some(&format!(
+            Some(ApiError::too_many_requests(format!(
                 "too many wrong tokens from this address: try again in {}",
                 duration_words(retry_after_ms)
-            )),
+            ))),
         );
         if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
             response.headers_mut().insert(RETRY_AFTER, value);
@@ -188,8 +188,7 @@ pub(crate) async fn login(
         web.login_limit().failed(&client, now);
         return login_form(
             &Viewer::anonymous(),
-            StatusCode::UNAUTHORIZED,
-            Some("that is not the admin token"),
+            Some(ApiError::unauthorized("that is not the admin token")),
         );
     }
     web.login_limit().succeeded(&client);
@@ -197,11 +196,7 @@ pub(crate) async fn login(
         "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path=/",
         session_value(&web)
     );
-    (
-        StatusCode::SEE_OTHER,
-        [(SET_COOKIE, cookie), (LOCATION, "/".to_string())],
-    )
-        .into_response()
+    crate::answer::see_other_with_cookie("/", cookie)
 }
 
 pub(crate) async fn logout(viewer: Viewer, Form(form): Form<ActionForm>) -> Response {
@@ -209,11 +204,7 @@ pub(crate) async fn logout(viewer: Viewer, Form(form): Form<ActionForm>) -> Resp
         return e.into_response();
     }
     let cookie = format!("{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
-    (
-        StatusCode::SEE_OTHER,
-        [(SET_COOKIE, cookie), (LOCATION, "/".to_string())],
-    )
-        .into_response()
+    crate::answer::see_other_with_cookie("/", cookie)
 }
 
 /// Does an API request (`method` on `/api/v1{path}`) as the admin, then
@@ -232,14 +223,14 @@ pub(crate) async fn act_through_api(
             format!("Bearer {}", web.config().admin_token),
         )
         .body(Body::empty())
-        .map_err(|e| PageError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+        .map_err(|e| PageError::bad_request(e.to_string()))?;
     let response = crate::routes::router(web.clone())
         .oneshot(request)
         .await
         .unwrap_or_else(|never| match never {});
     let status = response.status();
     if status.is_success() {
-        return Ok((StatusCode::SEE_OTHER, [(LOCATION, back.to_string())]).into_response());
+        return Ok(see_other(back));
     }
     let body = axum::body::to_bytes(response.into_body(), 64 * 1024)
         .await
@@ -252,7 +243,7 @@ pub(crate) async fn act_through_api(
                 .map(str::to_string)
         })
         .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
-    Err(PageError::new(status, message))
+    Err(ApiError::passed_on(status, message).into())
 }
 
 /// A name as one path segment of the API request's URI: every byte but
@@ -268,7 +259,4 @@ pub(crate) fn segment(name: &str) -> String {
         .collect()
 }
 
-/// Sends the browser on to `to` after a POST.
-pub(crate) fn see_other(to: &str) -> Response {
-    (StatusCode::SEE_OTHER, [(LOCATION, to.to_string())]).into_response()
-}
+pub(crate) use crate::answer::see_other;

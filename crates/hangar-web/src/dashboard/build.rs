@@ -217,8 +217,7 @@ pub(crate) async fn log_stream(
     query: Result<Query<After>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, PageError> {
     may_read(&web, &viewer, id).await?;
-    let Query(q) =
-        query.map_err(|e| PageError::new(axum::http::StatusCode::BAD_REQUEST, e.body_text()))?;
+    let Query(q) = query.map_err(|e| PageError::bad_request(e.body_text()))?;
     web.store()
         .get_build(id)
         .await?

@@ -2,7 +2,7 @@
 //! pieces (status badges, times) pages repeat. maud escapes every value
 //! it interpolates, so a `<script>` in a job name or log line is text.
 
-use axum::http::StatusCode;
+use crate::ApiError;
 use hangar_core::dashboard::{duration_words, utc_words};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
@@ -59,15 +59,15 @@ pub(crate) fn page(title: &str, viewer: &Viewer, body: Markup) -> Markup {
 }
 
 /// The page for an error, with a way on.
-pub(crate) fn error_page(status: StatusCode, message: &str) -> Markup {
+pub(crate) fn error_page(error: &ApiError) -> Markup {
     let anonymous = Viewer::anonymous();
     page(
-        status.as_str(),
+        error.status.as_str(),
         &anonymous,
         html! {
-            h1 { (status) }
-            p.error { (message) }
-            @if status == StatusCode::UNAUTHORIZED { p { a href="/login" { "log in" } } }
+            h1 { (error.status) }
+            p.error { (error.message) }
+            @if error.asks_for_login() { p { a href="/login" { "log in" } } }
             p { a href="/" { "back to the pipelines" } }
         },
     )

@@ -12,13 +12,12 @@ mod pipeline;
 mod pipelines;
 mod workers;
 
-use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use hangar_store::StoreError;
 
-use crate::Web;
+use crate::{ApiError, Web};
 
 /// The dashboard's routes, merged beside the API's.
 pub(crate) fn router() -> Router<Web> {
@@ -45,51 +44,51 @@ pub(crate) fn router() -> Router<Web> {
 }
 
 /// Why a page could not be shown, rendered as a page (never JSON: a
-/// browser asked).
+/// browser asked). Its status comes from web's one error table
+/// (`error.rs`), so a page and the API answer the same failure alike.
 #[derive(Debug)]
-pub(crate) struct PageError {
-    status: StatusCode,
-    message: String,
-}
+pub(crate) struct PageError(ApiError);
 
 impl PageError {
-    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> PageError {
-        PageError {
-            status,
-            message: message.into(),
-        }
+    pub(crate) fn not_found(message: impl Into<String>) -> PageError {
+        PageError(ApiError::not_found(message))
     }
 
-    pub(crate) fn not_found(message: impl Into<String>) -> PageError {
-        PageError::new(StatusCode::NOT_FOUND, message)
+    pub(crate) fn bad_request(message: impl Into<String>) -> PageError {
+        PageError(ApiError::bad_request(message))
     }
 
     /// Anonymous visitors get the same answer whether or not the thing
     /// exists, so private pipeline names do not leak.
     pub(crate) fn login_needed() -> PageError {
-        PageError::new(
-            StatusCode::UNAUTHORIZED,
-            "log in to see this page (it is not part of an exposed pipeline)",
-        )
+        PageError::unauthorized("log in to see this page (it is not part of an exposed pipeline)")
+    }
+
+    pub(crate) fn unauthorized(message: impl Into<String>) -> PageError {
+        PageError(ApiError::unauthorized(message))
+    }
+
+    pub(crate) fn forbidden(message: impl Into<String>) -> PageError {
+        PageError(ApiError::forbidden(message))
+    }
+}
+
+impl From<ApiError> for PageError {
+    fn from(e: ApiError) -> PageError {
+        PageError(e)
     }
 }
 
 impl From<StoreError> for PageError {
     fn from(e: StoreError) -> PageError {
-        match e {
-            StoreError::NotFound(m) => PageError::not_found(m),
-            other => {
-                tracing::warn!(error = %other, "dashboard page failed");
-                PageError::new(StatusCode::INTERNAL_SERVER_ERROR, other.to_string())
-            }
-        }
+        PageError(ApiError::from(e))
     }
 }
 
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
-        let body = layout::error_page(self.status, &self.message);
-        (self.status, Html(body.into_string())).into_response()
+        let body = layout::error_page(&self.0);
+        (self.0.status, Html(body.into_string())).into_response()
     }
 }
 

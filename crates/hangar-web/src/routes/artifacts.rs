@@ -65,13 +65,9 @@ pub(super) async fn upload(
                 },
                 ..Default::default()
             };
-            place_now(web.engine(), wants).await?.map_err(|no| {
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    hangar_api::codes::UNAVAILABLE,
-                    format!("cannot place the upload: {}", no.0),
-                )
-            })?
+            place_now(web.engine(), wants)
+                .await?
+                .map_err(|no| ApiError::unavailable(format!("cannot place the upload: {}", no.0)))?
         }
     };
     let volume = web
@@ -99,11 +95,8 @@ pub(super) async fn upload(
         web.engine().release_volume(&volume.handle).await;
         return Err(from_worker(&worker, &hangar_engine::call_error(&e)));
     }
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(Artifact {
-            handle: volume.handle,
-            worker,
-        }),
-    ))
+    Ok(crate::answer::created(axum::Json(Artifact {
+        handle: volume.handle,
+        worker,
+    })))
 }

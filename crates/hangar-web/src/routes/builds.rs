@@ -218,7 +218,10 @@ pub(super) async fn create(
         .await?;
     web.engine().wake();
     tracing::info!(build = build.id, %name, "build created");
-    Ok((StatusCode::CREATED, axum::Json(build_to_api(build, vec![]))))
+    Ok(crate::answer::created(axum::Json(build_to_api(
+        build,
+        vec![],
+    ))))
 }
 
 #[derive(Debug, Deserialize)]

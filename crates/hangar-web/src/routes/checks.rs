@@ -87,10 +87,9 @@ async fn request(
         .request_check(scope, from.as_ref(), web.now())
         .await?;
     web.wake_checks();
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(CheckRequested { requested_at }),
-    ))
+    Ok(crate::answer::created(axum::Json(CheckRequested {
+        requested_at,
+    })))
 }
 
 pub(super) async fn check_resource(

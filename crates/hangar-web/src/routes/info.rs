@@ -1,5 +1,5 @@
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use hangar_api::{DatabaseStatus, Info};
 
@@ -12,11 +12,7 @@ use crate::Web;
 /// its own) or is lost, so a probe needs no JSON parsing.
 pub(super) async fn info(State(web): State<Web>) -> impl IntoResponse {
     let probe = crate::health::probe_shared(&web).await;
-    let status = if probe.is_ok() {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
+    let status = crate::answer::probe(probe.is_ok());
     let body = Info {
         version: env!("CARGO_PKG_VERSION").to_string(),
         database: DatabaseStatus {

@@ -9,7 +9,6 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use hangar_api::builds::{Build, BuildInput, BuildOutput, CreateBuild};
-use hangar_api::codes;
 use hangar_core::names::validate_label;
 use hangar_core::pipeline::PipelineConfig;
 use hangar_core::pipeline::{check_name, parse_pipeline_value};
@@ -47,24 +46,16 @@ pub(super) async fn trigger(
     // Concourse creates the build and holds it pending until the pipeline
     // or job is unpaused; hangar refuses, so a trigger never waits unseen.
     if p.paused {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            codes::CONFLICT,
-            format!(
-                "pipeline {pipeline} is paused: unpause it first (hangar unpause-pipeline -p \
+        return Err(ApiError::conflict(format!(
+            "pipeline {pipeline} is paused: unpause it first (hangar unpause-pipeline -p \
                  {pipeline}); Concourse would hold the build pending until then"
-            ),
-        ));
+        )));
     }
     if j.paused {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            codes::CONFLICT,
-            format!(
-                "job {pipeline}/{job} is paused: unpause it first (hangar unpause-job -j \
+        return Err(ApiError::conflict(format!(
+            "job {pipeline}/{job} is paused: unpause it first (hangar unpause-job -j \
                  {pipeline}/{job}); Concourse would hold the build pending until then"
-            ),
-        ));
+        )));
     }
     let JobNow {
         config,
@@ -114,10 +105,10 @@ pub(super) async fn trigger(
     start_now(&web, &p, &config, &job_ids).await?;
     web.engine().wake();
     tracing::info!(build = created.build.id, %pipeline, %job, number = created.number, "job build created");
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(build_to_api(created.build, vec![])),
-    ))
+    Ok(crate::answer::created(axum::Json(build_to_api(
+        created.build,
+        vec![],
+    ))))
 }
 
 /// A job planned now, as a manual trigger plans it: its inputs resolved as
@@ -150,10 +141,7 @@ async fn plan_job_now(
         .job(job)
         .ok_or_else(|| ApiError::not_found(format!("job {pipeline}/{job} not found")))?;
     if manual_trigger && job_config.disable_manual_trigger {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            codes::CONFLICT,
-            format!("job {pipeline}/{job} has disable_manual_trigger set: it runs only when its inputs trigger it"),
+        return Err(ApiError::conflict(format!("job {pipeline}/{job} has disable_manual_trigger set: it runs only when its inputs trigger it"),
         ));
     }
     let resources = web.store().scheduling_resources(pipeline_id).await?;
@@ -215,14 +203,10 @@ pub(super) async fn inputs(
     // Concourse's `-j` reads a job's inputs even where manual triggers are off.
     let now = plan_job_now(&web, &team, &pipeline, &job, p.id, false).await?;
     if let NextBuild::Wait(w) = &now.decision.next {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            codes::CONFLICT,
-            format!(
-                "{pipeline}/{job}: its inputs do not resolve yet: {}",
-                waiting_words(w, &now.job_ids)
-            ),
-        ));
+        return Err(ApiError::conflict(format!(
+            "{pipeline}/{job}: its inputs do not resolve yet: {}",
+            waiting_words(w, &now.job_ids)
+        )));
     }
     let (steps, resource_types) = split_stored(&now.planned.stored);
     let mut gets = Vec::new();

@@ -253,7 +253,7 @@ pub(super) async fn destroy(
         .destroy_pipeline(&team, &name, web.now())
         .await?;
     tracing::info!(%team, pipeline = %name, "pipeline destroyed");
-    Ok(StatusCode::NO_CONTENT)
+    Ok(crate::answer::NO_CONTENT)
 }
 
 async fn set_paused(
@@ -267,7 +267,7 @@ async fn set_paused(
     web.store()
         .set_pipeline_paused(team, name, paused, web.now())
         .await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(crate::answer::NO_CONTENT)
 }
 
 pub(super) async fn pause(
@@ -299,7 +299,7 @@ pub(super) async fn rename(
         .rename_pipeline(&team, &name, &req.name, web.now())
         .await?;
     tracing::info!(%team, pipeline = %name, to = %req.name, "pipeline renamed");
-    Ok(StatusCode::NO_CONTENT)
+    Ok(crate::answer::NO_CONTENT)
 }
 
 pub(super) async fn jobs(
@@ -340,7 +340,7 @@ async fn set_job_paused(
     web.store()
         .set_job_paused(&team, &name, &job, paused)
         .await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(crate::answer::NO_CONTENT)
 }
 
 pub(super) async fn pause_job(

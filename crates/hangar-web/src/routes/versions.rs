@@ -53,7 +53,7 @@ pub(super) async fn pin(
         .await?;
     tracing::info!(%team, %pipeline, %resource, "resource pinned");
     web.wake_scheduler();
-    Ok(StatusCode::NO_CONTENT)
+    Ok(crate::answer::NO_CONTENT)
 }
 
 pub(super) async fn unpin(
@@ -67,7 +67,7 @@ pub(super) async fn unpin(
         .await?;
     tracing::info!(%team, %pipeline, %resource, "resource unpinned");
     web.wake_scheduler();
-    Ok(StatusCode::NO_CONTENT)
+    Ok(crate::answer::NO_CONTENT)
 }
 
 pub(super) async fn show_pin(
@@ -107,7 +107,7 @@ async fn set_enabled(
         .await?;
     tracing::info!(%team, %pipeline, %resource, enabled, "resource version enabled or disabled");
     web.wake_scheduler();
-    Ok(StatusCode::NO_CONTENT)
+    Ok(crate::answer::NO_CONTENT)
 }
 
 pub(super) async fn enable(

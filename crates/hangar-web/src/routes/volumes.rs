@@ -97,7 +97,7 @@ pub(super) async fn create(
         .make_volume(&req.worker, source, owner_kind, req.owner_id)
         .await
         .map_err(from_op)?;
-    Ok((StatusCode::CREATED, axum::Json(volume_to_api(made))))
+    Ok(crate::answer::created(axum::Json(volume_to_api(made))))
 }
 
 #[derive(Debug, Deserialize)]

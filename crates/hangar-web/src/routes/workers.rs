@@ -1,6 +1,5 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use hangar_api::codes;
 use hangar_api::credentials::{digest, incarnation_token, new_secret, valid_api_token};
 use hangar_api::CommandState;
 use hangar_api::{
@@ -134,13 +133,8 @@ pub(super) async fn register(
     validate_registration(&req).map_err(ApiError::bad_request)?;
     // Only a holder that is gone (or the caller itself) gives up its name.
     let expect = takeover::check(&web, &req, peer).await?;
-    let secret = new_secret().map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            codes::INTERNAL,
-            format!("no randomness for a credential: {e}"),
-        )
-    })?;
+    let secret = new_secret()
+        .map_err(|e| ApiError::internal(format!("no randomness for a credential: {e}")))?;
     let token_hash = digest(&secret);
     let info = WorkerInfo {
         resource_types_json: serde_json::to_string(&req.resource_types)
@@ -180,16 +174,13 @@ pub(super) async fn register(
     web.metrics().count_lifecycle_event(event);
     web.metrics()
         .invalidated(out.invalidated_volumes, out.invalidated_containers);
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(Registered {
-            generation: out.generation,
-            kind: out.kind,
-            heartbeat_interval_ms: cfg.heartbeat_interval_ms,
-            heartbeat_ttl_ms: cfg.lifecycle.heartbeat_ttl_ms,
-            token: incarnation_token(out.generation, &secret),
-        }),
-    ))
+    Ok(crate::answer::created(axum::Json(Registered {
+        generation: out.generation,
+        kind: out.kind,
+        heartbeat_interval_ms: cfg.heartbeat_interval_ms,
+        heartbeat_ttl_ms: cfg.lifecycle.heartbeat_ttl_ms,
+        token: incarnation_token(out.generation, &secret),
+    })))
 }
 
 pub(super) async fn heartbeat(
