@@ -4,15 +4,13 @@
 //! build of the plan API records nothing; a resumed build records once and
 //! never runs `out` again.
 
-mod support;
-
 use hangar_core::build::BuildStatus;
 use hangar_core::pipeline::parse_pipeline;
 use hangar_core::plan::planner::plan_job;
 use hangar_store::{BuildVersionShown, Store};
 use serde_json::json;
 
-use support::{now, Harness};
+use crate::support::{now, Harness};
 
 const PIPELINE: &str = r#"
 resources:

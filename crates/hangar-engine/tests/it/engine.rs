@@ -1,12 +1,10 @@
 //! The build engine, in-process: a real store, the recording fake of the
 //! workers, and the engine's own rules. No process, no HTTP, no container.
 
-mod support;
-
+use crate::support::{task_plan, Harness};
 use hangar_core::build::BuildStatus;
 use hangar_engine::fake::{CallKind, Ending};
 use hangar_engine::CallError;
-use support::{task_plan, Harness};
 
 #[tokio::test]
 async fn a_task_runs_and_its_whole_run_is_as_expected() {
@@ -290,7 +288,7 @@ async fn a_stopped_node_s_build_is_resumed_by_another_without_running_its_step_a
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     };
-    tokio::time::timeout(support::HANG, reattached)
+    tokio::time::timeout(crate::support::HANG, reattached)
         .await
         .expect("another node resumes the build");
     b.fake.end_containers();
@@ -357,7 +355,7 @@ async fn a_build_whose_stored_artifacts_are_corrupt_errors_and_says_so() {
             None,
             &task_plan("sh").to_string(),
             "{not json",
-            support::now(),
+            crate::support::now(),
         )
         .await
         .unwrap();

@@ -4,16 +4,14 @@
 //! without a manager refuses to run such a plan rather than hand a task the
 //! literal text.
 
-mod support;
-
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
+use crate::support::Harness;
 use hangar_core::build::BuildStatus;
 use hangar_creds::cache::Cache;
 use hangar_creds::dir::DirSecrets;
 use hangar_creds::{Credentials, Manager};
-use support::Harness;
 
 const SECRET_PATH: &str = "/opt/s3cret-tool-4471";
 
@@ -115,13 +113,18 @@ async fn job_build(store: &hangar_store::Store) -> i64 {
     .unwrap()
     .config;
     store
-        .set_pipeline("main", "p", &config, None, support::now())
+        .set_pipeline("main", "p", &config, None, crate::support::now())
         .await
         .unwrap();
     let job = store.job("main", "p", "j").await.unwrap();
     let plan = hangar_core::plan::planner::plan_job(&config, config.job("j").unwrap()).unwrap();
     store
-        .create_job_build(job.id, "p/j", &plan.stored.to_string(), support::now())
+        .create_job_build(
+            job.id,
+            "p/j",
+            &plan.stored.to_string(),
+            crate::support::now(),
+        )
         .await
         .unwrap()
         .build

@@ -5,13 +5,11 @@
 //! would, an input named twice is mounted at each of its paths, `cpu: 1`
 //! runs with the kernel's minimum (`image_resource` is `task_images.rs`'s).
 
-mod support;
-
 use std::collections::BTreeMap;
 
+use crate::support::{now, Harness};
 use hangar_core::build::BuildStatus;
 use serde_json::{json, Value};
-use support::{now, Harness};
 
 fn outputs_of(steps: &[hangar_store::StepRecord], name: &str) -> BTreeMap<String, String> {
     let step = steps.iter().find(|s| s.name == name).expect("the step ran");
@@ -192,7 +190,7 @@ async fn a_docker_rootfs_uri_is_fetched_with_registry_image() {
     let h = Harness::new(&[]).await;
     let w1 = hangar_store::WorkerInfo {
         resource_types_json: r#"[{"type":"registry-image","path":"/fake/registry-image"}]"#.into(),
-        ..support::info("w1", "sid-w1")
+        ..crate::support::info("w1", "sid-w1")
     };
     h.store.register_worker(&w1, now()).await.unwrap();
     let id = h

@@ -3,11 +3,9 @@
 //! metadata kept with a resource cache it reuses, and for a put's
 //! implicit get under the put's name.
 
-mod support;
-
+use crate::support::Harness;
 use hangar_core::build::BuildStatus;
 use serde_json::{json, Value};
-use support::Harness;
 
 fn get(name: &str) -> Value {
     json!({"get": name, "type": "mock", "source": {}})
@@ -147,7 +145,7 @@ async fn a_plan_using_a_get_s_var_before_the_get_is_refused() {
     ]);
     let created = h
         .store
-        .create_build("job", None, &plan.to_string(), "{}", support::now())
+        .create_build("job", None, &plan.to_string(), "{}", crate::support::now())
         .await;
     let error = match created {
         // The engine refuses the plan when it reads it.
@@ -181,7 +179,11 @@ async fn a_build_resumed_past_a_get_sets_its_var_again_without_fetching_again() 
     a.fake
         .answer_in_metadata(json!([{"name": "commit", "value": "changed"}]));
     a.stop().await;
-    let b = Harness::start_with(a.store.clone(), a.fake.clone(), support::config("node-b"));
+    let b = Harness::start_with(
+        a.store.clone(),
+        a.fake.clone(),
+        crate::support::config("node-b"),
+    );
     let resumed = async {
         while !b
             .log(id, &["infra"])
@@ -192,7 +194,7 @@ async fn a_build_resumed_past_a_get_sets_its_var_again_without_fetching_again() 
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     };
-    tokio::time::timeout(support::HANG, resumed)
+    tokio::time::timeout(crate::support::HANG, resumed)
         .await
         .expect("node b resumes the build");
     b.fake.end_containers();
@@ -218,14 +220,19 @@ async fn a_job_s_get_saves_its_metadata_on_the_resource_version() {
     .expect("a valid pipeline")
     .config;
     h.store
-        .set_pipeline("main", "p", &config, None, support::now())
+        .set_pipeline("main", "p", &config, None, crate::support::now())
         .await
         .unwrap();
     let job = h.store.job("main", "p", "ship").await.unwrap();
     let plan = plan_job(&config, config.job("ship").unwrap()).unwrap();
     let build = h
         .store
-        .create_job_build(job.id, "p/ship", &plan.stored.to_string(), support::now())
+        .create_job_build(
+            job.id,
+            "p/ship",
+            &plan.stored.to_string(),
+            crate::support::now(),
+        )
         .await
         .unwrap();
     h.engine.wake();
@@ -249,7 +256,12 @@ async fn a_job_s_get_saves_its_metadata_on_the_resource_version() {
     // The same version seen again without metadata keeps it.
     let repo = h.store.resource("main", "p", "repo").await.unwrap();
     h.store
-        .save_resource_version(repo.id, &json!({"ref": "v7"}), &json!([]), support::now())
+        .save_resource_version(
+            repo.id,
+            &json!({"ref": "v7"}),
+            &json!([]),
+            crate::support::now(),
+        )
         .await
         .unwrap();
     let versions = h

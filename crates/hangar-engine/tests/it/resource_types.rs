@@ -3,14 +3,12 @@
 //! (a base type or another custom type), then runs `check` and `in` in a
 //! copy-on-write child of that image.
 
-mod support;
-
+use crate::support::Harness;
 use hangar_core::build::BuildStatus;
 use hangar_core::plan::stored_plan;
 use hangar_engine::fake::CallKind;
 use hangar_engine::CallError;
 use serde_json::{json, Value};
-use support::Harness;
 
 fn get(type_name: &str) -> Value {
     json!([{"get": "feed", "type": type_name, "source": {"uri": "https://x/feed"}}])

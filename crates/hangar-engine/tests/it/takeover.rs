@@ -2,21 +2,19 @@
 //! production lease's bound, without running a finished step again; and a
 //! node stopped gracefully hands its builds over at once.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::Harness;
 use hangar_core::build::BuildStatus;
 use hangar_engine::LEASE_MS;
 use hangar_store::Store;
-use support::Harness;
 
 /// What issue 19 asks: a survivor goes on within 10 s of the death.
 const TAKEOVER_BOUND: Duration = Duration::from_secs(10);
 
 /// The test engine's configuration with the production build lease.
 fn production(node: &str) -> hangar_engine::EngineConfig {
-    let mut c = support::config(node);
+    let mut c = crate::support::config(node);
     c.lease_ms = LEASE_MS;
     c
 }

@@ -3,12 +3,10 @@
 //! `in_parallel`'s `limit` and `fail_fast`. Each task's program names
 //! what it is; the fake ends it as the test says.
 
-mod support;
-
+use crate::support::Harness;
 use hangar_core::build::{BuildStatus, StepState};
 use hangar_engine::fake::Ending;
 use serde_json::{json, Value};
-use support::Harness;
 
 fn task(path: &str) -> Value {
     json!({"task": path, "config": {"platform": "linux", "run": {"path": path}}})
@@ -338,7 +336,7 @@ async fn fail_fast_with_a_limit_never_starts_the_rest() {
 }
 
 async fn wait_running(h: &Harness, program: &str) {
-    let deadline = std::time::Instant::now() + support::HANG;
+    let deadline = std::time::Instant::now() + crate::support::HANG;
     while !started(h).contains(&program.to_string()) {
         assert!(
             std::time::Instant::now() < deadline,
@@ -357,7 +355,7 @@ async fn an_aborted_build_runs_on_abort_and_ensure_only_and_stops() {
     wait_running(&h, "slow").await;
     assert_eq!(
         h.store
-            .request_build_abort(id, support::now())
+            .request_build_abort(id, crate::support::now())
             .await
             .unwrap(),
         hangar_store::AbortRequest::Requested
@@ -377,14 +375,14 @@ async fn a_build_waiting_for_a_worker_is_aborted() {
     // No worker: the step waits for one to be placed on.
     let h = harness(&[]).await;
     let id = h.submit(json!([task("ok")])).await;
-    let deadline = std::time::Instant::now() + support::HANG;
+    let deadline = std::time::Instant::now() + crate::support::HANG;
     while h.store.get_build(id).await.unwrap().unwrap().status != BuildStatus::Started {
         assert!(std::time::Instant::now() < deadline, "never started");
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     h.store
-        .request_build_abort(id, support::now())
+        .request_build_abort(id, crate::support::now())
         .await
         .unwrap();
     assert_eq!(h.finished(id).await, BuildStatus::Aborted);
@@ -399,7 +397,7 @@ async fn an_abort_during_a_hook_lets_the_hook_finish() {
     let id = h.submit(json!([step, task("after")])).await;
     wait_running(&h, "slow-ensure").await;
     h.store
-        .request_build_abort(id, support::now())
+        .request_build_abort(id, crate::support::now())
         .await
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -417,7 +415,7 @@ async fn an_aborted_build_says_so_once_at_its_end() {
     let id = h.submit(json!([task("slow")])).await;
     wait_running(&h, "slow").await;
     h.store
-        .request_build_abort(id, support::now())
+        .request_build_abort(id, crate::support::now())
         .await
         .unwrap();
     assert_eq!(h.finished(id).await, BuildStatus::Aborted);
@@ -439,7 +437,7 @@ async fn a_timeout_also_bounds_the_wait_for_a_worker() {
     let id = h.submit(json!([step])).await;
     // on_failure runs (and waits for a worker in its turn, inside a try
     // that cannot end): abort to end the build.
-    let deadline = std::time::Instant::now() + support::HANG;
+    let deadline = std::time::Instant::now() + crate::support::HANG;
     loop {
         let steps = h.store.build_steps(id).await.unwrap();
         if steps
@@ -455,7 +453,7 @@ async fn a_timeout_also_bounds_the_wait_for_a_worker() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     h.store
-        .request_build_abort(id, support::now())
+        .request_build_abort(id, crate::support::now())
         .await
         .unwrap();
     assert!(started(&h).is_empty());
@@ -499,7 +497,7 @@ async fn a_resumed_build_runs_no_attempt_nor_hook_again() {
     // SIGTERM: the node stops; the ensure hook's container runs on.
     a.stop().await;
     let b = Harness::start(a.store.clone(), a.fake.clone(), "node-b");
-    let deadline = std::time::Instant::now() + support::HANG;
+    let deadline = std::time::Instant::now() + crate::support::HANG;
     while !b
         .log(id, &["infra"])
         .await

@@ -3,14 +3,12 @@
 //! failure classified by the worker: the infrastructure's tried on another
 //! worker, the resource's own not.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{Harness, HANG};
 use hangar_api::resources::ActionFailure;
 use hangar_core::build::{BuildStatus, StepState};
 use serde_json::{json, Value};
-use support::{Harness, HANG};
 
 fn get_plan() -> Value {
     json!([{"get": "repo", "type": "mock", "source": {"uri": "x"}}])

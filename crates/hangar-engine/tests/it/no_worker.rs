@@ -5,13 +5,11 @@
 //! the step; a worker with it that is only down is waited for without a
 //! bound.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::{info, now, Harness, HANG};
 use hangar_core::build::BuildStatus;
 use serde_json::json;
-use support::{info, now, Harness, HANG};
 
 fn get_mokc() -> serde_json::Value {
     json!([{"get": "repo", "type": "mokc", "source": {"uri": "x"}}])

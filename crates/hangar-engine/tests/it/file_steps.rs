@@ -2,13 +2,11 @@
 //! local var, redacted unless revealed), a task's `file:` and
 //! `set_pipeline`, each with what fails them and what is retried.
 
-mod support;
-
+use crate::support::Harness;
 use hangar_core::build::BuildStatus;
 use hangar_engine::fake::CallKind;
 use hangar_engine::CallError;
 use serde_json::{json, Value};
-use support::Harness;
 
 /// A task that makes the artifact `out` (the fake's volumes hold every
 /// file put with `put_file`).
@@ -274,7 +272,7 @@ async fn set_pipeline_self_sets_the_job_build_s_own_pipeline_in_its_team() {
     .unwrap()
     .config;
     h.store
-        .set_pipeline("main", "app", &first, Some(0), support::now())
+        .set_pipeline("main", "app", &first, Some(0), crate::support::now())
         .await
         .unwrap();
     h.fake.put_file(
@@ -287,7 +285,7 @@ async fn set_pipeline_self_sets_the_job_build_s_own_pipeline_in_its_team() {
                       {"set_pipeline": "sibling", "file": "out/self.yml", "team": "main"}]);
     let build = h
         .store
-        .create_job_build(job.id, "app/j", &plan.to_string(), support::now())
+        .create_job_build(job.id, "app/j", &plan.to_string(), crate::support::now())
         .await
         .unwrap();
     h.engine.wake();
@@ -335,7 +333,7 @@ async fn a_build_resumed_on_another_node_loads_its_vars_again() {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     };
-    tokio::time::timeout(support::HANG, resumed)
+    tokio::time::timeout(crate::support::HANG, resumed)
         .await
         .expect("another node resumes the build");
     b.fake.end_containers();

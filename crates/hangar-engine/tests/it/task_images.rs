@@ -2,15 +2,13 @@
 //! and `in` into a resource cache on the task's own worker, the task run
 //! under runc in a copy-on-write child of that cache.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{info, now, Harness, HANG};
 use hangar_core::build::BuildStatus;
 use hangar_engine::fake::CallKind;
 use hangar_engine::CallError;
 use serde_json::{json, Value};
-use support::{info, now, Harness, HANG};
 
 /// A task whose image is a `mock` resource (the fake answers any type).
 fn image_plan(image: Value) -> Value {

@@ -3,15 +3,13 @@
 //! with `--allow-privileged`; with none, the step waits saying which flag
 //! is missing, as a step whose tags no worker has waits.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{info, now, Harness};
 use hangar_core::build::BuildStatus;
 use hangar_core::placement::NO_PRIVILEGED_WORKER;
 use hangar_core::plan::stored_plan;
 use serde_json::{json, Value};
-use support::{info, now, Harness};
 
 /// Registers `name` again (its state kept) allowing privileged containers.
 async fn allow_privileged(h: &Harness, name: &str) {

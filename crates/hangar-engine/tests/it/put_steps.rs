@@ -2,12 +2,10 @@
 //! answers recorded with the step, the implicit get of that version, and
 //! `out` never run twice.
 
-mod support;
-
+use crate::support::Harness;
 use hangar_core::build::{BuildStatus, StepState};
 use hangar_engine::CallError;
 use serde_json::{json, Value};
-use support::Harness;
 
 fn get(name: &str) -> Value {
     json!({"get": name, "type": "mock", "source": {}})
@@ -203,7 +201,7 @@ async fn an_abort_during_the_implicit_get_keeps_the_put_s_version_and_ends_the_g
     let id = h.submit(json!([put("p")])).await;
     h.fake.called("resource_action w1 mock in").await;
     h.store
-        .request_build_abort(id, support::now())
+        .request_build_abort(id, crate::support::now())
         .await
         .unwrap();
     assert_eq!(h.finished(id).await, BuildStatus::Aborted);
@@ -240,7 +238,7 @@ async fn a_put_retried_after_its_worker_died_fetches_its_lost_input_again() {
         .await;
     h.fake.called("resource_action w1 mock out").await;
     h.store
-        .register_worker(&support::info("w2", "sid-w2"), support::now())
+        .register_worker(&crate::support::info("w2", "sid-w2"), crate::support::now())
         .await
         .unwrap();
     h.stall("w1").await;
