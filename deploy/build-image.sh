@@ -28,7 +28,7 @@ if cargo tree --locked -p hangar --target "$target" -e normal --prefix none 2>/d
 fi
 
 echo "build-image: building a static hangar for $target"
-RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --release --target "$target" -p hangar
+RUSTFLAGS="-C target-feature=+crt-static" cargo build --locked --release --no-default-features --target "$target" -p hangar
 bin="$target_dir/$target/release/hangar"
 if ! is_static "$bin"; then
   echo "build-image: $bin is dynamically linked:" >&2

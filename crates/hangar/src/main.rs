@@ -24,6 +24,15 @@ struct Cli {
     command: Command,
 }
 
+/// The words after a verb this build leaves out, taken whatever they are
+/// so the answer says why the verb is missing.
+#[cfg(not(feature = "bench"))]
+#[derive(clap::Args)]
+struct NotBuilt {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    _args: Vec<String>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Start web and workers on SQLite in one process: no other setup.
@@ -92,10 +101,21 @@ enum Command {
     EnableResourceVersion(cmd::pins::VersionArgs),
     /// Disable a version of a resource: -r PIPELINE/RESOURCE -v KEY:VALUE.
     DisableResourceVersion(cmd::pins::VersionArgs),
-    /// Run a benchmark: heartbeats, execute, agent-memory.
+    /// Run a benchmark: heartbeats, execute, agent-memory, image,
+    /// scheduling, checks, webhook, dashboard (docs/benchmarks.md).
+    #[cfg(feature = "bench")]
     Bench(cmd::bench::Args),
     /// Run a seeded chaos run against real web and worker processes.
+    #[cfg(feature = "bench")]
     Chaos(cmd::chaos::Args),
+    /// Benchmarks (left out of this build).
+    #[cfg(not(feature = "bench"))]
+    #[command(hide = true)]
+    Bench(NotBuilt),
+    /// The chaos run (left out of this build).
+    #[cfg(not(feature = "bench"))]
+    #[command(hide = true)]
+    Chaos(NotBuilt),
     /// Run a built-in resource type's action (the scripts a worker installs
     /// call this).
     #[command(hide = true)]
@@ -160,8 +180,16 @@ fn main() -> std::process::ExitCode {
             Command::UnpinResource(args) => cmd::pins::unpin(args).await,
             Command::EnableResourceVersion(args) => cmd::pins::set_enabled(args, true).await,
             Command::DisableResourceVersion(args) => cmd::pins::set_enabled(args, false).await,
+            #[cfg(feature = "bench")]
             Command::Bench(args) => cmd::bench::run(args).await,
+            #[cfg(feature = "bench")]
             Command::Chaos(args) => cmd::chaos::run(args).await,
+            #[cfg(not(feature = "bench"))]
+            Command::Bench(_) | Command::Chaos(_) => Err(anyhow::anyhow!(
+                "this hangar was built without its benchmarks and chaos run (the release image \
+                 leaves them out): build it from the source tree with `cargo build -p hangar` \
+                 (feature `bench`, on by default)"
+            )),
             Command::ResourceType(_) => unreachable!("run before the runtime starts"),
             Command::ExecAs(args) => cmd::exec_as::run(args),
         }

@@ -1,5 +1,7 @@
+#[cfg(feature = "bench")]
 pub(crate) mod bench;
 pub(crate) mod builds;
+#[cfg(feature = "bench")]
 pub(crate) mod chaos;
 pub(crate) mod checks;
 pub(crate) mod events;
