@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::resource_types::ResourceType;
 use crate::WorkerState;
 
 /// What placement needs to know of one worker.
@@ -41,6 +42,50 @@ pub struct Requirement {
     /// action of a privileged resource type): only a worker that allows
     /// them will do.
     pub privileged: bool,
+}
+
+/// What a resource action (a check, a get, a put) requires of its worker,
+/// for a resource of a type whose custom types are `chain` (outermost
+/// first, empty for a base type) and a step (or resource) tagged
+/// `own_tags`. One rule for all three:
+///
+/// - a base type runs on its worker's own platform (any); a custom type's
+///   image is a Linux container;
+/// - every image of the chain is fetched on that worker, so it carries
+///   each type's tags beside the step's own;
+/// - every type of the chain runs an action there (each image is fetched
+///   in a container of the one below), so one privileged type makes the
+///   whole action privileged.
+pub fn resource_requirement<'a>(
+    chain: &[&'a ResourceType],
+    own_tags: impl IntoIterator<Item = &'a String>,
+    avoid: &BTreeSet<String>,
+) -> Requirement {
+    Requirement {
+        platform: if chain.is_empty() {
+            String::new()
+        } else {
+            "linux".into()
+        },
+        tags: own_tags
+            .into_iter()
+            .chain(chain.iter().flat_map(|t| t.tags.iter()))
+            .cloned()
+            .collect(),
+        team: None,
+        wants: vec![],
+        avoid: avoid.clone(),
+        memory: None,
+        privileged: chain.iter().any(|t| t.privileged),
+    }
+}
+
+/// The base type that runs a resource action: the step's own type when it
+/// is a base type, else the type that fetches the chain's innermost image.
+pub fn resource_base_type(chain: &[&ResourceType], step_type: &str) -> String {
+    chain
+        .last()
+        .map_or(step_type.to_string(), |t| t.resource_type.clone())
 }
 
 /// Why no worker was chosen, in plain words.
@@ -160,6 +205,72 @@ fn explain(candidates: &[Candidate], req: &Requirement) -> String {
             crate::build::human_bytes(need)
         ),
         None => "no running worker fits".into(),
+    }
+}
+
+#[cfg(test)]
+mod resource_tests {
+    use super::*;
+
+    fn custom(name: &str, of: &str, tags: &[&str], privileged: bool) -> ResourceType {
+        ResourceType {
+            name: name.into(),
+            resource_type: of.into(),
+            source: Default::default(),
+            params: None,
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            defaults: None,
+            privileged,
+        }
+    }
+
+    #[test]
+    fn a_resource_action_wants_its_chain_s_platform_tags_privilege_and_base_type() {
+        let image = custom("image", "registry-image", &["gpu"], false);
+        let priv_image = custom("dind", "registry-image", &[], true);
+        let outer = custom("pr", "image", &["east"], false);
+        let step_tags = vec!["own".to_string()];
+        // (chain, platform, tags, privileged, base type)
+        type Row<'a> = (Vec<&'a ResourceType>, &'a str, Vec<&'a str>, bool, &'a str);
+        let table: Vec<Row> = vec![
+            (vec![], "", vec!["own"], false, "git"),
+            (
+                vec![&image],
+                "linux",
+                vec!["gpu", "own"],
+                false,
+                "registry-image",
+            ),
+            (
+                vec![&outer, &image],
+                "linux",
+                vec!["east", "gpu", "own"],
+                false,
+                "registry-image",
+            ),
+            (
+                vec![&priv_image],
+                "linux",
+                vec!["own"],
+                true,
+                "registry-image",
+            ),
+        ];
+        let avoid: BTreeSet<String> = ["w1".to_string()].into();
+        for (chain, platform, tags, privileged, base) in table {
+            let r = resource_requirement(&chain, &step_tags, &avoid);
+            let names: Vec<&str> = chain.iter().map(|t| t.name.as_str()).collect();
+            assert_eq!(r.platform, platform, "{names:?}");
+            assert_eq!(
+                r.tags,
+                tags.iter().map(|t| t.to_string()).collect::<BTreeSet<_>>(),
+                "{names:?}"
+            );
+            assert_eq!(r.privileged, privileged, "{names:?}");
+            assert_eq!(r.avoid, avoid);
+            assert_eq!((r.team, r.memory, r.wants.len()), (None, None, 0));
+            assert_eq!(resource_base_type(&chain, "git"), base, "{names:?}");
+        }
     }
 }
 

@@ -15,7 +15,6 @@ use hangar_api::resources::{ResourceAction, ResourceActionResult};
 use hangar_core::build::StepFailure;
 use hangar_core::build::{decide_retry, RetryDecision};
 use hangar_core::engine::{call_failure, Observed};
-use hangar_core::placement::Requirement;
 use hangar_core::resource_types::{self, ResourceType};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -97,35 +96,8 @@ async fn attempts(
     let mut avoid = BTreeSet::new();
     let mut last = String::new();
     for _ in 0..MAX_ATTEMPTS {
-        // As a get step's: a custom type's image is a Linux container and
-        // carries each type's tags.
-        let wants = Wants {
-            requirement: Requirement {
-                platform: if chain.is_empty() {
-                    String::new()
-                } else {
-                    "linux".into()
-                },
-                tags: job
-                    .tags
-                    .iter()
-                    .chain(chain.iter().flat_map(|t| t.tags.iter()))
-                    .cloned()
-                    .collect(),
-                team: None,
-                wants: vec![],
-                avoid: avoid.clone(),
-                memory: None,
-                privileged: chain.iter().any(|t| t.privileged),
-            },
-            resource_type: Some(
-                chain
-                    .last()
-                    .map_or(job.resource_type.clone(), |t| t.resource_type.clone()),
-            ),
-            volumes: vec![],
-            caches: vec![],
-        };
+        // The same rule as a get step's.
+        let wants = Wants::for_resource(&chain, &job.resource_type, &job.tags, &avoid);
         let worker = match place_for(engine, wants).await {
             Ok(Ok(w)) => w,
             Ok(Err(Unplaced { why, lacking: true })) => return CheckEnd::NoWorker(why),

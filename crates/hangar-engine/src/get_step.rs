@@ -15,7 +15,6 @@ use hangar_core::build::{
 };
 use hangar_core::caches::resource_cache_key;
 use hangar_core::engine::{call_failure, Observed};
-use hangar_core::placement::Requirement;
 use hangar_core::plan::GetStep;
 use hangar_core::resource_types::{self, ResourceType};
 use hangar_core::volumes::OwnerKind;
@@ -433,41 +432,13 @@ async fn attempt(
         reuse_recent_check: false,
         needs_metadata: true,
     };
-    let base = chain
-        .last()
-        .map_or(step.resource_type.clone(), |t| t.resource_type.clone());
     let wants = Wants {
-        requirement: Requirement {
-            // Base resource types run on their worker's own platform; a
-            // custom type's image is a Linux container.
-            platform: if chain.is_empty() {
-                String::new()
-            } else {
-                "linux".into()
-            },
-            // Every image of the chain is fetched on the step's worker, so
-            // it carries each type's tags as well as the step's.
-            tags: step
-                .tags
-                .iter()
-                .chain(chain.iter().flat_map(|t| t.tags.iter()))
-                .cloned()
-                .collect(),
-            team: None,
-            wants: vec![],
-            avoid: avoid.clone(),
-            memory: None,
-            // Every type of the chain runs an action on the step's worker
-            // (each image is fetched in a container of the one below).
-            privileged: chain.iter().any(|t| t.privileged),
-        },
-        resource_type: Some(base),
-        volumes: vec![],
         caches: fetch
             .known_key()
             .into_iter()
             .map(|k| ("resource-cache", k))
             .collect(),
+        ..Wants::for_resource(&chain, &step.resource_type, &step.tags, avoid)
     };
     let worker = match place_waiting(ctx, step_id, wants).await? {
         Ok(worker) => worker,

@@ -28,6 +28,25 @@ pub struct Wants {
     pub caches: Vec<(&'static str, String)>,
 }
 
+impl Wants {
+    /// What a resource action (check, get, put) of type `step_type`
+    /// wants: `hangar_core::placement::resource_requirement`'s rule, and
+    /// only workers with the base type that runs it.
+    pub fn for_resource<'a>(
+        chain: &[&'a hangar_core::resource_types::ResourceType],
+        step_type: &str,
+        own_tags: impl IntoIterator<Item = &'a String>,
+        avoid: &BTreeSet<String>,
+    ) -> Wants {
+        Wants {
+            requirement: hangar_core::placement::resource_requirement(chain, own_tags, avoid),
+            resource_type: Some(hangar_core::placement::resource_base_type(chain, step_type)),
+            volumes: vec![],
+            caches: vec![],
+        }
+    }
+}
+
 /// A worker as placement sees it. A worker that has not sent its
 /// condition yet is taken as accepting (memory unknown); one whose stored
 /// condition is unreadable is corrupt and gets no work until its next

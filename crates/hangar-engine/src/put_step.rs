@@ -18,7 +18,6 @@ use hangar_core::build::{
     decide_retry, BuildEventKind, RetryDecision, StepFailure, StepKind, StepState, WorkerSeen,
 };
 use hangar_core::engine::Observed;
-use hangar_core::placement::Requirement;
 use hangar_core::plan::{GetStep, PutStep};
 use serde_json::{json, Map, Value};
 
@@ -183,34 +182,9 @@ async fn attempt(
             Err(f) => return Ok(Err(f)),
         }
     }
-    let base = chain
-        .last()
-        .map_or(step.resource_type.clone(), |t| t.resource_type.clone());
     let wants = Wants {
-        requirement: Requirement {
-            // As a get's: a base type runs on its worker's platform, a
-            // custom type's image is a Linux container.
-            platform: if chain.is_empty() {
-                String::new()
-            } else {
-                "linux".into()
-            },
-            // Every image of the chain is fetched on the put's worker.
-            tags: step
-                .tags
-                .iter()
-                .chain(chain.iter().flat_map(|t| t.tags.iter()))
-                .cloned()
-                .collect(),
-            team: None,
-            wants: vec![],
-            avoid: avoid.clone(),
-            memory: None,
-            privileged: chain.iter().any(|t| t.privileged),
-        },
-        resource_type: Some(base),
         volumes: inputs.iter().map(|(_, h)| h.clone()).collect(),
-        caches: vec![],
+        ..Wants::for_resource(&chain, &step.resource_type, &step.tags, avoid)
     };
     let worker = match place_waiting(ctx, step_id, wants).await? {
         Ok(worker) => worker,
