@@ -4,12 +4,10 @@
 //! image's user unless `run.user` names one. Needs root, runc and
 //! busybox-static (the tests fail, saying what to install, without them).
 
-mod containers_support;
-
 use std::fs;
 use std::path::PathBuf;
 
-use containers_support::*;
+use crate::containers_support::*;
 
 /// A volume in the image layout: a busybox `rootfs/` with a passwd file,
 /// and `metadata` as its `metadata.json`.

@@ -227,6 +227,20 @@ pub(crate) fn write_fifo(path: &Path, text: &str) -> std::thread::JoinHandle<()>
     std::thread::spawn(move || std::fs::write(path, text).unwrap())
 }
 
+/// Puts a worker's own settings in this process's environment, as a worker
+/// started with its key in the environment has them, for the tests that
+/// check no task sees them. Every module's tests share this process, and
+/// the environment is the process's: it is set once, to the same values
+/// whichever test asks first, and never unset, so no test finds it
+/// changing under it.
+pub(crate) fn worker_settings_in_environment() {
+    static SET: std::sync::Once = std::sync::Once::new();
+    SET.call_once(|| {
+        std::env::set_var("HANGAR_WORKER_KEY", "key-of-the-worker-0123456789");
+        std::env::set_var("SOME_WORKER_SETTING", "worker-only");
+    });
+}
+
 /// runc, or a failure saying what to install.
 pub(crate) fn require_runc() {
     let found = [

@@ -6,15 +6,13 @@
 //! environment of its own. Each check runs with the PID namespace and
 //! without it (a host where `unshare --pid` does not work).
 
-mod containers_support;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use containers_support::*;
+use crate::containers_support::*;
 use hangar_api::containers::ContainerSpec;
 use hangar_volumes::{DriverKind, Strategy, VolumeManager};
 use hangar_worker::containers::{
@@ -283,8 +281,7 @@ fn root_and_unknown_run_users_are_refused_and_nothing_is_made() {
 #[test]
 fn a_tasks_environment_is_its_own_not_the_workers() {
     // What a worker started with its key in the environment has.
-    std::env::set_var("HANGAR_WORKER_KEY", "key-of-the-worker-0123456789");
-    std::env::set_var("SOME_WORKER_SETTING", "worker-only");
+    worker_settings_in_environment();
     let l = Layout::new(true);
     let mut spec = process_spec("env", "env");
     spec.env.insert("GREETING".into(), "hello".into());

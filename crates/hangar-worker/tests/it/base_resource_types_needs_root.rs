@@ -11,15 +11,13 @@
 // Blocking calls are fine here: the tests build trees and read the host.
 #![allow(clippy::disallowed_methods)]
 
-mod containers_support;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use containers_support::*;
+use crate::containers_support::*;
 use hangar_api::resources::{ResourceAction, ResourceActionResult};
 use hangar_volumes::Limits;
 use hangar_worker::action_dir::{ActionDirs, ACTIONS_DIR};

@@ -5,12 +5,10 @@
 //! predecessor's containers, crash leftovers, and OOM under a memory limit
 //! (root: the memory cgroup).
 
-mod containers_support;
-
 use std::fs;
 use std::time::Duration;
 
-use containers_support::*;
+use crate::containers_support::*;
 use hangar_worker::containers::ContainerError;
 
 #[test]

@@ -9,12 +9,10 @@
 // Blocking calls are the point: the tests drive containers and git directly.
 #![allow(clippy::disallowed_methods)]
 
-mod containers_support;
-
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use containers_support::*;
+use crate::containers_support::*;
 use hangar_api::containers::ContainerSpec;
 use hangar_worker::containers::{ContainerOptions, DEFAULT_TASK_IDS};
 
@@ -325,7 +323,7 @@ fn a_task_enters_its_inputs_as_directories_and_the_next_step_reads_its_outputs()
 #[test]
 fn the_workers_files_and_environment_are_out_of_sight() {
     require_runc();
-    std::env::set_var("HANGAR_WORKER_KEY", "key-of-the-worker-0123456789");
+    worker_settings_in_environment();
     let host = Host::sandboxed();
     let secret = host.dir.path().join("admin-token");
     fs::write(&secret, "secret-of-the-web-node").unwrap();

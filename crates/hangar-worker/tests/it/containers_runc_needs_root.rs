@@ -3,11 +3,9 @@
 //! process exits 0, and destroy. Needs root, runc and busybox-static (the
 //! tests fail, saying what to install, without them).
 
-mod containers_support;
-
 use std::fs;
 
-use containers_support::*;
+use crate::containers_support::*;
 
 #[test]
 fn runc_runs_a_task_in_its_rootfs_volume_that_sees_its_mounted_volumes() {

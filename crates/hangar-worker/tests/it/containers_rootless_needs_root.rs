@@ -12,8 +12,6 @@
 // Blocking calls are the point: the tests drive containers and processes.
 #![allow(clippy::disallowed_methods)]
 
-mod containers_support;
-
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::{Ipv4Addr, TcpListener};
@@ -21,7 +19,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use containers_support::*;
+use crate::containers_support::*;
 use hangar_api::containers::ContainerSpec;
 use hangar_volumes::{DriverKind, Strategy, VolumeManager};
 use hangar_worker::containers::{ContainerManager, ContainerOptions};
@@ -30,6 +28,17 @@ const USER: &str = "hangar-rootless";
 /// Set in the half that runs as the rootless user.
 const CHILD: &str = "HANGAR_ROOTLESS_TEST_CHILD";
 const TEST: &str = "a_rootless_worker_sandboxes_its_containers_in_its_subordinate_ids";
+
+/// The test's full name in this binary (`containers_rootless_needs_root::…`,
+/// without the crate's name), as `--exact` matches it: the test binary
+/// holds every module of the crate's tests, and the rootless half runs
+/// this one test alone.
+fn exact_name() -> String {
+    let module = module_path!()
+        .split_once("::")
+        .map_or(module_path!(), |(_crate, module)| module);
+    format!("{module}::{TEST}")
+}
 
 /// `name:start:count` of `/etc/subuid` or `/etc/subgid` for the test user.
 fn subordinate(file: &str) -> (u32, u32) {
@@ -124,7 +133,7 @@ fn a_rootless_worker_sandboxes_its_containers_in_its_subordinate_ids() {
             "--",
         ])
         .arg(&exe)
-        .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &exact_name(), "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .env("HANGAR_TEST_DONE", &done)
         .env("HOME", &home)

@@ -2,12 +2,10 @@
 //! the `WorkerApi` client: create, wait, logs from an offset and followed,
 //! credentials, bad specs, destroy.
 
-mod containers_support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use containers_support::{mkfifo, mount, process_spec, write_fifo, WAIT};
+use crate::containers_support::{mkfifo, mount, process_spec, write_fifo, WAIT};
 use hangar_client::{ClientError, WorkerApi};
 use hangar_volumes::{DriverKind, Limits, Strategy, VolumeManager};
 use hangar_worker::api::{serve, VolumeApi};

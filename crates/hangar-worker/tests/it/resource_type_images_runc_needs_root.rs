@@ -6,14 +6,12 @@
 //! own, and a timeout that kills the container. Needs root, runc and
 //! busybox-static (the tests fail, saying what to install, without them).
 
-mod containers_support;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use containers_support::*;
+use crate::containers_support::*;
 use hangar_api::resources::{ResourceAction, ResourceActionResult};
 use hangar_volumes::Limits;
 use hangar_worker::action_dir::{ActionDirs, ACTIONS_DIR};
