@@ -4,14 +4,11 @@
 //! (`overlay_needs_root::…`, as root; they fail without it), where the
 //! staging dir lives inside the mount.
 
-#[macro_use]
-mod common;
-
 use std::fs;
 use std::io::{self, Cursor, Read, Write};
 use std::path::{Path, PathBuf};
 
-use common::{no_props, snapshot, TestRoot};
+use crate::common::{no_props, snapshot, TestRoot};
 use hangar_volumes::{
     Compression, DriverKind, LimitKind, Limits, Strategy, VolumeError, VolumeManager,
 };

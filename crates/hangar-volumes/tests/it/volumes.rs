@@ -1,9 +1,6 @@
 //! Integration tests against the real OS, each once per driver: `naive::…`
 //! for any user, `overlay_needs_root::…` as root (they fail without it).
 
-#[macro_use]
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Cursor;
@@ -11,7 +8,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{no_props, snapshot, TestRoot};
+use crate::common::{no_props, snapshot, TestRoot};
 use hangar_volumes::os::{Os, RealOs};
 use hangar_volumes::{Compression, DriverKind, Limits, Strategy, VolumeError, VolumeManager};
 

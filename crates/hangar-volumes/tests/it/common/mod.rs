@@ -95,7 +95,7 @@ macro_rules! on_both_drivers {
             $(
                 #[test]
                 fn $test() {
-                    super::$test(super::common::naive())
+                    super::$test(crate::common::naive())
                 }
             )*
         }
@@ -103,7 +103,7 @@ macro_rules! on_both_drivers {
             $(
                 #[test]
                 fn $test() {
-                    super::$test(super::common::overlay())
+                    super::$test(crate::common::overlay())
                 }
             )*
         }
