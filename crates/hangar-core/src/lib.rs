@@ -5,6 +5,7 @@
 //! the time in, and get decisions out. That is what lets every rule here be
 //! tested with a table of cases and no server.
 
+pub mod agent;
 pub mod backoff;
 pub mod build;
 pub mod caches;

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, VolumeApi};
 use crate::containers::ContainerManager;
 use crate::health::{check_once, Health, HealthConfig};
-use hangar_core::pressure::Pressure;
+use hangar_core::agent::{self, AfterHeartbeat, AgentEnd, HeartbeatAnswer, Leaving, OnTick};
 
 use crate::resource_types::offered_resource_types;
 use crate::state_identity::{
@@ -83,16 +83,6 @@ pub enum AgentExit {
     /// A newer registration of the same name took over: this process is a
     /// zombie and must not go on.
     Superseded(String),
-}
-
-/// Where the agent stands with web.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Leaving {
-    No,
-    Landing,
-    Retiring,
-    /// Landed by itself under hard pressure; comes back when it clears.
-    SelfLanding,
 }
 
 /// Runs the agent until it lands, retires, is superseded or is shut down.
@@ -491,8 +481,26 @@ async fn report_loop(
     }
 }
 
+/// The registration the agent heartbeats under, and what goes with it.
+struct Current {
+    registered: Registered,
+    client: Client,
+    ticker: Ticker,
+}
+
+impl Current {
+    fn new(config: &WorkerConfig, fleet_client: &Client, registered: Registered) -> Current {
+        Current {
+            client: fleet_client.with_token(&registered.token),
+            ticker: heartbeat_ticker(config, &registered),
+            registered,
+        }
+    }
+}
+
 /// Heartbeats and carries out commands until the agent stops, keeping
 /// `session` at the current registration (empty while registering again).
+/// Every decision is `hangar_core::agent`'s; this carries them out.
 #[allow(clippy::too_many_arguments)]
 async fn heartbeat_loop<F, Fut>(
     config: &WorkerConfig,
@@ -500,7 +508,7 @@ async fn heartbeat_loop<F, Fut>(
     stores: &Stores,
     commands: &mut mpsc::Receiver<AgentCommand>,
     shutdown: &CancellationToken,
-    mut registered: Registered,
+    registered: Registered,
     session: &watch::Sender<Option<Session>>,
     registration: F,
 ) -> anyhow::Result<AgentExit>
@@ -509,16 +517,29 @@ where
     Fut: std::future::Future<Output = RegisterWorker>,
 {
     let (volumes, containers) = (&stores.volumes, &stores.containers);
-    let mut client = fleet_client.with_token(&registered.token);
+    let mut current = Current::new(config, fleet_client, registered);
     let mut leaving = Leaving::No;
-    let mut ticker = heartbeat_ticker(config, &registered);
+    // Registers again (web declared the worker stalled or forgot it, or
+    // the pressure it landed for cleared): `None` when shut down first.
+    let reregister = || async {
+        session.send_replace(None);
+        let r = register_until_accepted(
+            fleet_client,
+            &config.work_dir,
+            &registration().await,
+            shutdown,
+        )
+        .await?;
+        session.send_replace(Some(Session::of(fleet_client, &r)));
+        Some(Current::new(config, fleet_client, r))
+    };
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => {
                 if config.ephemeral {
                     // An ephemeral worker's state dies with it: say so now
                     // rather than leave web to find out after the TTL.
-                    if let Err(e) = client.retire(&config.name).await {
+                    if let Err(e) = current.client.retire(&config.name).await {
                         tracing::warn!(error = %e, "could not retire the ephemeral worker on shutdown");
                     }
                 }
@@ -526,90 +547,119 @@ where
                 return Ok(AgentExit::Stopped);
             }
             Some(command) = commands.recv() => {
-                let (result, next) = match command {
-                    AgentCommand::Land => (client.land(&config.name).await, Leaving::Landing),
-                    AgentCommand::Retire => (client.retire(&config.name).await, Leaving::Retiring),
+                let (result, asked) = match command {
+                    AgentCommand::Land => (current.client.land(&config.name).await, agent::Command::Land),
+                    AgentCommand::Retire => (current.client.retire(&config.name).await, agent::Command::Retire),
                 };
-                match result {
+                let accepted = match &result {
                     Ok(done) => {
                         tracing::info!(worker = %config.name, state = %done.state, "worker is leaving");
-                        leaving = next;
-                        if done.state == hangar_api::CommandState::REMOVED {
-                            return Ok(AgentExit::Retired);
-                        }
+                        Some(done.state == hangar_api::CommandState::REMOVED)
                     }
-                    Err(e) => tracing::warn!(error = %e, ?command, "web refused the command"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, ?command, "web refused the command");
+                        None
+                    }
+                };
+                let (next, end) = agent::after_command(leaving, asked, accepted);
+                leaving = next;
+                if let Some(end) = end {
+                    return Ok(exit(end, String::new()));
                 }
-                ticker.reset_immediately();
+                current.ticker.reset_immediately();
             }
-            _ = ticker.tick() => {
-                let pressure = stores.health.pressure();
-                // Near its memory or disk limit, the worker lands itself
-                // before the kernel or the kubelet kills it, and takes work
-                // again once the pressure is gone.
-                if pressure == Pressure::Hard && leaving == Leaving::No {
-                    match client.land(&config.name).await {
-                        Ok(_) => {
-                            tracing::warn!(worker = %config.name, "under hard pressure; landing until it clears");
-                            leaving = Leaving::SelfLanding;
+            _ = current.ticker.tick() => {
+                match agent::on_tick(leaving, stores.health.pressure()) {
+                    OnTick::Heartbeat => {}
+                    OnTick::LandThenHeartbeat => {
+                        let landed = current.client.land(&config.name).await;
+                        match &landed {
+                            Ok(_) => tracing::warn!(worker = %config.name, "under hard pressure; landing until it clears"),
+                            Err(e) => tracing::warn!(error = %e, "could not land under pressure"),
                         }
-                        Err(e) => tracing::warn!(error = %e, "could not land under pressure"),
+                        leaving = agent::after_self_land(leaving, landed.is_ok());
                     }
-                } else if pressure == Pressure::None && leaving == Leaving::SelfLanding {
-                    tracing::info!(worker = %config.name, "pressure cleared; taking work again");
-                    session.send_replace(None);
-                    let Some(r) = register_until_accepted(fleet_client, &config.work_dir, &registration().await, shutdown).await else {
-                        return Ok(AgentExit::Stopped);
-                    };
-                    session.send_replace(Some(Session::of(fleet_client, &r)));
-                    client = fleet_client.with_token(&r.token);
-                    registered = r;
-                    leaving = Leaving::No;
-                    ticker = heartbeat_ticker(config, &registered);
-                    continue;
+                    OnTick::Reregister => {
+                        tracing::info!(worker = %config.name, "pressure cleared; taking work again");
+                        let Some(next) = reregister().await else {
+                            return Ok(AgentExit::Stopped);
+                        };
+                        current = next;
+                        leaving = Leaving::No;
+                        continue;
+                    }
                 }
                 let hb = Heartbeat {
-                    generation: registered.generation,
+                    generation: current.registered.generation,
                     containers: active_containers(containers).await,
                     volumes: handles(volumes).await.map(|h| h.len() as i64).unwrap_or(0),
                     condition: Some(stores.health.condition()),
                 };
-                let answer = client.heartbeat(&config.name, &hb).await;
+                let answer = current.client.heartbeat(&config.name, &hb).await;
                 if answer.is_ok() {
                     stores.health.web_answered();
                 }
-                match answer {
-                    Ok(accepted) if accepted.state == hangar_core::WorkerState::Landed && leaving != Leaving::SelfLanding => {
-                        tracing::info!(worker = %config.name, "worker landed");
-                        return Ok(AgentExit::Landed);
+                let told = heartbeat_answer(&answer);
+                match agent::after_heartbeat(leaving, told) {
+                    AfterHeartbeat::Continue => {
+                        if let Err(e) = &answer {
+                            tracing::warn!(error = %e, "heartbeat failed; retrying next interval");
+                        }
                     }
-                    Ok(_) => {}
-                    Err(e) => match e.code() {
-                        Some(codes::SUPERSEDED) => {
+                    AfterHeartbeat::End(end) => {
+                        if end == AgentEnd::Superseded {
                             session.send_replace(None);
-                            tracing::error!(error = %e, "this worker process was superseded; stopping");
-                            return Ok(AgentExit::Superseded(e.to_string()));
                         }
-                        Some(codes::NOT_FOUND) if leaving == Leaving::Retiring => {
-                            tracing::info!(worker = %config.name, "worker retired");
-                            return Ok(AgentExit::Retired);
-                        }
-                        Some(codes::NOT_FOUND | codes::REREGISTER) => {
+                        let why = answer.err().map(|e| e.to_string()).unwrap_or_default();
+                        return Ok(exit(end, why));
+                    }
+                    AfterHeartbeat::Reregister => {
+                        if let Err(e) = &answer {
                             tracing::warn!(error = %e, "web no longer accepts this registration; registering again");
-                            session.send_replace(None);
-                            let Some(r) = register_until_accepted(fleet_client, &config.work_dir, &registration().await, shutdown).await else {
-                                return Ok(AgentExit::Stopped);
-                            };
-                            session.send_replace(Some(Session::of(fleet_client, &r)));
-                            client = fleet_client.with_token(&r.token);
-                            registered = r;
-                            leaving = Leaving::No;
-                            ticker = heartbeat_ticker(config, &registered);
                         }
-                        _ => tracing::warn!(error = %e, "heartbeat failed; retrying next interval"),
-                    },
+                        let Some(next) = reregister().await else {
+                            return Ok(AgentExit::Stopped);
+                        };
+                        current = next;
+                        leaving = Leaving::No;
+                    }
                 }
             }
+        }
+    }
+}
+
+/// A heartbeat's answer as the agent's rules tell answers apart.
+fn heartbeat_answer(
+    answer: &Result<hangar_api::HeartbeatAccepted, ClientError>,
+) -> HeartbeatAnswer {
+    match answer {
+        Ok(accepted) => HeartbeatAnswer::Accepted {
+            landed: accepted.state == hangar_core::WorkerState::Landed,
+        },
+        Err(e) => match e.code() {
+            Some(codes::SUPERSEDED) => HeartbeatAnswer::Superseded,
+            Some(codes::NOT_FOUND) => HeartbeatAnswer::NotFound,
+            Some(codes::REREGISTER) => HeartbeatAnswer::Reregister,
+            _ => HeartbeatAnswer::Failed,
+        },
+    }
+}
+
+/// How the agent ends, logged as it ends.
+fn exit(end: AgentEnd, why: String) -> AgentExit {
+    match end {
+        AgentEnd::Landed => {
+            tracing::info!("worker landed");
+            AgentExit::Landed
+        }
+        AgentEnd::Retired => {
+            tracing::info!("worker retired");
+            AgentExit::Retired
+        }
+        AgentEnd::Superseded => {
+            tracing::error!(error = %why, "this worker process was superseded; stopping");
+            AgentExit::Superseded(why)
         }
     }
 }

@@ -239,9 +239,13 @@ async fn heartbeats_go_on_while_a_report_hangs_and_reports_follow_the_registrati
     // Web asks the worker to register again: reports go on with the new
     // generation.
     f.seen.lock().unwrap().refuse_next_heartbeat = Some("reregister");
+    // (The first report and the first heartbeat of the new registration
+    // race; both must come.)
     assert!(
-        until(&f.seen, |s| s.reports.last() == Some(&2)).await,
-        "no report with the new generation"
+        until(&f.seen, |s| s.reports.last() == Some(&2)
+            && s.heartbeats.last() == Some(&2))
+        .await,
+        "no report and heartbeat with the new generation"
     );
     {
         let s = f.seen.lock().unwrap();
