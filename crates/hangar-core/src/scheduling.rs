@@ -25,6 +25,7 @@ mod decide;
 mod resolve;
 mod stamps;
 mod start;
+pub mod trigger;
 
 pub use config::{job_inputs, jobs_downstream_of, jobs_reading, NamedInput, NamedVersion};
 pub use decide::{decide, JobGate, NextBuild, Waiting};

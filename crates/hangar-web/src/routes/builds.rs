@@ -124,30 +124,42 @@ fn uses_local_vars(step: &Step) -> bool {
 /// pipeline of a job build (its vars are looked up under the pipeline
 /// first, and its gets and puts name their resources); none for the plan
 /// API, whose steps may not name a pipeline resource.
-pub(super) async fn validate(
-    web: &Web,
-    req: &CreateBuild,
-    pipeline: Option<(&str, &str)>,
-) -> Result<(), ApiError> {
+async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
     if let Some(name) = &req.name {
         validate_label(name).map_err(|e| ApiError::bad_request(format!("name: {e}")))?;
     }
     let stored = stored_plan(&req.plan, &req.resource_types);
+    validate_stored(web, &stored, &req.artifacts, None).await
+}
+
+/// Checks a plan as it is stored (steps and resource types) with the
+/// artifacts it starts from, for a one-off build or (with `pipeline`) a
+/// job's.
+pub(super) async fn validate_stored(
+    web: &Web,
+    stored: &serde_json::Value,
+    artifacts: &BTreeMap<String, String>,
+    pipeline: Option<(&str, &str)>,
+) -> Result<(), ApiError> {
     // With a credential manager, the plan is checked as it will run: its
     // vars resolved now (an unresolved one refuses the build, named). The
     // values are not kept: the stored plan keeps its `((var))` references
     // and the engine reads them again when it runs the build, on whichever
     // node, so no secret is ever written to the database.
+    let resolved;
     let stored = match web.engine().credentials() {
         Some(credentials) => {
-            match hangar_engine::resolve_plan(credentials, &stored, pipeline).await {
-                Ok((resolved, _)) => resolved,
+            match hangar_engine::resolve_plan(credentials, stored, pipeline).await {
+                Ok((r, _)) => {
+                    resolved = r;
+                    &resolved
+                }
                 Err(e) => return Err(crate::error::from_plan_vars("plan", e)),
             }
         }
         None => stored,
     };
-    let plan = parse_build_plan(&stored).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let plan = parse_build_plan(stored).map_err(|e| ApiError::bad_request(e.to_string()))?;
     for (i, rt) in plan.resource_types.iter().enumerate() {
         let mut parts = vec![serde_json::Value::Object(rt.source.clone())];
         parts.extend(rt.params.clone().map(serde_json::Value::Object));
@@ -177,7 +189,7 @@ pub(super) async fn validate(
             })?;
         }
     }
-    for (name, handle) in &req.artifacts {
+    for (name, handle) in artifacts {
         validate_label(name).map_err(|e| ApiError::bad_request(format!("artifact name: {e}")))?;
         validate_handle(handle)?;
         match web.store().get_volume(handle).await? {
@@ -202,7 +214,7 @@ pub(super) async fn create(
     _: Admin,
     Json(req): Json<CreateBuild>,
 ) -> Result<(StatusCode, axum::Json<Build>), ApiError> {
-    validate(&web, &req, None).await?;
+    validate(&web, &req).await?;
     let name = req.name.clone().unwrap_or_else(|| "one-off".into());
     let artifacts =
         serde_json::to_string(&req.artifacts).map_err(|e| ApiError::bad_request(e.to_string()))?;

@@ -8,17 +8,18 @@ use std::collections::BTreeMap;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use hangar_api::builds::{Build, BuildInput, BuildOutput, CreateBuild};
+use hangar_api::builds::{Build, BuildInput, BuildOutput};
 use hangar_core::names::validate_label;
 use hangar_core::pipeline::PipelineConfig;
 use hangar_core::pipeline::{check_name, parse_pipeline_value};
 use hangar_core::plan::planner::plan_job;
+use hangar_core::scheduling::trigger::{manual_trigger, TriggerState};
 use hangar_core::scheduling::{JobGate, NextBuild};
 use hangar_store::{PipelineRecord, SchedulablePipeline, StoreError};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::builds::{build_to_api, list_limit, validate};
+use super::builds::{build_to_api, list_limit, validate_stored};
 use crate::auth::Admin;
 use crate::error::ApiError;
 use crate::Web;
@@ -32,7 +33,10 @@ fn check_path(team: &str, pipeline: &str, job: &str) -> Result<(), ApiError> {
     check_name("job", job).map_err(ApiError::bad_request)
 }
 
-/// Triggers a build of the job (`hangar trigger-job`).
+/// Triggers a build of the job (`hangar trigger-job`): refused as
+/// `hangar_core::scheduling::trigger` says, else planned as the scheduler
+/// plans (every input resolved now, `trigger` or not), its plan checked as
+/// `POST /builds` checks one, created and released.
 pub(super) async fn trigger(
     State(web): State<Web>,
     Path((team, pipeline, job)): Path<(String, String, String)>,
@@ -43,36 +47,27 @@ pub(super) async fn trigger(
     // Names and messages say it as hangar prints it, not as it was typed.
     let pipeline = p.reference();
     let j = web.store().job(&team, &pipeline, &job).await?;
-    // Concourse creates the build and holds it pending until the pipeline
-    // or job is unpaused; hangar refuses, so a trigger never waits unseen.
-    if p.paused {
-        return Err(ApiError::conflict(format!(
-            "pipeline {pipeline} is paused: unpause it first (hangar unpause-pipeline -p \
-                 {pipeline}); Concourse would hold the build pending until then"
-        )));
-    }
-    if j.paused {
-        return Err(ApiError::conflict(format!(
-            "job {pipeline}/{job} is paused: unpause it first (hangar unpause-job -j \
-                 {pipeline}/{job}); Concourse would hold the build pending until then"
-        )));
-    }
+    let config = current_config(&web, &team, &pipeline).await?;
+    let job_config = config
+        .job(&job)
+        .ok_or_else(|| ApiError::not_found(format!("job {pipeline}/{job} not found")))?;
+    manual_trigger(TriggerState {
+        pipeline_paused: p.paused,
+        job_paused: j.paused,
+        disable_manual_trigger: job_config.disable_manual_trigger,
+    })
+    .map_err(|refusal| ApiError::conflict(refusal.words(&pipeline, &job)))?;
     let JobNow {
         config,
         job_ids,
         decision,
         inputs_pending,
         planned,
-    } = plan_job_now(&web, &team, &pipeline, &job, p.id, true).await?;
-    let (plan, resource_types) = split_stored(&planned.stored);
-    validate(
+    } = plan_job_now(&web, j.id, &pipeline, &job, p.id, config).await?;
+    validate_stored(
         &web,
-        &CreateBuild {
-            name: None,
-            plan,
-            artifacts: Default::default(),
-            resource_types,
-        },
+        &planned.stored,
+        &Default::default(),
         Some((&team, &pipeline)),
     )
     .await
@@ -80,17 +75,18 @@ pub(super) async fn trigger(
         e.message = format!("{pipeline}/{job}: {}", e.message);
         e
     })?;
+    let fixed_inputs: &[_] = if inputs_pending {
+        &[]
+    } else {
+        &decision.planned
+    };
     let created = web
         .store()
         .create_scheduled_build(
             j.id,
             &format!("{pipeline}/{job}"),
             &planned.stored.to_string(),
-            if inputs_pending {
-                &[]
-            } else {
-                &decision.planned
-            },
+            fixed_inputs,
             inputs_pending,
             None,
             web.now(),
@@ -122,28 +118,26 @@ struct JobNow {
     planned: hangar_core::plan::planner::JobPlan,
 }
 
+/// The pipeline's current config, parsed.
+async fn current_config(web: &Web, team: &str, pipeline: &str) -> Result<PipelineConfig, ApiError> {
+    let (_, config) = web.store().pipeline_config(team, pipeline, None).await?;
+    let parsed = parse_pipeline_value(&config).map_err(|e| {
+        StoreError::Corrupt(format!("pipeline_configs: the config of {pipeline}: {e}"))
+    })?;
+    Ok(parsed.config)
+}
+
 async fn plan_job_now(
     web: &Web,
-    team: &str,
+    job_id: i64,
     pipeline: &str,
     job: &str,
     pipeline_id: i64,
-    manual_trigger: bool,
+    config: PipelineConfig,
 ) -> Result<JobNow, ApiError> {
-    let j = web.store().job(team, pipeline, job).await?;
-    let (_, config) = web.store().pipeline_config(team, pipeline, None).await?;
-    let config = parse_pipeline_value(&config)
-        .map_err(|e| {
-            StoreError::Corrupt(format!("pipeline_configs: the config of {pipeline}: {e}"))
-        })?
-        .config;
     let job_config = config
         .job(job)
         .ok_or_else(|| ApiError::not_found(format!("job {pipeline}/{job} not found")))?;
-    if manual_trigger && job_config.disable_manual_trigger {
-        return Err(ApiError::conflict(format!("job {pipeline}/{job} has disable_manual_trigger set: it runs only when its inputs trigger it"),
-        ));
-    }
     let resources = web.store().scheduling_resources(pipeline_id).await?;
     let job_ids: BTreeMap<String, i64> = web
         .store()
@@ -161,7 +155,7 @@ async fn plan_job_now(
         manual: true,
         ..JobGate::default()
     };
-    let decision = decide_job(web.store(), &view, j.id, job_config, gate).await?;
+    let decision = decide_job(web.store(), &view, job_id, job_config, gate).await?;
     let inputs_pending = matches!(decision.next, NextBuild::Wait(_));
     let planned = if inputs_pending {
         plan_job(&config, job_config).map_err(|e| e.to_string())
@@ -200,8 +194,11 @@ pub(super) async fn inputs(
 ) -> Result<axum::Json<hangar_api::builds::JobInputs>, ApiError> {
     check_path(&team, &pipeline, &job)?;
     let p = web.store().pipeline(&team, &pipeline).await?;
-    // Concourse's `-j` reads a job's inputs even where manual triggers are off.
-    let now = plan_job_now(&web, &team, &pipeline, &job, p.id, false).await?;
+    let j = web.store().job(&team, &pipeline, &job).await?;
+    // Concourse's `-j` reads a job's inputs even where manual triggers are
+    // off (no trigger policy here).
+    let config = current_config(&web, &team, &pipeline).await?;
+    let now = plan_job_now(&web, j.id, &pipeline, &job, p.id, config).await?;
     if let NextBuild::Wait(w) = &now.decision.next {
         return Err(ApiError::conflict(format!(
             "{pipeline}/{job}: its inputs do not resolve yet: {}",
