@@ -272,4 +272,21 @@ mod tests {
             assert_eq!(code_for_status(status), code, "{status}");
         }
     }
+
+    // Every refusal of both servers goes on the wire in this shape; scripts
+    // parse it, so the bytes are the contract.
+    #[tokio::test]
+    async fn an_error_answer_is_one_json_shape_with_its_status_and_code() {
+        let answer = ApiError::conflict("job p/unit is paused: unpause it first").into_response();
+        let status = answer.status();
+        let kind = answer.headers()[header::CONTENT_TYPE].clone();
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let shown = format!("{status} {kind:?}\n{}", String::from_utf8_lossy(&body));
+        expect_test::expect![[r#"
+            409 Conflict "application/json"
+            {"error":{"code":"conflict","message":"job p/unit is paused: unpause it first"}}"#]]
+        .assert_eq(&shown);
+    }
 }

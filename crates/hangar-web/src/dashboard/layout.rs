@@ -113,3 +113,47 @@ pub(crate) fn took(started: Option<i64>, finished: Option<i64>, now: i64) -> Str
 pub(crate) fn seg(name: impl AsRef<str>) -> String {
     super::auth::segment(name.as_ref())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The page's `<main>`: what a person reads of an error page.
+    fn main_of(page: &Markup) -> String {
+        let html = page.clone().into_string();
+        let start = html.find("<main>").expect("a <main>");
+        let end = html.find("</main>").expect("a </main>") + "</main>".len();
+        html[start..end].replace("><", ">\n<")
+    }
+
+    // The words and the ways on are the page's contract with a person: the
+    // fragment is compared whole.
+    #[test]
+    fn an_error_page_says_the_status_the_cause_and_the_way_on() {
+        let login = main_of(&error_page(&ApiError::unauthorized(
+            "log in to see this page <script>",
+        )));
+        expect_test::expect![[r#"
+            <main>
+            <h1>401 Unauthorized</h1>
+            <p class="error">log in to see this page &lt;script&gt;</p>
+            <p>
+            <a href="/login">log in</a>
+            </p>
+            <p>
+            <a href="/">back to the pipelines</a>
+            </p>
+            </main>"#]]
+        .assert_eq(&login);
+        let missing = main_of(&error_page(&ApiError::not_found("pipeline p not found")));
+        expect_test::expect![[r#"
+            <main>
+            <h1>404 Not Found</h1>
+            <p class="error">pipeline p not found</p>
+            <p>
+            <a href="/">back to the pipelines</a>
+            </p>
+            </main>"#]]
+        .assert_eq(&missing);
+    }
+}

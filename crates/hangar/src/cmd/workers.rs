@@ -20,7 +20,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         crate::format::emit_json(&workers)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let now = now_ms();
+    crate::format::emit(&listing(&workers, now_ms()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The workers as `hangar workers` prints them at `now`.
+fn listing(workers: &[hangar_api::Worker], now: i64) -> String {
     let rows: Vec<Vec<String>> = workers
         .iter()
         .map(|w| {
@@ -53,7 +58,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    crate::format::emit(&table(
+    table(
         &[
             "name",
             "state",
@@ -71,8 +76,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "last event",
         ],
         &rows,
-    ))?;
-    Ok(ExitCode::SUCCESS)
+    )
 }
 
 /// Memory, disk, pressure and health in one cell: `ok mem 1.2 GiB/4 GiB
@@ -101,4 +105,64 @@ fn condition(c: Option<&hangar_api::WorkerCondition>) -> String {
         human(c.memory_limit),
         human(c.memory_reserved)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use expect_test::expect;
+
+    use super::listing;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn worker(value: serde_json::Value) -> hangar_api::Worker {
+        let mut base = serde_json::json!({
+            "name": "w1", "state": "running", "state_identity": "3f2a9c0d1e2b4a5c",
+            "generation": 7, "platform": "linux", "tags": [], "team": null,
+            "version": "0.1.0", "resource_types": [], "ephemeral": false,
+            "containers": 2, "volumes": 14,
+            "first_registered_at": NOW - 3 * 3_600_000, "registered_at": NOW - 600_000,
+            "last_heartbeat_at": NOW - 4_000, "state_changed_at": NOW - 600_000,
+            "restarts": 0, "api_url": null, "last_event": null,
+        });
+        let fields = value.as_object().unwrap();
+        for (k, v) in fields {
+            base[k] = v.clone();
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    // The listing is what operators read and scripts cut columns from: its
+    // shape is the contract, so it is compared whole.
+    #[test]
+    fn the_workers_listing_keeps_its_columns_and_words() {
+        let workers = [
+            worker(serde_json::json!({
+                "condition": {
+                    "pressure": "none", "pressure_reason": null, "healthy": true,
+                    "unhealthy_reason": null, "memory_used": 1_288_490_189u64,
+                    "memory_limit": 4_294_967_296u64, "memory_reserved": 536_870_912u64,
+                    "disk_used": 40, "disk_total": 100
+                },
+                "allow_privileged": true,
+            })),
+            worker(serde_json::json!({
+                "name": "w2", "state": "stalled", "tags": ["gpu", "east"], "restarts": 2,
+                "last_heartbeat_at": NOW - 95_000,
+                "last_restart": {"id": 9, "worker": "w2", "kind": "restarted-state-lost",
+                    "at": NOW - 120_000, "cause": "restarted with its dir wiped",
+                    "generation": 6},
+                "condition": {
+                    "pressure": "hard", "pressure_reason": "disk full: 44 KiB left",
+                    "healthy": true, "unhealthy_reason": null, "memory_used": 0,
+                    "memory_limit": 0, "memory_reserved": 0, "disk_used": 99, "disk_total": 100
+                },
+            })),
+        ];
+        expect![[r#"
+            name  state    identity  generation  age  heartbeat  containers  volumes  platform  tags      privileged  restarts                               condition                                                                   last event
+            w1    running  3f2a9c0d  7           3h   4s ago     2           14       linux     none      allowed     0                                      ok mem 1.2 GiB/4 GiB (512 MiB promised) disk 40%
+            w2    stalled  3f2a9c0d  7           3h   1m ago     2           14       linux     gpu,east  no          2 (last: restarted-state-lost 2m ago)  pressure hard (disk full: 44 KiB left) mem 0 B/0 B (0 B promised) disk 99%
+        "#]].assert_eq(&listing(&workers, NOW));
+    }
 }
