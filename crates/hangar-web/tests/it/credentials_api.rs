@@ -5,16 +5,14 @@
 //! plan keeps the references: no value in the database nor in any answer.
 //! On SQLite and PostgreSQL alike.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use crate::common::TestWeb;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
-use common::TestWeb;
 use hangar_api::builds::CreateBuild;
 use hangar_client::ClientError;
 use hangar_creds::cache::Cache;
@@ -146,7 +144,7 @@ async fn vars_are_resolved_at_creation_and_never_stored(store: Store) {
     let shown = t
         .raw
         .get(format!("{}/api/v1/builds/{}", t.url, build.id))
-        .bearer_auth(common::ADMIN)
+        .bearer_auth(crate::common::ADMIN)
         .send()
         .await
         .unwrap()

@@ -4,9 +4,7 @@
 //! pipelines do nothing; two web nodes make one build per change; and the
 //! pin and version endpoints refuse bad input, changing nothing.
 
-mod common;
-
-use common::TestWeb;
+use crate::common::TestWeb;
 use hangar_core::build::BuildStatus;
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;
@@ -553,7 +551,7 @@ mod endpoints {
 
     /// The pipeline's page as a logged-in person sees it.
     async fn pipeline_page(t: &TestWeb) -> String {
-        common::dashboard_page(t, "/teams/main/pipelines/p").await
+        crate::common::dashboard_page(t, "/teams/main/pipelines/p").await
     }
 
     async fn pin_unpin_enable_disable(store: Store) {
@@ -675,7 +673,7 @@ mod endpoints {
             let resp = t
                 .raw
                 .put(&url)
-                .bearer_auth(common::ADMIN)
+                .bearer_auth(crate::common::ADMIN)
                 .json(&body)
                 .send()
                 .await
@@ -686,7 +684,7 @@ mod endpoints {
             .raw
             .put(format!("{base}/src/pin"))
             .header("content-type", "application/json")
-            .bearer_auth(common::ADMIN)
+            .bearer_auth(crate::common::ADMIN)
             .body("{not json")
             .send()
             .await
@@ -725,7 +723,7 @@ mod endpoints {
         let status = |url: String, token: bool| {
             let req = t.raw.get(url);
             let req = if token {
-                req.bearer_auth(common::ADMIN)
+                req.bearer_auth(crate::common::ADMIN)
             } else {
                 req
             };

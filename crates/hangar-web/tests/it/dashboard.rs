@@ -4,9 +4,7 @@
 //! without them), hostile text is shown as text, and the build log
 //! streams as server-sent events to the build's end.
 
-mod common;
-
-use common::{TestWeb, ADMIN};
+use crate::common::{TestWeb, ADMIN};
 use hangar_core::build::{BuildEventKind, StepKind, StepState};
 use hangar_store::{StepRecord, Store};
 use hangar_testkit::on_both_databases;

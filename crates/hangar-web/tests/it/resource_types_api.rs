@@ -3,9 +3,7 @@
 //! unsupported ones get a 400 that says where, on SQLite and PostgreSQL
 //! alike; good ones are stored with the plan.
 
-mod common;
-
-use common::{TestWeb, ADMIN};
+use crate::common::{TestWeb, ADMIN};
 use hangar_api::builds::CreateBuild;
 use hangar_api::ErrorBody;
 use hangar_store::Store;

@@ -4,13 +4,11 @@
 //! secrets, and a database that is not the one the fleet knew. Each refusal
 //! is checked to have changed nothing. On SQLite and PostgreSQL alike.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
+use crate::common::{api_code, registration, TestWeb, ADMIN, API_TOKEN, TTL, WORKER_KEY};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
-use common::{api_code, registration, TestWeb, ADMIN, API_TOKEN, TTL, WORKER_KEY};
 use hangar_api::{CreateVolume, Heartbeat, RegisterWorker, VolumeReport};
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;

@@ -2,11 +2,9 @@
 //! watcher long-polling a build's log does not hold it for the poll's
 //! length.
 
-mod common;
-
 use std::time::Duration;
 
-use common::TestWeb;
+use crate::common::TestWeb;
 use hangar_store::Store;
 
 async fn a_long_polling_watcher_does_not_hold_web_past_its_drain_time(store: Store) {
@@ -21,7 +19,7 @@ async fn a_long_polling_watcher_does_not_hold_web_past_its_drain_time(store: Sto
         "{}/api/v1/builds/{}/events?after=1000000&wait_ms=30000",
         t.url, build.id
     );
-    let watcher = t.raw.get(url).bearer_auth(common::ADMIN).send();
+    let watcher = t.raw.get(url).bearer_auth(crate::common::ADMIN).send();
     let watcher = tokio::spawn(watcher);
     // Let the request reach its long poll.
     tokio::time::sleep(Duration::from_millis(300)).await;

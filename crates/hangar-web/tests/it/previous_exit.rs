@@ -2,9 +2,7 @@
 //! from its pod's status) has it recorded in the registration event, so
 //! `hangar workers` and `hangar events` show it. On both databases.
 
-mod common;
-
-use common::{api_code, registration, TestWeb};
+use crate::common::{api_code, registration, TestWeb};
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;
 use reqwest::StatusCode;
@@ -15,7 +13,7 @@ async fn the_previous_exit_is_in_the_registration_event(store: Store) {
 
     // The container was OOM-killed and restarted on the same work dir (its
     // heartbeats stopped with it).
-    t.advance(common::TTL);
+    t.advance(crate::common::TTL);
     let mut again = registration("w1", "id-a");
     again.previous_exit = Some("OOMKilled (exit 137) at 2025-05-01T10:00:00Z".into());
     let reg = t.worker.register(&again).await.unwrap();
@@ -34,7 +32,7 @@ async fn the_previous_exit_is_in_the_registration_event(store: Store) {
     // Recreated with a wiped work dir: both facts are in the cause.
     let mut wiped = registration("w1", "id-b");
     wiped.previous_exit = Some("Error (exit 137)".into());
-    t.advance(common::TTL);
+    t.advance(crate::common::TTL);
     t.worker.register(&wiped).await.unwrap();
     let events = t.admin.events(Some("w1"), 1).await.unwrap();
     assert_eq!(events[0].kind.to_string(), "restarted-state-lost");
@@ -52,7 +50,7 @@ async fn the_previous_exit_is_in_the_registration_event(store: Store) {
     );
 
     // Without it the cause says nothing of a previous container.
-    t.advance(common::TTL);
+    t.advance(crate::common::TTL);
     t.worker
         .register(&registration("w1", "id-b"))
         .await

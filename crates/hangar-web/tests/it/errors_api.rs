@@ -2,9 +2,7 @@
 //! that does not parse, a method a route lacks, a body over the limit (each
 //! 413 naming the limit of its route). On SQLite and PostgreSQL alike.
 
-mod common;
-
-use common::{TestWeb, ADMIN, WORKER_KEY};
+use crate::common::{TestWeb, ADMIN, WORKER_KEY};
 use hangar_api::ErrorBody;
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;
@@ -76,7 +74,7 @@ async fn each_413_names_the_limit_of_its_route(store: Store) {
     // A report is a worker's own call: its registration's token.
     let w1 = t
         .worker
-        .register(&common::registration("w1", "w1"))
+        .register(&crate::common::registration("w1", "w1"))
         .await
         .unwrap()
         .token;

@@ -4,9 +4,7 @@
 //! shutdown's drain), and wrong admin tokens at the login form are
 //! limited per client.
 
-mod common;
-
-use common::{TestWeb, ADMIN};
+use crate::common::{TestWeb, ADMIN};
 use hangar_core::login_limit::{MAX_FAILURES, WINDOW_MS};
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;

@@ -10,11 +10,9 @@
 //! aborts the build, so what is tested is the page, the stream and the
 //! script, not the engine.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{TestWeb, ADMIN};
+use crate::common::{TestWeb, ADMIN};
 use fantoccini::{Client, Locator};
 use hangar_core::build::BuildEventKind;
 use hangar_testkit::browser::{self, artifact_dir, click, fail, start_driver, Step};

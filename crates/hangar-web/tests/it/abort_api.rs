@@ -1,8 +1,6 @@
 //! `PUT /api/v1/builds/{id}/abort`, on SQLite and PostgreSQL alike.
 
-mod common;
-
-use common::{TestWeb, ADMIN};
+use crate::common::{TestWeb, ADMIN};
 use hangar_api::builds::CreateBuild;
 use hangar_client::ClientError;
 use hangar_core::build::BuildStatus;

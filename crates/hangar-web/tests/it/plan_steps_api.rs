@@ -2,9 +2,7 @@
 //! writes them, refused with a 400 that says where, a refusal storing
 //! nothing. On SQLite and PostgreSQL alike.
 
-mod common;
-
-use common::TestWeb;
+use crate::common::TestWeb;
 use hangar_api::builds::CreateBuild;
 use hangar_client::ClientError;
 use hangar_store::Store;

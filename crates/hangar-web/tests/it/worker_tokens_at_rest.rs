@@ -6,14 +6,12 @@
 //! plaintext are sealed when web starts. On SQLite and PostgreSQL alike;
 //! each test reads and writes the column behind web's back.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::{api_code, registration, TestWeb};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::IntoResponse;
-use common::{api_code, registration, TestWeb};
 use hangar_api::CreateVolume;
 use hangar_client::{Client, ClientError};
 use hangar_store::Store;
@@ -211,7 +209,7 @@ async fn another_admin_token_opens_nothing_and_says_why(db: Db) {
     assert!(db.column("w1").await.starts_with("v1:"));
     // The worker registering again (after its TTL: web cannot ask the
     // holder) is sealed under the new key, and called with its token.
-    rotated.advance(common::TTL);
+    rotated.advance(crate::common::TTL);
     register(&rotated, "w1", &url, TOKEN_1).await;
     assert!(admin.create_volume(&create("w1")).await.is_err());
     let seen = seen.lock().unwrap().clone();

@@ -2,9 +2,7 @@
 //! PostgreSQL: the builds past the policy lose their events and say so
 //! (`logs_reaped_at`), the kept ones and a running one keep theirs.
 
-mod common;
-
-use common::TestWeb;
+use crate::common::TestWeb;
 use hangar_core::build::{BuildEventKind, BuildStatus};
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;

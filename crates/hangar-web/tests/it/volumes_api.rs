@@ -2,11 +2,9 @@
 //! in-process over a real volume store in a temp dir), reported, destroyed;
 //! and refused when the input is bad. On SQLite and PostgreSQL alike.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{api_code, registration, TestWeb, API_TOKEN};
+use crate::common::{api_code, registration, TestWeb, API_TOKEN};
 use hangar_api::{CreateVolume, VolumeReport};
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;
@@ -255,7 +253,7 @@ async fn bad_volume_requests_get_a_clear_400_and_change_nothing(store: Store) {
         let resp = t
             .raw
             .post(format!("{}/api/v1/volumes", t.url))
-            .bearer_auth(common::ADMIN)
+            .bearer_auth(crate::common::ADMIN)
             .json(&body)
             .send()
             .await

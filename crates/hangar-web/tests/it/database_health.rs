@@ -2,11 +2,9 @@
 //! request with 2xx: a read-only SQLite file, a renamed PostgreSQL database,
 //! a SQLite file deleted under a running web.
 
-mod common;
-
 use std::path::Path;
 
-use common::{api_code, TestWeb, ADMIN};
+use crate::common::{api_code, TestWeb, ADMIN};
 use hangar_api::builds::CreateBuild;
 use hangar_api::Info;
 use hangar_store::Store;

@@ -2,9 +2,7 @@
 //! to do, before anything is stored; text that only looks like a var is not.
 //! On SQLite and PostgreSQL alike.
 
-mod common;
-
-use common::{TestWeb, ADMIN};
+use crate::common::{TestWeb, ADMIN};
 use hangar_api::builds::CreateBuild;
 use hangar_api::ErrorBody;
 use hangar_client::ClientError;

@@ -2,9 +2,7 @@
 //! PostgreSQL: numbering, the refusals (paused, unknown, a plan web would
 //! refuse, bad names, a wrong token), each changing nothing.
 
-mod common;
-
-use common::{TestWeb, ADMIN};
+use crate::common::{TestWeb, ADMIN};
 use hangar_client::ClientError;
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;

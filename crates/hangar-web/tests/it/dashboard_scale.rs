@@ -6,9 +6,7 @@
 //! take is the benchmark's to measure (`hangar bench dashboard`, figures
 //! in docs/benchmarks.md), not this test's.
 
-mod common;
-
-use common::{TestWeb, ADMIN};
+use crate::common::{TestWeb, ADMIN};
 use hangar_bench::dashboard::{
     pages, pipeline_name, seed, worker_name, LOG_LINES, SHOWN_PIPELINE, SHOWN_WORKER,
 };

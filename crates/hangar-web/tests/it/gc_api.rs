@@ -1,9 +1,7 @@
 //! Container reports through web's report route, and the GC loop's pass
 //! with its metrics. On SQLite and PostgreSQL alike.
 
-mod common;
-
-use common::{api_code, TestWeb};
+use crate::common::{api_code, TestWeb};
 use hangar_api::VolumeReport;
 use hangar_core::gc::Collector;
 use hangar_core::volumes::OwnerKind;

@@ -1,9 +1,7 @@
 //! The web API served in-process on port 0, driven by the real client, on
 //! SQLite and PostgreSQL alike. Time is a manual clock.
 
-mod common;
-
-use common::{api_code, registration, TestWeb, ADMIN, TTL, WORKER_KEY};
+use crate::common::{api_code, registration, TestWeb, ADMIN, TTL, WORKER_KEY};
 use hangar_api::Heartbeat;
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;

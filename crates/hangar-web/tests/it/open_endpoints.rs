@@ -3,9 +3,7 @@
 //! and then only the admin token reads the metrics. Nothing else is open.
 //! On SQLite and PostgreSQL alike.
 
-mod common;
-
-use common::{TestWeb, ADMIN, WORKER_KEY};
+use crate::common::{TestWeb, ADMIN, WORKER_KEY};
 use hangar_store::Store;
 use hangar_testkit::on_both_databases;
 use reqwest::StatusCode;

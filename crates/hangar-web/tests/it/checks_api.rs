@@ -5,13 +5,11 @@
 //! and two web nodes on one database never running one check twice. On
 //! SQLite and PostgreSQL alike.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{api_code, registration, TestWeb, ADMIN, API_TOKEN};
+use crate::common::{api_code, registration, TestWeb, ADMIN, API_TOKEN};
 use hangar_api::checks::CheckRequest;
 use hangar_api::pipelines::VersionsQuery;
 use hangar_api::BaseResourceType;
@@ -703,7 +701,7 @@ async fn listed_m(t: &TestWeb) -> hangar_api::pipelines::Resource {
 
 /// The pipeline's dashboard page as a logged-in person sees it.
 async fn dashboard_of_q(t: &TestWeb) -> String {
-    common::dashboard_page(t, "/teams/main/pipelines/q").await
+    crate::common::dashboard_page(t, "/teams/main/pipelines/q").await
 }
 
 /// A resource of a type no worker has: `set-pipeline` warns; its check

@@ -2,11 +2,9 @@
 //! resources and versions; and hostile input, each refusal changing
 //! nothing. On SQLite and PostgreSQL alike.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{TestWeb, ADMIN};
+use crate::common::{TestWeb, ADMIN};
 use hangar_api::pipelines::{VersionsQuery, CONFIG_VERSION_HEADER};
 use hangar_client::ClientError;
 use hangar_store::Store;

@@ -1,8 +1,6 @@
 //! What every web test shares: a web node served in-process on port 0 with a
 //! manual clock, and clients holding each credential.
 
-#![allow(dead_code)] // each test binary uses a different part
-
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
