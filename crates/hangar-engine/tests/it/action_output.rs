@@ -3,9 +3,7 @@
 //! failure classified by the worker: the infrastructure's tried on another
 //! worker, the resource's own not.
 
-use std::time::Duration;
-
-use crate::support::{Harness, HANG};
+use crate::support::Harness;
 use hangar_api::resources::ActionFailure;
 use hangar_core::build::{BuildStatus, StepState};
 use serde_json::{json, Value};
@@ -39,17 +37,7 @@ async fn output(h: &Harness, id: i64) -> Vec<(Option<String>, String)> {
 }
 
 async fn wait_for_output(h: &Harness, id: i64, text: &str) {
-    let wait = async {
-        loop {
-            if output(h, id).await.iter().any(|(_, t)| t.contains(text)) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(HANG, wait)
-        .await
-        .unwrap_or_else(|_| panic!("{text:?} never reached the build log"));
+    h.logged(id, &["log"], text).await;
 }
 
 #[tokio::test]

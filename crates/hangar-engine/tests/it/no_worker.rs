@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{info, now, Harness, HANG};
+use crate::support::{info, now, Harness};
 use hangar_core::build::BuildStatus;
 use serde_json::json;
 
@@ -26,15 +26,7 @@ async fn join_with_mokc(h: &Harness, name: &str) {
 
 /// Waits until the build's log holds a line with `text`.
 async fn logged(h: &Harness, id: i64, text: &str) -> Vec<String> {
-    let deadline = Instant::now() + HANG;
-    loop {
-        let log = h.log(id, &["infra", "step", "status"]).await;
-        if log.iter().any(|l| l.contains(text)) {
-            return log;
-        }
-        assert!(Instant::now() < deadline, "{text:?} never logged: {log:#?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    h.logged(id, &["infra", "step", "status"], text).await
 }
 
 #[tokio::test]

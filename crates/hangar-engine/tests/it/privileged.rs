@@ -3,8 +3,6 @@
 //! with `--allow-privileged`; with none, the step waits saying which flag
 //! is missing, as a step whose tags no worker has waits.
 
-use std::time::Duration;
-
 use crate::support::{info, now, Harness};
 use hangar_core::build::BuildStatus;
 use hangar_core::placement::NO_PRIVILEGED_WORKER;
@@ -36,17 +34,7 @@ fn specs(h: &Harness) -> Vec<(String, String, bool)> {
 
 /// Waits until the build's log holds a line with `text`.
 async fn logged(h: &Harness, id: i64, text: &str) -> Vec<String> {
-    for _ in 0..250 {
-        let log = h.log(id, &["infra", "step"]).await;
-        if log.iter().any(|l| l.contains(text)) {
-            return log;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "{text:?} never logged: {:#?}",
-        h.log(id, &["infra", "step"]).await
-    )
+    h.logged(id, &["infra", "step"], text).await
 }
 
 #[tokio::test]

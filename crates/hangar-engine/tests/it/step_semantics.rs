@@ -497,16 +497,7 @@ async fn a_resumed_build_runs_no_attempt_nor_hook_again() {
     // SIGTERM: the node stops; the ensure hook's container runs on.
     a.stop().await;
     let b = Harness::start(a.store.clone(), a.fake.clone(), "node-b");
-    let deadline = std::time::Instant::now() + crate::support::HANG;
-    while !b
-        .log(id, &["infra"])
-        .await
-        .iter()
-        .any(|l| l.contains("resuming the build"))
-    {
-        assert!(std::time::Instant::now() < deadline, "never resumed");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    b.logged(id, &["infra"], "resuming the build").await;
     b.fake.end_containers();
     assert_eq!(b.finished(id).await, BuildStatus::Failed);
     assert_eq!(started(&b), ["fail", "fail", "slow"]);

@@ -63,19 +63,13 @@ async fn node_b_goes_on(store: Store, kill: bool, bound: Duration) -> Duration {
     } else {
         a.stop().await;
     }
-    let resumed = async {
-        while !b
-            .log(id, &["infra"])
-            .await
-            .iter()
-            .any(|l| l.contains("resuming the build where it was left"))
-        {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(bound, resumed)
-        .await
-        .unwrap_or_else(|_| panic!("node b did not resume the build within {bound:?}"));
+    b.logged_within(
+        id,
+        &["infra"],
+        "resuming the build where it was left",
+        bound,
+    )
+    .await;
     let took = died.elapsed();
     b.fake.end_containers();
     assert_eq!(b.finished(id).await, BuildStatus::Succeeded);

@@ -165,23 +165,60 @@ impl Harness {
 
     /// Waits until the build is final and returns its status.
     pub(crate) async fn finished(&self, id: i64) -> BuildStatus {
-        let wait = async {
-            loop {
-                let build = self.store.get_build(id).await.unwrap().unwrap();
-                if build.status.is_final() {
-                    return build.status;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+        let deadline = tokio::time::Instant::now() + HANG;
+        loop {
+            let woken = self.woken();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let build = self.store.get_build(id).await.unwrap().unwrap();
+            if build.status.is_final() {
+                return build.status;
             }
-        };
-        match tokio::time::timeout(HANG, wait).await {
-            Ok(status) => status,
-            Err(_) => panic!(
-                "build {id} did not finish; log: {:#?}; calls: {:#?}",
-                self.log(id, &["status", "step", "infra"]).await,
-                self.fake.calls()
-            ),
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                panic!(
+                    "build {id} did not finish; log: {:#?}; calls: {:#?}",
+                    self.log(id, &["status", "step", "infra"]).await,
+                    self.fake.calls()
+                );
+            }
         }
+    }
+
+    /// Waits (at most [`HANG`]) until the build's log of `kinds` holds a
+    /// line with `text`; answers the log.
+    pub(crate) async fn logged(&self, id: i64, kinds: &[&str], text: &str) -> Vec<String> {
+        self.logged_within(id, kinds, text, HANG).await
+    }
+
+    /// As [`Harness::logged`], waiting at most `within`. Woken by this
+    /// node's engine each time it writes a build's log or ends a build:
+    /// nothing polls.
+    pub(crate) async fn logged_within(
+        &self,
+        id: i64,
+        kinds: &[&str],
+        text: &str,
+        within: Duration,
+    ) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let woken = self.woken();
+            tokio::pin!(woken);
+            // Registered before the log is read: a write in between wakes it.
+            woken.as_mut().enable();
+            let log = self.log(id, kinds).await;
+            if log.iter().any(|l| l.contains(text)) {
+                return log;
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                panic!("{text:?} never logged within {within:?}: {log:#?}");
+            }
+        }
+    }
+
+    /// Rung by the engine on every build log write and build end.
+    fn woken(&self) -> tokio::sync::futures::Notified<'_> {
+        self.engine.build_events().notified()
     }
 
     /// The build's log lines of these kinds, as `kind: payload`.
