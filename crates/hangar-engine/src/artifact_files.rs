@@ -12,7 +12,7 @@ use hangar_core::engine::{read_file_failure, InputCheck, Observed};
 use hangar_core::plan::{ArtifactFile, TaskStep, DEFAULT_ATTEMPTS};
 
 use crate::context::{BuildContext, Interrupted};
-use crate::task_step::input_usable;
+use crate::step_inputs::input_usable;
 
 /// How a step reading files gives up: the state it ends in and why.
 pub(crate) type GiveUp = (StepState, String);

@@ -25,7 +25,7 @@ use crate::Engine;
 /// Workers tried for one check before it is deferred.
 const MAX_ATTEMPTS: usize = 3;
 /// The most of a failed check's stderr kept as its error (its end).
-const MAX_ERROR_BYTES: usize = 4_096;
+const MAX_ERROR_BYTES: usize = crate::context::MAX_KEPT_LOG_BYTES;
 
 /// What to check.
 #[derive(Debug, Clone)]
@@ -199,23 +199,8 @@ async fn with_type_image(
         });
     };
     let stop = CancellationToken::new();
-    let ctx = crate::context::BuildContext {
-        engine: engine.clone(),
-        build_id: 0,
-        lease_token: 0,
-        job: "check".into(),
-        artifacts: Default::default(),
-        producers: Default::default(),
-        previous: Default::default(),
-        resource_types: job.resource_types.clone(),
-        secrets: Default::default(),
-        local_vars: Default::default(),
-        pipeline: None,
-        job_build: None,
-        stop: stop.clone(),
-        action_output: Default::default(),
-        log_sink: Some(Default::default()),
-    };
+    let ctx =
+        crate::context::BuildContext::for_check(engine, job.resource_types.clone(), stop.clone());
     // The deadline stops the context, as a build's abort stops its steps.
     // The timer is polled with the check, not spawned: it ends with it
     // rather than sleeping on to the deadline (an hour by default).
@@ -287,15 +272,6 @@ async fn with_type_image(
     }
 }
 
-/// Adds a line to a check's kept log, keeping its end.
-pub(crate) fn keep_log(log: &mut String, line: &str) {
-    log.push_str(line);
-    if !line.ends_with('\n') {
-        log.push('\n');
-    }
-    keep_end(log);
-}
-
 fn ended(
     worker: &str,
     out: ResourceActionResult,
@@ -327,13 +303,7 @@ fn ended(
 
 /// Keeps the last [`MAX_ERROR_BYTES`] of `text` (at a char boundary).
 fn keep_end(text: &mut String) {
-    if text.len() > MAX_ERROR_BYTES {
-        let mut cut = text.len() - MAX_ERROR_BYTES;
-        while !text.is_char_boundary(cut) {
-            cut += 1;
-        }
-        text.drain(..cut);
-    }
+    crate::context::keep_end(text, MAX_ERROR_BYTES);
 }
 
 #[cfg(test)]

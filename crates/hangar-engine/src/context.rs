@@ -59,11 +59,61 @@ pub(crate) struct StepEnd {
     pub error: Option<String>,
 }
 
-/// A step that did not end because the build was interrupted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Interrupted;
+pub(crate) use crate::watch::Interrupted;
+
+/// The most of its log a check outside builds keeps (its end), for its
+/// error.
+pub(crate) const MAX_KEPT_LOG_BYTES: usize = 4_096;
+
+/// Adds a line to a check's kept log, keeping its end.
+fn keep_log(log: &mut String, line: &str) {
+    log.push_str(line);
+    if !line.ends_with('\n') {
+        log.push('\n');
+    }
+    keep_end(log, MAX_KEPT_LOG_BYTES);
+}
+
+/// Cuts `text` to its last `max` bytes (at a character boundary).
+pub(crate) fn keep_end(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut cut = text.len() - max;
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        text.drain(..cut);
+    }
+}
 
 impl BuildContext {
+    /// The context a resource check outside builds runs the get step's
+    /// code in: no build (nothing is saved, its lease is never checked),
+    /// its log kept in memory ([`BuildContext::log_sink`]) for its error,
+    /// stopped by `stop` (its deadline).
+    pub(crate) fn for_check(
+        engine: &Engine,
+        resource_types: Vec<hangar_core::resource_types::ResourceType>,
+        stop: CancellationToken,
+    ) -> BuildContext {
+        BuildContext {
+            engine: engine.clone(),
+            build_id: 0,
+            lease_token: 0,
+            job: "check".into(),
+            artifacts: Default::default(),
+            producers: Default::default(),
+            previous: Default::default(),
+            resource_types,
+            secrets: Default::default(),
+            local_vars: Default::default(),
+            pipeline: None,
+            job_build: None,
+            stop,
+            action_output: Default::default(),
+            log_sink: Some(Default::default()),
+        }
+    }
+
     pub(crate) fn artifact(&self, name: &str) -> Option<String> {
         self.artifacts
             .lock()
@@ -148,7 +198,7 @@ impl BuildContext {
     pub(crate) async fn log(&self, step: Option<&str>, kind: BuildEventKind, line: &str) {
         let line = self.redact(line);
         if let Some(sink) = &self.log_sink {
-            crate::check::keep_log(&mut sink.lock().unwrap_or_else(|p| p.into_inner()), &line);
+            keep_log(&mut sink.lock().unwrap_or_else(|p| p.into_inner()), &line);
             return;
         }
         match self

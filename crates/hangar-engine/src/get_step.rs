@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use crate::context::{give_up, BuildContext, Interrupted, StepEnd};
 use crate::placement::{place_waiting, Wants};
-use crate::task_step::op_failure;
+use crate::step_inputs::op_failure;
 use crate::Source;
 
 pub(crate) async fn run(

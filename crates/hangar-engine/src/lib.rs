@@ -28,6 +28,7 @@ mod recent_checks;
 mod runner;
 mod secrets;
 mod set_pipeline_step;
+mod step_inputs;
 mod task_step;
 mod volumes;
 mod watch;

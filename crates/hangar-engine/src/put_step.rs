@@ -264,7 +264,7 @@ async fn usable_input(
     handle: String,
     avoid: &BTreeSet<String>,
 ) -> Result<Result<String, StepFailure>, Interrupted> {
-    use crate::task_step::input_usable;
+    use crate::step_inputs::input_usable;
     use hangar_core::engine::InputCheck;
     let InputCheck::Lost { worker } = input_usable(ctx, &handle).await else {
         return Ok(Ok(handle));

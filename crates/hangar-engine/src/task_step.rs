@@ -13,8 +13,7 @@ use hangar_core::build::{
 };
 use hangar_core::caches::task_cache_key;
 use hangar_core::engine::{
-    call_failure, import_failure, input_call_failure, input_check, read_file_failure, InputCheck,
-    Observed, VolumeSeen,
+    call_failure, import_failure, input_call_failure, read_file_failure, InputCheck, Observed,
 };
 use hangar_core::placement::Requirement;
 use hangar_core::plan::TaskStep;
@@ -25,6 +24,7 @@ use hangar_store::StepRecord;
 use crate::caches::Reuse;
 use crate::context::{give_up, stored_outputs, BuildContext, Interrupted, StepEnd};
 use crate::placement::{place_waiting, Wants};
+use crate::step_inputs::{input_usable, op_failure};
 use crate::{logs, watch, OpError, Source};
 
 /// How often a running step looks at its worker's state.
@@ -167,30 +167,6 @@ struct Scratch {
 
 type Attempt = Result<BTreeMap<String, String>, StepFailure>;
 
-/// Whether an input artifact can be used now (`hangar_core::engine::input_check`).
-pub(crate) async fn input_usable(ctx: &BuildContext, handle: &str) -> InputCheck {
-    let read = ctx.engine.store().get_volume(handle).await;
-    let volume = Observed::from_read(read);
-    let seen = match &volume {
-        Observed::Present(v) => Observed::Present(VolumeSeen {
-            state: v.state,
-            missing_since: v.missing_since,
-            worker: &v.worker,
-        }),
-        Observed::Absent => Observed::Absent,
-        Observed::Unknown => Observed::Unknown,
-    };
-    let worker = match &volume {
-        Observed::Present(v) => match watch::seen(&ctx.engine, &v.worker).await {
-            Observed::Present(w) => Observed::Present(w.state),
-            Observed::Absent => Observed::Absent,
-            Observed::Unknown => Observed::Unknown,
-        },
-        _ => Observed::Unknown,
-    };
-    input_check(seen, worker)
-}
-
 /// The failure making a step's copy of an input brings; when the worker
 /// holding the input answers that it does not have it, its row is marked
 /// missing at once, so the retry fetches it anew rather than ask for it
@@ -215,23 +191,6 @@ async fn input_failure(
         }
     }
     failure
-}
-
-/// The failure an operation on `worker`'s volumes brings.
-pub(crate) fn op_failure(worker: &str, e: OpError) -> StepFailure {
-    match e {
-        OpError::Worker { worker, error } => call_failure(&worker, &error),
-        OpError::Store(
-            hangar_store::StoreError::Conflict(m) | hangar_store::StoreError::NotFound(m),
-        ) => StepFailure::VolumeLost {
-            worker: worker.to_string(),
-            handle: m,
-        },
-        OpError::Store(e) => StepFailure::WorkerUnreachable {
-            worker: worker.to_string(),
-            reason: e.to_string(),
-        },
-    }
 }
 
 fn outputs_json(outputs: &BTreeMap<String, String>) -> String {

@@ -6,8 +6,12 @@ use hangar_core::build::{worker_change, StepFailure, WorkerSeen};
 use hangar_core::engine::{Observed, Settle, WorkerBeat};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Interrupted;
 use crate::Engine;
+
+/// A step that did not end because the build was interrupted (its node
+/// stopped or lost the build's lease).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Interrupted;
 
 /// How often a step waiting on a worker looks at that worker's row.
 pub(crate) const WATCH_EVERY: Duration = Duration::from_secs(1);

@@ -11,6 +11,9 @@
 //!   = true`).
 //! - **SQL** ([`SQL_PATTERNS`], [`SQL_ALLOWED_IN`]): no `.rs` file outside
 //!   the crates allowed to hold SQL contains SQL, comments aside.
+//! - **Module circles** ([`ACYCLIC_MODULES`]): in these crates no two
+//!   top-level modules name each other (`crate::a` in b and `crate::b` in
+//!   a), so each reads without the other.
 //! - **HTTP statuses** ([`STATUS_FILES`]): a server's `src/` names a
 //!   status (`StatusCode::`) only in its error table and its answers
 //!   module, so one failure gets one status wherever it is met.
@@ -130,6 +133,9 @@ const SQL_ALLOWED_IN: &[(&str, &str)] = &[
         "holds the SQL patterns and made-up violations",
     ),
 ];
+
+/// Crates whose top-level modules (`src/*.rs`) import no circle of two.
+const ACYCLIC_MODULES: &[&str] = &["hangar-engine", "hangar-control"];
 
 /// Servers, and the only files of their `src/` that may name an HTTP
 /// status: `error.rs` (the one error table) and `answer.rs` (the statuses
@@ -481,6 +487,42 @@ fn check_statuses(
     problems
 }
 
+/// The top-level modules (`crate::name`) one file's code names.
+fn modules_named(src: &str) -> std::collections::BTreeSet<String> {
+    let code = strip_comments(src);
+    let mut named = std::collections::BTreeSet::new();
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        if !name.is_empty() {
+            named.insert(name);
+        }
+    }
+    named
+}
+
+/// Each pair of top-level modules of one crate that name each other,
+/// given each module's name and source.
+fn module_circles(modules: &[(String, String)]) -> Vec<String> {
+    let names: BTreeMap<&str, std::collections::BTreeSet<String>> = modules
+        .iter()
+        .map(|(m, src)| (m.as_str(), modules_named(src)))
+        .collect();
+    let mut problems = Vec::new();
+    for (a, named) in &names {
+        for b in named {
+            let back = names.get(b.as_str()).is_some_and(|n| n.contains(*a));
+            if *a < b.as_str() && back {
+                problems.push(format!("{a} and {b} import each other"));
+            }
+        }
+    }
+    problems
+}
+
 fn report(what: &str, problems: Vec<String>) {
     assert!(problems.is_empty(), "{what}:\n  {}", problems.join("\n  "));
 }
@@ -544,6 +586,26 @@ fn servers_choose_statuses_only_in_their_error_table_and_answers() {
             fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
         }),
     );
+}
+
+#[test]
+fn the_engine_s_and_the_loops_modules_import_no_circle() {
+    for krate in ACYCLIC_MODULES {
+        let dir = workspace_root().join("crates").join(krate).join("src");
+        let mut modules = Vec::new();
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+                modules.push((name, fs::read_to_string(&path).unwrap()));
+            }
+        }
+        assert!(modules.len() > 3, "{krate}: too few modules found");
+        report(
+            &format!("{krate}: module circles"),
+            module_circles(&modules),
+        );
+    }
 }
 
 // The rules can fail: each is fed a made-up crate or file that breaks it.
@@ -724,5 +786,28 @@ fn f() -> Result<StatusCode, ApiError> {
     assert!(
         problems[0].starts_with("routes/pipelines.rs:4:"),
         "{problems:#?}"
+    );
+}
+
+#[test]
+fn the_circle_rule_catches_two_modules_naming_each_other_and_ignores_comments() {
+    let modules = [
+        (
+            "context".to_string(),
+            "use crate::check::keep_log;\n".to_string(),
+        ),
+        (
+            "check".to_string(),
+            "use crate::context::Ctx; // crate::watch\n".to_string(),
+        ),
+        (
+            "watch".to_string(),
+            "/// See crate::check.\nfn f() {}\n".to_string(),
+        ),
+        ("runner".to_string(), "use crate::watch;\n".to_string()),
+    ];
+    assert_eq!(
+        module_circles(&modules),
+        ["check and context import each other"]
     );
 }
