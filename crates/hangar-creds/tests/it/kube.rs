@@ -235,7 +235,10 @@ async fn an_unreachable_server_is_an_error() {
     assert!(KubeSecrets::new("http://x", &token, None, "p-").is_err());
 }
 
-#[tokio::test]
+// On tokio's paused clock: the server's five seconds and the client's
+// 200 ms pass as soon as nothing else can run, so the test waits for
+// neither and cannot be late on a slow machine.
+#[tokio::test(start_paused = true)]
 async fn a_server_that_does_not_answer_in_time_is_an_error() {
     let app = Router::new().route(
         "/api/v1/namespaces/{ns}/secrets/{name}",
