@@ -4,7 +4,7 @@
 //! superseded worker stops without waiting for the report under way; the
 //! registration says whether the worker allows privileged containers.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -41,9 +41,13 @@ struct Seen {
     refuse_next_heartbeat: Option<&'static str>,
 }
 
+/// What web saw, sent to the test at every change: the test awaits the
+/// change it wants instead of polling.
+type Watched = Arc<watch::Sender<Seen>>;
+
 #[derive(Clone)]
 struct FakeWeb {
-    seen: Arc<Mutex<Seen>>,
+    seen: Watched,
     /// While false, every report waits in the handler.
     reports_open: watch::Receiver<bool>,
 }
@@ -52,12 +56,12 @@ async fn register_with(
     State(web): State<FakeWeb>,
     Json(reg): Json<hangar_api::RegisterWorker>,
 ) -> Json<Registered> {
-    let generation = {
-        let mut seen = web.seen.lock().unwrap();
+    let mut generation = 0;
+    web.seen.send_modify(|seen| {
         seen.registrations += 1;
         seen.allow_privileged.push(reg.allow_privileged);
-        seen.registrations
-    };
+        generation = seen.registrations;
+    });
     Json(Registered {
         generation,
         kind: hangar_api::RegistrationKind::New,
@@ -68,9 +72,12 @@ async fn register_with(
 }
 
 async fn heartbeat(State(web): State<FakeWeb>, Json(hb): Json<Heartbeat>) -> Response {
-    let mut seen = web.seen.lock().unwrap();
-    seen.heartbeats.push(hb.generation);
-    if let Some(code) = seen.refuse_next_heartbeat.take() {
+    let mut refuse = None;
+    web.seen.send_modify(|seen| {
+        seen.heartbeats.push(hb.generation);
+        refuse = seen.refuse_next_heartbeat.take();
+    });
+    if let Some(code) = refuse {
         let body = serde_json::json!({"error": {"code": code, "message": "told by the test"}});
         return (StatusCode::CONFLICT, Json(body)).into_response();
     }
@@ -81,20 +88,20 @@ async fn heartbeat(State(web): State<FakeWeb>, Json(hb): Json<Heartbeat>) -> Res
 }
 
 async fn report(State(web): State<FakeWeb>, Json(r): Json<VolumeReport>) -> Response {
-    {
-        let mut seen = web.seen.lock().unwrap();
+    let held = !*web.reports_open.borrow();
+    web.seen.send_modify(|seen| {
         seen.reports.push(r.generation);
         seen.in_flight += 1;
         seen.max_in_flight = seen.max_in_flight.max(seen.in_flight);
-        if !*web.reports_open.borrow() && seen.heartbeats_when_held.is_none() {
+        if held && seen.heartbeats_when_held.is_none() {
             seen.heartbeats_when_held = Some(seen.heartbeats.len());
         }
-    }
+    });
     // Undone when the worker drops the request, too.
-    struct Leave(Arc<Mutex<Seen>>);
+    struct Leave(Watched);
     impl Drop for Leave {
         fn drop(&mut self) {
-            self.0.lock().unwrap().in_flight -= 1;
+            self.0.send_modify(|seen| seen.in_flight -= 1);
         }
     }
     let _leave = Leave(web.seen.clone());
@@ -102,7 +109,7 @@ async fn report(State(web): State<FakeWeb>, Json(r): Json<VolumeReport>) -> Resp
     if open.wait_for(|o| *o).await.is_err() {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
-    web.seen.lock().unwrap().reports_done += 1;
+    web.seen.send_modify(|seen| seen.reports_done += 1);
     Json(VolumeReportAnswer {
         destroy: vec![],
         destroy_containers: vec![],
@@ -111,7 +118,7 @@ async fn report(State(web): State<FakeWeb>, Json(r): Json<VolumeReport>) -> Resp
 }
 
 struct Fixture {
-    seen: Arc<Mutex<Seen>>,
+    seen: Watched,
     open_reports: watch::Sender<bool>,
     agent: tokio::task::JoinHandle<anyhow::Result<AgentExit>>,
     shutdown: CancellationToken,
@@ -124,7 +131,7 @@ async fn start(reports_open: bool) -> Fixture {
 }
 
 async fn start_with(reports_open: bool, allow_privileged: bool) -> Fixture {
-    let seen = Arc::new(Mutex::new(Seen::default()));
+    let seen: Watched = Arc::new(watch::Sender::new(Seen::default()));
     let (open_reports, reports_open_rx) = watch::channel(reports_open);
     let web = FakeWeb {
         seen: seen.clone(),
@@ -192,15 +199,13 @@ async fn start_with(reports_open: bool, allow_privileged: bool) -> Fixture {
 }
 
 /// Waits (at most 8 s, less than the client's 10 s timeout, so a held
-/// report is still held) until `done` holds of what web saw.
-async fn until(seen: &Arc<Mutex<Seen>>, done: impl Fn(&Seen) -> bool) -> bool {
-    for _ in 0..800 {
-        if done(&seen.lock().unwrap()) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    done(&seen.lock().unwrap())
+/// report is still held) until `done` holds of what web saw, woken by each
+/// change.
+async fn until(seen: &Watched, done: impl Fn(&Seen) -> bool) -> bool {
+    let mut changes = seen.subscribe();
+    tokio::time::timeout(Duration::from_secs(8), changes.wait_for(|s| done(s)))
+        .await
+        .is_ok_and(|r| r.is_ok())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,7 +221,7 @@ async fn heartbeats_go_on_while_a_report_hangs_and_reports_follow_the_registrati
     })
     .await;
     {
-        let s = f.seen.lock().unwrap();
+        let s = f.seen.borrow();
         let held_at = s.heartbeats_when_held.unwrap();
         assert!(
             landed,
@@ -238,7 +243,8 @@ async fn heartbeats_go_on_while_a_report_hangs_and_reports_follow_the_registrati
 
     // Web asks the worker to register again: reports go on with the new
     // generation.
-    f.seen.lock().unwrap().refuse_next_heartbeat = Some("reregister");
+    f.seen
+        .send_modify(|s| s.refuse_next_heartbeat = Some("reregister"));
     // (The first report and the first heartbeat of the new registration
     // race; both must come.)
     assert!(
@@ -248,7 +254,7 @@ async fn heartbeats_go_on_while_a_report_hangs_and_reports_follow_the_registrati
         "no report and heartbeat with the new generation"
     );
     {
-        let s = f.seen.lock().unwrap();
+        let s = f.seen.borrow();
         assert_eq!(s.registrations, 2);
         assert_eq!(s.max_in_flight, 1, "two reports ran at once");
         assert_eq!(s.heartbeats.last(), Some(&2));
@@ -266,7 +272,8 @@ async fn a_superseded_worker_stops_without_waiting_for_the_report_under_way() {
         until(&f.seen, |s| s.heartbeats_when_held.is_some()).await,
         "no report reached web"
     );
-    f.seen.lock().unwrap().refuse_next_heartbeat = Some("superseded");
+    f.seen
+        .send_modify(|s| s.refuse_next_heartbeat = Some("superseded"));
     // The held report is never let through: the agent must drop it. (Were
     // it awaited, the agent would end only with the client's 10 s timeout.)
     let exit = tokio::time::timeout(Duration::from_secs(8), f.agent)
@@ -275,7 +282,7 @@ async fn a_superseded_worker_stops_without_waiting_for_the_report_under_way() {
         .unwrap()
         .unwrap();
     assert!(matches!(exit, AgentExit::Superseded(_)), "{exit:?}");
-    let s = f.seen.lock().unwrap();
+    let s = f.seen.borrow();
     assert_eq!(s.reports_done, 0);
     assert_eq!(s.reports.len(), 1);
 }
@@ -287,10 +294,11 @@ async fn the_registration_says_whether_privileged_containers_are_allowed() {
     for allow in [false, true] {
         let f = start_with(true, allow).await;
         assert!(until(&f.seen, |s| s.registrations >= 1).await);
-        f.seen.lock().unwrap().refuse_next_heartbeat = Some("reregister");
+        f.seen
+            .send_modify(|s| s.refuse_next_heartbeat = Some("reregister"));
         assert!(until(&f.seen, |s| s.registrations >= 2).await);
         assert_eq!(
-            f.seen.lock().unwrap().allow_privileged[..2],
+            f.seen.borrow().allow_privileged[..2],
             [allow, allow],
             "--allow-privileged {allow}"
         );
