@@ -509,15 +509,18 @@ async fn run_attempt(
         return run_step(ctx, &modified.step, id, cut).await;
     };
     let timed = cut.child();
-    let deadline = tokio::spawn({
-        let timed_out = timed.timed_out.clone();
-        async move {
-            tokio::time::sleep(timeout).await;
-            timed_out.cancel();
-        }
-    });
-    let end = run_step(ctx, &modified.step, id, &timed).await;
-    deadline.abort();
+    // The timer is polled with the step, not spawned: whenever the step
+    // ends or is dropped (its node killed, its build stopped), the timer
+    // goes with it instead of sleeping on to the timeout.
+    let timer = async {
+        tokio::time::sleep(timeout).await;
+        timed.timed_out.cancel();
+        std::future::pending::<std::convert::Infallible>().await
+    };
+    let end = tokio::select! {
+        end = run_step(ctx, &modified.step, id, &timed) => end,
+        never = timer => match never {},
+    };
     let end = end?;
     if timed.timed_out.is_cancelled() && !cut.is_cut() && end.state != StepState::Succeeded {
         ctx.log(

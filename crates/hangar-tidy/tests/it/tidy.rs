@@ -14,6 +14,9 @@
 //! - **Module circles** ([`ACYCLIC_MODULES`]): in these crates no two
 //!   top-level modules name each other (`crate::a` in b and `crate::b` in
 //!   a), so each reads without the other.
+//! - **Owned tasks** ([`ACYCLIC_MODULES`] too): those crates never call
+//!   `tokio::spawn` (a task nobody owns or aborts): their tasks go into a
+//!   `JoinSet` their owner stops, and timers are polled with their work.
 //! - **HTTP statuses** ([`STATUS_FILES`]): a server's `src/` names a
 //!   status (`StatusCode::`) only in its error table and its answers
 //!   module, so one failure gets one status wherever it is met.
@@ -523,6 +526,16 @@ fn module_circles(modules: &[(String, String)]) -> Vec<String> {
     problems
 }
 
+/// The lines of one file's code (comments aside) that detach a task.
+fn detached_spawns(src: &str) -> Vec<usize> {
+    strip_comments(src)
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("tokio::spawn(") || l.contains("tokio::task::spawn("))
+        .map(|(n, _)| n + 1)
+        .collect()
+}
+
 fn report(what: &str, problems: Vec<String>) {
     assert!(problems.is_empty(), "{what}:\n  {}", problems.join("\n  "));
 }
@@ -589,7 +602,7 @@ fn servers_choose_statuses_only_in_their_error_table_and_answers() {
 }
 
 #[test]
-fn the_engine_s_and_the_loops_modules_import_no_circle() {
+fn the_engine_s_and_the_loops_modules_import_no_circle_and_detach_no_task() {
     for krate in ACYCLIC_MODULES {
         let dir = workspace_root().join("crates").join(krate).join("src");
         let mut modules = Vec::new();
@@ -810,4 +823,10 @@ fn the_circle_rule_catches_two_modules_naming_each_other_and_ignores_comments() 
         module_circles(&modules),
         ["check and context import each other"]
     );
+}
+
+#[test]
+fn the_owned_task_rule_catches_a_detached_spawn_but_not_a_join_set_or_a_comment() {
+    let file = "// tokio::spawn(x) in a comment\nlet t = tokio::spawn(async {});\ntasks.spawn(work());\nlet u = tokio::task::spawn(f);\n";
+    assert_eq!(detached_spawns(file), [2, 4]);
 }
