@@ -151,7 +151,18 @@ pub struct VolumeRow {
     pub state: VolumeState,
     pub parent: Option<String>,
     pub missing_since: Option<UnixMillis>,
+    /// Made so recently that the worker's listing may have been taken
+    /// before the volume existed ([`YOUNG_VOLUME_MS`]).
+    pub young: bool,
 }
+
+/// How long after its row is made a volume the worker did not report is
+/// not yet judged missing: a report lists the worker's volumes, then
+/// travels to web and is applied; a volume made meanwhile (an upload, a
+/// step's output) is absent from the listing but present on the worker.
+/// Many times a listing plus its trip (milliseconds for thousands of
+/// volumes); a volume really lost that young is marked at a later report.
+pub const YOUNG_VOLUME_MS: i64 = 5_000;
 
 /// The changes one report calls for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -167,6 +178,10 @@ pub struct ReportPlan {
     /// Rows whose volume is gone from the worker and that web no longer
     /// wants: deleted now. Children come before their parents.
     pub delete_rows: Vec<String>,
+    /// Unreported rows too young to judge ([`VolumeRow::young`]): nothing
+    /// is written for them, and the report is not remembered as quiet, so
+    /// a later one judges them.
+    pub deferred: usize,
 }
 
 impl ReportPlan {
@@ -218,6 +233,7 @@ pub fn plan_report(rows: &[VolumeRow], reported: &[String]) -> ReportPlan {
     let mut deletable: HashSet<&str> = HashSet::new();
     for (row, _) in rows.iter().zip(&is_reported).filter(|(_, r)| !**r) {
         match row.state {
+            VolumeState::Created if row.missing_since.is_none() && row.young => plan.deferred += 1,
             VolumeState::Created if row.missing_since.is_none() => {
                 plan.mark_missing.push(row.handle.clone())
             }

@@ -613,6 +613,8 @@ impl Sim {
                 state: v.state,
                 parent: v.parent.clone(),
                 missing_since: v.missing_since,
+                // The simulation's reports are taken and applied at once.
+                young: false,
             })
             .collect();
         let plan = plan_report(&rows, &reported);

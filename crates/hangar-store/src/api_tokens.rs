@@ -231,6 +231,14 @@ impl Store {
         self
     }
 
+    /// Leaves volume rows younger than `ms` unjudged by reports that do not
+    /// list them (web: `hangar_core::volumes::YOUNG_VOLUME_MS`): the
+    /// worker's listing may predate them.
+    pub fn with_young_volume_grace(mut self, ms: i64) -> Store {
+        self.young_volume_ms = ms.max(0);
+        self
+    }
+
     fn token_error(&self, worker: &str, e: &SealError) -> StoreError {
         let source = self.worker_token_key.as_deref().map(|k| k.source.as_str());
         StoreError::Sealed(e.describe(worker, source))

@@ -60,6 +60,9 @@ pub struct Store {
     /// What worker API tokens are sealed with at rest (web's; none for
     /// tools and tests that store no token).
     pub(crate) worker_token_key: Option<Arc<crate::api_tokens::WorkerTokenKey>>,
+    /// How young a volume row a report does not judge missing yet (web
+    /// sets `hangar_core::volumes::YOUNG_VOLUME_MS`; 0 judges every row).
+    pub(crate) young_volume_ms: i64,
 }
 
 impl std::fmt::Debug for Store {
@@ -256,6 +259,7 @@ impl Store {
             guard: Arc::new(Guard::new(file, database_id)),
             cache_sweep: Arc::default(),
             worker_token_key: None,
+            young_volume_ms: 0,
         })
     }
 

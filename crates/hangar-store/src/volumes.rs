@@ -415,7 +415,13 @@ impl Store {
         }
         let encoded: Option<String> = row.try_get("packed")?;
         drop(row);
-        let rows = decode_report_rows(encoded.as_deref().unwrap_or_default())
+        // With no grace every row is judged (young_after past any row).
+        let young_after = if self.young_volume_ms > 0 {
+            now.saturating_sub(self.young_volume_ms)
+        } else {
+            UnixMillis::MAX
+        };
+        let rows = decode_report_rows(encoded.as_deref().unwrap_or_default(), young_after)
             .map_err(StoreError::Corrupt)?;
         drop(encoded);
         let plan = plan_report(&rows, reported);
@@ -428,7 +434,8 @@ impl Store {
             && plan.clear_missing.is_empty()
             && plan.delete_rows.is_empty()
         {
-            if plan.destroy_on_worker.is_empty() {
+            // Young rows left unjudged: a later report must read them.
+            if plan.destroy_on_worker.is_empty() && plan.deferred == 0 {
                 volume_stamps::record_quiet(
                     &self.pool,
                     worker,
@@ -497,20 +504,22 @@ fn report_rows_sql() -> String {
          CASE WHEN {QUIET} THEN CAST(1 AS BIGINT) ELSE CAST(0 AS BIGINT) END AS quiet, \
          CASE WHEN {QUIET} THEN NULL ELSE \
          (SELECT string_agg(state || ' ' || COALESCE(CAST(missing_since AS TEXT), '-') || ' ' \
-         || {HANDLE_AND_PARENT}, '') FROM volumes WHERE worker_name = $1) END AS packed \
+         || CAST(created_at AS TEXT) || ' ' || {HANDLE_AND_PARENT}, '') \
+         FROM volumes WHERE worker_name = $1) END AS packed \
          FROM (SELECT 1 AS x) AS anchor \
          LEFT JOIN workers w ON w.name = $1 \
          LEFT JOIN worker_volume_stamps s ON s.worker_name = $1"
     )
 }
 
-/// Decodes the text of [`report_rows_sql`].
-fn decode_report_rows(text: &str) -> Result<Vec<VolumeRow>, String> {
+/// Decodes the text of [`report_rows_sql`]; rows made after `young_after`
+/// are young.
+fn decode_report_rows(text: &str, young_after: UnixMillis) -> Result<Vec<VolumeRow>, String> {
     let mut rows = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
-        let (row, after) =
-            decode_report_row(rest).ok_or_else(|| malformed("volume report row", rest))?;
+        let (row, after) = decode_report_row(rest, young_after)
+            .ok_or_else(|| malformed("volume report row", rest))?;
         rows.push(row);
         rest = after;
     }
@@ -518,19 +527,21 @@ fn decode_report_rows(text: &str) -> Result<Vec<VolumeRow>, String> {
 }
 
 /// Decodes the first row of `text`; returns it and what follows it.
-fn decode_report_row(text: &str) -> Option<(VolumeRow, &str)> {
+fn decode_report_row(text: &str, young_after: UnixMillis) -> Option<(VolumeRow, &str)> {
     let mut rest = text;
     let state: VolumeState = next_field(&mut rest)?.parse().ok()?;
     let missing_since = match next_field(&mut rest)? {
         "-" => None,
         m => Some(m.parse::<UnixMillis>().ok()?),
     };
+    let created_at: UnixMillis = next_field(&mut rest)?.parse().ok()?;
     let (handle, parent) = handle_and_parent(&mut rest)?;
     let row = VolumeRow {
         handle,
         state,
         parent,
         missing_since,
+        young: created_at > young_after,
     };
     Some((row, rest))
 }
@@ -596,41 +607,61 @@ mod report_row_tests {
             state,
             parent: p.map(str::to_string),
             missing_since: m,
+            young: false,
         }
     }
+
+    /// Rows made after this are young.
+    const YOUNG_AFTER: UnixMillis = 1_000;
 
     #[test]
     fn rows_decode_whatever_their_handles_hold() {
         use VolumeState::*;
+        let young = |mut r: VolumeRow| {
+            r.young = true;
+            r
+        };
         let cases = [
             ("", vec![]),
-            ("created - 3 - abc", vec![row("abc", Created, None, None)]),
             (
-                "created 17 3 3 abcdef",
+                "created - 100 3 - abc",
+                vec![row("abc", Created, None, None)],
+            ),
+            (
+                "created 17 100 3 3 abcdef",
                 vec![row("abc", Created, Some("def"), Some(17))],
             ),
             (
-                "creating - 5 3 a b cp q",
+                "creating - 100 5 3 a b cp q",
                 vec![row("a b c", Creating, Some("p q"), None)],
             ),
             (
-                "destroying - 3 6 éxparent",
+                "destroying - 100 3 6 éxparent",
                 vec![row("éx", Destroying, Some("parent"), None)],
             ),
             (
-                "failed -1 1 1 zz",
+                "failed -1 100 1 1 zz",
                 vec![row("z", Failed, Some("z"), Some(-1))],
+            ),
+            // Made after the listing may have been taken: young.
+            (
+                "created - 1001 3 - abc",
+                vec![young(row("abc", Created, None, None))],
+            ),
+            (
+                "created - 1000 3 - abc",
+                vec![row("abc", Created, None, None)],
             ),
             // Rows run together; a handle may look like the next row.
             (
-                "created - 1 - acreated - 12 1 created - 1aa",
+                "created - 100 1 - acreated - 100 16 1 created - 100 1aa",
                 vec![
                     row("a", Created, None, None),
-                    row("created - 1a", Created, Some("a"), None),
+                    row("created - 100 1a", Created, Some("a"), None),
                 ],
             ),
             (
-                "failed 5 5 - é€created - 1 5 xé€",
+                "failed 5 100 5 - é€created - 100 1 5 xé€",
                 vec![
                     row("é€", Failed, None, Some(5)),
                     row("x", Created, Some("é€"), None),
@@ -638,7 +669,11 @@ mod report_row_tests {
             ),
         ];
         for (text, expected) in cases {
-            assert_eq!(decode_report_rows(text), Ok(expected), "{text:?}");
+            assert_eq!(
+                decode_report_rows(text, YOUNG_AFTER),
+                Ok(expected),
+                "{text:?}"
+            );
         }
     }
 
@@ -647,33 +682,40 @@ mod report_row_tests {
         for text in [
             "created",
             "created -",
-            "created - 3",
-            "created - 3 -",
-            "created - 4 - abc",
-            "created - 3 4 abcdef",
-            "created - x - abc",
-            "created - 3 x abc",
-            "created x 3 - abc",
-            "created - 0 - abc",
-            "created - 1 0 a",
-            "created - -1 - abc",
-            "weird - 3 - abc",
-            "created - 99999999999999999999 - abc",
-            "created - 18446744073709551615 - abc",
-            "created - 3 18446744073709551615 abc",
-            "created - 3 - abccreated",
-            "created - 3 - abc ",
-            "created - 1 - é",
-            "created - 2 - é€",
+            "created - 100",
+            "created - 100 3",
+            "created - 100 3 -",
+            "created - 3 - abc",
+            "created - x 3 - abc",
+            "created - 100 4 - abc",
+            "created - 100 3 4 abcdef",
+            "created - 100 x - abc",
+            "created - 100 3 x abc",
+            "created x 100 3 - abc",
+            "created - 100 0 - abc",
+            "created - 100 1 0 a",
+            "created - 100 -1 - abc",
+            "weird - 100 3 - abc",
+            "created - 100 99999999999999999999 - abc",
+            "created - 99999999999999999999 3 - abc",
+            "created - 100 18446744073709551615 - abc",
+            "created - 100 3 18446744073709551615 abc",
+            "created - 100 3 - abccreated",
+            "created - 100 3 - abc ",
+            "created - 100 1 - é",
+            "created - 100 2 - é€",
         ] {
-            assert!(decode_report_rows(text).is_err(), "{text:?} was accepted");
+            assert!(
+                decode_report_rows(text, YOUNG_AFTER).is_err(),
+                "{text:?} was accepted"
+            );
         }
     }
 
     #[test]
     fn a_refusal_quotes_a_bounded_excerpt() {
-        let text = format!("created - 999 - {}", "x".repeat(100_000));
-        let err = decode_report_rows(&text).unwrap_err();
+        let text = format!("created - 100 999 - {}", "x".repeat(100_000));
+        let err = decode_report_rows(&text, YOUNG_AFTER).unwrap_err();
         assert!(err.len() < 300, "{} bytes", err.len());
     }
 }

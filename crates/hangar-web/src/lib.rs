@@ -162,10 +162,12 @@ impl Web {
         // Workers' API tokens are sealed at rest with a key from the admin
         // token: every web node of the installation holds it, no worker
         // does, and the database does not.
-        let store = store.with_worker_token_key(WorkerTokenKey::derive(
-            config.admin_token.as_bytes(),
-            "the admin token",
-        ));
+        let store = store
+            .with_worker_token_key(WorkerTokenKey::derive(
+                config.admin_token.as_bytes(),
+                "the admin token",
+            ))
+            .with_young_volume_grace(hangar_core::volumes::YOUNG_VOLUME_MS);
         let metrics = Arc::new(metrics::Metrics::new());
         // A request making a volume times out at half the age at which GC
         // gives a `creating` row up: it never sees its row failed under it.

@@ -7,7 +7,21 @@ fn row(handle: &str, state: VolumeState, parent: Option<&str>, missing: bool) ->
         state,
         parent: parent.map(str::to_string),
         missing_since: missing.then_some(1),
+        young: false,
     }
+}
+
+#[test]
+fn a_young_volume_the_worker_did_not_list_is_left_for_a_later_report() {
+    let mut young = row("new", Created, None, false);
+    young.young = true;
+    let rows = [young, row("old", Created, None, false)];
+    let p = plan(&rows, &[]);
+    assert_eq!(p.mark_missing, strings(&["old"]));
+    assert_eq!(p.deferred, 1);
+    // Listed, a young volume is simply present.
+    let p = plan(&rows, &["new", "old"]);
+    assert_eq!((p.deferred, p.is_empty()), (0, true));
 }
 
 fn plan(rows: &[VolumeRow], reported: &[&str]) -> ReportPlan {
@@ -111,6 +125,7 @@ fn reports_are_diffed_both_ways_by_the_table() {
             clear_missing: strings(&cleared),
             destroy_on_worker: strings(&destroy),
             delete_rows: strings(&delete),
+            deferred: 0,
         };
         assert_eq!(got, want, "case {i}");
     }

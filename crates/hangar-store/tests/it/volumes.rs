@@ -365,7 +365,48 @@ async fn a_resource_cache_keeps_its_metadata_with_its_key(store: Store) {
     );
 }
 
+/// A volume made while the worker's report was under way (listed before
+/// it existed) is not marked missing by that report; one that stays
+/// unlisted past the grace is. Until then the report is not remembered
+/// as quiet, so the same listing later is judged again.
+async fn a_report_leaves_a_volume_younger_than_the_grace_unjudged(store: Store) {
+    const GRACE: i64 = 30_000;
+    let store = store.with_young_volume_grace(GRACE);
+    let g = worker_with_chain(&store, "w1", &["old"]).await;
+    store
+        .create_volume_row(&vol("new", "w1", None), T0 + 40_000)
+        .await
+        .unwrap();
+    store
+        .finish_volume_creation("new", Ok(Some(10)))
+        .await
+        .unwrap();
+    let listed = handles(&["old"]);
+    let plan = store
+        .apply_volume_report("w1", g, &listed, T0 + 40_010)
+        .await
+        .unwrap();
+    assert_eq!((plan.mark_missing.len(), plan.deferred), (0, 1));
+    let new = store.get_volume("new").await.unwrap().unwrap();
+    assert_eq!(new.missing_since, None, "a young volume was marked missing");
+    // The same listing again, still within the grace: still unjudged.
+    let plan = store
+        .apply_volume_report("w1", g, &listed, T0 + 50_000)
+        .await
+        .unwrap();
+    assert_eq!((plan.mark_missing.len(), plan.deferred), (0, 1));
+    // Past the grace, the same listing marks it missing.
+    let plan = store
+        .apply_volume_report("w1", g, &listed, T0 + 40_000 + GRACE + 1)
+        .await
+        .unwrap();
+    assert_eq!(plan.mark_missing, ["new"]);
+    let new = store.get_volume("new").await.unwrap().unwrap();
+    assert_eq!(new.missing_since, Some(T0 + 40_000 + GRACE + 1));
+}
+
 on_both_databases!(
+    a_report_leaves_a_volume_younger_than_the_grace_unjudged,
     a_resource_cache_keeps_its_metadata_with_its_key,
     a_report_matches_handles_whatever_they_hold,
     a_volume_row_exists_before_the_volume_and_records_its_outcome,

@@ -102,7 +102,9 @@ async fn a_gc_pass_collects_missing_volumes_and_shows_in_the_metrics(store: Stor
         s.finish_volume_creation(h, Ok(None)).await.unwrap();
         parent = Some(h.to_string());
     }
-    // The base vanished; its children are still on disk.
+    // The base vanished; its children are still on disk. (Past the grace
+    // in which a report does not judge a volume that young.)
+    t.advance(hangar_core::volumes::YOUNG_VOLUME_MS + 1);
     t.as_worker("w1")
         .report_volumes("w1", &report(g, &["child", "grandchild"], Some(&[])))
         .await

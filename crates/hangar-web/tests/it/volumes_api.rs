@@ -164,6 +164,11 @@ async fn a_volume_the_worker_stops_reporting_is_missing_and_never_a_parent(store
         .await
         .unwrap();
     host.manager.destroy(&v.handle).unwrap(); // gone behind web's back
+                                              // Reported at once, it is too young to judge (the listing may predate it).
+    host.report(&t, "w1").await;
+    let row = t.admin.volume(&v.handle).await.unwrap();
+    assert!(row.missing_since.is_none(), "{row:?}");
+    t.advance(hangar_core::volumes::YOUNG_VOLUME_MS + 1);
     host.report(&t, "w1").await;
     let row = t.admin.volume(&v.handle).await.unwrap();
     assert!(row.missing_since.is_some());
