@@ -91,17 +91,13 @@ async fn claim_and_start(
     }
     let claimed = control
         .store()
-        .claim_due_checks(owner(control), control.now(), free as i64)
+        .claim_due_checks(control.node_id(), control.now(), free as i64)
         .await?;
     let n = claimed.len();
     for check in claimed {
         running.spawn(check_scope(control.clone(), check, stop.clone()));
     }
     Ok(n)
-}
-
-fn owner(control: &Control) -> &str {
-    &control.engine().config().node_id
 }
 
 async fn check_scope(control: Control, claimed: ClaimedCheck, stop: CancellationToken) {
@@ -113,7 +109,7 @@ async fn check_scope(control: Control, claimed: ClaimedCheck, stop: Cancellation
             let no_longer_waits = async {
                 // It waited: once on a worker, it says so no more.
                 if on_worker.await.is_ok() && waited {
-                    if let Err(e) = control.store().check_placed(scope, owner(&control)).await {
+                    if let Err(e) = control.store().check_placed(scope, control.node_id()).await {
                         tracing::warn!(scope, error = %e, "cannot record that a check runs");
                     }
                 }
@@ -129,7 +125,7 @@ async fn check_scope(control: Control, claimed: ClaimedCheck, stop: Cancellation
     let store = control.store();
     let recorded = match &end {
         CheckEnd::Found(versions) => store
-            .finish_check(scope, owner(&control), versions, None, control.now())
+            .finish_check(scope, control.node_id(), versions, None, control.now())
             .await
             .map(|new| {
                 if new.unwrap_or(0) > 0 {
@@ -139,7 +135,7 @@ async fn check_scope(control: Control, claimed: ClaimedCheck, stop: Cancellation
         CheckEnd::Failed(error) => {
             tracing::info!(scope, %error, "check failed");
             store
-                .finish_check(scope, owner(&control), &[], Some(error), control.now())
+                .finish_check(scope, control.node_id(), &[], Some(error), control.now())
                 .await
                 .map(|_| ())
         }
@@ -149,7 +145,7 @@ async fn check_scope(control: Control, claimed: ClaimedCheck, stop: Cancellation
             store
                 .release_check(
                     scope,
-                    owner(&control),
+                    control.node_id(),
                     control.now() + RETRY_DEFERRED_MS,
                     why,
                     None,
@@ -178,7 +174,7 @@ async fn no_worker(control: &Control, claimed: &ClaimedCheck, why: &str) -> Resu
         tracing::info!(scope, %error, "check failed");
         return control
             .store()
-            .finish_check(scope, owner(control), &[], Some(&error), now)
+            .finish_check(scope, control.node_id(), &[], Some(&error), now)
             .await
             .map(|_| ());
     }
@@ -190,7 +186,7 @@ async fn no_worker(control: &Control, claimed: &ClaimedCheck, why: &str) -> Resu
     let retry_at = (now + RETRY_DEFERRED_MS).min(since.saturating_add(bound_ms));
     control
         .store()
-        .release_check(scope, owner(control), retry_at, why, Some(since))
+        .release_check(scope, control.node_id(), retry_at, why, Some(since))
         .await
 }
 

@@ -51,14 +51,10 @@ impl Supervisor {
         Supervisor { tasks, shutdown }
     }
 
-    /// Stops every loop and waits for each to finish.
+    /// Stops every loop (cancels `shutdown`, if nothing else has) and
+    /// waits for each to finish.
     pub async fn stop(mut self) {
         self.shutdown.cancel();
-        while self.tasks.join_next().await.is_some() {}
-    }
-
-    /// Waits until every loop has ended (after `shutdown` is cancelled).
-    pub async fn join(mut self) {
         while let Some(ended) = self.tasks.join_next().await {
             if let Err(e) = ended {
                 if e.is_panic() {

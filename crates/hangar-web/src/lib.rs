@@ -265,14 +265,10 @@ impl Web {
         self.inner.config.clock.now()
     }
 
-    /// This node's name in build leases and in `web_nodes`.
-    pub fn node_name(&self) -> &str {
-        &self.inner.engine.config().node_id
-    }
-
     /// Seals the worker API tokens stored in plaintext (by a web of a
     /// version before tokens were sealed), and warns of those this node's
-    /// key does not open. [`serve`] runs it before it answers anything.
+    /// key does not open. Run before [`serve`] and the loops start (the
+    /// `web` command's `run_node` does), so neither reads a token unsealed.
     pub async fn seal_stored_api_tokens(&self) -> Result<TokenSealing, hangar_store::StoreError> {
         let found = self.store().seal_plaintext_api_tokens().await?;
         if !found.sealed.is_empty() {

@@ -338,8 +338,7 @@ pub(crate) async fn run_node(
         .await
         .context("seal the worker API tokens stored in plaintext")?;
     let loops = hangar_web::Supervisor::start(web.control(), shutdown.clone());
-    let served = hangar_web::serve(listener, web, shutdown.clone()).await;
-    shutdown.cancel();
-    loops.join().await;
+    let served = hangar_web::serve(listener, web, shutdown).await;
+    loops.stop().await;
     served
 }

@@ -82,9 +82,8 @@ impl TestWeb {
         let stop = shutdown.clone();
         let task = tokio::spawn(async move {
             let loops = hangar_web::Supervisor::start(node.control(), stop.clone());
-            let served = hangar_web::serve(listener, node, stop.clone()).await;
-            stop.cancel();
-            loops.join().await;
+            let served = hangar_web::serve(listener, node, stop).await;
+            loops.stop().await;
             served
         });
         let timeout = Duration::from_secs(10);
