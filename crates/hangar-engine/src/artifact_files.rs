@@ -12,6 +12,7 @@ use hangar_core::engine::{read_file_failure, InputCheck, Observed};
 use hangar_core::plan::{ArtifactFile, TaskStep, DEFAULT_ATTEMPTS};
 
 use crate::context::{BuildContext, Interrupted};
+use crate::halt::{split, Attempt};
 use crate::step_inputs::input_usable;
 
 /// How a step reading files gives up: the state it ends in and why.
@@ -32,7 +33,7 @@ pub(crate) async fn read_all(
         let mut contents = Vec::with_capacity(files.len());
         let mut failed = None;
         for file in files {
-            match read_once(ctx, step_id, file, &avoid).await? {
+            match split(read_once(ctx, step_id, file, &avoid).await)? {
                 Ok(bytes) => contents.push(bytes),
                 Err(f) => {
                     failed = Some(f);
@@ -74,23 +75,23 @@ async fn read_once(
     step_id: &str,
     file: &ArtifactFile,
     avoid: &BTreeSet<String>,
-) -> Result<Result<Vec<u8>, StepFailure>, Interrupted> {
+) -> Attempt<Vec<u8>> {
     let artifact = &file.artifact;
     let Some(mut handle) = ctx.artifact(artifact) else {
-        return Ok(Err(StepFailure::Invalid {
+        Err(StepFailure::Invalid {
             reason: format!(
                 "{file}: no artifact named {artifact} (no earlier step produced it and none \
                  was uploaded)"
             ),
-        }));
+        })?
     };
     if let InputCheck::Lost { worker } = input_usable(ctx, &handle).await {
         let lost_on = worker.unwrap_or_else(|| "an unknown worker".into());
         let Some(get) = ctx.producers.get(artifact.as_str()) else {
-            return Ok(Err(StepFailure::VolumeLost {
+            Err(StepFailure::VolumeLost {
                 worker: lost_on,
                 handle,
-            }));
+            })?
         };
         ctx.log(
             Some(step_id),
@@ -102,31 +103,27 @@ async fn read_once(
         .await;
         let mut skip = avoid.clone();
         skip.insert(lost_on);
-        match crate::get_step::refetch(ctx, step_id, get, &skip).await? {
-            Ok(fresh) => handle = fresh,
-            Err(f) => return Ok(Err(f)),
-        }
+        handle = crate::get_step::refetch(ctx, step_id, get, &skip).await?;
     }
     let volume = match ctx.engine.store().get_volume(&handle).await {
         Ok(Some(v)) => v,
         Ok(None) => {
-            return Ok(Err(StepFailure::VolumeLost {
+            return Err(StepFailure::VolumeLost {
                 worker: "an unknown worker".into(),
                 handle,
-            }))
+            }
+            .into())
         }
-        Err(e) => {
-            return Ok(Err(StepFailure::WorkerUnreachable {
-                worker: "?".into(),
-                reason: format!("cannot read where {artifact} is: {e}"),
-            }))
-        }
+        Err(e) => Err(StepFailure::WorkerUnreachable {
+            worker: "?".into(),
+            reason: format!("cannot read where {artifact} is: {e}"),
+        })?,
     };
     let worker = volume.worker.as_str();
     let Observed::Present(seen) = crate::watch::seen(&ctx.engine, worker).await else {
-        return Ok(Err(StepFailure::WorkerGone {
+        Err(StepFailure::WorkerGone {
             worker: worker.to_string(),
-        }));
+        })?
     };
     let read = ctx
         .call(
@@ -135,9 +132,8 @@ async fn read_once(
         )
         .await?;
     Ok(match read {
-        Err(failure) => Err(failure),
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(e)) => {
+        Ok(bytes) => bytes,
+        Err(e) => {
             let (failure, lost) = read_file_failure(worker, &handle, &file.to_string(), &e);
             if lost {
                 if let Err(err) = ctx
@@ -149,7 +145,7 @@ async fn read_once(
                     tracing::warn!(%handle, error = %err, "cannot mark a lost artifact missing");
                 }
             }
-            Err(failure)
+            Err(failure)?
         }
     })
 }

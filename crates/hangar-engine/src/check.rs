@@ -19,6 +19,7 @@ use hangar_core::resource_types::{self, ResourceType};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::halt::split;
 use crate::placement::{place_for, Unplaced, Wants};
 use crate::Engine;
 
@@ -210,11 +211,11 @@ async fn with_type_image(
         std::future::pending::<std::convert::Infallible>().await
     };
     let run = async {
-        let image =
-            match crate::get_step::fetch_type_images(&ctx, "check", worker, &seen, chain).await? {
-                Ok(image) => image,
-                Err(f) => return Ok(Err((true, f))),
-            };
+        let image = crate::get_step::fetch_type_images(&ctx, "check", worker, &seen, chain).await;
+        let image = match split(image)? {
+            Ok(image) => image,
+            Err(f) => return Ok(Err((true, f))),
+        };
         let source = match (chain.first(), job.source.as_object()) {
             (Some(t), Some(source)) => Value::Object(t.apply_defaults(source)),
             _ => job.source.clone(),
@@ -229,11 +230,8 @@ async fn with_type_image(
             // The image's own type's privilege (`action` sets it).
             privileged: false,
         };
-        Ok(
-            crate::get_step::action(&ctx, "check", worker, &seen, Some(&image), &req)
-                .await?
-                .map_err(|f| (false, f)),
-        )
+        let out = crate::get_step::action(&ctx, "check", worker, &seen, Some(&image), &req);
+        Ok(split(out.await)?.map_err(|f| (false, f)))
     };
     let out = tokio::select! {
         out = run => out,

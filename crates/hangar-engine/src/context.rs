@@ -4,13 +4,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Mutex;
 
-use hangar_core::build::{BuildEventKind, StepFailure, StepKind, StepState, WorkerSeen};
+use hangar_core::build::{
+    decide_retry, BuildEventKind, RetryDecision, StepFailure, StepKind, StepState, WorkerSeen,
+};
 use hangar_core::plan::local_vars::LocalVars;
 use hangar_core::plan::Step;
 use hangar_core::vars::redact::{secret_texts, Secrets};
 use hangar_store::StepRecord;
 use tokio_util::sync::CancellationToken;
 
+use crate::halt::{Attempt, Halt};
 use crate::Engine;
 
 pub(crate) struct BuildContext {
@@ -185,10 +188,10 @@ impl BuildContext {
         &self,
         workers: &[(&str, &WorkerSeen)],
         work: impl Future<Output = T>,
-    ) -> Result<Result<T, StepFailure>, Interrupted> {
+    ) -> Attempt<T> {
         tokio::select! {
-            _ = self.stop.cancelled() => Err(Interrupted),
-            out = crate::watch::guarded(&self.engine, workers, work) => Ok(out),
+            _ = self.stop.cancelled() => Err(Halt::Interrupted),
+            out = crate::watch::guarded(&self.engine, workers, work) => Ok(out?),
         }
     }
 
@@ -253,6 +256,48 @@ impl BuildContext {
             crate::watch::settle(&self.engine, &worker, self.engine.now(), &self.stop).await?;
         }
         Ok(())
+    }
+
+    /// After a failed attempt of a task, get or put, what its retry rule
+    /// (`hangar_core::build::decide_retry`) decides: a retry, announced,
+    /// with the record made ready for the next attempt (`None`); or the
+    /// step's end, recorded (`Some`).
+    pub(crate) async fn after_failure(
+        &self,
+        record: &mut StepRecord,
+        failure: StepFailure,
+        max_attempts: u32,
+        avoid: &mut BTreeSet<String>,
+    ) -> Result<Option<StepEnd>, Interrupted> {
+        let attempt = u32::try_from(record.attempt).unwrap_or(u32::MAX);
+        match decide_retry(&failure, attempt, max_attempts, false) {
+            RetryDecision::Retry { next_attempt } => {
+                let (step_id, name) = (record.step_id.clone(), record.name.clone());
+                self.announce_retry(
+                    &step_id,
+                    record.kind.as_str(),
+                    &name,
+                    &failure,
+                    next_attempt,
+                    max_attempts,
+                    avoid,
+                )
+                .await?;
+                record.attempt = i64::from(next_attempt);
+                record.container = None;
+                record.worker = None;
+                record.log_offset = 0;
+                Ok(None)
+            }
+            RetryDecision::GiveUp(state) => {
+                let code = failure.exit_code();
+                let mut why = failure.describe();
+                if state == StepState::Errored && max_attempts > 1 {
+                    why.push_str(&format!(" (after {attempt} attempts)"));
+                }
+                Ok(Some(give_up(self, record, state, code, why).await))
+            }
+        }
     }
 
     /// The step's record as a previous run of this build left it (or a new

@@ -10,9 +10,7 @@
 use std::collections::BTreeSet;
 
 use hangar_api::resources::{ResourceAction, ResourceActionResult};
-use hangar_core::build::{
-    decide_retry, BuildEventKind, RetryDecision, StepFailure, StepKind, StepState, WorkerSeen,
-};
+use hangar_core::build::{BuildEventKind, StepFailure, StepKind, StepState, WorkerSeen};
 use hangar_core::caches::resource_cache_key;
 use hangar_core::engine::{call_failure, Observed};
 use hangar_core::plan::GetStep;
@@ -20,7 +18,8 @@ use hangar_core::resource_types::{self, ResourceType};
 use hangar_core::volumes::OwnerKind;
 use serde_json::{json, Value};
 
-use crate::context::{give_up, BuildContext, Interrupted, StepEnd};
+use crate::context::{BuildContext, Interrupted, StepEnd};
+use crate::halt::{split, Attempt};
 use crate::placement::{place_waiting, Wants};
 use crate::step_inputs::op_failure;
 use crate::Source;
@@ -40,7 +39,8 @@ pub(crate) async fn run(
                 // The metadata was saved with it when the step ran.
                 record_input(ctx, step_id, step, version, &json!([])).await?;
             }
-            if let Err(failure) = restore_local_var(ctx, step_id, step, &record, version).await? {
+            let restored = restore_local_var(ctx, step_id, step, &record, version).await;
+            if let Err(failure) = split(restored)? {
                 // The step stays as it ended; a later step that uses the
                 // var fails naming it as undefined.
                 let line = format!(
@@ -66,7 +66,7 @@ pub(crate) async fn run(
             &format!("fetching {} ({})", step.get, step.resource_type),
         )
         .await;
-        match attempt(ctx, step_id, step, &avoid).await? {
+        match split(attempt(ctx, step_id, step, &avoid).await)? {
             Ok(Got {
                 worker,
                 handle,
@@ -92,24 +92,9 @@ pub(crate) async fn run(
                 });
             }
             Err(failure) => {
-                match decide_retry(&failure, record.attempt as u32, max_attempts, false) {
-                    RetryDecision::Retry { next_attempt } => {
-                        ctx.announce_retry(
-                            step_id,
-                            "get",
-                            &step.get,
-                            &failure,
-                            next_attempt,
-                            max_attempts,
-                            &mut avoid,
-                        )
-                        .await?;
-                        record.attempt = i64::from(next_attempt);
-                    }
-                    RetryDecision::GiveUp(state) => {
-                        let code = failure.exit_code();
-                        return Ok(give_up(ctx, &mut record, state, code, failure.describe()).await);
-                    }
+                let next = ctx.after_failure(&mut record, failure, max_attempts, &mut avoid);
+                if let Some(end) = next.await? {
+                    return Ok(end);
                 }
             }
         }
@@ -123,11 +108,10 @@ pub(crate) async fn refetch(
     step_id: &str,
     step: &GetStep,
     avoid: &BTreeSet<String>,
-) -> Result<Result<String, StepFailure>, Interrupted> {
-    Ok(attempt(ctx, step_id, step, avoid).await?.map(|got| {
-        ctx.add_artifact(&step.get, &got.handle);
-        got.handle
-    }))
+) -> Attempt<String> {
+    let got = attempt(ctx, step_id, step, avoid).await?;
+    ctx.add_artifact(&step.get, &got.handle);
+    Ok(got.handle)
 }
 
 /// A get that a previous run of the build finished sets its local var
@@ -140,7 +124,7 @@ async fn restore_local_var(
     step: &GetStep,
     record: &hangar_store::StepRecord,
     version: Option<serde_json::Map<String, Value>>,
-) -> Result<Result<(), StepFailure>, Interrupted> {
+) -> Attempt<()> {
     let handle = crate::context::stored_outputs(record)
         .ok()
         .and_then(|mut o| o.remove(&step.get));
@@ -148,7 +132,7 @@ async fn restore_local_var(
         match ctx.engine.store().resource_cache_metadata(&handle).await {
             Ok(Some(metadata)) => {
                 ctx.set_local_var(&step.get, metadata_var(&metadata), true);
-                return Ok(Ok(()));
+                return Ok(());
             }
             Ok(None) => {}
             Err(e) => {
@@ -160,12 +144,10 @@ async fn restore_local_var(
     if version.is_some() {
         pinned.version = version;
     }
-    Ok(attempt(ctx, step_id, &pinned, &BTreeSet::new())
-        .await?
-        .map(|got| {
-            ctx.add_artifact(&step.get, &got.handle);
-            ctx.set_local_var(&step.get, metadata_var(&got.metadata), true);
-        }))
+    let got = attempt(ctx, step_id, &pinned, &BTreeSet::new()).await?;
+    ctx.add_artifact(&step.get, &got.handle);
+    ctx.set_local_var(&step.get, metadata_var(&got.metadata), true);
+    Ok(())
 }
 
 /// The local var a get sets from its version's metadata (`[{name,
@@ -231,7 +213,7 @@ pub(crate) async fn action(
     seen: &WorkerSeen,
     image: Option<&TypeImage>,
     req: &ResourceAction,
-) -> Result<Result<ResourceActionResult, StepFailure>, Interrupted> {
+) -> Attempt<ResourceActionResult> {
     let Some(image) = image else {
         return plain_action(ctx, step_id, worker, seen, req).await;
     };
@@ -248,18 +230,14 @@ pub(crate) async fn action(
                 None,
             ),
         )
-        .await?;
-    let copy = match made {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => return Ok(Err(op_failure(worker, e))),
-        Err(f) => return Ok(Err(f)),
-    };
+        .await?
+        .map_err(|e| op_failure(worker, e))?;
     let mut req = req.clone();
     req.resource_type = image.type_name.clone();
-    req.image_volume = Some(copy.handle.clone());
+    req.image_volume = Some(made.handle.clone());
     req.privileged = image.privileged;
     let out = plain_action(ctx, step_id, worker, seen, &req).await;
-    engine.release_volume(&copy.handle).await;
+    engine.release_volume(&made.handle).await;
     out
 }
 
@@ -269,7 +247,7 @@ pub(crate) async fn plain_action(
     worker: &str,
     seen: &WorkerSeen,
     req: &ResourceAction,
-) -> Result<Result<ResourceActionResult, StepFailure>, Interrupted> {
+) -> Attempt<ResourceActionResult> {
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let work = async {
         let call = ctx.engine.workers().resource_action(worker, req, tx);
@@ -277,16 +255,13 @@ pub(crate) async fn plain_action(
         let (out, ()) = tokio::join!(call, crate::action_log::copy(ctx, step_id, rx));
         out
     };
-    let out = ctx.call(&[(worker, seen)], work).await?;
-    Ok(match out {
-        Ok(Ok(o)) => {
-            // An older worker's answer carries its stderr whole.
-            crate::action_log::write(ctx, step_id, &o.stderr).await;
-            Ok(o)
-        }
-        Ok(Err(e)) => Err(call_failure(worker, &e)),
-        Err(f) => Err(f),
-    })
+    let out = ctx
+        .call(&[(worker, seen)], work)
+        .await?
+        .map_err(|e| call_failure(worker, &e))?;
+    // An older worker's answer carries its stderr whole.
+    crate::action_log::write(ctx, step_id, &out.stderr).await;
+    Ok(out)
 }
 
 /// The failure of an action that exited non-zero: the infrastructure's
@@ -411,12 +386,12 @@ async fn attempt(
     step_id: &str,
     step: &GetStep,
     avoid: &BTreeSet<String>,
-) -> Result<Result<Got, StepFailure>, Interrupted> {
+) -> Attempt<Got> {
     // Checked by web; a stored plan that no longer resolves is the
     // build's own error.
     let chain = match resource_types::chain(&ctx.resource_types, &step.resource_type) {
         Ok(c) => c,
-        Err(e) => return Ok(Err(StepFailure::Invalid { reason: e.0 })),
+        Err(e) => Err(StepFailure::Invalid { reason: e.0 })?,
     };
     let source = match chain.first() {
         Some(t) => t.apply_defaults(&step.source),
@@ -440,23 +415,14 @@ async fn attempt(
             .collect(),
         ..Wants::for_resource(&chain, &step.resource_type, &step.tags, avoid)
     };
-    let worker = match place_waiting(ctx, step_id, wants).await? {
-        Ok(worker) => worker,
-        Err(f) => return Ok(Err(f)),
-    };
+    let worker = place_waiting(ctx, step_id, wants).await??;
     let Observed::Present(seen) = crate::watch::seen(&ctx.engine, &worker).await else {
-        return Ok(Err(StepFailure::WorkerGone { worker }));
+        Err(StepFailure::WorkerGone { worker })?
     };
     if !chain.is_empty() {
-        match fetch_type_images(ctx, step_id, &worker, &seen, &chain).await? {
-            Ok(image) => fetch.image = Some(image),
-            Err(f) => return Ok(Err(f)),
-        }
+        fetch.image = Some(fetch_type_images(ctx, step_id, &worker, &seen, &chain).await?);
     }
-    let fetched = match fetch_on(ctx, step_id, &worker, &seen, &fetch).await? {
-        Ok(f) => f,
-        Err(f) => return Ok(Err(f)),
-    };
+    let fetched = fetch_on(ctx, step_id, &worker, &seen, &fetch).await?;
     let line = if fetched.cached {
         format!(
             "version {} found in the cache on worker {worker}",
@@ -466,12 +432,12 @@ async fn attempt(
         format!("fetched version {} on worker {worker}", fetched.version)
     };
     ctx.log(Some(step_id), BuildEventKind::Step, &line).await;
-    Ok(Ok(Got {
+    Ok(Got {
         worker,
         handle: fetched.handle,
         version: fetched.version,
         metadata: fetched.metadata,
-    }))
+    })
 }
 
 /// Fetches the images of a custom type's chain (outermost first) on
@@ -484,7 +450,7 @@ pub(crate) async fn fetch_type_images(
     worker: &str,
     seen: &WorkerSeen,
     chain: &[&ResourceType],
-) -> Result<Result<TypeImage, StepFailure>, Interrupted> {
+) -> Attempt<TypeImage> {
     let mut image: Option<TypeImage> = None;
     for (i, t) in chain.iter().enumerate().rev() {
         let source = match chain.get(i + 1) {
@@ -501,10 +467,7 @@ pub(crate) async fn fetch_type_images(
             reuse_recent_check: true,
             needs_metadata: false,
         };
-        let fetched = match fetch_on(ctx, step_id, worker, seen, &fetch).await? {
-            Ok(f) => f,
-            Err(f) => return Ok(Err(f)),
-        };
+        let fetched = fetch_on(ctx, step_id, worker, seen, &fetch).await?;
         let how = if fetched.cached {
             "found in the cache"
         } else {
@@ -528,7 +491,7 @@ pub(crate) async fn fetch_type_images(
     }
     Ok(image.ok_or_else(|| StepFailure::Invalid {
         reason: "a custom resource type without a chain".into(),
-    }))
+    })?)
 }
 
 /// Fetches `fetch` on `worker` (placed by the caller, as web saw it in
@@ -541,7 +504,7 @@ pub(crate) async fn fetch_on(
     worker: &str,
     seen: &WorkerSeen,
     fetch: &Fetch,
-) -> Result<Result<Fetched, StepFailure>, Interrupted> {
+) -> Attempt<Fetched> {
     let engine = &ctx.engine;
     let watched = [(worker, seen)];
     let (source, params) = (&fetch.source, &fetch.params);
@@ -578,12 +541,9 @@ pub(crate) async fn fetch_on(
                 request: json!({ "source": source, "version": null }),
                 privileged: false,
             };
-            let out = match action(ctx, step_id, worker, seen, fetch.image.as_ref(), &req).await? {
-                Ok(o) => o,
-                Err(f) => return Ok(Err(f)),
-            };
+            let out = action(ctx, step_id, worker, seen, fetch.image.as_ref(), &req).await?;
             if out.exit_code != 0 {
-                return Ok(Err(exit_failure(worker, &out)));
+                Err(exit_failure(worker, &out))?
             }
             match out
                 .response
@@ -599,11 +559,9 @@ pub(crate) async fn fetch_on(
                     }
                     v.clone()
                 }
-                _ => {
-                    return Ok(Err(StepFailure::Invalid {
-                        reason: format!("check of {} found no version", fetch.label),
-                    }))
-                }
+                _ => Err(StepFailure::Invalid {
+                    reason: format!("check of {} found no version", fetch.label),
+                })?,
             }
         }
     };
@@ -619,22 +577,22 @@ pub(crate) async fn fetch_on(
         };
         match (metadata, fetch.needs_metadata) {
             (Some(metadata), _) => {
-                return Ok(Ok(Fetched {
+                return Ok(Fetched {
                     handle,
                     version,
                     cached: true,
                     key,
                     metadata,
-                }))
+                })
             }
             (None, false) => {
-                return Ok(Ok(Fetched {
+                return Ok(Fetched {
                     handle,
                     version,
                     cached: true,
                     key,
                     metadata: json!([]),
-                }))
+                })
             }
             // Its metadata is unknown: `in` runs again into a new cache,
             // which keeps it; this one goes when its retention passes.
@@ -657,11 +615,7 @@ pub(crate) async fn fetch_on(
             ),
         )
         .await?;
-    let volume = match made {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => return Ok(Err(op_failure(worker, e))),
-        Err(f) => return Ok(Err(f)),
-    };
+    let volume = made.map_err(|e| op_failure(worker, e))?;
     let mut request = json!({ "source": source, "version": version });
     if !params.is_null() {
         request["params"] = params.clone();
@@ -675,23 +629,20 @@ pub(crate) async fn fetch_on(
         request,
         privileged: false,
     };
+    // A cache whose `in` failed is released; a half-fetched one too (the
+    // build interrupted): it must not be reused, and the resumed build
+    // fetches again.
     let out = match action(ctx, step_id, worker, seen, fetch.image.as_ref(), &req).await {
-        Ok(Ok(o)) => o,
-        Ok(Err(f)) => {
+        Ok(o) if o.exit_code == 0 => o,
+        Ok(o) => {
             engine.release_volume(&volume.handle).await;
-            return Ok(Err(f));
+            Err(exit_failure(worker, &o))?
         }
-        // A half-fetched cache must not be reused: it is released, and the
-        // resumed build fetches again.
-        Err(Interrupted) => {
+        Err(halt) => {
             engine.release_volume(&volume.handle).await;
-            return Err(Interrupted);
+            return Err(halt);
         }
     };
-    if out.exit_code != 0 {
-        engine.release_volume(&volume.handle).await;
-        return Ok(Err(exit_failure(worker, &out)));
-    }
     let metadata = answered_metadata(out.response.as_ref());
     if let Err(e) = engine
         .store()
@@ -709,11 +660,11 @@ pub(crate) async fn fetch_on(
             tracing::debug!(%answered, asked = %version, label = %fetch.label, "in answered another version than it was given; the given one is kept");
         }
     }
-    Ok(Ok(Fetched {
+    Ok(Fetched {
         handle: volume.handle,
         version,
         cached: false,
         key,
         metadata,
-    }))
+    })
 }

@@ -19,6 +19,7 @@ mod context;
 #[cfg(feature = "fake")]
 pub mod fake;
 mod get_step;
+mod halt;
 mod http_workers;
 mod load_var_step;
 mod logs;

@@ -14,14 +14,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use hangar_api::resources::ResourceAction;
-use hangar_core::build::{
-    decide_retry, BuildEventKind, RetryDecision, StepFailure, StepKind, StepState, WorkerSeen,
-};
+use hangar_core::build::{BuildEventKind, StepFailure, StepKind, StepState, WorkerSeen};
 use hangar_core::engine::Observed;
 use hangar_core::plan::{GetStep, PutStep};
 use serde_json::{json, Map, Value};
 
 use crate::context::{give_up, BuildContext, Interrupted, StepEnd};
+use crate::halt::{split, Attempt, Halt};
 use crate::placement::{place_waiting, Wants};
 use crate::{get_step, watch};
 
@@ -100,7 +99,7 @@ async fn out(
             &format!("pushing {} ({})", step.put, step.resource_type),
         )
         .await;
-        match attempt(ctx, step_id, step, &avoid).await? {
+        match split(attempt(ctx, step_id, step, &avoid).await)? {
             Ok((worker, version)) => {
                 record.worker = Some(worker.clone());
                 record.version = Some(Value::Object(version.clone()).to_string());
@@ -120,25 +119,9 @@ async fn out(
                 return Ok(Ok(version));
             }
             Err(failure) => {
-                match decide_retry(&failure, record.attempt as u32, max_attempts, false) {
-                    RetryDecision::Retry { next_attempt } => {
-                        ctx.announce_retry(
-                            step_id,
-                            "put",
-                            &step.put,
-                            &failure,
-                            next_attempt,
-                            max_attempts,
-                            &mut avoid,
-                        )
-                        .await?;
-                        record.attempt = i64::from(next_attempt);
-                    }
-                    RetryDecision::GiveUp(state) => {
-                        let code = failure.exit_code();
-                        let end = give_up(ctx, record, state, code, failure.describe()).await;
-                        return Ok(Err(end));
-                    }
+                let next = ctx.after_failure(record, failure, max_attempts, &mut avoid);
+                if let Some(end) = next.await? {
+                    return Ok(Err(end));
                 }
             }
         }
@@ -150,8 +133,8 @@ async fn attempt(
     step_id: &str,
     step: &PutStep,
     avoid: &BTreeSet<String>,
-) -> Result<Result<(String, Map<String, Value>), StepFailure>, Interrupted> {
-    let invalid = |reason: String| Ok(Err(StepFailure::Invalid { reason }));
+) -> Attempt<(String, Map<String, Value>)> {
+    let invalid = |reason: String| Err(StepFailure::Invalid { reason }.into());
     // A custom type's chain (outermost first): its images are fetched on
     // the put's worker and `out` runs in a container of the outermost, as
     // a get's `in` does.
@@ -177,29 +160,21 @@ async fn attempt(
         .into_iter()
         .filter_map(|n| artifacts.get(&n).map(|h| (n, h.clone())))
     {
-        match usable_input(ctx, step_id, &name, handle, avoid).await? {
-            Ok(handle) => inputs.push((name, handle)),
-            Err(f) => return Ok(Err(f)),
-        }
+        let handle = usable_input(ctx, step_id, &name, handle, avoid).await?;
+        inputs.push((name, handle));
     }
     let wants = Wants {
         volumes: inputs.iter().map(|(_, h)| h.clone()).collect(),
         ..Wants::for_resource(&chain, &step.resource_type, &step.tags, avoid)
     };
-    let worker = match place_waiting(ctx, step_id, wants).await? {
-        Ok(worker) => worker,
-        Err(f) => return Ok(Err(f)),
-    };
+    let worker = place_waiting(ctx, step_id, wants).await??;
     let Observed::Present(seen) = watch::seen(&ctx.engine, &worker).await else {
-        return Ok(Err(StepFailure::WorkerGone { worker }));
+        Err(StepFailure::WorkerGone { worker })?
     };
     let image = if chain.is_empty() {
         None
     } else {
-        match get_step::fetch_type_images(ctx, step_id, &worker, &seen, &chain).await? {
-            Ok(image) => Some(image),
-            Err(f) => return Ok(Err(f)),
-        }
+        Some(get_step::fetch_type_images(ctx, step_id, &worker, &seen, &chain).await?)
     };
     let mut release = Vec::new();
     let placed = ctx
@@ -207,16 +182,13 @@ async fn attempt(
             &[(worker.as_str(), &seen)],
             place_inputs(ctx, step_id, &worker, &seen, &inputs, &mut release),
         )
-        .await;
+        .await
+        .and_then(|placed| placed.map_err(Halt::from));
     let placed = match placed {
-        Ok(Ok(Ok(p))) => p,
-        Ok(Ok(Err(f))) | Ok(Err(f)) => {
+        Ok(p) => p,
+        Err(halt) => {
             release_all(ctx, &release).await;
-            return Ok(Err(f));
-        }
-        Err(i) => {
-            release_all(ctx, &release).await;
-            return Err(i);
+            return Err(halt);
         }
     };
     let req = ResourceAction {
@@ -234,13 +206,10 @@ async fn attempt(
     // With a custom type, `action` runs `out` in a copy of its image.
     let answer = get_step::action(ctx, step_id, &worker, &seen, image.as_ref(), &req).await;
     release_all(ctx, &release).await;
-    let answer = match answer? {
-        Ok(a) => a,
-        Err(f) => return Ok(Err(f)),
-    };
+    let answer = answer?;
     // Its stderr is in the build log already (`plain_action`).
     if answer.exit_code != 0 {
-        return Ok(Err(get_step::exit_failure(&worker, &answer)));
+        Err(get_step::exit_failure(&worker, &answer))?
     }
     match answer
         .response
@@ -248,7 +217,7 @@ async fn attempt(
         .and_then(|r| r.get("version"))
         .and_then(Value::as_object)
     {
-        Some(v) => Ok(Ok((worker, v.clone()))),
+        Some(v) => Ok((worker, v.clone())),
         None => invalid(format!("put {}: out answered no version", step.put)),
     }
 }
@@ -263,18 +232,18 @@ async fn usable_input(
     name: &str,
     handle: String,
     avoid: &BTreeSet<String>,
-) -> Result<Result<String, StepFailure>, Interrupted> {
+) -> Attempt<String> {
     use crate::step_inputs::input_usable;
     use hangar_core::engine::InputCheck;
     let InputCheck::Lost { worker } = input_usable(ctx, &handle).await else {
-        return Ok(Ok(handle));
+        return Ok(handle);
     };
     let lost_on = worker.unwrap_or_else(|| "an unknown worker".into());
     let Some(get) = ctx.producers.get(name) else {
-        return Ok(Err(StepFailure::VolumeLost {
+        Err(StepFailure::VolumeLost {
             worker: lost_on,
             handle,
-        }));
+        })?
     };
     ctx.log(
         Some(step_id),

@@ -8,8 +8,7 @@ use std::time::Duration;
 use hangar_api::containers::{ContainerExit, ContainerSpec, Mount, Runtime};
 use hangar_core::backoff::{Backoff, Change};
 use hangar_core::build::{
-    decide_retry, full_disk_failure, BuildEventKind, RetryDecision, StepFailure, StepKind,
-    StepState, WorkerSeen,
+    full_disk_failure, BuildEventKind, StepFailure, StepKind, StepState, WorkerSeen,
 };
 use hangar_core::caches::task_cache_key;
 use hangar_core::engine::{
@@ -23,6 +22,7 @@ use hangar_store::StepRecord;
 
 use crate::caches::Reuse;
 use crate::context::{give_up, stored_outputs, BuildContext, Interrupted, StepEnd};
+use crate::halt::{split, Attempt, Halt};
 use crate::placement::{place_waiting, Wants};
 use crate::step_inputs::{input_usable, op_failure};
 use crate::{logs, watch, OpError, Source};
@@ -83,7 +83,9 @@ pub(crate) async fn run(
             &format!("re-attaching to container {handle} on worker {worker}"),
         )
         .await;
-        outcome = Some(reattach(ctx, step_id, &mut record, &worker, &handle).await?);
+        outcome = Some(split(
+            reattach(ctx, step_id, &mut record, &worker, &handle).await,
+        )?);
     }
     loop {
         let result = match outcome.take() {
@@ -101,7 +103,7 @@ pub(crate) async fn run(
                     format!("starting task {}", step.task)
                 };
                 ctx.log(Some(step_id), BuildEventKind::Step, &line).await;
-                attempt(ctx, step_id, step, &config, &mut record, &avoid).await?
+                split(attempt(ctx, step_id, step, &config, &mut record, &avoid).await)?
             }
         };
         match result {
@@ -127,32 +129,9 @@ pub(crate) async fn run(
                 });
             }
             Err(failure) => {
-                let attempt = record.attempt as u32;
-                match decide_retry(&failure, attempt, max_attempts, false) {
-                    RetryDecision::Retry { next_attempt } => {
-                        ctx.announce_retry(
-                            step_id,
-                            "task",
-                            &step.task,
-                            &failure,
-                            next_attempt,
-                            max_attempts,
-                            &mut avoid,
-                        )
-                        .await?;
-                        record.attempt = i64::from(next_attempt);
-                        record.container = None;
-                        record.worker = None;
-                        record.log_offset = 0;
-                    }
-                    RetryDecision::GiveUp(state) => {
-                        let code = failure.exit_code();
-                        let mut why = failure.describe();
-                        if state == StepState::Errored && max_attempts > 1 {
-                            why.push_str(&format!(" (after {attempt} attempts)"));
-                        }
-                        return Ok(give_up(ctx, &mut record, state, code, why).await);
-                    }
+                let next = ctx.after_failure(&mut record, failure, max_attempts, &mut avoid);
+                if let Some(end) = next.await? {
+                    return Ok(end);
                 }
             }
         }
@@ -165,7 +144,9 @@ struct Scratch {
     release: Vec<String>,
 }
 
-type Attempt = Result<BTreeMap<String, String>, StepFailure>;
+/// What a task attempt that succeeded leaves: its outputs, artifact name
+/// → volume handle.
+type Outputs = BTreeMap<String, String>;
 
 /// The failure making a step's copy of an input brings; when the worker
 /// holding the input answers that it does not have it, its row is marked
@@ -204,7 +185,7 @@ async fn attempt(
     config: &TaskConfig,
     record: &mut StepRecord,
     avoid: &BTreeSet<String>,
-) -> Result<Attempt, Interrupted> {
+) -> Attempt<Outputs> {
     let engine = &ctx.engine;
     // What the step reads: artifacts by name, then caches and image.
     let mut inputs = Vec::new();
@@ -218,7 +199,7 @@ async fn attempt(
                     // The artifact went with its worker. One a get step of
                     // this build made is fetched again elsewhere.
                     let Some(get) = ctx.producers.get(artifact) else {
-                        return Ok(Err(StepFailure::VolumeLost { worker: lost_on, handle }));
+                        Err(StepFailure::VolumeLost { worker: lost_on, handle })?
                     };
                     ctx.log(
                         Some(step_id),
@@ -228,31 +209,25 @@ async fn attempt(
                     .await;
                     let mut skip = avoid.clone();
                     skip.insert(lost_on);
-                    match crate::get_step::refetch(ctx, step_id, get, &skip).await? {
-                        Ok(fresh) => inputs.push((input, fresh)),
-                        Err(f) => return Ok(Err(f)),
-                    }
+                    let fresh = crate::get_step::refetch(ctx, step_id, get, &skip).await?;
+                    inputs.push((input, fresh));
                 }
             },
             None if input.optional => {}
-            None => {
-                return Ok(Err(StepFailure::Invalid {
-                    reason: format!(
-                        "input {}: no artifact named {artifact} (no earlier step produced it and none was uploaded)",
-                        input.name
-                    ),
-                }))
-            }
+            None => Err(StepFailure::Invalid {
+                reason: format!(
+                    "input {}: no artifact named {artifact} (no earlier step produced it and none was uploaded)",
+                    input.name
+                ),
+            })?,
         }
     }
     let image = match &step.image {
         Some(name) => match ctx.artifact(name) {
             Some(h) => Some(h),
-            None => {
-                return Ok(Err(StepFailure::Invalid {
-                    reason: format!("image: no artifact named {name}"),
-                }))
-            }
+            None => Err(StepFailure::Invalid {
+                reason: format!("image: no artifact named {name}"),
+            })?,
         },
         None => None,
     };
@@ -275,7 +250,7 @@ async fn attempt(
         Some((fetch, _)) => {
             match hangar_core::resource_types::chain(&ctx.resource_types, &fetch.resource_type) {
                 Ok(chain) => chain,
-                Err(e) => return Ok(Err(StepFailure::Invalid { reason: e.0 })),
+                Err(e) => Err(StepFailure::Invalid { reason: e.0 })?,
             }
         }
         None => vec![],
@@ -333,21 +308,14 @@ async fn attempt(
             )
             .collect(),
     };
-    let worker = match place_waiting(ctx, step_id, wants).await? {
-        Ok(worker) => worker,
-        Err(f) => return Ok(Err(f)),
-    };
+    let worker = place_waiting(ctx, step_id, wants).await??;
     let Observed::Present(at_start) = watch::seen(engine, &worker).await else {
-        return Ok(Err(StepFailure::WorkerGone { worker }));
+        Err(StepFailure::WorkerGone { worker })?
     };
     if let Some((fetch, _)) = image_fetch.as_mut().filter(|_| !image_chain.is_empty()) {
         let images =
-            crate::get_step::fetch_type_images(ctx, step_id, &worker, &at_start, &image_chain)
-                .await?;
-        match images {
-            Ok(type_image) => fetch.image = Some(type_image),
-            Err(f) => return Ok(Err(f)),
-        }
+            crate::get_step::fetch_type_images(ctx, step_id, &worker, &at_start, &image_chain);
+        fetch.image = Some(images.await?);
     }
     let image = match &image_fetch {
         Some((fetch, _)) => {
@@ -357,7 +325,7 @@ async fn attempt(
                 &format!("fetching {} on worker {worker}", fetch.label),
             )
             .await;
-            match crate::get_step::fetch_on(ctx, step_id, &worker, &at_start, fetch).await? {
+            match split(crate::get_step::fetch_on(ctx, step_id, &worker, &at_start, fetch).await)? {
                 Ok(fetched) => {
                     let line = if fetched.cached {
                         format!(
@@ -386,7 +354,7 @@ async fn attempt(
                         ),
                     )
                     .await;
-                    return Ok(Err(f));
+                    Err(f)?
                 }
             }
         }
@@ -487,7 +455,7 @@ async fn prepare_and_run(
     placed: &Placed<'_>,
     record: &mut StepRecord,
     scratch: &mut Scratch,
-) -> Result<Attempt, Interrupted> {
+) -> Attempt<Outputs> {
     let (step_id, config, worker, at_start) = (
         placed.step_id,
         placed.config,
@@ -496,18 +464,14 @@ async fn prepare_and_run(
     );
     let engine = &ctx.engine;
     let watched = [(worker, at_start)];
-    let prepared = ctx
+    let (mounts, outputs, runtime, rootfs) = ctx
         .call(&watched, prepare_volumes(ctx, placed, scratch))
-        .await?;
-    let (mounts, outputs, runtime, rootfs) = match prepared {
-        Ok(Ok(p)) => p,
-        Ok(Err(f)) | Err(f) => return Ok(Err(f)),
-    };
-    let (path, args) = match task_command(ctx, placed, rootfs.as_deref()).await? {
+        .await??;
+    let (path, args) = match task_command(ctx, placed, rootfs.as_deref()).await {
         Ok(command) => command,
-        Err(f) => {
+        Err(halt) => {
             scratch.release.extend(outputs.values().cloned());
-            return Ok(Err(f));
+            return Err(halt);
         }
     };
     let handle = uuid::Uuid::new_v4().to_string();
@@ -522,9 +486,9 @@ async fn prepare_and_run(
         )
         .await
     {
-        return Ok(Err(StepFailure::WorkerGone {
+        Err(StepFailure::WorkerGone {
             worker: format!("{worker} ({e})"),
-        }));
+        })?
     }
     record.worker = Some(worker.to_string());
     record.container = Some(handle.clone());
@@ -552,11 +516,12 @@ async fn prepare_and_run(
     // it lost and retries).
     let created = ctx
         .call(&watched, engine.workers().create_container(worker, &spec))
-        .await?;
+        .await;
     let failure = match created {
         Ok(Ok(_)) => None,
         Ok(Err(e)) => Some(call_failure(worker, &e)),
-        Err(f) => Some(f),
+        Err(Halt::Failed(f)) => Some(f),
+        Err(Halt::Interrupted) => return Err(Halt::Interrupted),
     };
     if let Some(failure) = failure {
         // A row left behind is collected as an abandoned creation.
@@ -566,7 +531,7 @@ async fn prepare_and_run(
         for h in outputs.values() {
             scratch.release.push(h.clone());
         }
-        return Ok(Err(failure));
+        Err(failure)?
     }
     if let Err(e) = engine
         .store()
@@ -585,14 +550,9 @@ async fn prepare_and_run(
         &format!("running on worker {worker} ({runtime})"),
     )
     .await;
-    let exit = follow(ctx, step_id, worker, &handle, at_start, 0).await;
-    let exit = match exit {
-        Ok(e) => e,
-        Err(Interrupted) => {
-            // The container runs on; the next run of this build re-attaches.
-            return Err(Interrupted);
-        }
-    };
+    // Interrupted (`?`), the container runs on; the next run of this build
+    // re-attaches.
+    let exit = split(follow(ctx, step_id, worker, &handle, at_start, 0).await)?;
     finish_attempt(ctx, worker, &handle, exit, outputs, scratch).await
 }
 
@@ -838,17 +798,17 @@ async fn task_command(
     ctx: &BuildContext,
     placed: &Placed<'_>,
     rootfs: Option<&str>,
-) -> Result<Result<(String, Vec<String>), StepFailure>, Interrupted> {
+) -> Attempt<(String, Vec<String>)> {
     let config = placed.config;
     if !config.runs_image_entrypoint() {
-        return Ok(Ok((config.run.path.clone(), config.run.args.clone())));
+        return Ok((config.run.path.clone(), config.run.args.clone()));
     }
     // Only an image (the step's, or one fetched) has a config; a raw root
     // filesystem has none.
     let Some(volume) = rootfs.filter(|_| placed.image.is_some()) else {
-        return Ok(Err(StepFailure::Invalid {
+        Err(StepFailure::Invalid {
             reason: format!("run.path: {}", hangar_core::task::NO_EXECUTABLE),
-        }));
+        })?
     };
     let worker = placed.worker;
     let read = ctx
@@ -858,18 +818,14 @@ async fn task_command(
                 .workers()
                 .read_file(worker, volume, IMAGE_METADATA),
         )
-        .await?;
-    Ok(match read {
-        Err(failure) => Err(failure),
-        Ok(Err(e)) => Err(read_file_failure(worker, volume, NO_RUN_PATH, &e).0),
-        Ok(Ok(bytes)) => {
-            hangar_core::task::image_command(&bytes, &config.run.args).map_err(|why| {
-                StepFailure::Invalid {
-                    reason: format!("run.path: {why}"),
-                }
-            })
+        .await?
+        .map_err(|e| read_file_failure(worker, volume, NO_RUN_PATH, &e).0)?;
+    let command = hangar_core::task::image_command(&read, &config.run.args).map_err(|why| {
+        StepFailure::Invalid {
+            reason: format!("run.path: {why}"),
         }
-    })
+    })?;
+    Ok(command)
 }
 
 /// The image config in Concourse's image layout, at the top of the image.
@@ -888,7 +844,7 @@ async fn finish_attempt(
     exit: Result<ContainerExit, StepFailure>,
     outputs: BTreeMap<String, String>,
     scratch: &mut Scratch,
-) -> Result<Attempt, Interrupted> {
+) -> Attempt<Outputs> {
     // A worker that failed the step will not answer; its next report (or
     // its state-lost registration) settles the container instead.
     let worker_failed = matches!(&exit, Err(f) if f.worker_may_not_answer());
@@ -897,7 +853,7 @@ async fn finish_attempt(
         // Stopped here, the resumed build re-attaches, finds the container
         // exited and finishes the attempt again.
         tokio::select! {
-            _ = ctx.stop.cancelled() => return Err(Interrupted),
+            _ = ctx.stop.cancelled() => return Err(Halt::Interrupted),
             destroyed = tokio::time::timeout(DESTROY_WITHIN, destroy) => match destroyed {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
@@ -928,11 +884,11 @@ async fn finish_attempt(
                     tracing::warn!(handle = %h, error = %e, "cannot mark an output as an artifact");
                 }
             }
-            Ok(Ok(outputs))
+            Ok(outputs)
         }
         Some(f) => {
             scratch.release.extend(outputs.into_values());
-            Ok(Err(f))
+            Err(f)?
         }
     }
 }
@@ -964,7 +920,7 @@ pub(crate) async fn follow(
     handle: &str,
     at_start: &WorkerSeen,
     offset: i64,
-) -> Result<Result<ContainerExit, StepFailure>, Interrupted> {
+) -> Attempt<ContainerExit> {
     let pump = logs::pump(ctx, step_id, worker, handle, offset);
     tokio::pin!(pump);
     let mut pumped = false;
@@ -998,16 +954,16 @@ pub(crate) async fn follow(
                         tracing::debug!(%handle, "the container's log was not drained within 10s");
                     }
                     if let Some(f) = full_disk_failure(worker, exit.code, exit.disk_full) {
-                        return Ok(Err(f));
+                        Err(f)?
                     }
                     if exit.lost {
-                        return Ok(Err(StepFailure::ContainerLost {
+                        Err(StepFailure::ContainerLost {
                             worker: worker.to_string(),
                             handle: handle.to_string(),
-                        }));
+                        })?
                     }
                     exit.lost = false;
-                    return Ok(Ok(exit));
+                    return Ok(exit);
                 }
             }
             Ok(Err(e)) if e.is_not_found() => {
@@ -1018,10 +974,10 @@ pub(crate) async fn follow(
                     watch::check(&ctx.engine, worker, at_start),
                 )
                 .await?;
-                return Ok(Err(changed.unwrap_or_else(|| StepFailure::ContainerLost {
+                Err(changed.unwrap_or_else(|| StepFailure::ContainerLost {
                     worker: worker.to_string(),
                     handle: handle.to_string(),
-                })));
+                }))?
             }
             Ok(Err(e)) => {
                 let (delay, change) = errors.failed();
@@ -1041,7 +997,7 @@ pub(crate) async fn follow(
         )
         .await?;
         if let Some(f) = changed {
-            return Ok(Err(f));
+            Err(f)?
         }
         if let Some(delay) = pause {
             alongside(ctx, &mut pump, &mut pumped, tokio::time::sleep(delay)).await?;
@@ -1075,11 +1031,11 @@ async fn reattach(
     record: &mut StepRecord,
     worker: &str,
     handle: &str,
-) -> Result<Attempt, Interrupted> {
+) -> Attempt<Outputs> {
     let Observed::Present(at_start) = watch::seen(&ctx.engine, worker).await else {
-        return Ok(Err(StepFailure::WorkerGone {
+        Err(StepFailure::WorkerGone {
             worker: worker.to_string(),
-        }));
+        })?
     };
     // The volumes the container writes its outputs to; unreadable, the
     // attempt cannot be finished and is retried (an infrastructure loss).
@@ -1087,13 +1043,13 @@ async fn reattach(
         Ok(o) => o,
         Err(why) => {
             tracing::warn!(build = ctx.build_id, step = %step_id, "{why}");
-            return Ok(Err(StepFailure::ContainerLost {
+            Err(StepFailure::ContainerLost {
                 worker: worker.to_string(),
                 handle: handle.to_string(),
-            }));
+            })?
         }
     };
-    let exit = follow(ctx, step_id, worker, handle, &at_start, record.log_offset).await?;
+    let exit = split(follow(ctx, step_id, worker, handle, &at_start, record.log_offset).await)?;
     let mut scratch = Scratch::default();
     let result = finish_attempt(ctx, worker, handle, exit, outputs, &mut scratch).await;
     for h in scratch.release {
