@@ -80,4 +80,7 @@ pub enum Compression {
     None,
     /// gzip (multi-member accepted on input; level 1 on output).
     Gzip,
+    /// zstd (level 1 on output): between workers whose link is slower
+    /// than their disks, where gzip would be the slowest part.
+    Zstd,
 }

@@ -272,6 +272,13 @@ impl<'a> Extractor<'a> {
             Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(
                 BufReader::with_capacity(256 * 1024, reader),
             )),
+            Compression::Zstd => Box::new(
+                zstd::stream::read::Decoder::with_buffer(BufReader::with_capacity(
+                    256 * 1024,
+                    reader,
+                ))
+                .ctx(|| "start zstd stream".to_string())?,
+            ),
         };
         let mut archive = tar::Archive::new(MeteredReader {
             inner: input,

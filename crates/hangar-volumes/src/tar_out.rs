@@ -96,6 +96,12 @@ fn stream_out<W: Write>(
             write_tar(&mut gz, &src, sub)?;
             gz.finish().ctx(|| "finish gzip stream".to_string())?;
         }
+        Compression::Zstd => {
+            let mut zst = zstd::stream::write::Encoder::new(&mut counter, 1)
+                .ctx(|| "start zstd stream".to_string())?;
+            write_tar(&mut zst, &src, sub)?;
+            zst.finish().ctx(|| "finish zstd stream".to_string())?;
+        }
     }
     counter.flush().ctx(|| "flush archive output".to_string())?;
     Ok(counter.n)

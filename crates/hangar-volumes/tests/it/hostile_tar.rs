@@ -337,6 +337,32 @@ fn device_and_fifo_entries_are_refused(driver: DriverKind) {
     }
 }
 
+fn a_zstd_bomb_of_zeros_is_stopped_at_the_byte_limit(driver: DriverKind) {
+    let f = Fixture::new(driver);
+    let mut zst = zstd::stream::write::Encoder::new(Vec::new(), 19).unwrap();
+    {
+        let mut b = tar::Builder::new(&mut zst);
+        let h = raw_header("zeros.bin", EntryType::Regular, 64 << 20);
+        b.append(&h, io::repeat(0).take(64 << 20)).unwrap();
+        b.finish().unwrap();
+    }
+    let bomb = zst.finish().unwrap();
+    assert!(bomb.len() < 64 * 1024, "a bomb is small: {}", bomb.len());
+    let limits = Limits {
+        max_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let err = f.refused(&bomb, Compression::Zstd, &limits, "");
+    match &err {
+        VolumeError::TooLarge { entry, kind, limit } => {
+            assert_eq!(entry, "zeros.bin");
+            assert_eq!(*kind, LimitKind::Bytes);
+            assert_eq!(*limit, 1 << 20);
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+}
+
 fn a_gzip_bomb_of_zeros_is_stopped_at_the_byte_limit(driver: DriverKind) {
     let f = Fixture::new(driver);
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -830,6 +856,7 @@ on_both_drivers!(
     hardlinks_to_anything_but_an_earlier_entry_are_refused,
     device_and_fifo_entries_are_refused,
     a_gzip_bomb_of_zeros_is_stopped_at_the_byte_limit,
+    a_zstd_bomb_of_zeros_is_stopped_at_the_byte_limit,
     many_small_files_over_the_byte_limit_are_stopped_by_counting,
     an_oversized_extension_header_is_stopped_before_it_is_buffered,
     too_many_entries_are_refused_naming_the_first_one_over,

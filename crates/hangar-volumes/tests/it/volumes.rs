@@ -274,8 +274,10 @@ fn build_tree(dir: &Path) {
     fs::set_permissions(dir.join("empty"), fs::Permissions::from_mode(0o711)).unwrap();
 }
 
-fn stream_out_then_stream_in_round_trips_a_tree_with_and_without_gzip(driver: DriverKind) {
-    for compression in [Compression::None, Compression::Gzip] {
+fn stream_out_then_stream_in_round_trips_a_tree_plain_gzipped_and_zstd_compressed(
+    driver: DriverKind,
+) {
+    for compression in [Compression::None, Compression::Gzip, Compression::Zstd] {
         let root = TestRoot::new();
         let vm = VolumeManager::open(root.path(), driver).unwrap();
         let src = vm.create("src", Strategy::Empty, no_props()).unwrap();
@@ -475,7 +477,7 @@ on_both_drivers!(
     a_creation_killed_midway_is_invisible_and_removed_on_open,
     concurrent_creates_of_one_handle_have_exactly_one_winner,
     import_copies_a_host_directory_keeping_modes_and_symlinks,
-    stream_out_then_stream_in_round_trips_a_tree_with_and_without_gzip,
+    stream_out_then_stream_in_round_trips_a_tree_plain_gzipped_and_zstd_compressed,
     stream_in_to_a_subpath_merges_with_existing_content,
     stream_out_of_a_single_file_and_of_a_subdirectory,
     stream_out_archives_symlinks_as_links_and_never_follows_them_out,
