@@ -216,6 +216,43 @@ fn plan_one(w: &WorkerSnapshot, now: UnixMillis, cfg: &LifecycleConfig) -> Optio
     }
 }
 
+/// The change due now to a worker whose process is known to be gone (its
+/// connection to web closed without a goodbye and its API refused web's
+/// probe): what [`plan_lifecycle`] decides once the heartbeat TTL runs
+/// out, decided at once, with `why` as the cause. `None` for a worker not
+/// expected to be alive (stalled, landed: nothing to settle).
+pub fn plan_gone(w: &WorkerSnapshot, why: &str) -> Option<LifecycleAction> {
+    if !w.state.expects_heartbeats() {
+        return None;
+    }
+    let (step, event, cause) = match w.state {
+        WorkerState::Retiring => (
+            LifecycleStep::Remove,
+            EventKind::Retired,
+            format!("retiring worker stopped: {why}"),
+        ),
+        _ if w.ephemeral => (
+            LifecycleStep::Remove,
+            EventKind::RemovedEphemeral,
+            format!("ephemeral worker stopped: {why}"),
+        ),
+        _ => (
+            LifecycleStep::Become(WorkerState::Stalled),
+            EventKind::Stalled,
+            why.to_string(),
+        ),
+    };
+    Some(LifecycleAction {
+        name: w.name.clone(),
+        from: w.state,
+        generation: w.generation,
+        seen_heartbeat_at: w.last_heartbeat_at,
+        step,
+        event,
+        cause,
+    })
+}
+
 /// What an operator (or the worker itself, on a signal) asks of a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OperatorCommand {

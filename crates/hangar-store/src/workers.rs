@@ -1,5 +1,5 @@
 use hangar_core::fencing::{check_generation, Refusal};
-use hangar_core::lifecycle::{apply_command, plan_lifecycle};
+use hangar_core::lifecycle::{apply_command, plan_gone, plan_lifecycle};
 use hangar_core::registration::{
     classify_registration, registration_cause, KnownWorker, RegistrationKind,
 };
@@ -534,26 +534,63 @@ impl Store {
         Ok(applied)
     }
 
-    async fn lifecycle_snapshot(&self) -> Result<Vec<WorkerSnapshot>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT name, state, generation, ephemeral, last_heartbeat_at, state_changed_at, containers \
-             FROM workers",
+    /// Settles `name` at once because its process is gone (its connection
+    /// to web closed without a goodbye and its API refused a probe): the
+    /// change the TTL would make (`hangar_core::lifecycle::plan_gone`),
+    /// applied only if the row is still the registration `generation` and
+    /// as the plan saw it, so a registration or a heartbeat that lands
+    /// meanwhile wins. Returns what was done.
+    pub async fn settle_gone_worker(
+        &self,
+        name: &str,
+        generation: i64,
+        why: &str,
+        now: UnixMillis,
+    ) -> Result<Option<LifecycleAction>, StoreError> {
+        let row = sqlx::query(&format!("{SNAPSHOT_SQL} WHERE name = $1"))
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let snapshot = snapshot_from_row(&row)?;
+        if snapshot.generation != generation {
+            return Ok(None);
+        }
+        let Some(action) = plan_gone(&snapshot, why) else {
+            return Ok(None);
+        };
+        let mut tx = self.pool.begin().await?;
+        let done = apply_step(
+            &mut tx,
+            &action.name,
+            action.from,
+            action.generation,
+            Some(action.seen_heartbeat_at),
+            action.step,
+            now,
         )
-        .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(WorkerSnapshot {
-                    name: row.try_get("name")?,
-                    state: parse_state(row)?,
-                    generation: row.try_get("generation")?,
-                    ephemeral: row.try_get::<i64, _>("ephemeral")? != 0,
-                    last_heartbeat_at: row.try_get("last_heartbeat_at")?,
-                    state_changed_at: row.try_get("state_changed_at")?,
-                    unfinished_work: row.try_get("containers")?,
-                })
-            })
-            .collect()
+        if !done {
+            return Ok(None);
+        }
+        record_event(
+            &mut tx,
+            &action.name,
+            action.event,
+            &action.cause,
+            action.generation,
+            now,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Some(action))
+    }
+
+    async fn lifecycle_snapshot(&self) -> Result<Vec<WorkerSnapshot>, StoreError> {
+        let rows = sqlx::query(SNAPSHOT_SQL).fetch_all(&self.pool).await?;
+        rows.iter().map(snapshot_from_row).collect()
     }
 
     pub async fn list_workers(&self) -> Result<Vec<WorkerRecord>, StoreError> {
@@ -572,6 +609,23 @@ impl Store {
             .map(worker_from_row)
             .transpose()
     }
+}
+
+/// What the lifecycle planner reads of every worker.
+const SNAPSHOT_SQL: &str =
+    "SELECT name, state, generation, ephemeral, last_heartbeat_at, state_changed_at, containers \
+     FROM workers";
+
+fn snapshot_from_row(row: &sqlx::any::AnyRow) -> Result<WorkerSnapshot, StoreError> {
+    Ok(WorkerSnapshot {
+        name: row.try_get("name")?,
+        state: parse_state(row)?,
+        generation: row.try_get("generation")?,
+        ephemeral: row.try_get::<i64, _>("ephemeral")? != 0,
+        last_heartbeat_at: row.try_get("last_heartbeat_at")?,
+        state_changed_at: row.try_get("state_changed_at")?,
+        unfinished_work: row.try_get("containers")?,
+    })
 }
 
 fn refused(name: &str, generation: i64, refusal: Refusal) -> StoreError {

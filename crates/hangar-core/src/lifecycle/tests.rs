@@ -197,3 +197,50 @@ fn durations_print_the_way_flags_take_them() {
         assert_eq!(human_ms(ms), text, "{ms}");
     }
 }
+
+#[test]
+fn a_gone_process_is_judged_as_the_ttl_would_judge_it_now() {
+    use LifecycleStep::*;
+    use WorkerState::*;
+    // (state, ephemeral) → what a gone process's worker becomes, whatever
+    // its last heartbeat: the TTL's decision, taken at once.
+    let cases: [((WorkerState, bool), Expected); 10] = [
+        (
+            (Running, false),
+            Some((Become(Stalled), EventKind::Stalled)),
+        ),
+        (
+            (Landing, false),
+            Some((Become(Stalled), EventKind::Stalled)),
+        ),
+        ((Retiring, false), Some((Remove, EventKind::Retired))),
+        ((Running, true), Some((Remove, EventKind::RemovedEphemeral))),
+        ((Landing, true), Some((Remove, EventKind::RemovedEphemeral))),
+        ((Retiring, true), Some((Remove, EventKind::Retired))),
+        ((Stalled, false), None),
+        ((Landed, false), None),
+        ((Stalled, true), None),
+        ((Landed, true), None),
+    ];
+    for ((state, ephemeral), want) in cases {
+        let w = worker(state, ephemeral, 100, 100, 1);
+        let got = plan_gone(&w, "its process is gone").map(|a| {
+            assert_eq!(
+                (a.from, a.generation, a.seen_heartbeat_at),
+                (state, 7, w.last_heartbeat_at)
+            );
+            assert!(a.cause.ends_with("its process is gone"), "{}", a.cause);
+            (a.step, a.event)
+        });
+        assert_eq!(got, want, "{state} ephemeral={ephemeral}");
+        // The TTL, once out, decides the same.
+        let expired = worker(state, ephemeral, TTL + 1, 100, 1);
+        if want.is_some() {
+            assert_eq!(
+                plan(expired, &config()),
+                want,
+                "{state} ephemeral={ephemeral}"
+            );
+        }
+    }
+}
