@@ -14,6 +14,7 @@ mod error;
 mod health;
 mod json;
 mod metrics;
+mod presence;
 mod routes;
 mod takeover;
 
@@ -29,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 pub use error::ApiError;
 pub use hangar_control::{Control, Supervisor};
 pub use hangar_engine::{Clock, DEFAULT_NO_WORKER_TIMEOUT};
+pub use presence::{PresenceEnd, PresenceOutcome};
 
 /// Everything web is configured with. Its `Debug` leaves the two secrets
 /// out.
@@ -154,6 +156,8 @@ struct WebInner {
     /// Cancelled when `serve` begins to stop: long-lived responses (the
     /// dashboard's log streams) end instead of holding the drain.
     stopping: CancellationToken,
+    /// The workers' presences this node holds (`presence.rs`).
+    presences: presence::Presences,
 }
 
 impl Web {
@@ -219,6 +223,7 @@ impl Web {
                 control,
                 login_limit: Default::default(),
                 stopping: CancellationToken::new(),
+                presences: Default::default(),
             }),
         })
     }
@@ -308,6 +313,20 @@ impl Web {
     /// Cancelled once this node begins to stop serving.
     pub(crate) fn stopping(&self) -> &CancellationToken {
         &self.inner.stopping
+    }
+
+    pub(crate) fn presences(&self) -> &presence::Presences {
+        &self.inner.presences
+    }
+
+    /// How every worker presence this node holds ends, from now on.
+    pub fn presence_ends(&self) -> tokio::sync::broadcast::Receiver<PresenceEnd> {
+        self.inner.presences.ends()
+    }
+
+    /// How many worker presences this node holds.
+    pub fn presences_held(&self) -> usize {
+        self.inner.presences.count()
     }
 
     pub fn router(&self) -> axum::Router {

@@ -33,6 +33,8 @@ pub(crate) fn router(web: Web) -> Router {
         .route("/workers", post(workers::register).get(workers::list))
         .route("/workers/{name}", get(workers::show).delete(workers::prune))
         .route("/workers/{name}/heartbeat", put(workers::heartbeat))
+        // Held open for the worker process's life (`crate::presence`).
+        .route("/workers/{name}/presence", post(workers::presence))
         .route("/workers/{name}/land", put(workers::land))
         .route("/workers/{name}/retire", put(workers::retire))
         .route("/stalled-workers/prune", post(workers::prune_stalled))

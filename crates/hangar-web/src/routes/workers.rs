@@ -12,7 +12,7 @@ use hangar_store::{
     Credentials, HeartbeatRecord, Registration, StoreError, WorkerInfo, WorkerRecord,
 };
 
-use crate::auth::{Admin, AdminOrWorker, FleetKey, Peer, Principal, WorkerClaim};
+use crate::auth::{Admin, AdminOrWorker, FleetKey, Peer, Principal, WorkerCaller, WorkerClaim};
 use crate::error::ApiError;
 use crate::json::Json;
 use crate::routes::events::event_to_api;
@@ -248,6 +248,17 @@ pub(super) async fn heartbeat(
     web.metrics().heartbeat(result.is_ok());
     let state = result?;
     Ok(axum::Json(HeartbeatAccepted { state }))
+}
+
+/// Holds the worker process's presence for as long as the request's body
+/// streams (`crate::presence`). Only the current registration's own token
+/// opens it, checked before the body is read: no worker holds another's.
+pub(super) async fn presence(
+    State(web): State<Web>,
+    caller: WorkerCaller,
+    body: axum::body::Body,
+) -> axum::body::Body {
+    crate::presence::begin(&web, caller.name, caller.generation, body)
 }
 
 /// A worker row as the API shows it. The JSON columns were validated on

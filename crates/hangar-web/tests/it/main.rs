@@ -27,6 +27,7 @@ mod log_retention_api;
 mod open_endpoints;
 mod pipelines_api;
 mod plan_steps_api;
+mod presence;
 mod previous_exit;
 mod resource_types_api;
 mod scheduler_api;
