@@ -26,6 +26,7 @@ pub mod http;
 pub mod pins;
 pub mod pipelines;
 pub mod resources;
+pub mod volume_grant;
 
 /// The API version prefix every route lives under.
 pub const API_PREFIX: &str = "/api/v1";
@@ -419,6 +420,30 @@ pub mod worker_api {
     #[serde(deny_unknown_fields)]
     pub struct SetProperty {
         pub value: String,
+    }
+
+    /// `PUT /volumes/{handle}/pull`: fill the volume with another
+    /// worker's, streamed straight from that worker.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct PullVolume {
+        /// The source worker's API (`http://host:port`).
+        pub source_url: String,
+        pub source_handle: String,
+        /// A grant for that volume on that worker
+        /// ([`crate::volume_grant`]).
+        pub grant: String,
+        /// `none`, `gzip` or `zstd`: what the stream is compressed with.
+        #[serde(default)]
+        pub encoding: Option<String>,
+    }
+
+    /// What a pull answers when the source worker failed it (the target
+    /// is fine): the source does not have the volume, or it could not be
+    /// reached, refused, or broke off mid-stream.
+    pub mod pull_codes {
+        pub const SOURCE_NOT_FOUND: &str = "source_not_found";
+        pub const SOURCE_FAILED: &str = "source_failed";
     }
 }
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use hangar_api::containers::{Container, ContainerSpec};
-use hangar_api::worker_api::{CreateVolume, SetProperty, Volume};
+use hangar_api::worker_api::{CreateVolume, PullVolume, SetProperty, Volume};
 use reqwest::{Method, Url};
 
 use crate::{decode, ClientError};
@@ -43,6 +43,11 @@ impl WorkerApi {
             key: key.to_string(),
             http,
         })
+    }
+
+    /// The worker's API address.
+    pub fn base_url(&self) -> &str {
+        self.base.as_str()
     }
 
     pub(crate) fn url(&self, segments: &[&str]) -> Url {
@@ -138,6 +143,21 @@ impl WorkerApi {
             .header("content-type", "application/x-tar")
             .body(body);
         let resp = self.send(req, &url).await?;
+        decode(url, resp).await
+    }
+
+    /// Fills volume `handle` with another worker's volume, which this
+    /// worker streams straight from that one (`req` names it and carries
+    /// a grant for it). Answers what was extracted.
+    pub async fn pull_volume(
+        &self,
+        handle: &str,
+        req: &PullVolume,
+    ) -> Result<serde_json::Value, ClientError> {
+        let url = self.url(&["volumes", handle, "pull"]);
+        let resp = self
+            .send(self.http.put(url.clone()).json(req), &url)
+            .await?;
         decode(url, resp).await
     }
 

@@ -312,5 +312,7 @@ pub fn children_first<'a>(
     with_depth.into_iter().map(|(_, h)| h.to_string()).collect()
 }
 
+pub mod transfer;
+
 #[cfg(test)]
 mod tests;

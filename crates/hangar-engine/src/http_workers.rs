@@ -7,8 +7,10 @@ use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt, TryStreamExt};
 use hangar_api::containers::{Container, ContainerSpec};
 use hangar_api::resources::{ActionEvent, ResourceAction, ResourceActionResult};
-use hangar_api::worker_api::{CreateVolume, Volume};
+use hangar_api::volume_grant;
+use hangar_api::worker_api::{pull_codes, CreateVolume, PullVolume, Volume};
 use hangar_client::{ClientError, WorkerApi};
+use hangar_core::volumes::transfer::copy_encoding;
 use hangar_store::Store;
 
 use crate::workers::{ActionStderr, CallError, CopyError, LogStream, Workers};
@@ -40,23 +42,77 @@ impl HttpWorkers {
     /// is the one this worker process made: web never presents a
     /// fleet-wide secret to a URL a worker named.
     pub async fn api(&self, worker: &str, timeout: Duration) -> Result<WorkerApi, CallError> {
+        let (url, token) = self.endpoint(worker).await?;
+        WorkerApi::new(&url, &token, timeout).map_err(|e| call_error(&e))
+    }
+
+    /// A worker's API address and its token, from its registration.
+    async fn endpoint(&self, worker: &str) -> Result<(String, String), CallError> {
         let endpoint = self.store.worker_api_endpoint(worker).await.map_err(|e| {
             CallError::unreachable(format!("cannot read its API address and token: {e}"))
         })?;
-        let Some((Some(url), Some(token))) = endpoint else {
-            return Err(match endpoint {
-                None => CallError::refused(404, "not_found", format!("worker {worker} not found")),
-                // Not the step's fault, nor a worker that broke: it was
-                // registered without an API (web maps 409 to a conflict).
-                Some(_) => CallError::refused(
-                    409,
-                    "conflict",
-                    format!("worker {worker} serves no volume API"),
-                ),
-            });
-        };
-        WorkerApi::new(&url, &token, timeout).map_err(|e| call_error(&e))
+        match endpoint {
+            Some((Some(url), Some(token))) => Ok((url, token)),
+            None => Err(CallError::refused(
+                404,
+                "not_found",
+                format!("worker {worker} not found"),
+            )),
+            // Not the step's fault, nor a worker that broke: it was
+            // registered without an API (web maps 409 to a conflict).
+            Some(_) => Err(CallError::refused(
+                409,
+                "conflict",
+                format!("worker {worker} serves no volume API"),
+            )),
+        }
     }
+}
+
+/// What a worker from before pulls answers to `PUT /volumes/{h}/pull`.
+const NO_SUCH_ROUTE: &str = "no such route";
+
+/// The encoding of a copy between the workers at these addresses
+/// (`hangar_core::volumes::transfer::copy_encoding`).
+fn encoding_between(source_url: &str, target: &WorkerApi) -> &'static str {
+    let host = |url: &str| {
+        reqwest::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    copy_encoding(&host(source_url), &host(target.base_url()))
+}
+
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A copy through web, for a target worker that cannot pull: the source's
+/// stream-out into the target's stream-in, gzipped. An error says whether
+/// the source (`true`) or the target failed.
+async fn relay(
+    source: &WorkerApi,
+    from_handle: &str,
+    target: &WorkerApi,
+    to_handle: &str,
+) -> Result<(), (bool, CallError)> {
+    let stream = source
+        .stream_out(from_handle, "", true)
+        .await
+        .map_err(|e| (true, call_error(&e)))?;
+    target
+        .stream_in(
+            to_handle,
+            "",
+            true,
+            reqwest::Body::wrap_stream(stream.bytes_stream()),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| (false, call_error(&e)))
 }
 
 /// The core's view of a client error.
@@ -96,27 +152,47 @@ impl Workers for HttpWorkers {
                 let worker = worker.to_string();
                 move |error| CopyError { worker, error }
             };
-            let source = self
-                .api(from_worker, LONG)
+            let (source_url, source_token) = self
+                .endpoint(from_worker)
                 .await
                 .map_err(side(from_worker))?;
             let target = self.api(to_worker, LONG).await.map_err(side(to_worker))?;
-            // The bytes pass through web; a worker-to-worker pull is the
-            // better path and not built yet.
-            let stream = source
-                .stream_out(from_handle, "", true)
-                .await
-                .map_err(|e| side(from_worker)(call_error(&e)))?;
-            target
-                .stream_in(
-                    to_handle,
-                    "",
-                    true,
-                    reqwest::Body::wrap_stream(stream.bytes_stream()),
-                )
-                .await
-                .map(|_| ())
-                .map_err(|e| side(to_worker)(call_error(&e)))
+            let pull = PullVolume {
+                grant: volume_grant::sign(&source_token, from_handle, unix_ms()),
+                encoding: Some(encoding_between(&source_url, &target).to_string()),
+                source_url: source_url.clone(),
+                source_handle: from_handle.to_string(),
+            };
+            match target.pull_volume(to_handle, &pull).await {
+                Ok(_) => Ok(()),
+                Err(ClientError::Api { code, message, .. })
+                    if code == pull_codes::SOURCE_NOT_FOUND =>
+                {
+                    Err(side(from_worker)(CallError::refused(
+                        404,
+                        "not_found",
+                        message,
+                    )))
+                }
+                Err(ClientError::Api { code, message, .. })
+                    if code == pull_codes::SOURCE_FAILED =>
+                {
+                    Err(side(from_worker)(CallError::unreachable(message)))
+                }
+                // A worker from before pulls: the bytes pass through web.
+                Err(ClientError::Api {
+                    status, message, ..
+                }) if status.as_u16() == 404 && message == NO_SUCH_ROUTE => {
+                    let source = WorkerApi::new(&source_url, &source_token, LONG)
+                        .map_err(|e| side(from_worker)(call_error(&e)))?;
+                    relay(&source, from_handle, &target, to_handle)
+                        .await
+                        .map_err(|(source_side, e)| {
+                            side(if source_side { from_worker } else { to_worker })(e)
+                        })
+                }
+                Err(e) => Err(side(to_worker)(call_error(&e))),
+            }
         }
         .boxed()
     }

@@ -51,6 +51,8 @@ pub struct VolumeApi {
     /// A root worker gives what is streamed into a volume without parent or
     /// children to the first task user (see `ResourceRunner::with_task_user`).
     task_user: Option<hangar_core::users::Ids>,
+    /// Pulls volumes from other workers (`crate::pull`).
+    pub(crate) http: reqwest::Client,
 }
 
 impl VolumeApi {
@@ -65,6 +67,7 @@ impl VolumeApi {
             health: None,
             import_dirs: Arc::new(Vec::new()),
             task_user: None,
+            http: crate::pull::client(),
         }
     }
 
@@ -151,7 +154,7 @@ pub fn router(api: VolumeApi) -> Router {
             "/volumes/{handle}/stream-in",
             put(stream_in).layer(axum::extract::DefaultBodyLimit::disable()),
         )
-        .route("/volumes/{handle}/stream-out", get(stream_out))
+        .route("/volumes/{handle}/pull", put(crate::pull::pull))
         .route("/volumes/{handle}/file", get(read_file))
         // Answers only with this process's own token: how web tells the
         // live holder of a name from a new process at the same address.
@@ -167,6 +170,9 @@ pub fn router(api: VolumeApi) -> Router {
         .layer(middleware::from_fn_with_state(api.clone(), require_key));
     let resources = api.resources.clone();
     let router = Router::new()
+        // This process's token, or a grant web signed with it for this
+        // volume alone (another worker pulling it): checked in the handler.
+        .route("/volumes/{handle}/stream-out", get(stream_out))
         .route("/healthz", get(healthz))
         .route(
             "/livez",
@@ -196,15 +202,40 @@ pub async fn serve(
 }
 
 async fn require_key(State(api): State<VolumeApi>, req: Request, next: Next) -> Response {
-    let presented = req
-        .headers()
+    if has_key(&api, req.headers()) {
+        next.run(req).await
+    } else {
+        error::unauthorized().into_response()
+    }
+}
+
+fn has_key(api: &VolumeApi, headers: &header::HeaderMap) -> bool {
+    let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "));
-    match presented {
-        Some(k) if same_secret(k.as_bytes(), api.key.as_bytes()) => next.run(req).await,
-        _ => error::unauthorized().into_response(),
+    presented.is_some_and(|k| same_secret(k.as_bytes(), api.key.as_bytes()))
+}
+
+/// A stream-out is for web (this process's token) or for a worker web
+/// sent to pull this one volume (a grant signed with that token).
+fn may_stream_out(
+    api: &VolumeApi,
+    headers: &header::HeaderMap,
+    handle: &str,
+) -> Result<(), ApiError> {
+    if has_key(api, headers) {
+        return Ok(());
     }
+    let Some(grant) = headers
+        .get(hangar_api::volume_grant::GRANT_HEADER)
+        .and_then(|h| h.to_str().ok())
+    else {
+        return Err(error::unauthorized());
+    };
+    let now = crate::pull::now_ms();
+    hangar_api::volume_grant::verify(&api.key, handle, grant, now)
+        .map_err(|refused| error::grant_refused(handle, refused))
 }
 
 async fn list(State(api): State<VolumeApi>) -> Result<Json<Vec<Volume>>, ApiError> {
@@ -321,11 +352,17 @@ struct StreamQuery {
 }
 
 fn compression(q: &StreamQuery) -> Result<Compression, ApiError> {
-    match q.encoding.as_deref() {
-        None | Some("") | Some("identity") => Ok(Compression::None),
+    encoding(q.encoding.as_deref())
+}
+
+/// A stream's `encoding`: none (also `identity`), `gzip` or `zstd`.
+pub(crate) fn encoding(name: Option<&str>) -> Result<Compression, ApiError> {
+    match name {
+        None | Some("" | "none" | "identity") => Ok(Compression::None),
         Some("gzip") => Ok(Compression::Gzip),
+        Some("zstd") => Ok(Compression::Zstd),
         Some(other) => Err(ApiError::bad_request(format!(
-            "unknown encoding {other:?}: use gzip or none"
+            "unknown encoding {other:?}: use gzip, zstd or none"
         ))),
     }
 }
@@ -338,21 +375,51 @@ async fn stream_in(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(q) = query.map_err(bad_query)?;
     let compression = compression(&q)?;
-    // Refused before the body is read: a stream-in over the cap costs
-    // nothing but this answer.
-    let permit = api
-        .stream_ins
+    let permit = stream_in_permit(&api)?;
+    let body = body.into_data_stream().map_err(io::Error::other);
+    let report = receive(&api, permit, handle, q.path, body, compression).await?;
+    Ok(Json(stream_in_answer(&report)))
+}
+
+/// A stream-in's permit, refused before any byte is read: a stream-in
+/// over the cap costs nothing but this answer.
+pub(crate) fn stream_in_permit(
+    api: &VolumeApi,
+) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    api.stream_ins
         .clone()
         .try_acquire_owned()
-        .map_err(|_| error::stream_ins_full(api.limits.max_concurrent_stream_ins))?;
-    let reader = StreamReader::new(body.into_data_stream().map_err(io::Error::other));
+        .map_err(|_| error::stream_ins_full(api.limits.max_concurrent_stream_ins))
+}
+
+/// What a stream-in (or a pull) answers.
+pub(crate) fn stream_in_answer(report: &hangar_volumes::StreamInReport) -> serde_json::Value {
+    serde_json::json!({
+        "entries": report.entries,
+        "files": report.files,
+        "bytes": report.content_bytes,
+    })
+}
+
+/// Extracts a tar stream into `handle` at `path` under this worker's
+/// limits (a stream-in's body, or a pull's download), then gives the
+/// volume to the task user as [`hand_over`] says.
+pub(crate) async fn receive(
+    api: &VolumeApi,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    handle: String,
+    path: String,
+    stream: impl futures_util::Stream<Item = io::Result<axum::body::Bytes>> + Send + Unpin + 'static,
+    compression: Compression,
+) -> Result<hangar_volumes::StreamInReport, ApiError> {
+    let reader = StreamReader::new(stream);
     // The bridge must be made on the runtime; it is used on the blocking pool.
     let reader = SyncIoBridge::new(reader);
     let (m, limits, task_user) = (api.manager.clone(), api.limits, api.task_user);
     let containers = api.containers.clone();
-    let report = blocking(move || {
+    blocking(move || {
         let _permit = permit; // held until the blocking work ends
-        let report = m.stream_in(&handle, &q.path, reader, compression, &limits)?;
+        let report = m.stream_in(&handle, &path, reader, compression, &limits)?;
         // Never under a container that mounts it: its user owns it now.
         let mounted = containers
             .as_ref()
@@ -362,12 +429,7 @@ async fn stream_in(
         }
         Ok(report)
     })
-    .await?;
-    Ok(Json(serde_json::json!({
-        "entries": report.entries,
-        "files": report.files,
-        "bytes": report.content_bytes,
-    })))
+    .await
 }
 
 /// Gives a streamed-in volume to the first task user when it is a volume
@@ -394,8 +456,10 @@ fn hand_over(
 async fn stream_out(
     State(api): State<VolumeApi>,
     Path(handle): Path<String>,
+    headers: header::HeaderMap,
     query: Result<Query<StreamQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    may_stream_out(&api, &headers, &handle)?;
     let Query(q) = query.map_err(bad_query)?;
     let compression = compression(&q)?;
     // Fail before the headers go out when the volume or the path is not
@@ -415,6 +479,7 @@ async fn stream_out(
     });
     let content_type = match compression {
         Compression::Gzip => "application/gzip",
+        Compression::Zstd => "application/zstd",
         Compression::None => "application/x-tar",
     };
     Ok((

@@ -179,6 +179,24 @@ impl From<ActionError> for ApiError {
     }
 }
 
+/// A grant presented for a volume's stream-out that opens nothing.
+pub fn grant_refused(handle: &str, why: hangar_api::volume_grant::GrantRefused) -> ApiError {
+    tracing::warn!(%handle, "refused a stream-out: {why}");
+    ApiError::unauthorized(format!("stream-out of volume {handle}: {why}"))
+}
+
+/// A pull the source worker failed: 502, with a code that tells web the
+/// source (not this worker) failed, and whether it lacks the volume.
+pub fn pull_source(not_found: bool, message: String) -> ApiError {
+    use hangar_api::worker_api::pull_codes;
+    let code = if not_found {
+        pull_codes::SOURCE_NOT_FOUND
+    } else {
+        pull_codes::SOURCE_FAILED
+    };
+    ApiError::new(StatusCode::BAD_GATEWAY, code, message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
