@@ -406,6 +406,28 @@ async fn agent_loop(
         sessions,
         stop_reports.clone(),
     ));
+    // The presence follows the registration too: its token opens it. It
+    // ends with a goodbye however the agent ends (a SIGKILL ends it
+    // without one, which is how web knows the process is gone).
+    let stop_presence = CancellationToken::new();
+    let presence = tokio::spawn({
+        let (web_url, name, sessions, stop) = (
+            config.web_url.clone(),
+            config.name.clone(),
+            session.subscribe(),
+            stop_presence.clone(),
+        );
+        async move {
+            crate::presence::hold(
+                &web_url,
+                &name,
+                sessions,
+                |s: &Session| s.token.clone(),
+                stop,
+            )
+            .await
+        }
+    });
     let result = heartbeat_loop(
         config,
         fleet_client,
@@ -418,8 +440,12 @@ async fn agent_loop(
     )
     .await;
     stop_reports.cancel();
+    stop_presence.cancel();
     if let Err(e) = reporter.await {
         tracing::warn!(error = %e, "volume report task failed");
+    }
+    if let Err(e) = presence.await {
+        tracing::warn!(error = %e, "presence task failed");
     }
     result
 }
@@ -430,6 +456,8 @@ async fn agent_loop(
 struct Session {
     generation: i64,
     client: Client,
+    /// The registration's own token, which the presence presents.
+    token: String,
 }
 
 impl Session {
@@ -437,6 +465,7 @@ impl Session {
         Session {
             generation: registered.generation,
             client: fleet_client.with_token(&registered.token),
+            token: registered.token.clone(),
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod disk;
 pub mod error;
 pub mod health;
 pub mod kube;
+mod presence;
 mod pull;
 mod resource_types;
 pub mod resources_api;

@@ -35,6 +35,7 @@ mod e2e_no_worker;
 mod e2e_outputs;
 mod e2e_pipeline_registry_needs_root;
 mod e2e_pipelines;
+mod e2e_presence;
 mod e2e_privileged;
 mod e2e_quickstart_flags_needs_root;
 mod e2e_recovery;

@@ -70,6 +70,32 @@ impl Drop for Proc {
     }
 }
 
+/// A web process at `url` (on loopback) with its data in `dir`, logging to
+/// `dir/web.log` (appended across restarts).
+fn spawn_web(dir: &Path, url: &str, extra: &[&str]) -> Proc {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("web.log"))
+        .unwrap();
+    let child = hangar()
+        .args(["web", "--bind", url.trim_start_matches("http://")])
+        .arg("--data-dir")
+        .arg(dir.join("web"))
+        .args(["--heartbeat-ttl", TTL, "--lifecycle-interval", "100ms"])
+        .args(extra)
+        .env("HANGAR_ADMIN_TOKEN", ADMIN)
+        .env("HANGAR_WORKER_KEY", KEY)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    Proc {
+        child,
+        name: "web".into(),
+    }
+}
+
 pub(crate) struct Cluster {
     pub dir: tempfile::TempDir,
     pub url: String,
@@ -94,29 +120,28 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let url = format!("http://127.0.0.1:{port}");
-        let log = std::fs::File::create(dir.path().join("web.log")).unwrap();
-        let child = hangar()
-            .args(["web", "--bind", &format!("127.0.0.1:{port}")])
-            .arg("--data-dir")
-            .arg(dir.path().join("web"))
-            .args(["--heartbeat-ttl", TTL, "--lifecycle-interval", "100ms"])
-            .args(extra)
-            .env("HANGAR_ADMIN_TOKEN", ADMIN)
-            .env("HANGAR_WORKER_KEY", KEY)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let cluster = Cluster {
-            dir,
-            url,
-            web: Proc {
-                child,
-                name: "web".into(),
-            },
-        };
+        let web = spawn_web(dir.path(), &url, extra);
+        let cluster = Cluster { dir, url, web };
         cluster.wait_until("web answers", |_| true);
         cluster
+    }
+
+    /// Stops web (SIGTERM, as an operator's restart does) and starts it
+    /// again on the same address and data dir, with `extra` flags.
+    pub(crate) fn restart_web(&mut self, extra: &[&str]) {
+        self.web.signal(Signal::SIGTERM);
+        assert_eq!(self.web.wait_exit(Duration::from_secs(30)), Some(0));
+        self.web = spawn_web(self.dir.path(), &self.url, extra);
+        self.wait_until("web answers again", |_| true);
+    }
+
+    /// How many lines of `name`'s log (`web`, a worker's name) contain `text`.
+    pub(crate) fn log_lines(&self, name: &str, text: &str) -> usize {
+        std::fs::read_to_string(self.dir.path().join(format!("{name}.log")))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(text))
+            .count()
     }
 
     pub(crate) fn work_dir(&self, name: &str) -> PathBuf {
