@@ -10,6 +10,8 @@ use std::time::Duration;
 use anyhow::Context;
 use hangar_bench::{checks, dashboard, execute, heartbeats, image, memory, scheduling, webhook};
 
+use hangar_bench::death;
+
 use crate::duration;
 use crate::format::emit;
 
@@ -43,6 +45,10 @@ enum What {
     /// A new commit's webhook to the build it triggers running, on a warm
     /// worker (a local git repository, the built-in `git` type).
     Webhook(WebhookArgs),
+    /// A worker SIGKILLed while it runs a long step, to the step running
+    /// on another worker, at the default settings (one web node, or
+    /// several on PostgreSQL: --web-nodes).
+    Death(DeathArgs),
     /// Each dashboard page's time at 1,000 workers and 100 pipelines
     /// (seeded through the store), on SQLite and, with --database-url,
     /// PostgreSQL too.
@@ -91,6 +97,20 @@ struct WebhookArgs {
     #[arg(long, default_value_t = 20)]
     rounds: usize,
     /// PostgreSQL URL; default SQLite in the scratch dir.
+    #[command(flatten)]
+    db: Database,
+    #[command(flatten)]
+    out: Output,
+}
+
+#[derive(clap::Args, Debug)]
+struct DeathArgs {
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
+    /// Web nodes on one PostgreSQL, behind a balancer (needs
+    /// --database-url).
+    #[arg(long, default_value_t = 1)]
+    web_nodes: usize,
     #[command(flatten)]
     db: Database,
     #[command(flatten)]
@@ -308,6 +328,18 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .await?;
             write(&a.out.json_out, &report)?;
             emit(&report.lines())?;
+        }
+        What::Death(a) => {
+            let report = death::run(death::DeathConfig {
+                bin,
+                rounds: a.rounds.max(1),
+                database_url: a.db.database_url,
+                web_nodes: a.web_nodes.max(1),
+                dir: a.out.dir,
+            })
+            .await?;
+            write(&a.out.json_out, &report)?;
+            emit(&format!("{}\n", report.line()))?;
         }
         What::Webhook(a) => {
             let report = webhook::run(webhook::WebhookConfig {
