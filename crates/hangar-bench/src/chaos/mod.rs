@@ -132,6 +132,9 @@ pub struct FaultRecord {
     pub down_ms: u64,
     /// From the death (or the pause) to web's `stalled` event.
     pub death_to_stalled_ms: Option<i64>,
+    /// A process kill: from the kill to every step that ran on the worker
+    /// running again on another one (its next attempt placed and started).
+    pub death_to_retry_ms: Option<i64>,
     /// `restarted-state-kept`, `restarted-state-lost`, … of the next
     /// registration.
     pub registration: Option<String>,
@@ -182,6 +185,14 @@ pub struct ChaosReport {
     pub faults: Vec<FaultRecord>,
     pub faults_by_kind: BTreeMap<String, usize>,
     pub death_to_stalled_ms: Summary,
+    /// Over the process kills (`kill-keep`, `kill-wipe`) alone: what a
+    /// worker's presence makes fast.
+    pub kill_to_stalled_ms: Summary,
+    pub death_to_retry_ms: Summary,
+    /// Whether the kills met the bound of [`KILL_TO_RETRY_BOUND_MS`] (on
+    /// their median: one retry delayed by a loaded machine does not fail
+    /// the run, a path that no longer works does).
+    pub kill_bound_met: bool,
     pub reregistration_to_clean_ms: Summary,
     /// Re-registrations after which database and disk did not agree within
     /// the check's time limit.
@@ -221,7 +232,7 @@ impl ChaosReport {
         format!(
             "chaos seed={} {:.0}s {} workers {} web node(s) {}: builds {} (succeeded {}, failed-own {}, failed-unexpected {}, \
              errored-infra {}, unfinished {}); retries {}; faults {} ({}); \
-             death-to-stalled p50 {}s max {}s (n={}); re-registration-to-clean p50 {}ms max {}ms (n={}, never {}); \
+             death-to-stalled p50 {}s max {}s (n={}); kill-to-stalled p50 {}ms; death-to-retry p50 {}ms max {}ms (n={}, bound {}ms {}); re-registration-to-clean p50 {}ms max {}ms (n={}, never {}); \
              settled in {:.0}s; divergence {} (volume rows {} / dirs {}, container rows {} / dirs {}); leaked processes {}; {}",
             self.seed,
             self.duration_seconds,
@@ -240,6 +251,12 @@ impl ChaosReport {
             secs(self.death_to_stalled_ms.p50),
             secs(self.death_to_stalled_ms.max),
             self.death_to_stalled_ms.count,
+            fmt_opt(self.kill_to_stalled_ms.p50, 0),
+            fmt_opt(self.death_to_retry_ms.p50, 0),
+            fmt_opt(self.death_to_retry_ms.max, 0),
+            self.death_to_retry_ms.count,
+            KILL_TO_RETRY_BOUND_MS,
+            if self.kill_bound_met { "met" } else { "MISSED" },
             fmt_opt(self.reregistration_to_clean_ms.p50, 0),
             fmt_opt(self.reregistration_to_clean_ms.max, 0),
             self.reregistration_to_clean_ms.count,
@@ -528,8 +545,12 @@ impl Fleet {
                 let wipe = fault.kind == FaultKind::KillWipe;
                 let before = self.generation_of(i).await;
                 self.slots[i].held_down = true;
+                let name = self.slots[i].spec.name.clone();
+                let on_worker = steps_running_on(&self.webs[0].spec.database(), &name).await;
+                let killed = Instant::now();
                 let death = now_ms();
                 self.kill_worker(i, wipe).await;
+                let retries = tokio::spawn(retried_elsewhere(on_worker, name, killed));
                 if wipe {
                     let dir = self.slots[i].spec.work_dir.clone();
                     let wiped = tokio::task::spawn_blocking({
@@ -546,6 +567,11 @@ impl Fleet {
                 self.sleep(fault.down_for).await?;
                 self.start_worker(i)?;
                 self.measure_return(i, before, death, &mut rec).await?;
+                match retries.await {
+                    Ok(Ok(ms)) => rec.death_to_retry_ms = Some(ms),
+                    Ok(Err(why)) => rec.notes.push(format!("death-to-retry: {why}")),
+                    Err(e) => rec.notes.push(format!("death-to-retry: {e}")),
+                }
             }
             FaultKind::Pause => {
                 let before = self.generation_of(i).await;
@@ -1391,6 +1417,22 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
         .iter()
         .filter_map(|r| r.death_to_stalled_ms.map(|v| v as f64))
         .collect();
+    let is_kill = |r: &&FaultRecord| matches!(r.kind.as_str(), "kill-keep" | "kill-wipe");
+    let kill_stalls: Vec<f64> = records
+        .iter()
+        .filter(is_kill)
+        .filter_map(|r| r.death_to_stalled_ms.map(|v| v as f64))
+        .collect();
+    let retries: Vec<f64> = records
+        .iter()
+        .filter(is_kill)
+        .filter_map(|r| r.death_to_retry_ms.map(|v| v as f64))
+        .collect();
+    let kill_to_stalled_ms = Summary::of(&kill_stalls);
+    let death_to_retry_ms = Summary::of(&retries);
+    let bound = KILL_TO_RETRY_BOUND_MS as f64;
+    let kill_bound_met = kill_to_stalled_ms.p50.is_none_or(|ms| ms <= bound)
+        && death_to_retry_ms.p50.is_none_or(|ms| ms <= bound);
     let cleans: Vec<f64> = records
         .iter()
         .filter_map(|r| r.reregistration_to_clean_ms.map(|v| v as f64))
@@ -1408,7 +1450,8 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
         && counts.unfinished == 0
         && counts.aborted == 0
         && divergence_total == 0
-        && leaked.is_empty();
+        && leaked.is_empty()
+        && kill_bound_met;
     let database = fleet.webs[0].spec.database();
     Ok(ChaosReport {
         seed: cfg.seed,
@@ -1421,6 +1464,9 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
         faults: records,
         faults_by_kind: by_kind,
         death_to_stalled_ms: Summary::of(&stalls),
+        kill_to_stalled_ms,
+        death_to_retry_ms,
+        kill_bound_met,
         reregistration_to_clean_ms: Summary::of(&cleans),
         never_clean,
         settle_seconds,
@@ -1434,6 +1480,78 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
         dir: fleet.dir.display().to_string(),
         passed,
     })
+}
+
+/// The bound a process kill is held to: the median kill, to the worker's
+/// running steps running again on other workers, within a second (its
+/// presence closes with the process and web stalls it at once).
+pub const KILL_TO_RETRY_BOUND_MS: i64 = 1000;
+
+/// A step's attempt: its build, its place in the plan, its attempt.
+type Attempt = (i64, String, i64);
+
+/// Steps running on `worker` now, read from the database at `url` (kept
+/// open to watch them); an error is said as the reason there are none.
+async fn steps_running_on(url: &str, worker: &str) -> Result<(Store, Vec<Attempt>), String> {
+    let store = Store::open(url).await.map_err(|e| e.to_string())?;
+    let builds = store.list_builds(200).await.map_err(|e| e.to_string())?;
+    let mut running = Vec::new();
+    for b in builds.iter().filter(|b| !b.status.is_final()) {
+        let steps = store.build_steps(b.id).await.map_err(|e| e.to_string())?;
+        running.extend(
+            steps
+                .into_iter()
+                .filter(|s| {
+                    s.state == hangar_core::build::StepState::Running
+                        && s.worker.as_deref() == Some(worker)
+                })
+                .map(|s| (b.id, s.step_id, s.attempt)),
+        );
+    }
+    Ok((store, running))
+}
+
+/// From `killed`, the time until every step that ran on `worker` runs on
+/// another worker (a later attempt there, not pending) or its build ended.
+async fn retried_elsewhere(
+    on_worker: Result<(Store, Vec<Attempt>), String>,
+    worker: String,
+    killed: Instant,
+) -> Result<i64, String> {
+    let (store, mut waiting) = on_worker?;
+    if waiting.is_empty() {
+        store.close().await;
+        return Err("no step ran on the worker".into());
+    }
+    let deadline = killed + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let mut still = Vec::new();
+        for (build, step, attempt) in waiting {
+            let ended = match store.get_build(build).await {
+                Ok(Some(b)) => b.status.is_final(),
+                _ => false,
+            };
+            let moved = store.build_steps(build).await.is_ok_and(|steps| {
+                steps.iter().any(|s| {
+                    s.step_id == step
+                        && s.attempt > attempt
+                        && s.state != hangar_core::build::StepState::Pending
+                        && s.worker.as_deref().is_some_and(|w| w != worker)
+                })
+            });
+            if !ended && !moved {
+                still.push((build, step, attempt));
+            }
+        }
+        waiting = still;
+        if waiting.is_empty() {
+            store.close().await;
+            return Ok(killed.elapsed().as_millis() as i64);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    store.close().await;
+    Err(format!("{} step(s) not retried within 60s", waiting.len()))
 }
 
 /// One pass of every collector, straight on the database, with no grace
