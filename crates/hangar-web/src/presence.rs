@@ -217,7 +217,7 @@ async fn watch(
     };
     let _ = tx.try_send(Ok(Bytes::from(format!("{line}\n"))));
     drop(tx);
-    tracing::debug!(worker = %name, generation, ?outcome, "worker presence ended");
+    tracing::info!(worker = %name, generation, ?outcome, "worker presence ended");
     let _ = presences.sender().send(PresenceEnd {
         worker: name,
         generation,
@@ -231,7 +231,25 @@ async fn lost(web: &Web, name: &str, generation: i64, how: &str) -> PresenceOutc
         // This node dropped it: the worker is not to blame.
         return PresenceOutcome::WebStopping;
     }
-    let gone = match probe(web, name, generation).await {
+    // A database that is busy for a moment (SQLite's one writer) does not
+    // leave a dead worker to the TTL: the look-up and the write are tried
+    // a few times.
+    let mut tries = 0;
+    let gone = loop {
+        tries += 1;
+        match probe(web, name, generation).await {
+            Probe::Lookup(e) if tries < 3 => {
+                tracing::warn!(worker = %name, error = %e, "cannot look up a worker whose presence closed; trying again");
+                tokio::time::sleep(Duration::from_millis(50 * tries)).await;
+            }
+            other => break other,
+        }
+    };
+    let gone = match gone {
+        Probe::Lookup(e) => {
+            tracing::warn!(worker = %name, error = %e, "cannot look up a worker whose presence closed: left to the heartbeat TTL");
+            return PresenceOutcome::NoAnswer(format!("could not be looked up: {e}"));
+        }
         Probe::Answers => {
             tracing::info!(worker = %name, generation, "{how}, but its API answers: alive");
             return PresenceOutcome::Answers;
@@ -244,11 +262,22 @@ async fn lost(web: &Web, name: &str, generation: i64, how: &str) -> PresenceOutc
         Probe::Gone(why) => why,
     };
     let cause = format!("process gone: {how} and its API {gone}");
-    match web
-        .store()
-        .settle_gone_worker(name, generation, &cause, web.now())
-        .await
-    {
+    let mut tries = 0;
+    let settled = loop {
+        tries += 1;
+        match web
+            .store()
+            .settle_gone_worker(name, generation, &cause, web.now())
+            .await
+        {
+            Err(e) if tries < 3 => {
+                tracing::warn!(worker = %name, error = %e, "cannot settle a worker whose process is gone; trying again");
+                tokio::time::sleep(Duration::from_millis(50 * tries)).await;
+            }
+            other => break other,
+        }
+    };
+    match settled {
         Ok(Some(action)) => {
             tracing::info!(worker = %name, event = %action.event, cause = %action.cause, "worker lifecycle");
             web.metrics().count_lifecycle_event(action.event);
@@ -271,6 +300,8 @@ enum Probe {
     NoAnswer(String),
     /// The registration changed or is not expected to be alive.
     NotCurrent,
+    /// The worker's row could not be read.
+    Lookup(hangar_store::StoreError),
 }
 
 /// Asks the registration `generation` of `name` whether it is alive, with
@@ -279,7 +310,7 @@ async fn probe(web: &Web, name: &str, generation: i64) -> Probe {
     let holder = match web.store().worker_incumbent(name).await {
         Ok(Some(h)) => h,
         Ok(None) => return Probe::NotCurrent,
-        Err(e) => return Probe::NoAnswer(format!("could not be looked up: {e}")),
+        Err(e) => return Probe::Lookup(e),
     };
     if holder.generation != generation || !holder.state.expects_heartbeats() {
         return Probe::NotCurrent;

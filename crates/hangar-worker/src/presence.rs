@@ -88,7 +88,7 @@ pub(crate) async fn hold<S: Send + Sync + 'static>(
                         if end.held {
                             backoff = BACKOFF_MIN;
                         }
-                        tracing::debug!(why = %end.why, "presence at web ended; connecting again");
+                        tracing::info!(why = %end.why, "presence at web ended; connecting again");
                     }
                     Err(e) => tracing::warn!(error = %e, "presence task failed"),
                 }
