@@ -189,10 +189,15 @@ pub struct ChaosReport {
     /// worker's presence makes fast.
     pub kill_to_stalled_ms: Summary,
     pub death_to_retry_ms: Summary,
-    /// Whether the kills met the bound of [`KILL_TO_RETRY_BOUND_MS`] (on
-    /// their median: one retry delayed by a loaded machine does not fail
-    /// the run, a path that no longer works does).
+    /// Whether the kills' median kill-to-stalled is within
+    /// [`kill_to_stalled_bound_ms`]: the part of the retry a worker's
+    /// presence makes fast, and what the run asserts.
     pub kill_bound_met: bool,
+    /// Whether the kills' median death-to-retry is within
+    /// [`KILL_TO_RETRY_BOUND_MS`]: reported, not asserted (the retry
+    /// includes starting the step's container on another worker, which
+    /// a loaded machine can slow past any bound).
+    pub retry_bound_met: bool,
     pub reregistration_to_clean_ms: Summary,
     /// Re-registrations after which database and disk did not agree within
     /// the check's time limit.
@@ -232,7 +237,7 @@ impl ChaosReport {
         format!(
             "chaos seed={} {:.0}s {} workers {} web node(s) {}: builds {} (succeeded {}, failed-own {}, failed-unexpected {}, \
              errored-infra {}, unfinished {}); retries {}; faults {} ({}); \
-             death-to-stalled p50 {}s max {}s (n={}); kill-to-stalled p50 {}ms; death-to-retry p50 {}ms max {}ms (n={}, bound {}ms {}); re-registration-to-clean p50 {}ms max {}ms (n={}, never {}); \
+             death-to-stalled p50 {}s max {}s (n={}); kill-to-stalled p50 {}ms; kill-to-stalled bound {}; death-to-retry p50 {}ms max {}ms (n={}, {} the {}ms target); re-registration-to-clean p50 {}ms max {}ms (n={}, never {}); \
              settled in {:.0}s; divergence {} (volume rows {} / dirs {}, container rows {} / dirs {}); leaked processes {}; {}",
             self.seed,
             self.duration_seconds,
@@ -252,11 +257,12 @@ impl ChaosReport {
             secs(self.death_to_stalled_ms.max),
             self.death_to_stalled_ms.count,
             fmt_opt(self.kill_to_stalled_ms.p50, 0),
+            if self.kill_bound_met { "met" } else { "MISSED" },
             fmt_opt(self.death_to_retry_ms.p50, 0),
             fmt_opt(self.death_to_retry_ms.max, 0),
             self.death_to_retry_ms.count,
+            if self.retry_bound_met { "within" } else { "over" },
             KILL_TO_RETRY_BOUND_MS,
-            if self.kill_bound_met { "met" } else { "MISSED" },
             fmt_opt(self.reregistration_to_clean_ms.p50, 0),
             fmt_opt(self.reregistration_to_clean_ms.max, 0),
             self.reregistration_to_clean_ms.count,
@@ -1430,9 +1436,11 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
         .collect();
     let kill_to_stalled_ms = Summary::of(&kill_stalls);
     let death_to_retry_ms = Summary::of(&retries);
-    let bound = KILL_TO_RETRY_BOUND_MS as f64;
-    let kill_bound_met = kill_to_stalled_ms.p50.is_none_or(|ms| ms <= bound)
-        && death_to_retry_ms.p50.is_none_or(|ms| ms <= bound);
+    let stall_bound = kill_to_stalled_bound_ms(cfg.heartbeat_ttl) as f64;
+    let kill_bound_met = kill_to_stalled_ms.p50.is_none_or(|ms| ms <= stall_bound);
+    let retry_bound_met = death_to_retry_ms
+        .p50
+        .is_none_or(|ms| ms <= KILL_TO_RETRY_BOUND_MS as f64);
     let cleans: Vec<f64> = records
         .iter()
         .filter_map(|r| r.reregistration_to_clean_ms.map(|v| v as f64))
@@ -1467,6 +1475,7 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
         kill_to_stalled_ms,
         death_to_retry_ms,
         kill_bound_met,
+        retry_bound_met,
         reregistration_to_clean_ms: Summary::of(&cleans),
         never_clean,
         settle_seconds,
@@ -1482,10 +1491,18 @@ async fn drive(fleet: &mut Fleet, faults: &[Fault]) -> anyhow::Result<ChaosRepor
     })
 }
 
-/// The bound a process kill is held to: the median kill, to the worker's
-/// running steps running again on other workers, within a second (its
-/// presence closes with the process and web stalls it at once).
+/// The target of a process kill: the median kill, to the worker's running
+/// steps running again on other workers, within a second (its presence
+/// closes with the process and web stalls it at once).
 pub const KILL_TO_RETRY_BOUND_MS: i64 = 1000;
+
+/// What the run asserts of process kills: their median kill-to-stalled
+/// within a second and within half the TTL, so a stall that came from the
+/// TTL (a presence path that no longer works) cannot pass for one that
+/// came from the presence, however short the run's TTL.
+pub fn kill_to_stalled_bound_ms(heartbeat_ttl: Duration) -> i64 {
+    (heartbeat_ttl.as_millis() as i64 / 2).min(KILL_TO_RETRY_BOUND_MS)
+}
 
 /// A step's attempt: its build, its place in the plan, its attempt.
 type Attempt = (i64, String, i64);
