@@ -1,6 +1,12 @@
-//! Which worker a step runs on.
+//! Which worker a step runs on: the workers that fit a step, and the
+//! chain of Concourse's placement strategies ([`strategies`]) that picks
+//! one of them.
+
+mod strategies;
 
 use std::collections::BTreeSet;
+
+pub use strategies::{Placement, StepClass, Strategy, DEFAULT_CHAIN};
 
 use crate::resource_types::ResourceType;
 use crate::WorkerState;
@@ -13,7 +19,10 @@ pub struct Candidate {
     pub platform: String,
     pub tags: BTreeSet<String>,
     pub team: Option<String>,
+    /// Containers the worker said it runs, at its last heartbeat.
     pub active_containers: i64,
+    /// What the database has placed on the worker and not seen finish.
+    pub load: Load,
     /// The cache keys (resource caches, task caches, artifacts) the worker
     /// holds right now: created and not missing.
     pub has: BTreeSet<String>,
@@ -24,6 +33,21 @@ pub struct Candidate {
     pub memory_free: Option<u64>,
     /// Started with `--allow-privileged`: it runs privileged containers.
     pub allow_privileged: bool,
+}
+
+/// A worker's active work as the database knows it at placement: what
+/// the strategies of a chain count (a step placed a moment ago counts at
+/// once, not at the worker's next heartbeat).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Load {
+    /// Build steps placed on the worker whose build runs and which have
+    /// not finished (`fewest-build-containers`).
+    pub build_steps: i64,
+    /// Those of them that are tasks (`limit-active-tasks`).
+    pub tasks: i64,
+    /// Volumes on the worker, made or being made
+    /// (`limit-active-volumes`).
+    pub volumes: i64,
 }
 
 /// What a step asks of its worker.
@@ -97,11 +121,22 @@ pub struct NoWorker(pub String);
 pub const NO_PRIVILEGED_WORKER: &str =
     "privileged step: no worker allows privileged containers (start a worker with --allow-privileged)";
 
-/// Picks a worker: among running workers that fit (platform, tags, team,
-/// privileged containers allowed if the step needs them, accepting work),
-/// the one holding most of the wanted caches, then the least busy, then by
-/// name. Workers to avoid are used only if nothing else fits.
+/// Picks a worker by hangar's default chain ([`DEFAULT_CHAIN`]: the one
+/// holding most of the wanted caches, then the fewest active build
+/// steps), ties broken by name, among the workers that fit (see
+/// [`pool`]). The engine places by the operator's chain instead
+/// ([`Placement::place`]), ties broken at random.
 pub fn place(candidates: &[Candidate], req: &Requirement) -> Result<String, NoWorker> {
+    let mut by_name: Vec<Candidate> = candidates.to_vec();
+    by_name.sort_by(|a, b| a.name.cmp(&b.name));
+    Placement::default().place(&by_name, req, StepClass::Other)
+}
+
+/// The workers a step may go to, in the given order: running workers
+/// that fit (platform, tags, team, privileged containers allowed if the
+/// step needs them, accepting work, memory for its limit), without those
+/// to avoid unless nothing else fits.
+fn pool<'a>(candidates: &'a [Candidate], req: &Requirement) -> Vec<&'a Candidate> {
     let fits = |c: &&Candidate| {
         c.state == WorkerState::Running
             && c.accepting_work
@@ -114,21 +149,11 @@ pub fn place(candidates: &[Candidate], req: &Requirement) -> Result<String, NoWo
         .copied()
         .filter(|c| !req.avoid.contains(&c.name))
         .collect();
-    let pool = if preferred.is_empty() {
+    if preferred.is_empty() {
         fitting
     } else {
         preferred
-    };
-    pool.into_iter()
-        .max_by(|a, b| {
-            let hits = |c: &Candidate| req.wants.iter().filter(|k| c.has.contains(*k)).count();
-            hits(a)
-                .cmp(&hits(b))
-                .then(b.active_containers.cmp(&a.active_containers))
-                .then(b.name.cmp(&a.name))
-        })
-        .map(|c| c.name.clone())
-        .ok_or_else(|| NoWorker(explain(candidates, req)))
+    }
 }
 
 /// Whether the worker is of the kind the step asks for, whatever its
@@ -137,10 +162,17 @@ fn is_made_for(c: &Candidate, req: &Requirement) -> bool {
     // An empty platform asks for none in particular (resource types run on
     // their worker's own platform).
     (req.platform.is_empty() || c.platform == req.platform)
-        && req.tags.is_subset(&c.tags)
+        && tags_match(&c.tags, &req.tags)
         // A team worker serves only its team; a shared worker serves all.
         && (c.team.is_none() || c.team == req.team)
         && (!req.privileged || c.allow_privileged)
+}
+
+/// Concourse's tag rule: a step goes only to workers with every one of
+/// its tags, and a worker with tags takes only steps with tags (an
+/// untagged step, or check, runs on untagged workers only).
+pub fn tags_match(worker: &BTreeSet<String>, step: &BTreeSet<String>) -> bool {
+    step.is_subset(worker) && (worker.is_empty() || !step.is_empty())
 }
 
 /// Whether no candidate, in whatever state and under whatever load, is
@@ -171,13 +203,15 @@ fn explain(candidates: &[Candidate], req: &Requirement) -> String {
     }
     let fitting: Vec<_> = running.iter().filter(|c| is_made_for(c, req)).collect();
     if fitting.is_empty() {
-        let tags = if req.tags.is_empty() {
-            String::new()
-        } else {
+        let tags = if !req.tags.is_empty() {
             format!(
                 " with tags {}",
                 req.tags.iter().cloned().collect::<Vec<_>>().join(",")
             )
+        } else if running.iter().any(|c| !c.tags.is_empty()) {
+            " without tags (a worker with tags takes only steps with tags)".to_string()
+        } else {
+            String::new()
         };
         let team = req
             .team
@@ -285,7 +319,11 @@ mod tests {
             platform: "linux".into(),
             tags: BTreeSet::new(),
             team: None,
-            active_containers: busy,
+            active_containers: 0,
+            load: Load {
+                build_steps: busy,
+                ..Load::default()
+            },
             has: has.iter().map(|s| s.to_string()).collect(),
             accepting_work: true,
             memory_free: None,
@@ -487,7 +525,53 @@ mod tests {
                 Err("every running worker that fits is under pressure or unhealthy"),
             ),
         ];
-        let cases = cases.into_iter().chain(privileged_cases);
+        // Concourse's tag rule: a tagged worker takes only tagged steps; a
+        // tagged step goes only where every one of its tags is.
+        let gpu_arm = Candidate {
+            tags: ["gpu".to_string(), "arm".to_string()].into(),
+            ..c("gpu-arm", 0, &["k"])
+        };
+        let tagged_step = |tags: &[&str]| Requirement {
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            ..req(&["k"])
+        };
+        let tag_cases: Vec<(Vec<Candidate>, Requirement, Result<&str, &str>)> = vec![
+            // Untagged: the busy untagged worker, not the idle tagged one
+            // holding the cache.
+            (
+                vec![gpu_arm.clone(), c("a", 9, &[])],
+                req(&["k"]),
+                Ok("a"),
+            ),
+            (
+                vec![gpu_arm.clone()],
+                req(&["k"]),
+                Err("no running worker fits platform linux without tags (a worker with tags takes only steps with tags)"),
+            ),
+            // Tagged: a worker with all its tags (and more), never an
+            // untagged one.
+            (
+                vec![c("a", 0, &["k"]), gpu_arm.clone()],
+                tagged_step(&["gpu"]),
+                Ok("gpu-arm"),
+            ),
+            (
+                vec![c("a", 0, &["k"]), gpu_arm.clone()],
+                tagged_step(&["gpu", "arm"]),
+                Ok("gpu-arm"),
+            ),
+            (
+                vec![c("a", 0, &["k"]), gpu_arm.clone()],
+                tagged_step(&["gpu", "x86"]),
+                Err("no running worker fits platform linux with tags gpu,x86"),
+            ),
+            (
+                vec![c("a", 0, &["k"])],
+                tagged_step(&["gpu"]),
+                Err("no running worker fits platform linux with tags gpu"),
+            ),
+        ];
+        let cases = cases.into_iter().chain(privileged_cases).chain(tag_cases);
         for (i, (cands, r, expected)) in cases.enumerate() {
             let got = place(&cands, &r);
             match expected {
@@ -527,6 +611,9 @@ mod tests {
         }
         assert!(lacking(&[], &req(&[])));
         assert!(lacking(&[c("a", 0, &[])], &gpu));
+        // An untagged step lacks a worker where every worker is tagged.
+        assert!(lacking(std::slice::from_ref(&tagged), &req(&[])));
+        assert!(!lacking(&[tagged.clone(), c("a", 0, &[])], &req(&[])));
         let windows = Candidate {
             platform: "windows".into(),
             ..c("win", 0, &[])

@@ -50,7 +50,7 @@ use hangar_core::engine::{
 };
 use hangar_core::fencing::{check_generation, Refusal};
 use hangar_core::lifecycle::{plan_lifecycle, LifecycleConfig, LifecycleStep};
-use hangar_core::placement::{place, Candidate, Requirement};
+use hangar_core::placement::{place, Candidate, Load, Requirement};
 use hangar_core::registration::{classify_registration, KnownWorker, RegistrationKind};
 use hangar_core::volumes::{plan_report, VolumeRow, VolumeState};
 use hangar_core::WorkerState;
@@ -718,6 +718,11 @@ impl Sim {
                     tags: BTreeSet::new(),
                     team: None,
                     active_containers: busy[i],
+                    load: Load {
+                        build_steps: busy[i],
+                        tasks: 0,
+                        volumes: 0,
+                    },
                     has: self
                         .vols
                         .values()
