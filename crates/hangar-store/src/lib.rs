@@ -29,6 +29,7 @@ mod log_retention;
 mod packed;
 mod pins;
 mod pipelines;
+mod placements;
 mod records;
 mod scheduling;
 mod scopes;

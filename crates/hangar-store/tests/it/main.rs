@@ -19,6 +19,7 @@ mod identity;
 mod instance_vars;
 mod job_builds;
 mod pipelines;
+mod placements;
 mod quiet_reports;
 mod registrations;
 mod scheduling_stamps;
