@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use hangar_bench::{checks, dashboard, execute, heartbeats, image, memory, scheduling, webhook};
+use hangar_bench::{
+    artifacts, checks, dashboard, execute, heartbeats, image, memory, scheduling, webhook,
+};
 
 use hangar_bench::death;
 
@@ -53,6 +55,25 @@ enum What {
     /// (seeded through the store), on SQLite and, with --database-url,
     /// PostgreSQL too.
     Dashboard(DashboardArgs),
+    /// An artifact made on one worker and read on another: one large file
+    /// against curl, a tree of small files against tar | tar, same disk,
+    /// same run.
+    Artifacts(ArtifactsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ArtifactsArgs {
+    /// Size of the large file, MiB.
+    #[arg(long, default_value_t = 1024)]
+    large_mib: u64,
+    /// Files of 1 KiB in the tree of small files.
+    #[arg(long, default_value_t = 20_000)]
+    small_files: usize,
+    /// Timed runs of each contender.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    #[command(flatten)]
+    out: Output,
 }
 
 /// Where a benchmark keeps its scratch files and writes its figures.
@@ -299,6 +320,18 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         What::Heartbeats(a) => {
             let cfg = heartbeats_config(&a, bin)?;
             let report = heartbeats::run(cfg).await?;
+            write(&a.out.json_out, &report)?;
+            emit(&report.lines())?;
+        }
+        What::Artifacts(a) => {
+            let report = artifacts::run(artifacts::ArtifactsConfig {
+                bin,
+                large_mib: a.large_mib,
+                small_files: a.small_files,
+                runs: a.runs,
+                dir: a.out.dir,
+            })
+            .await?;
             write(&a.out.json_out, &report)?;
             emit(&report.lines())?;
         }

@@ -1,0 +1,399 @@
+//! `hangar bench artifacts`: an artifact made by a task on one worker and
+//! read by a task on another, against what the same bytes cost moved by
+//! plain tools between the same directories on the same disk, in one run:
+//!
+//! - one large file (incompressible): hangar's copy against `curl`
+//!   downloading the file from a plain HTTP server on loopback into the
+//!   target directory (target: at least 0.8× its speed);
+//! - a tree of many small files: hangar's copy against
+//!   `tar -C src -cf - . | tar -C dst -xf -` (target: at most 1.3× its
+//!   time).
+//!
+//! hangar's figure is the time, in the build log as a client sees it, from
+//! the reading task's `copying input … from worker src to dst` line to its
+//! `running on worker dst` line: the pull of the volume (the target worker
+//! streams it straight from the source) and the start of a process, a few
+//! milliseconds. Web, both workers and the floors share the machine's
+//! disk and page cache, warm for both (the bench cannot drop caches); the
+//! contenders take turns, each after `sync` has written back what came
+//! before, so neither pays for the other's dirty pages.
+//!
+//! The workers run process tasks without the sandbox
+//! (`--no-process-sandbox`): the task that makes the artifact copies it
+//! from the bench's scratch dir, which the sandbox would not show it, and
+//! the figure is about bytes, not tasks.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use hangar_api::builds::{BuildEventKind, CreateBuild};
+use hangar_client::Client;
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::procs::{self, WebSpec, WorkerSpec};
+use crate::stats::Summary;
+
+#[derive(Debug, Clone)]
+pub struct ArtifactsConfig {
+    pub bin: PathBuf,
+    /// Size of the large file, MiB.
+    pub large_mib: u64,
+    /// Files in the tree of small files (1 KiB each).
+    pub small_files: usize,
+    /// Timed runs of each contender.
+    pub runs: usize,
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Contest {
+    pub what: String,
+    pub bytes: u64,
+    pub hangar_ms: Summary,
+    pub floor: String,
+    pub floor_ms: Summary,
+    /// hangar's speed as a share of the floor's (p50 against p50).
+    pub speed_ratio: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ArtifactsReport {
+    pub large: Contest,
+    pub small: Contest,
+}
+
+impl Contest {
+    fn line(&self, target: &str) -> String {
+        format!(
+            "{}: hangar p50 {:.0} ms ({:.0} MB/s), {} p50 {:.0} ms ({:.0} MB/s); hangar at {:.2}× the floor's speed ({target})",
+            self.what,
+            p50(&self.hangar_ms),
+            mb_per_s(self.bytes, p50(&self.hangar_ms)),
+            self.floor,
+            p50(&self.floor_ms),
+            mb_per_s(self.bytes, p50(&self.floor_ms)),
+            self.speed_ratio,
+        )
+    }
+}
+
+impl ArtifactsReport {
+    pub fn lines(&self) -> String {
+        format!(
+            "{}\n{}\n",
+            self.large.line("target ≥ 0.80×"),
+            self.small
+                .line("target ≥ 0.77×, i.e. time ≤ 1.3× tar | tar")
+        )
+    }
+}
+
+fn p50(s: &Summary) -> f64 {
+    s.p50.unwrap_or(0.0)
+}
+
+fn mb_per_s(bytes: u64, ms: f64) -> f64 {
+    if ms <= 0.0 {
+        return 0.0;
+    }
+    bytes as f64 / 1e6 / (ms / 1000.0)
+}
+
+pub async fn run(cfg: ArtifactsConfig) -> anyhow::Result<ArtifactsReport> {
+    if cfg.runs == 0 || cfg.large_mib == 0 || cfg.small_files == 0 {
+        bail!("--runs, --large-mib and --small-files must be at least 1");
+    }
+    let tmp;
+    let dir = match &cfg.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)?;
+            d.clone()
+        }
+        None => {
+            tmp = tempfile::Builder::new().prefix("hangar-bench-").tempdir()?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let data = dir.join("data");
+    let large = data.join("large");
+    let small = data.join("small");
+    let large_bytes = write_large(&large, cfg.large_mib)?;
+    let small_bytes = write_small(&small, cfg.small_files)?;
+    eprintln!(
+        "bench artifacts: {} MiB file and {} small files written",
+        cfg.large_mib, cfg.small_files
+    );
+
+    let spec = WebSpec::new(&cfg.bin, &dir)?;
+    let mut web = spec.start().await?;
+    let mut workers = Vec::new();
+    for name in ["src", "dst"] {
+        let mut w = WorkerSpec::new(&cfg.bin, &dir, name, &spec.url());
+        w.tags = vec![name.to_string()];
+        w.extra_args.push("--no-process-sandbox".into());
+        workers.push(w.start()?);
+    }
+    let client = procs::admin_client(&spec.url(), Duration::from_secs(600))?;
+    let result = async {
+        for name in ["src", "dst"] {
+            procs::wait_for_state(&client, name, "running", Duration::from_secs(60)).await?;
+        }
+        let server = FileServer::start(large.join("large.bin")).await?;
+        let (mut large_hangar, mut large_floor) = (Vec::new(), Vec::new());
+        let (mut small_hangar, mut small_floor) = (Vec::new(), Vec::new());
+        // Turn about, each after the disk has written back what came
+        // before: neither contender pays for the other's dirty pages.
+        for i in 0..cfg.runs {
+            settle()?;
+            large_hangar.push(hangar_once(&client, &large, "large", i).await?);
+            settle()?;
+            large_floor.push(curl_once(&dir, &server.url, i).await?);
+        }
+        for i in 0..cfg.runs {
+            settle()?;
+            small_hangar.push(hangar_once(&client, &small, "small", i).await?);
+            settle()?;
+            small_floor.push(tar_once(&dir, &small, i)?);
+        }
+        Ok::<_, anyhow::Error>(ArtifactsReport {
+            large: contest(
+                format!("one {} MiB file", cfg.large_mib),
+                large_bytes,
+                large_hangar,
+                "curl",
+                large_floor,
+            ),
+            small: contest(
+                format!("{} files of 1 KiB", cfg.small_files),
+                small_bytes,
+                small_hangar,
+                "tar | tar",
+                small_floor,
+            ),
+        })
+    }
+    .await;
+    for w in &mut workers {
+        w.stop(Duration::from_secs(10)).await;
+    }
+    web.stop(Duration::from_secs(10)).await;
+    result
+}
+
+fn contest(
+    what: String,
+    bytes: u64,
+    hangar: Vec<f64>,
+    floor: &str,
+    floor_runs: Vec<f64>,
+) -> Contest {
+    let hangar_ms = Summary::of(&hangar);
+    let floor_ms = Summary::of(&floor_runs);
+    Contest {
+        what,
+        bytes,
+        speed_ratio: if p50(&hangar_ms) > 0.0 {
+            p50(&floor_ms) / p50(&hangar_ms)
+        } else {
+            0.0
+        },
+        hangar_ms,
+        floor: floor.to_string(),
+        floor_ms,
+    }
+}
+
+/// A file of pseudo-random (incompressible) bytes.
+fn write_large(dir: &Path, mib: u64) -> anyhow::Result<u64> {
+    std::fs::create_dir_all(dir)?;
+    let mut file = std::io::BufWriter::new(std::fs::File::create(dir.join("large.bin"))?);
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut block = vec![0u8; 1 << 20];
+    for _ in 0..mib {
+        for chunk in block.chunks_mut(8) {
+            // xorshift64*
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            let v = state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+        file.write_all(&block)?;
+    }
+    file.flush()?;
+    Ok(mib << 20)
+}
+
+/// `n` files of 1 KiB in directories of 100.
+fn write_small(dir: &Path, n: usize) -> anyhow::Result<u64> {
+    for i in 0..n {
+        let sub = dir.join(format!("d{:03}", i / 100));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(&sub)?;
+        }
+        let body: Vec<u8> = (0..1024u32).map(|b| (b as usize * 31 + i) as u8).collect();
+        std::fs::write(sub.join(format!("f{i}.txt")), body)?;
+    }
+    Ok(n as u64 * 1024)
+}
+
+/// The artifact made on `src` from `data` (and written back to disk), read
+/// on `dst`: the copy's time, ms.
+async fn hangar_once(client: &Client, data: &Path, label: &str, i: usize) -> anyhow::Result<f64> {
+    let copy = "cp -a \"$DATA/.\" out/ && sync";
+    let plan = serde_json::json!([
+        {"task": "make", "tags": ["src"], "config": {
+            "platform": "linux",
+            "params": {"DATA": data.display().to_string()},
+            "outputs": [{"name": "out"}],
+            "run": {"path": "sh", "args": ["-c", copy]},
+        }},
+        {"task": "read", "tags": ["dst"], "config": {
+            "platform": "linux",
+            "inputs": [{"name": "out"}],
+            "run": {"path": "true"},
+        }},
+    ]);
+    let build = client
+        .create_build(&CreateBuild {
+            resource_types: serde_json::Value::Null,
+            name: Some(format!("artifacts-{label}-{i}")),
+            plan,
+            artifacts: BTreeMap::new(),
+        })
+        .await?;
+    let ms = copy_time(client, build.id).await?;
+    eprintln!("bench artifacts: {label}: hangar run {}: {ms:.0} ms", i + 1);
+    Ok(ms)
+}
+
+/// Waits until the disk has written back every dirty page (`sync`).
+fn settle() -> anyhow::Result<()> {
+    let status = std::process::Command::new("sync")
+        .status()
+        .context("run sync")?;
+    if !status.success() {
+        bail!("sync failed: {status}");
+    }
+    Ok(())
+}
+
+/// From `copying input` to `running on worker dst` in the build's log.
+async fn copy_time(client: &Client, id: i64) -> anyhow::Result<f64> {
+    let mut after = 0;
+    let (mut copying, mut running) = (None, None);
+    loop {
+        let page = client.build_events(id, after, 10_000).await?;
+        for e in &page.events {
+            after = after.max(e.id);
+            if e.payload.starts_with("copying input") {
+                copying = Some(e.at);
+            }
+            if copying.is_some()
+                && running.is_none()
+                && e.kind == BuildEventKind::Step
+                && e.payload.starts_with("running on worker dst")
+            {
+                running = Some(e.at);
+            }
+        }
+        if page.status.is_final() && page.events.is_empty() {
+            if page.status.to_string() != "succeeded" {
+                bail!("build {id} ended {}", page.status);
+            }
+            let (Some(from), Some(to)) = (copying, running) else {
+                bail!("build {id}: no copy between the workers in its log");
+            };
+            return Ok((to - from) as f64);
+        }
+    }
+}
+
+/// A plain HTTP server of one file on loopback, for `curl`.
+struct FileServer {
+    url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FileServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FileServer {
+    async fn start(file: PathBuf) -> anyhow::Result<FileServer> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}/large.bin", listener.local_addr()?);
+        let task = tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let file = file.clone();
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    let _ = conn.read(&mut request).await;
+                    let Ok(mut f) = tokio::fs::File::open(&file).await else {
+                        return;
+                    };
+                    let len = f.metadata().await.map(|m| m.len()).unwrap_or(0);
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {len}\r\nconnection: close\r\n\r\n"
+                    );
+                    if conn.write_all(head.as_bytes()).await.is_ok() {
+                        let _ = tokio::io::copy(&mut f, &mut conn).await;
+                    }
+                });
+            }
+        });
+        Ok(FileServer { url, task })
+    }
+}
+
+/// `curl` downloading the large file into a directory of its own, ms.
+async fn curl_once(dir: &Path, url: &str, i: usize) -> anyhow::Result<f64> {
+    let target = dir.join(format!("curl-{i}"));
+    std::fs::create_dir_all(&target)?;
+    let t0 = Instant::now();
+    let status = tokio::process::Command::new("curl")
+        .args(["-sSf", "-o"])
+        .arg(target.join("large.bin"))
+        .arg(url)
+        .status()
+        .await
+        .context("run curl")?;
+    if !status.success() {
+        bail!("curl failed: {status}");
+    }
+    let ms = t0.elapsed().as_secs_f64() * 1000.0;
+    eprintln!("bench artifacts: large: curl run {}: {ms:.0} ms", i + 1);
+    std::fs::remove_dir_all(&target)?;
+    Ok(ms)
+}
+
+/// `tar -C data -cf - . | tar -C target -xf -`, ms.
+fn tar_once(dir: &Path, data: &Path, i: usize) -> anyhow::Result<f64> {
+    let target = dir.join(format!("tar-{i}"));
+    std::fs::create_dir_all(&target)?;
+    let t0 = Instant::now();
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("tar -C \"$1\" -cf - . | tar -C \"$2\" -xf -")
+        .arg("sh")
+        .arg(data)
+        .arg(&target)
+        .status()
+        .context("run tar | tar")?;
+    if !status.success() {
+        bail!("tar | tar failed: {status}");
+    }
+    let ms = t0.elapsed().as_secs_f64() * 1000.0;
+    eprintln!(
+        "bench artifacts: small: tar | tar run {}: {ms:.0} ms",
+        i + 1
+    );
+    std::fs::remove_dir_all(&target)?;
+    Ok(ms)
+}
