@@ -148,16 +148,16 @@ pub async fn run(cfg: ArtifactsConfig) -> anyhow::Result<ArtifactsReport> {
         // Turn about, each after the disk has written back what came
         // before: neither contender pays for the other's dirty pages.
         for i in 0..cfg.runs {
-            settle()?;
+            settle().await?;
             large_hangar.push(hangar_once(&client, &large, "large", i).await?);
-            settle()?;
+            settle().await?;
             large_floor.push(curl_once(&dir, &server.url, i).await?);
         }
         for i in 0..cfg.runs {
-            settle()?;
+            settle().await?;
             small_hangar.push(hangar_once(&client, &small, "small", i).await?);
-            settle()?;
-            small_floor.push(tar_once(&dir, &small, i)?);
+            settle().await?;
+            small_floor.push(tar_once(&dir, &small, i).await?);
         }
         Ok::<_, anyhow::Error>(ArtifactsReport {
             large: contest(
@@ -272,9 +272,10 @@ async fn hangar_once(client: &Client, data: &Path, label: &str, i: usize) -> any
 }
 
 /// Waits until the disk has written back every dirty page (`sync`).
-fn settle() -> anyhow::Result<()> {
-    let status = std::process::Command::new("sync")
+async fn settle() -> anyhow::Result<()> {
+    let status = tokio::process::Command::new("sync")
         .status()
+        .await
         .context("run sync")?;
     if !status.success() {
         bail!("sync failed: {status}");
@@ -374,17 +375,18 @@ async fn curl_once(dir: &Path, url: &str, i: usize) -> anyhow::Result<f64> {
 }
 
 /// `tar -C data -cf - . | tar -C target -xf -`, ms.
-fn tar_once(dir: &Path, data: &Path, i: usize) -> anyhow::Result<f64> {
+async fn tar_once(dir: &Path, data: &Path, i: usize) -> anyhow::Result<f64> {
     let target = dir.join(format!("tar-{i}"));
     std::fs::create_dir_all(&target)?;
     let t0 = Instant::now();
-    let status = std::process::Command::new("sh")
+    let status = tokio::process::Command::new("sh")
         .arg("-c")
         .arg("tar -C \"$1\" -cf - . | tar -C \"$2\" -xf -")
         .arg("sh")
         .arg(data)
         .arg(&target)
         .status()
+        .await
         .context("run tar | tar")?;
     if !status.success() {
         bail!("tar | tar failed: {status}");
