@@ -81,8 +81,31 @@ pub(crate) async fn pull(
         seen.store(true, Ordering::Relaxed);
         io::Error::other(plain(&e))
     });
-    match receive(&api, permit, handle, String::new(), stream, compression).await {
-        Ok(report) => Ok(Json(stream_in_answer(&report))),
+    let started = std::time::Instant::now();
+    match receive(
+        &api,
+        permit,
+        handle.clone(),
+        String::new(),
+        stream,
+        compression,
+    )
+    .await
+    {
+        Ok(report) => {
+            let secs = started.elapsed().as_secs_f64();
+            tracing::info!(
+                volume = %handle,
+                from = %req.source_url,
+                source_volume = %req.source_handle,
+                encoding = req.encoding.as_deref().unwrap_or("none"),
+                files = report.files,
+                bytes = report.content_bytes,
+                secs = format!("{secs:.2}"),
+                "pulled volume from another worker"
+            );
+            Ok(Json(stream_in_answer(&report)))
+        }
         Err(_) if broke.load(Ordering::Relaxed) => Err(error::pull_source(
             false,
             format!(

@@ -14,6 +14,7 @@
 
 mod common;
 mod e2e_across;
+mod e2e_artifact_pull;
 mod e2e_builds;
 mod e2e_credentials;
 mod e2e_custom_type_put_needs_root;
