@@ -86,16 +86,16 @@ struct Held {
 }
 
 /// A held presence; dropping it forgets it (unless a newer one replaced it).
-struct Hold<'a> {
-    presences: &'a Presences,
+struct Hold {
+    web: Web,
     name: String,
     id: u64,
     replaced: CancellationToken,
 }
 
-impl Drop for Hold<'_> {
+impl Drop for Hold {
     fn drop(&mut self) {
-        let mut held = self.presences.lock();
+        let mut held = self.web.presences().lock();
         if held.get(&self.name).is_some_and(|h| h.id == self.id) {
             held.remove(&self.name);
         }
@@ -121,11 +121,13 @@ impl Presences {
         self.lock().len()
     }
 
-    /// Holds `name`'s presence, replacing the one held before.
-    fn hold(&self, name: &str) -> Hold<'_> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+    /// Holds `name`'s presence on `web`'s node, replacing the one held
+    /// before.
+    fn hold(web: &Web, name: &str) -> Hold {
+        let presences = web.presences();
+        let id = presences.next_id.fetch_add(1, Ordering::Relaxed);
         let replaced = CancellationToken::new();
-        let old = self.lock().insert(
+        let old = presences.lock().insert(
             name.to_string(),
             Held {
                 id,
@@ -136,7 +138,7 @@ impl Presences {
             old.replaced.cancel();
         }
         Hold {
-            presences: self,
+            web: web.clone(),
             name: name.to_string(),
             id,
             replaced,
@@ -146,12 +148,15 @@ impl Presences {
 
 /// The answer's body: lines from the task watching the presence.
 pub(crate) fn begin(web: &Web, name: String, generation: i64, body: Body) -> Body {
+    // Held before the answer says so, in the order the requests came: a
+    // newer presence always replaces an older one.
+    let hold = Presences::hold(web, &name);
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(4);
     // Room for the first line is there: the channel is new.
     let _ = tx.try_send(Ok(Bytes::from_static(b"held\n")));
     // The watch owns the request's body; it ends when the body does, when
     // replaced, or when the node stops.
-    tokio::spawn(watch(web.clone(), name, generation, body, tx));
+    tokio::spawn(watch(web.clone(), hold, name, generation, body, tx));
     Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|line| (line, rx))
     }))
@@ -168,13 +173,12 @@ enum Ended {
 
 async fn watch(
     web: Web,
+    hold: Hold,
     name: String,
     generation: i64,
     body: Body,
     tx: mpsc::Sender<Result<Bytes, Infallible>>,
 ) {
-    let presences = web.presences();
-    let hold = presences.hold(&name);
     tracing::debug!(worker = %name, generation, "worker presence held");
     let mut frames = body.into_data_stream();
     let mut said: Vec<u8> = Vec::new();
@@ -218,7 +222,7 @@ async fn watch(
     let _ = tx.try_send(Ok(Bytes::from(format!("{line}\n"))));
     drop(tx);
     tracing::info!(worker = %name, generation, ?outcome, "worker presence ended");
-    let _ = presences.sender().send(PresenceEnd {
+    let _ = web.presences().sender().send(PresenceEnd {
         worker: name,
         generation,
         outcome,

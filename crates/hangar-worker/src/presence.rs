@@ -31,6 +31,11 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// How long a goodbye waits for web's answer before the process goes on.
 const GOODBYE_WAIT: Duration = Duration::from_secs(1);
 
+/// How long the worker waits before it asks again a web that has no
+/// presence route (a web of an earlier version: heartbeats alone tell it
+/// of this worker).
+const UNSUPPORTED_WAIT: Duration = Duration::from_secs(300);
+
 /// Holds the presence of worker `name` at `web_url` under the token of the
 /// registration `sessions` holds (none while registering again), until
 /// `stop`, and then says goodbye.
@@ -84,6 +89,15 @@ pub(crate) async fn hold<S: Send + Sync + 'static>(
             }
             ended = &mut conversation => {
                 match ended {
+                    Ok(end) if end.unsupported => {
+                        tracing::info!("web holds no presences (an earlier version): it learns of this worker's death from its heartbeats alone");
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            changed = sessions.changed() => if changed.is_err() { return },
+                            _ = tokio::time::sleep(UNSUPPORTED_WAIT) => {}
+                        }
+                        continue;
+                    }
                     Ok(end) => {
                         if end.held {
                             backoff = BACKOFF_MIN;
@@ -116,8 +130,11 @@ async fn goodbye(say: mpsc::Sender<Bytes>, conversation: tokio::task::JoinHandle
 }
 
 /// How one presence went.
+#[derive(Default)]
 struct End {
     held: bool,
+    /// Web has no such route.
+    unsupported: bool,
     why: String,
 }
 
@@ -142,18 +159,25 @@ async fn converse(
         Ok(r) => r,
         Err(e) => {
             return End {
-                held: false,
                 why: format!("cannot reach web: {e}"),
+                ..End::default()
             }
         }
     };
     if !response.status().is_success() {
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
+        // An unknown worker is a 404 too, and registering again mends it.
+        if status.as_u16() == 405 || (status.as_u16() == 404 && text.contains("no such route")) {
+            return End {
+                unsupported: true,
+                ..End::default()
+            };
+        }
         tracing::warn!(%status, answer = %text.trim(), "web refused the presence");
         return End {
-            held: false,
             why: format!("refused ({status})"),
+            ..End::default()
         };
     }
     let mut held = false;
@@ -174,6 +198,7 @@ async fn converse(
                 return End {
                     held,
                     why: format!("connection to web broke: {e}"),
+                    ..End::default()
                 }
             }
         }
@@ -181,6 +206,7 @@ async fn converse(
     End {
         held,
         why: format!("web ended it: {last}"),
+        ..End::default()
     }
 }
 

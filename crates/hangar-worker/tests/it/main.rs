@@ -25,6 +25,7 @@ mod containers_sandbox_needs_root;
 mod containers_support;
 mod disk_full_needs_root;
 mod kube;
+mod presence;
 mod resource_actions;
 mod resource_image_owners_needs_root;
 mod resource_type_images_runc_needs_root;
