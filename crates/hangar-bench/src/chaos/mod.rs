@@ -4,10 +4,12 @@
 //! build finished, a few report intervals, one GC pass) and stopped, and the
 //! database is compared with every worker's disk ([`check`]).
 //!
-//! Nothing here is timed for a pass or a fail: the run passes when no build
-//! errored because of the infrastructure, every build ended as it should
-//! (succeeded, or failed by its own doing when it was written to), nothing
-//! diverges between database and disks, and no process is left behind.
+//! One time decides a pass or a fail: the killed workers' median
+//! kill-to-stalled ([`kill_to_stalled_bound_ms`]). Otherwise the run passes
+//! when no build errored because of the infrastructure, every build ended
+//! as it should (succeeded, or failed by its own doing when it was written
+//! to), nothing diverges between database and disks, and no process is
+//! left behind.
 
 pub mod balancer;
 pub mod check;

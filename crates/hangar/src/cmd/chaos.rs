@@ -2,8 +2,9 @@
 //! (see `hangar_bench::chaos`). Prints one line of figures, writes them as
 //! JSON with `--json-out`, and exits 1 when the run did not pass: a build
 //! errored because of the infrastructure (or failed or hung though it should
-//! not have), the database and a worker's disk disagree after quiescing, or
-//! a process was left behind.
+//! not have), the database and a worker's disk disagree after quiescing, a
+//! process was left behind, or the killed workers' median kill-to-stalled
+//! was over a second or half the TTL (their presence no longer told web).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
