@@ -203,6 +203,9 @@ impl<R: Read> Read for MeteredReader<'_, R> {
 
 // -------------------------------------------------------------- extraction
 
+/// Bytes read from the archive per write of a staged file.
+const COPY_BUFFER: usize = 256 * 1024;
+
 struct Extractor<'a> {
     t: &'a Target<'a>,
     limits: Limits,
@@ -210,6 +213,15 @@ struct Extractor<'a> {
     dirs: DirMetas,
     report: StreamInReport,
     mode_mask: u32,
+    /// One copy buffer for every file: a fresh 256 KiB buffer per file
+    /// (zeroed, mapped and unmapped by the allocator) cost more than
+    /// writing a tree of small files.
+    buf: Vec<u8>,
+    /// The parent directory (relative to staging) `ensure_parents` last
+    /// found or made real through and through. A staged directory is never
+    /// replaced (an entry of its name is refused), so it stays real: an
+    /// archive's next entries in the same directory skip the walk.
+    known_parent: std::cell::RefCell<Vec<OsString>>,
 }
 
 /// Keyed by the staged directory's inode, not by name: an archive that
@@ -243,6 +255,8 @@ impl<'a> Extractor<'a> {
             dirs: HashMap::new(),
             report: StreamInReport::default(),
             mode_mask: if t.privileged { 0o7777 } else { 0o1777 },
+            buf: vec![0u8; COPY_BUFFER],
+            known_parent: std::cell::RefCell::new(Vec::new()),
         }
     }
 
@@ -399,21 +413,20 @@ impl<'a> Extractor<'a> {
                     .custom_flags(nix::libc::O_NOFOLLOW)
                     .open(&path)
                     .ctx_path("create staged file", &path)?;
-                let mut buf = vec![0u8; 256 * 1024];
                 let mut written = 0u64;
                 loop {
-                    let n = entry
-                        .read(&mut buf)
-                        .map_err(|e| self.read_failure(meter, name, e))?;
+                    let n = match entry.read(&mut self.buf) {
+                        Ok(n) => n,
+                        Err(e) => return Err(self.read_failure(meter, name, e)),
+                    };
                     if n == 0 {
                         break;
                     }
-                    file.write_all(&buf[..n])
+                    file.write_all(&self.buf[..n])
                         .ctx_path("write staged file", &path)?;
                     written += n as u64;
                 }
-                drop(file);
-                set_node_meta(&path, mode, uid, gid, mtime, false)?;
+                set_file_meta(&file, &path, mode, uid.zip(gid), mtime)?;
                 self.report.files += 1;
                 self.report.content_bytes += written;
             }
@@ -517,6 +530,10 @@ impl<'a> Extractor<'a> {
     /// Create missing parents of `rel` as real directories; refuse to go
     /// through symlinks or files.
     fn ensure_parents(&self, rel: &[OsString], name: &str) -> Result<(), VolumeError> {
+        let parent = &rel[..rel.len().saturating_sub(1)];
+        if parent == self.known_parent.borrow().as_slice() {
+            return Ok(());
+        }
         for i in 1..rel.len() {
             let p = join(self.t.staging, &rel[..i]);
             match fs::symlink_metadata(&p) {
@@ -539,6 +556,7 @@ impl<'a> Extractor<'a> {
                 Err(e) => return Err(VolumeError::io(format!("stat {}", p.display()), e)),
             }
         }
+        *self.known_parent.borrow_mut() = parent.to_vec();
         Ok(())
     }
 
@@ -564,6 +582,30 @@ impl<'a> Extractor<'a> {
             Err(e) => Err(VolumeError::io(format!("stat {}", path.display()), e)),
         }
     }
+}
+
+/// chown (as root), chmod and mtime of a freshly staged regular file,
+/// through the descriptor that made it: no path is resolved again.
+fn set_file_meta(
+    file: &fs::File,
+    path: &Path,
+    mode: u32,
+    owner: Option<(u32, u32)>,
+    mtime: Option<i64>,
+) -> Result<(), VolumeError> {
+    if let Some((u, g)) = owner.filter(|_| crate::fsutil::running_as_root()) {
+        std::os::unix::fs::fchown(file, Some(u), Some(g)).ctx_path("chown staged entry", path)?;
+    }
+    // After chown, which clears setuid/setgid bits.
+    file.set_permissions(fs::Permissions::from_mode(mode))
+        .ctx_path("chmod staged entry", path)?;
+    if let Some(t) = mtime {
+        let ts = nix::sys::time::TimeSpec::new(t, 0);
+        nix::sys::stat::futimens(std::os::fd::AsRawFd::as_raw_fd(file), &ts, &ts)
+            .map_err(io::Error::from)
+            .ctx_path("set mtime of staged entry", path)?;
+    }
+    Ok(())
 }
 
 /// chown, chmod, mtime of a freshly staged node (never follows it).
