@@ -129,3 +129,62 @@ pub struct Artifact {
     pub handle: String,
     pub worker: String,
 }
+
+/// The content type of a tar stream in `encoding` (an upload's body, a
+/// download's answer): `application/x-tar`, `application/gzip` or
+/// `application/zstd`.
+pub fn tar_content_type(encoding: &str) -> &'static str {
+    match encoding {
+        "gzip" => "application/gzip",
+        "zstd" => "application/zstd",
+        _ => "application/x-tar",
+    }
+}
+
+/// The encoding an upload's content type names; none given is gzip (what
+/// every client sent before others were accepted).
+pub fn tar_encoding(content_type: Option<&str>) -> Option<&'static str> {
+    let essence = content_type.map(|c| {
+        c.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    });
+    match essence.as_deref() {
+        None | Some("") | Some("application/gzip") | Some("application/x-gzip") => Some("gzip"),
+        Some("application/zstd") => Some("zstd"),
+        Some("application/x-tar") => Some("none"),
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tar_encoding_tests {
+    use super::*;
+
+    #[test]
+    fn an_upload_s_content_type_names_its_encoding_and_the_answer_s_names_it_back() {
+        let table = [
+            (None, Some("gzip")),
+            (Some(""), Some("gzip")),
+            (Some("application/gzip"), Some("gzip")),
+            (Some("Application/GZIP; charset=binary"), Some("gzip")),
+            (Some("application/x-gzip"), Some("gzip")),
+            (Some("application/zstd"), Some("zstd")),
+            (Some("application/x-tar"), Some("none")),
+            (Some("application/json"), None),
+            (Some("text/plain"), None),
+            (Some("application/zstd-but-not"), None),
+        ];
+        for (content_type, expected) in table {
+            assert_eq!(tar_encoding(content_type), expected, "{content_type:?}");
+            if let Some(encoding) = expected {
+                assert_eq!(
+                    tar_encoding(Some(tar_content_type(encoding))),
+                    Some(encoding)
+                );
+            }
+        }
+    }
+}

@@ -57,6 +57,20 @@ impl Client {
         tags: &[String],
         body: reqwest::Body,
     ) -> Result<Artifact, ClientError> {
+        self.upload_artifact_encoded(worker, platform, tags, "gzip", body)
+            .await
+    }
+
+    /// As [`Client::upload_artifact`], a tar in `encoding` (`none`, `gzip`
+    /// or `zstd`), which its content type says.
+    pub async fn upload_artifact_encoded(
+        &self,
+        worker: Option<&str>,
+        platform: &str,
+        tags: &[String],
+        encoding: &str,
+        body: reqwest::Body,
+    ) -> Result<Artifact, ClientError> {
         let mut url = self.url(&["artifacts"]);
         {
             let mut q = url.query_pairs_mut();
@@ -74,7 +88,10 @@ impl Client {
         }
         let sent = self
             .raw_request(Method::POST, url.clone())
-            .header("content-type", "application/gzip")
+            .header(
+                "content-type",
+                hangar_api::builds::tar_content_type(encoding),
+            )
             .body(body)
             .send()
             .await;
@@ -123,7 +140,18 @@ impl Client {
         id: i64,
         name: &str,
     ) -> Result<reqwest::Response, ClientError> {
-        let url = self.url(&["builds", &id.to_string(), "artifacts", name]);
+        self.download_artifact_encoded(id, name, "gzip").await
+    }
+
+    /// As [`Client::download_artifact`], the tar in `encoding`.
+    pub async fn download_artifact_encoded(
+        &self,
+        id: i64,
+        name: &str,
+        encoding: &str,
+    ) -> Result<reqwest::Response, ClientError> {
+        let mut url = self.url(&["builds", &id.to_string(), "artifacts", name]);
+        url.query_pairs_mut().append_pair("encoding", encoding);
         let resp = self
             .raw_request(Method::GET, url.clone())
             .send()

@@ -119,13 +119,48 @@ impl WorkerApi {
         decode(url, resp).await
     }
 
-    fn stream_url(&self, handle: &str, direction: &str, path: &str, gzip: bool) -> Url {
+    fn stream_url(&self, handle: &str, direction: &str, path: &str, encoding: &str) -> Url {
         let mut url = self.url(&["volumes", handle, direction]);
         url.query_pairs_mut().append_pair("path", path);
-        if gzip {
-            url.query_pairs_mut().append_pair("encoding", ENCODING_GZIP);
+        if encoding != "none" {
+            url.query_pairs_mut().append_pair("encoding", encoding);
         }
         url
+    }
+
+    /// As [`WorkerApi::stream_in`], the stream in `encoding` (`none`,
+    /// `gzip` or `zstd`).
+    pub async fn stream_in_encoded(
+        &self,
+        handle: &str,
+        path: &str,
+        encoding: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> Result<serde_json::Value, ClientError> {
+        let url = self.stream_url(handle, "stream-in", path, encoding);
+        let req = self
+            .http
+            .put(url.clone())
+            .header("content-type", "application/x-tar")
+            .body(body);
+        let resp = self.send(req, &url).await?;
+        decode(url, resp).await
+    }
+
+    /// As [`WorkerApi::stream_out`], the stream in `encoding`.
+    pub async fn stream_out_encoded(
+        &self,
+        handle: &str,
+        path: &str,
+        encoding: &str,
+    ) -> Result<reqwest::Response, ClientError> {
+        let url = self.stream_url(handle, "stream-out", path, encoding);
+        let resp = self.send(self.http.get(url.clone()), &url).await?;
+        if resp.status().is_success() {
+            Ok(resp)
+        } else {
+            Err(decode::<serde_json::Value>(url, resp).await.unwrap_err())
+        }
     }
 
     /// Extracts a tar stream into the volume at `path` (relative).
@@ -136,14 +171,8 @@ impl WorkerApi {
         gzip: bool,
         body: impl Into<reqwest::Body>,
     ) -> Result<serde_json::Value, ClientError> {
-        let url = self.stream_url(handle, "stream-in", path, gzip);
-        let req = self
-            .http
-            .put(url.clone())
-            .header("content-type", "application/x-tar")
-            .body(body);
-        let resp = self.send(req, &url).await?;
-        decode(url, resp).await
+        let encoding = if gzip { ENCODING_GZIP } else { "none" };
+        self.stream_in_encoded(handle, path, encoding, body).await
     }
 
     /// Fills volume `handle` with another worker's volume, which this
@@ -168,13 +197,8 @@ impl WorkerApi {
         path: &str,
         gzip: bool,
     ) -> Result<reqwest::Response, ClientError> {
-        let url = self.stream_url(handle, "stream-out", path, gzip);
-        let resp = self.send(self.http.get(url.clone()), &url).await?;
-        if resp.status().is_success() {
-            Ok(resp)
-        } else {
-            Err(decode::<serde_json::Value>(url, resp).await.unwrap_err())
-        }
+        let encoding = if gzip { ENCODING_GZIP } else { "none" };
+        self.stream_out_encoded(handle, path, encoding).await
     }
 
     /// One regular file of the volume, whole (the worker bounds its size

@@ -29,6 +29,14 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, codes::BAD_REQUEST, message)
     }
 
+    pub fn unsupported_media(message: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            codes::UNSUPPORTED_MEDIA,
+            message,
+        )
+    }
+
     pub fn unauthorized(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, codes::UNAUTHORIZED, message)
     }

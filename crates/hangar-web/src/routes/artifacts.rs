@@ -4,7 +4,7 @@ use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use futures_util::TryStreamExt;
-use hangar_api::builds::Artifact;
+use hangar_api::builds::{tar_encoding, Artifact};
 use hangar_core::names::{validate_label, validate_worker_name};
 use hangar_core::placement::Requirement;
 use hangar_core::volumes::OwnerKind;
@@ -27,15 +27,27 @@ pub(super) struct UploadQuery {
     tags: Option<String>,
 }
 
-/// Uploads a gzip tar as a new artifact volume on a worker.
+/// Uploads a tar as a new artifact volume on a worker: gzipped (as
+/// before other encodings were taken, and when no content type is given),
+/// zstd-compressed or plain, as its content type says.
 pub(super) async fn upload(
     State(web): State<Web>,
     _: Admin,
+    headers: axum::http::HeaderMap,
     query: Result<Query<UploadQuery>, axum::extract::rejection::QueryRejection>,
     body: Body,
 ) -> Result<(StatusCode, axum::Json<Artifact>), ApiError> {
     let Query(q) =
         query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let content_type = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("?"));
+    let encoding = tar_encoding(content_type).ok_or_else(|| {
+        ApiError::unsupported_media(format!(
+            "an upload is a tar: application/x-tar, application/gzip or application/zstd, not {}",
+            content_type.unwrap_or_default()
+        ))
+    })?;
     let worker = match q.worker {
         Some(w) => {
             validate_worker_name(&w).map_err(|e| ApiError::bad_request(format!("worker: {e}")))?;
@@ -89,7 +101,12 @@ pub(super) async fn upload(
     };
     let stream = body.into_data_stream().map_err(std::io::Error::other);
     if let Err(e) = api
-        .stream_in(&volume.handle, "", true, reqwest::Body::wrap_stream(stream))
+        .stream_in_encoded(
+            &volume.handle,
+            "",
+            encoding,
+            reqwest::Body::wrap_stream(stream),
+        )
         .await
     {
         web.engine().release_volume(&volume.handle).await;

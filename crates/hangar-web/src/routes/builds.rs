@@ -370,13 +370,34 @@ pub(super) async fn events(
     }
 }
 
-/// A build's artifact (an uploaded input or a step's output) as a gzip tar,
-/// streamed from the worker that holds it.
+/// How a build's artifact is downloaded.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ArtifactQuery {
+    /// `gzip` (the default), `zstd` or `none`.
+    encoding: Option<String>,
+}
+
+/// A build's artifact (an uploaded input or a step's output) as a tar,
+/// gzipped unless asked otherwise, streamed from the worker that holds it.
 pub(super) async fn artifact(
     State(web): State<Web>,
     _: Admin,
     Path((id, name)): Path<(i64, String)>,
+    query: Result<Query<ArtifactQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let Query(q) =
+        query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let encoding = match q.encoding.as_deref() {
+        None | Some("gzip") => "gzip",
+        Some("zstd") => "zstd",
+        Some("none") => "none",
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "encoding {other:?}: gzip, zstd or none"
+            )))
+        }
+    };
     validate_label(&name).map_err(|e| ApiError::bad_request(format!("artifact name: {e}")))?;
     let build = load(&web, id).await?;
     let corrupt = |what: String, e: serde_json::Error| {
@@ -416,11 +437,14 @@ pub(super) async fn artifact(
         .await
         .map_err(|e| from_worker(worker, &e))?;
     let stream = api
-        .stream_out(&volume.handle, "", true)
+        .stream_out_encoded(&volume.handle, "", encoding)
         .await
         .map_err(|e| from_worker(worker, &hangar_engine::call_error(&e)))?;
     Ok((
-        [(header::CONTENT_TYPE, "application/gzip")],
+        [(
+            header::CONTENT_TYPE,
+            hangar_api::builds::tar_content_type(encoding),
+        )],
         Body::from_stream(stream.bytes_stream()),
     )
         .into_response())

@@ -401,8 +401,9 @@ async fn job_gets(
     Ok((gets, types))
 }
 
-/// Streams `dir` as a gzip tar to web, with its progress shown (see
-/// [`progress`]).
+/// Streams `dir` as a tar to web, with its progress shown (see
+/// [`progress`]): plain to a web on this host, zstd-compressed to one
+/// elsewhere ([`encoding_for`]).
 async fn upload(
     client: &Client,
     name: &str,
@@ -445,9 +446,13 @@ async fn upload(
     let writer = SyncIoBridge::new(writer);
     let root = dir.to_path_buf();
     let counter = transfer.counter();
+    let encoding = encoding_for(client);
     let packing = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        let gz = flate2::write::GzEncoder::new(writer, flate2::Compression::fast());
-        let mut tar = tar::Builder::new(Counting { inner: gz, counter });
+        let packed = Packed::new(writer, encoding)?;
+        let mut tar = tar::Builder::new(Counting {
+            inner: packed,
+            counter,
+        });
         tar.follow_symlinks(false);
         tar.append_dir(".", &root)?;
         for entry in entries.iter() {
@@ -470,14 +475,21 @@ async fn upload(
         }
     });
     let result = client
-        .upload_artifact(worker, platform, tags, reqwest::Body::wrap_stream(stream))
+        .upload_artifact_encoded(
+            worker,
+            platform,
+            tags,
+            encoding,
+            reqwest::Body::wrap_stream(stream),
+        )
         .await;
     let packed = packing.await?;
     let artifact = settle_upload(result, packed, name, dir)?;
-    transfer.finish(&format!(
-        " ({} compressed)",
-        hangar_core::build::human_bytes(sent.load(Ordering::Relaxed))
-    ));
+    let sent = hangar_core::build::human_bytes(sent.load(Ordering::Relaxed));
+    transfer.finish(&match encoding {
+        "none" => format!(" ({sent})"),
+        _ => format!(" ({sent} compressed)"),
+    });
     Ok(artifact)
 }
 
@@ -551,8 +563,9 @@ fn settle_upload<T>(
 /// Downloads an output into `dir`, refusing anything that would land
 /// outside it, with its progress shown (see [`progress`]).
 async fn download(client: &Client, id: i64, name: &str, dir: &Path) -> anyhow::Result<()> {
+    let encoding = encoding_for(client);
     let resp = client
-        .download_artifact(id, name)
+        .download_artifact_encoded(id, name, encoding)
         .await
         .with_context(|| format!("download output {name}"))?;
     let transfer = Transfer::start(
@@ -574,13 +587,67 @@ async fn download(client: &Client, id: i64, name: &str, dir: &Path) -> anyhow::R
         hangar_volumes::extract_into_dir(
             &dir,
             reader,
-            hangar_volumes::Compression::Gzip,
+            match encoding {
+                "none" => hangar_volumes::Compression::None,
+                _ => hangar_volumes::Compression::Zstd,
+            },
             &hangar_volumes::Limits::default(),
         )
     })
     .await?
     .with_context(|| format!("extract output {name} into {shown}"))?;
-    transfer.finish(" (compressed)");
+    transfer.finish(if encoding == "none" {
+        ""
+    } else {
+        " (compressed)"
+    });
     eprintln!("hangar: output {name}: {} files into {shown}", report.files);
     Ok(())
+}
+
+/// How an input or output travels between this CLI and web: uncompressed
+/// to a web on this host (compressing costs more than it saves in memory),
+/// zstd to one elsewhere, as between workers
+/// (`hangar_core::volumes::transfer::copy_encoding`).
+fn encoding_for(client: &Client) -> &'static str {
+    let web = client.base_url().host_str().unwrap_or_default();
+    hangar_core::volumes::transfer::copy_encoding("localhost", web)
+}
+
+/// A tar stream's compression on the way out.
+enum Packed<W: std::io::Write> {
+    Plain(W),
+    Zstd(zstd::stream::write::Encoder<'static, W>),
+}
+
+impl<W: std::io::Write> Packed<W> {
+    fn new(writer: W, encoding: &str) -> std::io::Result<Packed<W>> {
+        Ok(match encoding {
+            "none" => Packed::Plain(writer),
+            _ => Packed::Zstd(zstd::stream::write::Encoder::new(writer, 1)?),
+        })
+    }
+
+    fn finish(self) -> std::io::Result<W> {
+        match self {
+            Packed::Plain(w) => Ok(w),
+            Packed::Zstd(z) => z.finish(),
+        }
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Packed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Packed::Plain(w) => w.write(buf),
+            Packed::Zstd(z) => z.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Packed::Plain(w) => w.flush(),
+            Packed::Zstd(z) => z.flush(),
+        }
+    }
 }

@@ -106,3 +106,120 @@ fn an_output_made_on_one_worker_is_read_on_another_whole() {
     );
     assert_eq!(c.log_lines("maker", "refused a stream-out"), 0);
 }
+
+fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (name, data) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_cksum();
+        b.append_data(&mut h, name, *data).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+fn names_in(tar_bytes: &[u8]) -> Vec<String> {
+    let mut names: Vec<String> = tar::Archive::new(tar_bytes)
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .filter(|n| n.ends_with(".txt"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// An upload in each encoding its content type names arrives whole, and
+/// a download in each encoding asked for; an upload of another type is
+/// refused with 415 and makes no volume.
+#[test]
+fn uploads_and_downloads_travel_plain_gzipped_or_zstd_compressed() {
+    let c = Cluster::start();
+    let _w = c.worker_with("w", &c.work_dir("w"), &["--tag", "w"]);
+    c.wait_until("it runs", |ws| has(ws, "w", "running"));
+    let client = Client::new(&c.url, ADMIN, Duration::from_secs(30)).unwrap();
+    let plain = tar_of(&[("a.txt", b"alpha"), ("d/b.txt", b"beta")]);
+    let gzipped = {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &plain).unwrap();
+        gz.finish().unwrap()
+    };
+    let zstd = zstd::encode_all(&plain[..], 1).unwrap();
+    let tags = vec!["w".to_string()];
+    for (encoding, body) in [("none", &plain), ("gzip", &gzipped), ("zstd", &zstd)] {
+        let artifact = block(client.upload_artifact_encoded(
+            None,
+            "linux",
+            &tags,
+            encoding,
+            reqwest::Body::from(body.clone()),
+        ))
+        .unwrap_or_else(|e| panic!("{encoding}: {e}"));
+        let plan = serde_json::json!([{"task": "show", "tags": ["w"], "config": {
+            "platform": "linux", "inputs": [{"name": "in"}], "outputs": [{"name": "out"}],
+            "run": {"path": "sh", "args": ["-c", "cat in/a.txt in/d/b.txt && cp -r in/. out/"]}}}]);
+        let build = block(client.create_build(&CreateBuild {
+            resource_types: serde_json::Value::Null,
+            name: Some(format!("upload-{encoding}")),
+            plan,
+            artifacts: [("in".to_string(), artifact.handle)].into(),
+        }))
+        .unwrap();
+        let (build, events) = run_to_end(&client, build.id);
+        assert_eq!(build.status.as_str(), "succeeded", "{encoding}: {events:?}");
+        let log: String = events
+            .iter()
+            .filter(|e| e.kind == BuildEventKind::Log)
+            .map(|e| e.payload.as_str())
+            .collect();
+        assert!(log.contains("alphabeta"), "{encoding}: {log}");
+        for download in ["none", "gzip", "zstd"] {
+            // One runtime for the answer and its body, whose connection
+            // is that runtime's.
+            let (content_type, bytes) = block(async {
+                let resp = client
+                    .download_artifact_encoded(build.id, "out", download)
+                    .await
+                    .unwrap();
+                let content_type = resp.headers()["content-type"].to_str().unwrap().to_string();
+                (content_type, resp.bytes().await.unwrap())
+            });
+            let tar_bytes = match download {
+                "none" => bytes.to_vec(),
+                "gzip" => {
+                    let mut out = Vec::new();
+                    std::io::Read::read_to_end(
+                        &mut flate2::read::GzDecoder::new(&bytes[..]),
+                        &mut out,
+                    )
+                    .unwrap();
+                    out
+                }
+                _ => zstd::decode_all(&bytes[..]).unwrap(),
+            };
+            assert_eq!(
+                names_in(&tar_bytes),
+                ["a.txt", "d/b.txt"],
+                "uploaded {encoding}, downloaded {download} ({content_type})"
+            );
+            assert_eq!(content_type, hangar_api::builds::tar_content_type(download));
+        }
+    }
+    let before = block(client.volumes(Some("w"))).unwrap().len();
+    let refused = block(
+        reqwest::Client::new()
+            .post(format!("{}/api/v1/artifacts?tags=w", c.url))
+            .bearer_auth(ADMIN)
+            .header("content-type", "application/json")
+            .body(plain.clone())
+            .send(),
+    )
+    .unwrap();
+    assert_eq!(
+        refused.status(),
+        reqwest::StatusCode::UNSUPPORTED_MEDIA_TYPE
+    );
+    assert_eq!(block(client.volumes(Some("w"))).unwrap().len(), before);
+}
