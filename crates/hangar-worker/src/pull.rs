@@ -70,7 +70,7 @@ pub(crate) async fn pull(
             .map(|b| b.error.message)
             .unwrap_or_else(|_| body.chars().take(500).collect());
         return Err(error::pull_source(
-            status == reqwest::StatusCode::NOT_FOUND,
+            status.as_u16() == 404,
             format!("{source} answered {}: {message}", status.as_u16()),
         ));
     }
