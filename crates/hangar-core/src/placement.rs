@@ -124,12 +124,17 @@ pub const NO_PRIVILEGED_WORKER: &str =
 /// Picks a worker by hangar's default chain ([`DEFAULT_CHAIN`]: the one
 /// holding most of the wanted caches, then the fewest active build
 /// steps), ties broken by name, among the workers that fit (see
-/// [`pool`]). The engine places by the operator's chain instead
-/// ([`Placement::place`]), ties broken at random.
+/// [`pool`]). The engine places by the operator's chain
+/// ([`Placement::place`]), over the candidates by name as here.
 pub fn place(candidates: &[Candidate], req: &Requirement) -> Result<String, NoWorker> {
-    let mut by_name: Vec<Candidate> = candidates.to_vec();
-    by_name.sort_by(|a, b| a.name.cmp(&b.name));
-    Placement::default().place(&by_name, req, StepClass::Other)
+    Placement::default().place(&by_name(candidates), req, StepClass::Other, 0)
+}
+
+/// The candidates in name order: the order placement breaks ties by.
+pub fn by_name(candidates: &[Candidate]) -> Vec<Candidate> {
+    let mut sorted = candidates.to_vec();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    sorted
 }
 
 /// The workers a step may go to, in the given order: running workers

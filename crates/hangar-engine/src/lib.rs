@@ -78,6 +78,9 @@ pub struct EngineConfig {
     /// needs (one with its resource type, platform, tags) when none is
     /// registered, before it fails saying so; 0 fails at once.
     pub no_worker_timeout: Duration,
+    /// How steps are placed: the chain of strategies and their limits
+    /// (`--container-placement-strategy`, `--max-active-*-per-worker`).
+    pub placement: hangar_core::placement::Placement,
 }
 
 impl EngineConfig {
@@ -90,6 +93,7 @@ impl EngineConfig {
             poll: Duration::from_millis(500),
             image_check_interval_ms: recent_checks::DEFAULT_INTERVAL_MS,
             no_worker_timeout: DEFAULT_NO_WORKER_TIMEOUT,
+            placement: Default::default(),
         }
     }
 }

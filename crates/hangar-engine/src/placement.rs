@@ -1,15 +1,20 @@
 //! Choosing a worker from what the database says now: one rule for build
-//! steps and for uploads (`hangar_core::placement::place` over candidates
-//! built here, with the workers' pressure, health and free memory).
+//! steps and for uploads (the operator's chain of strategies,
+//! `hangar_core::placement::Placement`, over candidates built here, with
+//! the workers' pressure, health, free memory and the steps placed on
+//! them), ties broken by name.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use hangar_api::BaseResourceType;
+use hangar_core::build::StepKind;
 use hangar_core::build::{BuildEventKind, StepFailure};
 use hangar_core::engine::volume_usable;
 use hangar_core::lifecycle::human_ms;
-use hangar_core::placement::{lacking, place, Candidate, NoWorker, Requirement};
+use hangar_core::placement::{
+    lacking, Candidate, Load, NoWorker, Requirement, StepClass, Strategy,
+};
 use hangar_store::{StoreError, WorkerRecord};
 use tokio::time::Instant;
 
@@ -51,8 +56,9 @@ impl Wants {
 /// condition yet is taken as accepting (memory unknown); one whose stored
 /// condition is unreadable is corrupt and gets no work until its next
 /// heartbeat writes a good one. One that serves no API is left out by the
-/// caller.
-fn candidate(w: WorkerRecord, has: BTreeSet<String>) -> Candidate {
+/// caller. Its load is the database's count of the steps placed on it,
+/// its volumes its own report.
+fn candidate(w: WorkerRecord, has: BTreeSet<String>, placed: Load) -> Candidate {
     let mut unreadable = false;
     let condition: Option<hangar_api::WorkerCondition> =
         w.condition
@@ -75,6 +81,10 @@ fn candidate(w: WorkerRecord, has: BTreeSet<String>) -> Candidate {
         tags: w.info.tags.into_iter().collect(),
         team: w.info.team,
         active_containers: w.info.containers,
+        load: Load {
+            volumes: w.info.volumes,
+            ..placed
+        },
         allow_privileged: w.info.allow_privileged,
     }
 }
@@ -116,6 +126,21 @@ pub async fn candidates(engine: &Engine, wants: &Wants) -> Result<Vec<Candidate>
                 .insert(format!("{kind}:{owner_id}"));
         }
     }
+    // The steps placed on each worker, when a strategy of the chain
+    // counts them.
+    let placement = &engine.config().placement;
+    let mut loads = if [
+        Strategy::FewestBuildContainers,
+        Strategy::LimitActiveTasks,
+        Strategy::LimitActiveContainers,
+    ]
+    .into_iter()
+    .any(|s| placement.uses(s))
+    {
+        store.placement_loads().await?
+    } else {
+        BTreeMap::new()
+    };
     Ok(workers
         .into_iter()
         .filter(|w| w.info.api_url.is_some())
@@ -125,7 +150,8 @@ pub async fn candidates(engine: &Engine, wants: &Wants) -> Result<Vec<Candidate>
         })
         .map(|w| {
             let held = has.remove(&w.info.name).unwrap_or_default();
-            candidate(w, held)
+            let placed = loads.remove(&w.info.name).unwrap_or_default();
+            candidate(w, held, placed)
         })
         .collect())
 }
@@ -163,11 +189,28 @@ pub async fn place_now(
 /// could without a new one.
 pub async fn place_for(
     engine: &Engine,
+    wants: Wants,
+) -> Result<Result<String, Unplaced>, StoreError> {
+    place_class(engine, wants, StepClass::Other).await
+}
+
+/// [`place_for`] a step of `class` (a task is what `limit-active-tasks`
+/// orders and limits).
+async fn place_class(
+    engine: &Engine,
     mut wants: Wants,
+    class: StepClass,
 ) -> Result<Result<String, Unplaced>, StoreError> {
     wants.requirement.wants = wanted_keys(&wants);
-    let c = candidates(engine, &wants).await?;
-    Ok(place(&c, &wants.requirement).map_err(|NoWorker(why)| {
+    let c = hangar_core::placement::by_name(&candidates(engine, &wants).await?);
+    // What the chain leaves equal goes by name; a `random` strategy
+    // orders by this placement's own seed.
+    let seed = uuid::Uuid::new_v4().as_u64_pair().0;
+    let chosen = engine
+        .config()
+        .placement
+        .place(&c, &wants.requirement, class, seed);
+    Ok(chosen.map_err(|NoWorker(why)| {
         let lacking = lacking(&c, &wants.requirement);
         match &wants.resource_type {
             Some(t) if c.is_empty() => Unplaced {
@@ -189,10 +232,12 @@ pub fn gave_up(why: &str, waited: Duration) -> String {
 }
 
 /// Places the step, waiting (and saying why, once) while no worker fits:
-/// without a bound while a worker of its kind is down, busy or under
-/// pressure; while none is registered at all, for at most
+/// without a bound while a worker of its kind is down, busy, under
+/// pressure or at a limit of the placement chain; while none is
+/// registered at all, for at most
 /// [`crate::EngineConfig::no_worker_timeout`], after which the step fails
-/// saying why.
+/// saying why. The choice is recorded on the step's row at once, so the
+/// next placement counts it on its worker.
 pub(crate) async fn place_waiting(
     ctx: &BuildContext,
     step_id: &str,
@@ -201,9 +246,29 @@ pub(crate) async fn place_waiting(
     let bound = ctx.engine.config().no_worker_timeout;
     let mut said = None;
     let mut lacking_since: Option<Instant> = None;
+    let class = match ctx.engine.store().step_kind(ctx.build_id, step_id).await {
+        Ok(Some(StepKind::Task)) => StepClass::Task,
+        Ok(_) => StepClass::Other,
+        Err(e) => {
+            tracing::warn!(build = ctx.build_id, step = step_id, error = %e, "cannot read the step's kind for placement");
+            StepClass::Other
+        }
+    };
     loop {
-        match place_for(&ctx.engine, wants.clone()).await {
-            Ok(Ok(worker)) => return Ok(Ok(worker)),
+        match place_class(&ctx.engine, wants.clone(), class).await {
+            Ok(Ok(worker)) => {
+                if let Err(e) = ctx
+                    .engine
+                    .store()
+                    .record_step_placement(ctx.build_id, step_id, &worker, ctx.lease_token)
+                    .await
+                {
+                    // The step runs all the same, uncounted on its
+                    // worker by later placements.
+                    tracing::warn!(build = ctx.build_id, step = step_id, %worker, error = %e, "cannot record the step's placement");
+                }
+                return Ok(Ok(worker));
+            }
             Ok(Err(Unplaced { why, lacking })) => {
                 if !lacking {
                     lacking_since = None;

@@ -1,13 +1,16 @@
 //! Concourse's container placement strategies, chained as an operator
 //! chooses them (`--container-placement-strategy`, repeatable).
 //!
-//! As in Concourse, the candidates come in an order that breaks every tie
-//! (the engine shuffles them; [`super::place`] sorts them by name), each
-//! strategy of the chain orders them, the first strategy deciding and
-//! each next one breaking the ties the ones before left, and the step
-//! goes to the first worker that every limit of the chain allows. When a
-//! limit refuses every worker the step waits: it is not a worker of the
-//! wrong kind, only a busy one.
+//! As in Concourse, each strategy of the chain orders the candidates, the
+//! first strategy deciding and each next one breaking the ties the ones
+//! before left, and the step goes to the first worker that every limit of
+//! the chain allows. When a limit refuses every worker the step waits: it
+//! is not a worker of the wrong kind, only a busy one.
+//!
+//! Unlike Concourse, which shuffles the workers before every placement,
+//! what the chain leaves equal keeps the candidates' order (the engine
+//! gives them by name), so placement is repeatable; `random` orders at
+//! its place in the chain by a seed the engine draws for each placement.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -24,7 +27,8 @@ pub enum Strategy {
     /// and not finished, as the database knows them at placement (so a
     /// step placed a moment ago counts before the worker reports it).
     FewestBuildContainers,
-    /// No order of its own: ties are already broken at random.
+    /// A random order (the ties of the strategies before it broken at
+    /// random; alone, a random worker).
     Random,
     /// For a task: workers with fewer active tasks first, and none at
     /// `--max-active-tasks-per-worker` (when it is not 0).
@@ -160,14 +164,16 @@ impl Placement {
             .join(",")
     }
 
-    /// Picks a worker of `candidates` (in the order that breaks ties)
-    /// for a step of `class`: the fitting ones (see [`super::place`]),
-    /// ordered by the chain, the first every limit allows.
+    /// Picks a worker of `candidates` (in the order that breaks the
+    /// chain's ties) for a step of `class`: the fitting ones (see
+    /// [`super::place`]), ordered by the chain (`random` by `seed`), the
+    /// first every limit allows.
     pub fn place(
         &self,
         candidates: &[Candidate],
         req: &Requirement,
         class: StepClass,
+        seed: u64,
     ) -> Result<String, NoWorker> {
         let mut pool = super::pool(candidates, req);
         if pool.is_empty() {
@@ -176,7 +182,7 @@ impl Placement {
         // Stable: what the chain leaves equal keeps the given order.
         pool.sort_by(|a, b| {
             self.chain.iter().fold(Ordering::Equal, |o, s| {
-                o.then_with(|| self.order(*s, a, b, req, class))
+                o.then_with(|| self.order(*s, a, b, req, class, seed))
             })
         });
         let mut refused = Vec::new();
@@ -202,11 +208,12 @@ impl Placement {
         b: &Candidate,
         req: &Requirement,
         class: StepClass,
+        seed: u64,
     ) -> Ordering {
         match s {
             Strategy::VolumeLocality => hits(b, req).cmp(&hits(a, req)),
             Strategy::FewestBuildContainers => a.load.build_steps.cmp(&b.load.build_steps),
-            Strategy::Random => Ordering::Equal,
+            Strategy::Random => draw(seed, &a.name).cmp(&draw(seed, &b.name)),
             Strategy::LimitActiveTasks => match class {
                 StepClass::Task => a.load.tasks.cmp(&b.load.tasks),
                 StepClass::Other => Ordering::Equal,
@@ -256,6 +263,15 @@ fn hits(c: &Candidate, req: &Requirement) -> usize {
 /// since its last heartbeat).
 fn containers(c: &Candidate) -> i64 {
     c.active_containers.max(c.load.build_steps)
+}
+
+/// A worker's place in `seed`'s random order.
+fn draw(seed: u64, name: &str) -> u64 {
+    // FNV-1a of the name, mixed with the seed.
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    crate::rng::Rng::new(seed ^ h).next_u64()
 }
 
 fn under(count: i64, max: u32) -> bool {
@@ -368,15 +384,6 @@ mod tests {
                 (0, 0, 0),
                 vec![w("b", 2, 0, 0, 0, &[]), w("a", 2, 0, 0, 0, &[])],
                 &[],
-                Other,
-                Ok("b"),
-            ),
-            // random: no order of its own; the given (shuffled) order.
-            (
-                "random",
-                (0, 0, 0),
-                vec![w("b", 9, 9, 9, 9, &[]), w("a", 0, 0, 0, 0, &["k"])],
-                &["k"],
                 Other,
                 Ok("b"),
             ),
@@ -541,12 +548,49 @@ mod tests {
         ];
         for (i, (names, (t, c, v), workers, keys, class, expected)) in rows.into_iter().enumerate()
         {
-            let got = chain(names, t, c, v).place(&workers, &wanting(keys), class);
+            let got = chain(names, t, c, v).place(&workers, &wanting(keys), class, 7);
             let expected = expected
                 .map(str::to_string)
                 .map_err(|why| NoWorker(why.to_string()));
             assert_eq!(got, expected, "row {i}: {names}");
         }
+    }
+
+    #[test]
+    fn random_picks_by_the_seed_at_its_place_in_the_chain() {
+        let workers: Vec<Candidate> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|n| w(n, 0, 0, 0, 0, &[]))
+            .collect();
+        let random = chain("random", 0, 0, 0);
+        let pick = |p: &Placement, ws: &[Candidate], seed| {
+            p.place(ws, &wanting(&["k"]), StepClass::Other, seed)
+                .unwrap()
+        };
+        // The same seed, the same worker; over seeds, every worker.
+        let mut seen = BTreeSet::new();
+        for seed in 0..64 {
+            let name = pick(&random, &workers, seed);
+            assert_eq!(pick(&random, &workers, seed), name);
+            seen.insert(name);
+        }
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        // After a strategy, it only breaks that strategy's ties: the
+        // cache still decides, and among the least busy only.
+        let mut busy = workers.clone();
+        busy[0].has.insert("k".into());
+        let locality = chain("volume-locality random", 0, 0, 0);
+        let fewest = chain("fewest-build-containers random", 0, 0, 0);
+        busy[1].load.build_steps = 1;
+        let mut least = BTreeSet::new();
+        for seed in 0..64 {
+            assert_eq!(pick(&locality, &busy, seed), "a");
+            least.insert(pick(&fewest, &busy, seed));
+        }
+        assert_eq!(
+            least,
+            ["a", "c", "d"].iter().map(|n| n.to_string()).collect()
+        );
     }
 
     #[test]
@@ -558,7 +602,9 @@ mod tests {
         // even split, whatever their reports say.
         let mut workers = vec![w("w1", 0, 0, 0, 0, &[]), w("w2", 0, 0, 0, 7, &[])];
         for _ in 0..200 {
-            let name = p.place(&workers, &wanting(&[]), StepClass::Task).unwrap();
+            let name = p
+                .place(&workers, &wanting(&[]), StepClass::Task, 0)
+                .unwrap();
             let chosen = workers.iter_mut().find(|c| c.name == name).unwrap();
             chosen.load.build_steps += 1;
         }

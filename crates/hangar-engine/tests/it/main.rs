@@ -9,6 +9,7 @@ mod engine;
 mod file_steps;
 mod get_local_vars;
 mod no_worker;
+mod placement;
 mod privileged;
 mod put_steps;
 mod resource_types;

@@ -1,0 +1,69 @@
+//! Placement by the operator's chain over what the database knows at
+//! once: a step placed a moment ago counts on its worker before any
+//! heartbeat reports it, and a limit that every worker has reached makes
+//! a step wait, saying why, until one has room.
+
+use hangar_core::build::BuildStatus;
+use hangar_core::placement::Placement;
+
+use crate::support::{task_plan, Harness};
+
+#[tokio::test]
+async fn running_tasks_spread_over_idle_workers_by_what_was_placed() {
+    // The fake workers report no containers at all: only the database's
+    // count of placed steps can spread the work.
+    let h = Harness::new(&["w1", "w2"]).await;
+    h.fake.hold_program("sleep");
+    let mut ids = Vec::new();
+    for n in 1..=6 {
+        ids.push(h.submit(task_plan("sleep")).await);
+        // Each placed and running before the next is submitted.
+        while h.fake.calls_of("create_container").len() < n {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+    let on = |w: &str| h.fake.calls_of(&format!("create_container {w} ")).len();
+    assert_eq!((on("w1"), on("w2")), (3, 3), "{:#?}", h.fake.calls());
+    h.fake.end_containers();
+    for id in ids {
+        assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
+    }
+}
+
+#[tokio::test]
+async fn a_task_waits_while_every_worker_is_at_the_task_limit() {
+    let chain = vec!["volume-locality".into(), "limit-active-tasks".into()];
+    let mut h = Harness::new_with(&["w1"], |c| {
+        c.placement = Placement::from_names(&chain, 1, 0, 0).unwrap();
+    })
+    .await;
+    h.fake.hold_program("sleep");
+    let first = h.submit(task_plan("sleep")).await;
+    h.fake.called("create_container w1 sleep").await;
+    let second = h.submit(task_plan("sh")).await;
+    h.logged(
+        second,
+        &["infra"],
+        "waiting for a worker: every worker that fits is at its limit \
+         (--max-active-tasks-per-worker 1)",
+    )
+    .await;
+    // A get is no task: the limit lets it through.
+    let get = h
+        .submit(serde_json::json!([{"get": "repo", "type": "mock", "source": {}}]))
+        .await;
+    assert_eq!(h.finished(get).await, BuildStatus::Succeeded);
+    // The waiting task has not failed, nor started.
+    let status = h.store.get_build(second).await.unwrap().unwrap().status;
+    assert!(!status.is_final(), "{status:?}");
+    assert_eq!(h.fake.calls_of("create_container").len(), 1);
+    // The first task ends: the second takes its place.
+    h.fake.end_containers();
+    assert_eq!(h.finished(first).await, BuildStatus::Succeeded);
+    assert_eq!(h.finished(second).await, BuildStatus::Succeeded);
+    assert_eq!(
+        h.fake.calls_of("create_container"),
+        ["create_container w1 sleep", "create_container w1 sh"]
+    );
+    h.stop().await;
+}
