@@ -76,6 +76,8 @@ pub struct WebConfig {
     /// needs (its resource type, platform, tags) while none is registered,
     /// before it fails saying so (`--no-worker-timeout`); 0 fails at once.
     pub no_worker_timeout: Duration,
+    /// How the engine places steps on workers (`--container-placement-strategy`).
+    pub placement: hangar_core::placement::Placement,
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -96,6 +98,7 @@ impl std::fmt::Debug for WebConfig {
             .field("check_interval", &self.check_interval)
             .field("scheduler_interval", &self.scheduler_interval)
             .field("no_worker_timeout", &self.no_worker_timeout)
+            .field("placement", &self.placement)
             .finish()
     }
 }
@@ -186,6 +189,7 @@ impl Web {
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
             .unwrap_or(1_000);
         engine_config.no_worker_timeout = config.no_worker_timeout;
+        engine_config.placement = config.placement.clone();
         let engine = hangar_engine::Engine::new(
             store.clone(),
             Arc::new(workers.clone()),

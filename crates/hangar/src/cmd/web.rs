@@ -108,6 +108,7 @@ impl Lifecycle {
             check_interval: Some(self.check_interval),
             scheduler_interval: Some(self.scheduler_interval),
             no_worker_timeout: self.no_worker_timeout,
+            placement: Default::default(),
         })
     }
 }
@@ -155,6 +156,81 @@ pub(crate) struct Args {
     pub lifecycle: Lifecycle,
     #[command(flatten)]
     pub credentials: CredentialFlags,
+    #[command(flatten)]
+    pub placement: PlacementFlags,
+}
+
+/// How steps are placed on workers: Concourse's strategies, chained (see
+/// docs/configuration.md, "Placement").
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct PlacementFlags {
+    /// A placement strategy, applied in the order given (repeat the flag,
+    /// or separate with commas): volume-locality, fewest-build-containers,
+    /// random, limit-active-tasks, limit-active-containers,
+    /// limit-active-volumes. Default: volume-locality,fewest-build-containers.
+    #[arg(
+        long = "container-placement-strategy",
+        env = "HANGAR_CONTAINER_PLACEMENT_STRATEGY"
+    )]
+    pub strategies: Vec<String>,
+    /// With limit-active-tasks: a task waits while every worker runs this
+    /// many tasks (0: no limit).
+    #[arg(long, env = "HANGAR_MAX_ACTIVE_TASKS_PER_WORKER", default_value_t = 0)]
+    pub max_active_tasks_per_worker: u32,
+    /// With limit-active-containers: a step waits while every worker has
+    /// this many active containers (0: no limit).
+    #[arg(
+        long,
+        env = "HANGAR_MAX_ACTIVE_CONTAINERS_PER_WORKER",
+        default_value_t = 0
+    )]
+    pub max_active_containers_per_worker: u32,
+    /// With limit-active-volumes: a step waits while every worker has this
+    /// many volumes (0: no limit).
+    #[arg(
+        long,
+        env = "HANGAR_MAX_ACTIVE_VOLUMES_PER_WORKER",
+        default_value_t = 0
+    )]
+    pub max_active_volumes_per_worker: u32,
+}
+
+impl PlacementFlags {
+    /// The chain, or why it is refused (an unknown strategy's name, with
+    /// the valid ones).
+    pub(crate) fn placement(&self) -> anyhow::Result<hangar_core::placement::Placement> {
+        use hangar_core::placement::{Placement, Strategy};
+        let p = Placement::from_names(
+            &self.strategies,
+            self.max_active_tasks_per_worker,
+            self.max_active_containers_per_worker,
+            self.max_active_volumes_per_worker,
+        )
+        .map_err(|e| anyhow::anyhow!("--container-placement-strategy: {e}"))?;
+        for (max, flag, strategy) in [
+            (
+                p.max_active_tasks,
+                "--max-active-tasks-per-worker",
+                Strategy::LimitActiveTasks,
+            ),
+            (
+                p.max_active_containers,
+                "--max-active-containers-per-worker",
+                Strategy::LimitActiveContainers,
+            ),
+            (
+                p.max_active_volumes,
+                "--max-active-volumes-per-worker",
+                Strategy::LimitActiveVolumes,
+            ),
+        ] {
+            if max > 0 && !p.uses(strategy) {
+                tracing::warn!("{flag} has no effect without the {strategy} placement strategy");
+            }
+        }
+        tracing::info!(strategies = %p.names(), "container placement");
+        Ok(p)
+    }
 }
 
 /// Where web reads the `((vars))` a build's plan still holds (one manager
@@ -308,6 +384,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut config = args.lifecycle.web_config(admin_token, worker_key)?;
     config.metrics_require_token = args.metrics_require_token;
     config.credentials = args.credentials.open()?;
+    config.placement = args.placement.placement()?;
     // Refuse a bad configuration before anything is created on disk.
     config
         .validate()

@@ -140,7 +140,11 @@ fn a_worker_killed_and_recreated_with_its_work_dir_wiped_breaks_no_build() {
     c.wait_until("both run", |ws| {
         has(ws, "victim", "running") && has(ws, "steady", "running")
     });
-    let builds: Vec<Build> = (0..4).map(|n| submit(&c, n, None)).collect();
+    // Half the tasks tagged for the victim (a tagged worker takes only
+    // tagged steps), the rest and every get on the steady one.
+    let builds: Vec<Build> = (0..4)
+        .map(|n| submit(&c, n, (n % 2 == 1).then_some("victim")))
+        .collect();
     std::thread::sleep(Duration::from_millis(700)); // let steps land on both workers
     let before = generation(&c, "victim");
     victim.signal(Signal::SIGKILL);

@@ -66,6 +66,7 @@ impl TestWeb {
             check_interval: None,
             scheduler_interval: None,
             no_worker_timeout: hangar_web::DEFAULT_NO_WORKER_TIMEOUT,
+            placement: Default::default(),
             accept_new_database: false,
             metrics_require_token: false,
             credentials: None,
