@@ -59,7 +59,10 @@ fn mac(token: &str) -> Hmac<Sha256> {
 /// A grant to stream out `handle` from the worker whose API token is
 /// `token`, good until `now_ms + GRANT_TTL_MS`.
 pub fn sign(token: &str, handle: &str, now_ms: i64) -> String {
-    let expires = now_ms.saturating_add(GRANT_TTL_MS);
+    signed_until(token, handle, now_ms.saturating_add(GRANT_TTL_MS))
+}
+
+fn signed_until(token: &str, handle: &str, expires: i64) -> String {
     let mut m = mac(token);
     m.update(message(handle, expires).as_bytes());
     let sig: String = m
@@ -127,18 +130,7 @@ mod tests {
         let at = "v1.".len() + expires.to_string().len() + 1;
         flipped[at] = if flipped[at] == b'0' { b'1' } else { b'0' };
         let flipped = String::from_utf8(flipped).unwrap();
-        let far = {
-            let e = NOW + 10 * GRANT_TTL_MS;
-            let mut m = mac("source-token");
-            m.update(message("vol-1", e).as_bytes());
-            let sig: String = m
-                .finalize()
-                .into_bytes()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            format!("v1.{e}.{sig}.vol-1")
-        };
+        let far = signed_until("source-token", "vol-1", NOW + 10 * GRANT_TTL_MS);
         // (token, handle, grant, now, expected)
         type Row<'a> = (&'a str, &'a str, &'a str, i64, Result<(), GrantRefused>);
         let table: Vec<Row> = vec![

@@ -338,47 +338,30 @@ fn device_and_fifo_entries_are_refused(driver: DriverKind) {
 }
 
 fn a_zstd_bomb_of_zeros_is_stopped_at_the_byte_limit(driver: DriverKind) {
-    let f = Fixture::new(driver);
     let mut zst = zstd::stream::write::Encoder::new(Vec::new(), 19).unwrap();
-    {
-        let mut b = tar::Builder::new(&mut zst);
-        let h = raw_header("zeros.bin", EntryType::Regular, 64 << 20);
-        b.append(&h, io::repeat(0).take(64 << 20)).unwrap();
-        b.finish().unwrap();
-    }
+    append_zeros(&mut zst);
     let bomb = zst.finish().unwrap();
     assert!(bomb.len() < 64 * 1024, "a bomb is small: {}", bomb.len());
-    let limits = Limits {
-        max_bytes: 1 << 20,
-        ..Limits::default()
-    };
-    let err = f.refused(&bomb, Compression::Zstd, &limits, "");
-    match &err {
-        VolumeError::TooLarge { entry, kind, limit } => {
-            assert_eq!(entry, "zeros.bin");
-            assert_eq!(*kind, LimitKind::Bytes);
-            assert_eq!(*limit, 1 << 20);
-        }
-        other => panic!("expected TooLarge, got {other:?}"),
-    }
+    bomb_stops_at_the_byte_limit(driver, &bomb, Compression::Zstd);
 }
 
-fn a_gzip_bomb_of_zeros_is_stopped_at_the_byte_limit(driver: DriverKind) {
+/// A tar of one entry of 64 MiB of zeros.
+fn append_zeros(w: &mut impl io::Write) {
+    let mut b = tar::Builder::new(w);
+    let h = raw_header("zeros.bin", EntryType::Regular, 64 << 20);
+    b.append(&h, io::repeat(0).take(64 << 20)).unwrap();
+    b.finish().unwrap();
+}
+
+/// A compressed `bomb` of [`append_zeros`] is refused at a 1 MiB limit,
+/// naming its entry.
+fn bomb_stops_at_the_byte_limit(driver: DriverKind, bomb: &[u8], compression: Compression) {
     let f = Fixture::new(driver);
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    {
-        let mut b = tar::Builder::new(&mut gz);
-        let h = raw_header("zeros.bin", EntryType::Regular, 64 << 20);
-        b.append(&h, io::repeat(0).take(64 << 20)).unwrap();
-        b.finish().unwrap();
-    }
-    let bomb = gz.finish().unwrap();
-    assert!(bomb.len() < 512 * 1024, "a bomb is small: {}", bomb.len());
     let limits = Limits {
         max_bytes: 1 << 20,
         ..Limits::default()
     };
-    let err = f.refused(&bomb, Compression::Gzip, &limits, "");
+    let err = f.refused(bomb, compression, &limits, "");
     match &err {
         VolumeError::TooLarge { entry, kind, limit } => {
             assert_eq!(entry, "zeros.bin");
@@ -388,6 +371,14 @@ fn a_gzip_bomb_of_zeros_is_stopped_at_the_byte_limit(driver: DriverKind) {
         other => panic!("expected TooLarge, got {other:?}"),
     }
     assert!(err.to_string().contains("zeros.bin"), "{err}");
+}
+
+fn a_gzip_bomb_of_zeros_is_stopped_at_the_byte_limit(driver: DriverKind) {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    append_zeros(&mut gz);
+    let bomb = gz.finish().unwrap();
+    assert!(bomb.len() < 512 * 1024, "a bomb is small: {}", bomb.len());
+    bomb_stops_at_the_byte_limit(driver, &bomb, Compression::Gzip);
 }
 
 fn many_small_files_over_the_byte_limit_are_stopped_by_counting(driver: DriverKind) {
