@@ -22,6 +22,7 @@
 //! time; the figures are printed.
 
 pub mod history;
+pub mod spread;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

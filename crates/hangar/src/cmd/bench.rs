@@ -51,6 +51,9 @@ enum What {
     /// on another worker, at the default settings (one web node, or
     /// several on PostgreSQL: --web-nodes).
     Death(DeathArgs),
+    /// A queue of builds of one short task over N workers: how many ran
+    /// on each (placement's spread), with web's placement chain.
+    Spread(SpreadArgs),
     /// Each dashboard page's time at 1,000 workers and 100 pipelines
     /// (seeded through the store), on SQLite and, with --database-url,
     /// PostgreSQL too.
@@ -132,6 +135,24 @@ struct DeathArgs {
     /// --database-url).
     #[arg(long, default_value_t = 1)]
     web_nodes: usize,
+    #[command(flatten)]
+    db: Database,
+    #[command(flatten)]
+    out: Output,
+}
+
+#[derive(clap::Args, Debug)]
+struct SpreadArgs {
+    #[arg(long, default_value_t = 200)]
+    builds: usize,
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// How long each task runs (`sleep`); 0 runs `true`.
+    #[arg(long, default_value_t = 0)]
+    task_ms: u64,
+    /// Web's --container-placement-strategy (repeatable; default: web's).
+    #[arg(long = "strategy")]
+    strategies: Vec<String>,
     #[command(flatten)]
     db: Database,
     #[command(flatten)]
@@ -373,6 +394,20 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .await?;
             write(&a.out.json_out, &report)?;
             emit(&format!("{}\n", report.line()))?;
+        }
+        What::Spread(a) => {
+            let report = scheduling::spread::run(scheduling::spread::SpreadConfig {
+                bin,
+                builds: a.builds.max(1),
+                workers: a.workers.max(1),
+                task_ms: a.task_ms,
+                strategies: a.strategies,
+                database_url: a.db.database_url,
+                dir: a.out.dir,
+            })
+            .await?;
+            write(&a.out.json_out, &report)?;
+            emit(&report.lines())?;
         }
         What::Webhook(a) => {
             let report = webhook::run(webhook::WebhookConfig {
