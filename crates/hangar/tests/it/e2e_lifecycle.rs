@@ -14,7 +14,14 @@ use nix::sys::signal::Signal;
 fn a_killed_worker_stalls_is_pruned_and_a_retired_worker_leaves() {
     let c = Cluster::start();
     let a = c.worker("worker-a");
-    let mut b = c.worker("worker-b");
+    // Tags from the environment (a tagged worker takes only tagged steps:
+    // the other workers of these tests have none).
+    let mut b = c.worker_with_env(
+        "worker-b",
+        &c.work_dir("worker-b"),
+        &[],
+        &[("HANGAR_TAGS", std::path::Path::new("e2e,fast"))],
+    );
     let workers = c.wait_until("both workers run", |w| {
         has(w, "worker-a", "running") && has(w, "worker-b", "running")
     });

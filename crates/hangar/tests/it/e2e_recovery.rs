@@ -135,16 +135,13 @@ fn generation(c: &Cluster, name: &str) -> i64 {
 fn a_worker_killed_and_recreated_with_its_work_dir_wiped_breaks_no_build() {
     let c = Cluster::start();
     let dir = c.work_dir("victim");
-    let victim = c.worker_with("victim", &dir, &["--tag", "victim"]);
+    // Untagged, it takes the builds' untagged steps beside the steady one.
+    let victim = c.worker_in("victim", &dir);
     let _other = c.worker("steady");
     c.wait_until("both run", |ws| {
         has(ws, "victim", "running") && has(ws, "steady", "running")
     });
-    // Half the tasks tagged for the victim (a tagged worker takes only
-    // tagged steps), the rest and every get on the steady one.
-    let builds: Vec<Build> = (0..4)
-        .map(|n| submit(&c, n, (n % 2 == 1).then_some("victim")))
-        .collect();
+    let builds: Vec<Build> = (0..4).map(|n| submit(&c, n, None)).collect();
     std::thread::sleep(Duration::from_millis(700)); // let steps land on both workers
     let before = generation(&c, "victim");
     victim.signal(Signal::SIGKILL);
@@ -156,6 +153,9 @@ fn a_worker_killed_and_recreated_with_its_work_dir_wiped_breaks_no_build() {
         killed.elapsed()
     );
     std::fs::remove_dir_all(&dir).unwrap();
+    // Back tagged: its lost steps run again on the steady worker (a
+    // tagged worker takes only tagged steps), and a build tagged for it
+    // lands on it.
     let _victim = c.worker_with("victim", &dir, &["--tag", "victim"]);
     let w = restart_event(&c, "victim", "restarted-state-lost", before);
     db_matches_disk(&c, "victim", &dir);

@@ -212,7 +212,6 @@ impl Cluster {
             .arg(work_dir)
             .env("HANGAR_WEB", &self.url)
             .env("HANGAR_WORKER_KEY", KEY)
-            .env("HANGAR_TAGS", "e2e,fast")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
