@@ -845,12 +845,15 @@ fn remove_dir_all_retrying(dir: &Path) -> std::io::Result<()> {
     last
 }
 
+/// The tag every chaos worker carries, and every step of a normal build.
+const FLEET_TAG: &str = "chaos";
+
 /// The build plan of a normal (or own-failure) build `n`.
 fn build_plan(n: u64, fail: bool) -> serde_json::Value {
     let end = if fail { "exit 3" } else { "true" };
     serde_json::json!([
-        {"get": "thing", "type": "mock", "source": {"versions": [format!("v{}", n % 4)]}},
-        {"task": "work", "config": {
+        {"get": "thing", "type": "mock", "tags": [FLEET_TAG], "source": {"versions": [format!("v{}", n % 4)]}},
+        {"task": "work", "tags": [FLEET_TAG], "config": {
             "platform": "linux",
             "inputs": [{"name": "thing"}],
             "caches": [{"path": "cache"}],
@@ -1192,7 +1195,10 @@ async fn run_in(
                 let mut spec = WorkerSpec::new(&cfg.bin, &dir, &name, &url);
                 spec.heartbeat_interval = cfg.heartbeat_interval;
                 spec.report_interval = cfg.report_interval;
-                spec.tags = vec![name];
+                // Its own name, for a fault aimed at it (the hog), and
+                // the fleet's tag the normal builds carry: a tagged worker
+                // takes only tagged steps.
+                spec.tags = vec![name, FLEET_TAG.to_string()];
                 Slot {
                     spec,
                     proc: None,
