@@ -17,9 +17,9 @@ pub mod checks;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod chaos;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
-pub mod death;
-#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod dashboard;
+#[allow(clippy::print_stdout, clippy::print_stderr)]
+pub mod death;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod execute;
 #[allow(clippy::print_stdout, clippy::print_stderr)]

@@ -31,5 +31,5 @@ mod resource_image_owners_needs_root;
 mod resource_type_images_runc_needs_root;
 mod sweeper;
 mod volume_api;
-mod volume_pull;
 mod volume_import;
+mod volume_pull;
