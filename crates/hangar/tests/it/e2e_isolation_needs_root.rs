@@ -126,7 +126,7 @@ fn a_task_cannot_reach_the_secrets_database_environment_or_work_dir_of_web_and_w
         .arg("--worker-key-file")
         .arg(d.join("worker-key"))
         // A setting of the worker's that no task may see.
-        .env("HANGAR_TAGS", "private-setting")
+        .env("HANGAR_REPORT_INTERVAL", "10s")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(d.join("iso.log")).unwrap())
         .spawn()
