@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::common::{has, Cluster, ADMIN};
 use hangar_api::builds::{Build, BuildEventKind, CreateBuild};
 use hangar_client::Client;
+use nix::sys::signal::Signal;
 
 fn block<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
@@ -222,4 +223,117 @@ fn uploads_and_downloads_travel_plain_gzipped_or_zstd_compressed() {
         reqwest::StatusCode::UNSUPPORTED_MEDIA_TYPE
     );
     assert_eq!(block(client.volumes(Some("w"))).unwrap().len(), before);
+}
+
+/// The worker a build's step ran (or runs) on, once it is placed.
+fn worker_of(client: &Client, build: i64, step: &str) -> String {
+    wait_for_step(client, build, step, |s| s.worker.clone())
+}
+
+fn wait_for_step<T>(
+    client: &Client,
+    build: i64,
+    step: &str,
+    f: impl Fn(&hangar_api::builds::BuildStep) -> Option<T>,
+) -> T {
+    crate::common::wait_for(
+        &format!("step {step} of build {build}"),
+        Duration::from_secs(60),
+        || {
+            let b = block(client.build(build)).unwrap();
+            b.steps.iter().find(|s| s.step_id == step).and_then(&f)
+        },
+    )
+}
+
+/// A pull in flight whose source worker dies: the pull fails as the
+/// source's, the step is retried, the input (made by a get) is fetched
+/// again on another worker, and the build ends green with the bytes.
+/// The source is frozen before the pull reaches it, so the pull is
+/// certainly in flight when it is killed.
+#[test]
+fn a_pull_whose_source_dies_in_flight_fetches_the_input_again_elsewhere() {
+    // A TTL that outlasts the test: the frozen maker is stalled by its
+    // death (its presence closing), not by its silence.
+    let c = Cluster::start_with(&["--heartbeat-ttl", "5m"]);
+    let makers = [
+        c.worker_with("maker-1", &c.work_dir("maker-1"), &["--tag", "maker"]),
+        c.worker_with("maker-2", &c.work_dir("maker-2"), &["--tag", "maker"]),
+    ];
+    let _reader = c.worker_with("reader", &c.work_dir("reader"), &["--tag", "reader"]);
+    c.wait_until("all run", |ws| {
+        ["maker-1", "maker-2", "reader"]
+            .iter()
+            .all(|n| has(ws, n, "running"))
+    });
+    let plan = serde_json::json!([
+        {"get": "thing", "type": "mock", "tags": ["maker"],
+            "source": {"versions": ["v1"], "files": {"payload.txt": "the payload"}}},
+        // Time to freeze the maker between the get and the read.
+        {"task": "pause", "tags": ["reader"], "config": {"platform": "linux",
+            "run": {"path": "sh", "args": ["-c", "sleep 2"]}}},
+        {"task": "read", "tags": ["reader"], "config": {"platform": "linux",
+            "inputs": [{"name": "thing"}],
+            "run": {"path": "sh", "args": ["-c", "echo GOT $(cat thing/payload.txt)"]}}},
+    ]);
+    let client = Client::new(&c.url, ADMIN, Duration::from_secs(30)).unwrap();
+    let build = block(client.create_build(&CreateBuild {
+        resource_types: serde_json::Value::Null,
+        name: Some("pull-source-dies".into()),
+        plan,
+        artifacts: Default::default(),
+    }))
+    .unwrap();
+    let source = worker_of(&client, build.id, "0");
+    let maker = &makers[usize::from(source == "maker-2")];
+    wait_for_step(&client, build.id, "1", |s| s.worker.as_ref().map(|_| ()));
+    // Frozen, its socket still accepts the reader's connection and
+    // answers nothing; the pull hangs on it until it is killed.
+    maker.signal(Signal::SIGSTOP);
+    let copying = format!("copying input thing from worker {source} to reader");
+    crate::common::wait_for("the pull to start", Duration::from_secs(60), || {
+        let page = block(client.build_events(build.id, 0, 0)).unwrap();
+        page.events
+            .iter()
+            .any(|e| e.payload.contains(&copying))
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    maker.signal(Signal::SIGKILL);
+    maker.signal(Signal::SIGCONT);
+
+    let (build, events) = run_to_end(&client, build.id);
+    let log: String = events.iter().map(|e| format!("{}\n", e.payload)).collect();
+    assert_eq!(build.status.as_str(), "succeeded", "{log}");
+    assert!(log.contains("GOT the payload"), "{log}");
+    // The pull broke off as the source's failure, and the step was retried.
+    assert!(
+        log.contains(&format!("worker {source} could not be reached"))
+            && log.contains("retrying task read (attempt 2 of 3)"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "input thing was on worker {source}, which is gone or stalled; fetching thing again"
+        )),
+        "{log}"
+    );
+    let other = if source == "maker-1" {
+        "maker-2"
+    } else {
+        "maker-1"
+    };
+    assert!(
+        log.contains(&format!(
+            "copying input thing from worker {other} to reader"
+        )),
+        "{log}"
+    );
+    // The copy that brought the input was the reader's pull; the one that
+    // broke off logged no success.
+    assert_eq!(
+        c.log_lines("reader", "pulled volume from another worker"),
+        1
+    );
+    assert!(!log.contains("disappeared"), "{log}");
 }

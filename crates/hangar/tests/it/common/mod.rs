@@ -82,7 +82,13 @@ fn spawn_web(dir: &Path, url: &str, extra: &[&str]) -> Proc {
         .args(["web", "--bind", url.trim_start_matches("http://")])
         .arg("--data-dir")
         .arg(dir.join("web"))
-        .args(["--heartbeat-ttl", TTL, "--lifecycle-interval", "100ms"])
+        .args(["--lifecycle-interval", "100ms"])
+        // The tests' short TTL, unless they give their own.
+        .args(
+            ["--heartbeat-ttl", TTL]
+                .iter()
+                .filter(|_| !extra.contains(&"--heartbeat-ttl")),
+        )
         .args(extra)
         .env("HANGAR_ADMIN_TOKEN", ADMIN)
         .env("HANGAR_WORKER_KEY", KEY)
