@@ -33,14 +33,15 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use crate::api::bad_query;
 use crate::containers::{ContainerError, ContainerManager, STATE_EXITED};
 use crate::error::{self, ApiError};
+use crate::file_writes::FileWrites;
 
 /// The longest a wait request is held.
 pub(crate) const MAX_WAIT: Duration = Duration::from_secs(60);
 const LOG_CHUNK: usize = 64 * 1024;
-/// How often a followed log that is at its end looks for more: soon after
-/// it last grew (a task's first lines reach its build log within a few
-/// ms), then less and less often, down to [`FOLLOW_POLL_MAX`] for a quiet
-/// task.
+/// How often a followed log that is at its end looks whether its container
+/// has exited (and, where inotify is unavailable, for more): soon after it
+/// last grew, then less and less often, down to [`FOLLOW_POLL_MAX`] for a
+/// quiet task. A write wakes the follower at once ([`FileWrites`]).
 const FOLLOW_POLL_MIN: Duration = Duration::from_millis(2);
 const FOLLOW_POLL_MAX: Duration = Duration::from_millis(50);
 
@@ -150,6 +151,9 @@ struct LogReader {
     draining: bool,
     /// The next wait at the end of the log.
     poll: Duration,
+    /// Wakes the wait when the container writes; `None` where inotify is
+    /// out of instances, and the follower polls.
+    writes: Option<FileWrites>,
 }
 
 impl LogReader {
@@ -164,7 +168,10 @@ impl LogReader {
                     if self.exited().await {
                         self.draining = true;
                     } else {
-                        tokio::time::sleep(self.poll).await;
+                        match &self.writes {
+                            Some(writes) => writes.wait(self.poll).await,
+                            None => tokio::time::sleep(self.poll).await,
+                        }
                         self.poll = (self.poll * 3 / 2).min(FOLLOW_POLL_MAX);
                     }
                 }
@@ -205,6 +212,13 @@ async fn logs(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_found(handle)),
         Err(e) => return Err(error::io(&e, format!("open {}: {e}", path.display()))),
     };
+    // Watched before the first read, so no write after it goes unseen.
+    let writes = match q.follow {
+        true => FileWrites::watch(&path)
+            .inspect_err(|e| tracing::debug!(error = %e, "following a log by polling"))
+            .ok(),
+        false => None,
+    };
     file.seek(SeekFrom::Start(q.offset))
         .await
         .map_err(|e| error::io(&e, format!("seek {}: {e}", path.display())))?;
@@ -215,6 +229,7 @@ async fn logs(
         follow: q.follow,
         draining: false,
         poll: FOLLOW_POLL_MIN,
+        writes,
     };
     let stream = futures_util::stream::unfold(reader, |mut r| async move {
         r.next().await.map(|chunk| (chunk, r))

@@ -13,6 +13,7 @@ pub mod containers;
 mod containers_api;
 pub mod disk;
 pub mod error;
+mod file_writes;
 pub mod health;
 pub mod kube;
 mod presence;
