@@ -23,7 +23,10 @@ pub struct CopyStats {
 }
 
 pub(crate) fn running_as_root() -> bool {
-    nix::unistd::geteuid().is_root()
+    // Asked once per file of an archive: the answer does not change in a
+    // process that never changes its user, so it is asked of the kernel once.
+    static ROOT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ROOT.get_or_init(|| nix::unistd::geteuid().is_root())
 }
 
 /// Set atime/mtime of `path` itself (a symlink is not followed).

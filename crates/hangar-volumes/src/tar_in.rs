@@ -34,10 +34,13 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, BufReader, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags};
 use std::sync::{Mutex, PoisonError};
 
 use crate::driver::names;
@@ -222,6 +225,10 @@ struct Extractor<'a> {
     /// replaced (an entry of its name is refused), so it stays real: an
     /// archive's next entries in the same directory skip the walk.
     known_parent: std::cell::RefCell<Vec<OsString>>,
+    /// That directory, open: files are created in it by name (`openat`),
+    /// so the kernel does not walk the whole staged path again for each.
+    /// Opened lazily, dropped whenever `known_parent` changes.
+    parent_dir: std::cell::RefCell<Option<OwnedFd>>,
 }
 
 /// Keyed by the staged directory's inode, not by name: an archive that
@@ -257,6 +264,7 @@ impl<'a> Extractor<'a> {
             mode_mask: if t.privileged { 0o7777 } else { 0o1777 },
             buf: vec![0u8; COPY_BUFFER],
             known_parent: std::cell::RefCell::new(Vec::new()),
+            parent_dir: std::cell::RefCell::new(None),
         }
     }
 
@@ -405,14 +413,7 @@ impl<'a> Extractor<'a> {
                 self.report.dirs += 1;
             }
             T::Regular | T::Continuous => {
-                let path = self.prepare_slot(&rel, name)?;
-                let mut file = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(nix::libc::O_NOFOLLOW)
-                    .open(&path)
-                    .ctx_path("create staged file", &path)?;
+                let (mut file, path) = self.create_file(&rel, name)?;
                 let mut written = 0u64;
                 loop {
                     let n = match entry.read(&mut self.buf) {
@@ -557,7 +558,56 @@ impl<'a> Extractor<'a> {
             }
         }
         *self.known_parent.borrow_mut() = parent.to_vec();
+        *self.parent_dir.borrow_mut() = None;
         Ok(())
+    }
+
+    /// A new regular file at `rel`, made in its parent's open directory;
+    /// an earlier file or symlink of the same name is replaced and an
+    /// earlier directory refused, as [`Self::prepare_slot`] does, which
+    /// runs only when the name is taken (the first try is `O_EXCL`).
+    fn create_file(&self, rel: &RelPath, name: &str) -> Result<(fs::File, PathBuf), VolumeError> {
+        let Some(file_name) = rel.last() else {
+            return Err(refused(name, "entry has an empty path"));
+        };
+        self.ensure_parents(rel, name)?;
+        let path = join(self.t.staging, rel);
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let first = {
+            let mut parent = self.parent_dir.borrow_mut();
+            let dir = match parent.as_ref() {
+                Some(dir) => dir,
+                None => {
+                    let dir_path = join(self.t.staging, &rel[..rel.len() - 1]);
+                    let dir = rustix::fs::open(
+                        &dir_path,
+                        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    )
+                    .map_err(io::Error::from)
+                    .ctx_path("open staged directory", &dir_path)?;
+                    parent.insert(dir)
+                }
+            };
+            rustix::fs::openat(
+                dir,
+                file_name.as_os_str(),
+                flags,
+                Mode::from_raw_mode(0o600),
+            )
+        };
+        let fd = match first {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::EXIST) => {
+                let path = self.prepare_slot(rel, name)?;
+                rustix::fs::open(&path, flags, Mode::from_raw_mode(0o600))
+                    .map_err(io::Error::from)
+                    .ctx_path("create staged file", &path)?
+            }
+            Err(e) => return Err(io::Error::from(e)).ctx_path("create staged file", &path),
+        };
+        Ok((fs::File::from(fd), path))
     }
 
     /// Make `rel` free for a new non-directory node: parents exist, an

@@ -12,8 +12,11 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs;
 use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags};
 
 use tar::{Builder, EntryType, Header, HeaderMode};
 
@@ -143,12 +146,33 @@ impl<W: Write> Out<W> {
             .collect::<io::Result<_>>()
             .ctx_path("list", dir)?;
         entries.sort_by_key(|e| e.file_name());
+        // Regular files are opened by name in the open directory: one
+        // open and one fstat, where a stat and an open by path walked the
+        // whole path twice (a tree of small files is mostly that).
+        let dir_fd = rustix::fs::open(
+            dir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io::Error::from)
+        .ctx_path("open", dir)?;
         for entry in entries {
             let name = entry.file_name();
             if is_data_root && name.to_string_lossy().starts_with(names::STREAM_STAGING) {
                 continue; // an in-flight stream-in's staging dir
             }
             let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_file()) {
+                match open_regular_at(&dir_fd, &name) {
+                    Ok(Some((file, fm))) => {
+                        self.regular_file(&path, &rel.join(&name), file, fm)?;
+                        continue;
+                    }
+                    Ok(None) => continue, // removed meanwhile
+                    // Replaced since the listing: as whatever it is now.
+                    Err(_) => {}
+                }
+            }
             let m = match fs::symlink_metadata(&path) {
                 Ok(m) => m,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // removed meanwhile
@@ -180,19 +204,6 @@ impl<W: Write> Out<W> {
                 .append_link(&mut h, rel, &target)
                 .map_err(write_err)
         } else if ft.is_file() {
-            let key = (m.dev(), m.ino());
-            if m.nlink() > 1 {
-                if let Some(first) = self.links.get(&key) {
-                    let mut h = header_for(m);
-                    h.set_entry_type(EntryType::Link);
-                    h.set_size(0);
-                    let first = first.clone();
-                    return self
-                        .builder
-                        .append_link(&mut h, rel, &first)
-                        .map_err(write_err);
-                }
-            }
             let (file, fm) = match open_regular_nofollow(path) {
                 Ok(v) => v,
                 Err(e) => {
@@ -201,25 +212,68 @@ impl<W: Write> Out<W> {
                     return Ok(());
                 }
             };
-            let mut h = header_for(&fm);
-            h.set_entry_type(EntryType::Regular);
-            h.set_size(fm.len());
-            let body = ExactLen {
-                inner: file.take(fm.len()),
-                remaining: fm.len(),
-            };
-            self.builder
-                .append_data(&mut h, rel, body)
-                .map_err(|e| VolumeError::io(format!("archive file {}", path.display()), e))?;
-            if fm.nlink() > 1 {
-                self.links.insert(key, rel.to_path_buf());
-            }
-            Ok(())
+            self.regular_file(path, rel, file, fm)
         } else {
             tracing::warn!(path = %path.display(), "skipping special file (fifo, socket or device) while streaming out");
             Ok(())
         }
     }
+
+    /// A regular file, open, as an entry (or a hard link to the name it
+    /// was first archived under).
+    fn regular_file(
+        &mut self,
+        path: &Path,
+        rel: &Path,
+        file: fs::File,
+        fm: fs::Metadata,
+    ) -> Result<(), VolumeError> {
+        let key = (fm.dev(), fm.ino());
+        if fm.nlink() > 1 {
+            if let Some(first) = self.links.get(&key) {
+                let mut h = header_for(&fm);
+                h.set_entry_type(EntryType::Link);
+                h.set_size(0);
+                let first = first.clone();
+                return self.builder.append_link(&mut h, rel, &first).map_err(|e| {
+                    VolumeError::io(format!("write archive entry {}", rel.display()), e)
+                });
+            }
+        }
+        let mut h = header_for(&fm);
+        h.set_entry_type(EntryType::Regular);
+        h.set_size(fm.len());
+        let body = ExactLen {
+            inner: file.take(fm.len()),
+            remaining: fm.len(),
+        };
+        self.builder
+            .append_data(&mut h, rel, body)
+            .map_err(|e| VolumeError::io(format!("archive file {}", path.display()), e))?;
+        if fm.nlink() > 1 {
+            self.links.insert(key, rel.to_path_buf());
+        }
+        Ok(())
+    }
+}
+
+/// `name` in `dir`, opened if it is a regular file (never through a
+/// symlink, never blocking on a fifo); `None` when it is gone.
+fn open_regular_at(
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+) -> io::Result<Option<(fs::File, fs::Metadata)>> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => fs::File::from(fd),
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(Some((file, meta)))
 }
 
 fn header_for(m: &fs::Metadata) -> Header {
