@@ -453,6 +453,11 @@ fn hand_over(
         .map_err(|e| VolumeError::io(format!("give volume {handle:?} to the task user"), e))
 }
 
+/// The pipe, write buffer and body chunk of a stream-out: large enough
+/// that a large file moves in few chunks (`ReaderStream`'s default, 4 KiB,
+/// made a 1 GiB file 262,144 chunks, each a write of its own).
+const STREAM_CHUNK: usize = 256 * 1024;
+
 async fn stream_out(
     State(api): State<VolumeApi>,
     Path(handle): Path<String>,
@@ -468,8 +473,11 @@ async fn stream_out(
     let path = q.path.clone();
     let h = handle.clone();
     let source = blocking(move || m.stream_out_source(&h, &path)).await?;
-    let (writer, reader) = tokio::io::duplex(256 * 1024);
-    let writer = SyncIoBridge::new(writer);
+    let (writer, reader) = tokio::io::duplex(STREAM_CHUNK);
+    // The archive is written a 512-byte header and a small file at a time:
+    // gathered here into large writes, so the pipe and the response carry
+    // a few large chunks rather than three per file.
+    let writer = std::io::BufWriter::with_capacity(STREAM_CHUNK, SyncIoBridge::new(writer));
     // Owned by the response: when the client goes away the pipe breaks and
     // the blocking writer returns.
     tokio::task::spawn_blocking(move || {
@@ -484,7 +492,7 @@ async fn stream_out(
     };
     Ok((
         [(header::CONTENT_TYPE, content_type)],
-        Body::from_stream(ReaderStream::new(reader)),
+        Body::from_stream(ReaderStream::with_capacity(reader, STREAM_CHUNK)),
     )
         .into_response())
 }

@@ -442,8 +442,10 @@ async fn upload(
         &format!("uploaded {name}"),
         total,
     );
-    let (writer, reader) = tokio::io::duplex(256 * 1024);
-    let writer = SyncIoBridge::new(writer);
+    let (writer, reader) = tokio::io::duplex(UPLOAD_CHUNK);
+    // Headers and small files gathered into large writes: a few large
+    // chunks on the wire rather than three per file.
+    let writer = std::io::BufWriter::with_capacity(UPLOAD_CHUNK, SyncIoBridge::new(writer));
     let root = dir.to_path_buf();
     let counter = transfer.counter();
     let encoding = encoding_for(client);
@@ -465,7 +467,7 @@ async fn upload(
         std::io::Write::flush(&mut writer)
     });
     let sent = Arc::new(AtomicU64::new(0));
-    let stream = ReaderStream::new(reader).map({
+    let stream = ReaderStream::with_capacity(reader, UPLOAD_CHUNK).map({
         let sent = sent.clone();
         move |chunk| {
             if let Ok(c) = &chunk {
@@ -613,6 +615,10 @@ fn encoding_for(client: &Client) -> &'static str {
     let web = client.base_url().host_str().unwrap_or_default();
     hangar_core::volumes::transfer::copy_encoding("localhost", web)
 }
+
+/// The pipe, write buffer and body chunk of an upload (`ReaderStream`'s
+/// default is 4 KiB).
+const UPLOAD_CHUNK: usize = 256 * 1024;
 
 /// A tar stream's compression on the way out.
 enum Packed<W: std::io::Write> {
