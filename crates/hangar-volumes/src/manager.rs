@@ -478,6 +478,22 @@ impl VolumeManager {
         compression: Compression,
         limits: &Limits,
     ) -> Result<StreamInReport, VolumeError> {
+        self.stream_in_as(handle, subpath, reader, compression, limits, None)
+    }
+
+    /// [`VolumeManager::stream_in`], every entry it makes owned by `owner`
+    /// (uid, gid; as root) rather than by whom the archive names: a fresh
+    /// volume given to a task's user as it is filled, not by a second walk
+    /// of its tree.
+    pub fn stream_in_as(
+        &self,
+        handle: &str,
+        subpath: &str,
+        reader: impl Read,
+        compression: Compression,
+        limits: &Limits,
+        owner: Option<(u32, u32)>,
+    ) -> Result<StreamInReport, VolumeError> {
         let meta = self.require(handle)?;
         let sub = paths::parse_subpath(subpath)?;
         let dir = self.dir(handle);
@@ -496,6 +512,7 @@ impl VolumeManager {
             data: &data,
             sub: &sub,
             privileged: meta.privileged,
+            owner,
             commit: &self.stream_commit,
         };
         let result = tar_in::stream_in(reader, compression, limits, &target);

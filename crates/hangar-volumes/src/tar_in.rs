@@ -105,6 +105,9 @@ pub(crate) struct Target<'a> {
     pub sub: &'a [OsString],
     /// Keep setuid/setgid bits.
     pub privileged: bool,
+    /// Every entry made is owned by this uid and gid (as root), whatever
+    /// the archive says, directories made for parents too.
+    pub owner: Option<(u32, u32)>,
     /// Held from the checks against the existing content to the end of the
     /// merge, so two archives cannot each pass against a volume without
     /// the other and together build an escape.
@@ -375,8 +378,13 @@ impl<'a> Extractor<'a> {
         let header = entry.header();
         let kind = header.entry_type();
         let mode = header.mode().unwrap_or(0o644) & self.mode_mask;
-        let uid = header.uid().ok().and_then(|v| u32::try_from(v).ok());
-        let gid = header.gid().ok().and_then(|v| u32::try_from(v).ok());
+        let (uid, gid) = match self.t.owner {
+            Some((u, g)) => (Some(u), Some(g)),
+            None => (
+                header.uid().ok().and_then(|v| u32::try_from(v).ok()),
+                header.gid().ok().and_then(|v| u32::try_from(v).ok()),
+            ),
+        };
         let mtime = header.mtime().ok().and_then(|v| i64::try_from(v).ok());
         match kind {
             T::Directory => {
@@ -553,6 +561,9 @@ impl<'a> Extractor<'a> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     fs::create_dir(&p).ctx_path("create staged directory", &p)?;
+                    if let Some((u, g)) = self.t.owner {
+                        lchown_if_root(&p, u, g).ctx_path("chown staged directory", &p)?;
+                    }
                 }
                 Err(e) => return Err(VolumeError::io(format!("stat {}", p.display()), e)),
             }
@@ -866,6 +877,7 @@ pub fn extract_into_dir(
         staging: &staging,
         data: dir,
         sub: &[],
+        owner: None,
         privileged: false,
         commit: &COMMIT,
     };

@@ -419,17 +419,42 @@ pub(crate) async fn receive(
     let containers = api.containers.clone();
     blocking(move || {
         let _permit = permit; // held until the blocking work ends
-        let report = m.stream_in(&handle, &path, reader, compression, &limits)?;
-        // Never under a container that mounts it: its user owns it now.
-        let mounted = containers
-            .as_ref()
-            .is_some_and(|c| c.mounted_volumes().map_or(true, |v| v.contains(&handle)));
-        if let (Some(ids), false) = (task_user, mounted) {
-            hand_over(&m, &handle, ids)?;
+                              // Never under a container that mounts it: its user owns it now.
+        let mounted = || {
+            containers
+                .as_ref()
+                .is_some_and(|c| c.mounted_volumes().map_or(true, |v| v.contains(&handle)))
+        };
+        // A fresh volume (a pull's, an upload's) is the task user's as it
+        // is filled; another is handed over after, by a walk of its tree.
+        let fresh = task_user
+            .filter(|_| path.is_empty() && !mounted())
+            .and_then(|ids| fresh_of_its_own(&m, &handle).map(|top| (ids, top)));
+        let owner = fresh.as_ref().map(|(ids, _)| (ids.uid, ids.gid));
+        let report = m.stream_in_as(&handle, &path, reader, compression, &limits, owner)?;
+        match (fresh, task_user) {
+            (Some((_, top)), _) => {
+                crate::containers::keep_top_for_root(&top).map_err(|e| {
+                    VolumeError::io(format!("keep volume {handle:?}'s top dir root's"), e)
+                })?;
+            }
+            (None, Some(ids)) if !mounted() => hand_over(&m, &handle, ids)?,
+            (None, _) => {}
         }
         Ok(report)
     })
     .await
+}
+
+/// The path of a volume with no parent, no children and nothing in it
+/// yet; `None` for any other.
+fn fresh_of_its_own(m: &VolumeManager, handle: &str) -> Option<std::path::PathBuf> {
+    let all = m.list().ok()?;
+    let v = all.iter().find(|v| v.handle == handle)?;
+    let fresh = v.parent.is_none()
+        && !all.iter().any(|c| c.parent.as_deref() == Some(handle))
+        && std::fs::read_dir(&v.path).is_ok_and(|mut d| d.next().is_none());
+    fresh.then(|| v.path.clone())
 }
 
 /// Gives a streamed-in volume to the first task user when it is a volume

@@ -470,7 +470,73 @@ fn a_stream_in_killed_midway_leaves_staging_that_open_removes(driver: DriverKind
     assert!(vm.disk_usage("v").unwrap() < 1024 * 1024);
 }
 
+/// `stream_in_as`: every entry made — files, explicit directories, the
+/// parents an archive implies without naming them, symlinks — is the
+/// owner's, whoever the archive names (as root; a worker that is not root
+/// owns what it writes, and so the entries stay its own).
+fn stream_in_as_makes_every_entry_the_owners(driver: DriverKind) {
+    let root = TestRoot::new();
+    let vm = VolumeManager::open(root.path(), driver).unwrap();
+    let v = vm.create("v", Strategy::Empty, no_props()).unwrap();
+    let mut b = tar::Builder::new(Vec::new());
+    let mut dir = tar::Header::new_gnu();
+    dir.set_entry_type(tar::EntryType::Directory);
+    dir.set_mode(0o755);
+    dir.set_uid(0);
+    dir.set_size(0);
+    b.append_data(&mut dir, "named/", std::io::empty()).unwrap();
+    for (path, uid) in [("named/file", 0), ("implied/deep/file", 42)] {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(2);
+        h.set_mode(0o644);
+        h.set_uid(uid);
+        h.set_gid(uid);
+        b.append_data(&mut h, path, &b"hi"[..]).unwrap();
+    }
+    let mut link = tar::Header::new_gnu();
+    link.set_entry_type(tar::EntryType::Symlink);
+    link.set_uid(0);
+    link.set_size(0);
+    b.append_link(&mut link, "link", "named/file").unwrap();
+    let archive = b.into_inner().unwrap();
+    let owner = (4_000_123, 4_000_456);
+    vm.stream_in_as(
+        "v",
+        "",
+        Cursor::new(archive),
+        Compression::None,
+        &Limits::default(),
+        Some(owner),
+    )
+    .unwrap();
+    let me = fs::metadata(root.path()).unwrap();
+    let expected = if crate::common::is_root() {
+        owner
+    } else {
+        (me.uid(), me.gid())
+    };
+    for entry in [
+        "named",
+        "named/file",
+        "implied",
+        "implied/deep",
+        "implied/deep/file",
+        "link",
+    ] {
+        let m = fs::symlink_metadata(v.path.join(entry)).unwrap();
+        assert_eq!((m.uid(), m.gid()), expected, "{entry}");
+    }
+    assert_eq!(
+        fs::read_to_string(v.path.join("implied/deep/file")).unwrap(),
+        "hi"
+    );
+    assert!(fs::symlink_metadata(v.path.join("link"))
+        .unwrap()
+        .is_symlink());
+}
+
 on_both_drivers!(
+    stream_in_as_makes_every_entry_the_owners,
     a_grandchild_sees_its_ancestors_files_and_its_writes_stay_private,
     destroy_refuses_a_parent_with_live_children_and_a_missing_volume_is_ok,
     after_a_restart_with_mounts_gone_volumes_are_remounted_and_listed,

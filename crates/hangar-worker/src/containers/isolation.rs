@@ -235,6 +235,16 @@ pub fn hand_to_task_user(path: &Path, ids: Ids) -> io::Result<()> {
         return Ok(());
     }
     chown_tree(path, ids)?;
+    keep_top_for_root(path)
+}
+
+/// The second half of [`hand_to_task_user`], for a volume whose entries
+/// were made the task user's as they were written: its top dir stays
+/// root's (0700) until a container mounts it.
+pub fn keep_top_for_root(path: &Path) -> io::Result<()> {
+    if !is_root() {
+        return Ok(());
+    }
     own_dir(path, Ids { uid: 0, gid: 0 }, 0o700)
 }
 

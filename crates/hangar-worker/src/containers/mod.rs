@@ -74,7 +74,8 @@ pub(crate) use image_action::{
     prepare as prepare_image_action, ActionRoot, ActionSpec, ID_PREFIX as ACTION_ID_PREFIX,
 };
 pub use isolation::{
-    hand_image_to_sandbox, hand_to_task_user, private_env_keys, Isolation, DEFAULT_TASK_IDS,
+    hand_image_to_sandbox, hand_to_task_user, keep_top_for_root, private_env_keys, Isolation,
+    DEFAULT_TASK_IDS,
 };
 pub(crate) use isolation::{pid_namespace_prefix, TASK_PATH};
 pub use network::NetworkMode;
