@@ -114,6 +114,7 @@ fn write_tar<W: Write>(w: W, src: &Path, sub: &[OsString]) -> Result<(), VolumeE
     let mut out = Out {
         builder: Builder::new(w),
         links: HashMap::new(),
+        chunk: Vec::new(),
     };
     let top = fs::symlink_metadata(src).ctx_path("stat", src)?;
     if top.file_type().is_dir() {
@@ -132,6 +133,8 @@ struct Out<W: Write> {
     builder: Builder<W>,
     /// (dev, ino) of multiply-linked files already archived -> their name.
     links: HashMap<(u64, u64), PathBuf>,
+    /// The copy buffer of large files, made once.
+    chunk: Vec<u8>,
 }
 
 impl<W: Write> Out<W> {
@@ -247,14 +250,51 @@ impl<W: Write> Out<W> {
             inner: file.take(fm.len()),
             remaining: fm.len(),
         };
-        self.builder
-            .append_data(&mut h, rel, body)
-            .map_err(|e| VolumeError::io(format!("archive file {}", path.display()), e))?;
+        let archived = if fm.len() >= LARGE_FILE && h.set_path(rel).is_ok() {
+            // tar's own copy reads 8 KiB at a time through a `dyn Read`: a
+            // large file goes out in `COPY_CHUNK` reads and writes instead.
+            // (A name too long for the header takes tar's way, which adds
+            // the GNU long-name entry.)
+            h.set_cksum();
+            write_entry(self.builder.get_mut(), &h, body, &mut self.chunk)
+        } else {
+            self.builder.append_data(&mut h, rel, body)
+        };
+        archived.map_err(|e| VolumeError::io(format!("archive file {}", path.display()), e))?;
         if fm.nlink() > 1 {
             self.links.insert(key, rel.to_path_buf());
         }
         Ok(())
     }
+}
+
+/// A file at least this large is copied in `COPY_CHUNK` pieces.
+const LARGE_FILE: u64 = 1024 * 1024;
+const COPY_CHUNK: usize = 256 * 1024;
+
+/// One entry whose header is complete: the header, exactly its size of
+/// `body`, and the zeros that fill its last 512-byte block.
+fn write_entry<W: Write, R: Read>(
+    out: &mut W,
+    header: &Header,
+    mut body: R,
+    chunk: &mut Vec<u8>,
+) -> io::Result<()> {
+    out.write_all(header.as_bytes())?;
+    chunk.resize(COPY_CHUNK, 0);
+    let mut written = 0u64;
+    loop {
+        let n = match body.read(chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        out.write_all(&chunk[..n])?;
+        written += n as u64;
+    }
+    let pad = (512 - written % 512) % 512;
+    out.write_all(&[0u8; 512][..pad as usize])
 }
 
 /// `name` in `dir`, opened if it is a regular file (never through a
@@ -325,6 +365,31 @@ impl<W: Write> Write for CountingWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A large file's entry, written past tar's own copy, reads back as
+    /// tar reads any: same name, size and bytes, blocks filled.
+    #[test]
+    fn a_large_file_written_in_chunks_is_an_ordinary_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..3 * 1024 * 1024 + 77).map(|i| (i % 251) as u8).collect();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/big.bin"), &data).unwrap();
+        std::fs::write(dir.path().join("small.txt"), b"small").unwrap();
+        let mut archive = Vec::new();
+        stream_out(dir.path(), &[], &mut archive, Compression::None).unwrap();
+        assert_eq!(archive.len() % 512, 0);
+        let mut read = tar::Archive::new(&archive[..]);
+        let mut got = std::collections::BTreeMap::new();
+        for entry in read.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let name = entry.path().unwrap().display().to_string();
+            let mut bytes = Vec::new();
+            entry.read_to_end(&mut bytes).unwrap();
+            got.insert(name, bytes);
+        }
+        assert_eq!(got["d/big.bin"], data);
+        assert_eq!(got["small.txt"], b"small");
+    }
 
     #[test]
     fn exact_len_pads_a_shrunken_file_with_zeros() {
