@@ -22,7 +22,7 @@ use hangar_api::MAX_JSON_BODY;
 use hangar_volumes::{Compression, Limits, Strategy, VolumeError, VolumeInfo, VolumeManager};
 use serde::Deserialize;
 use tokio::sync::Semaphore;
-use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
+use tokio_util::io::{StreamReader, SyncIoBridge};
 use tokio_util::sync::CancellationToken;
 
 use crate::containers::ContainerManager;
@@ -478,11 +478,6 @@ fn hand_over(
         .map_err(|e| VolumeError::io(format!("give volume {handle:?} to the task user"), e))
 }
 
-/// The pipe, write buffer and body chunk of a stream-out: large enough
-/// that a large file moves in few chunks (`ReaderStream`'s default, 4 KiB,
-/// made a 1 GiB file 262,144 chunks, each a write of its own).
-const STREAM_CHUNK: usize = 256 * 1024;
-
 async fn stream_out(
     State(api): State<VolumeApi>,
     Path(handle): Path<String>,
@@ -498,16 +493,16 @@ async fn stream_out(
     let path = q.path.clone();
     let h = handle.clone();
     let source = blocking(move || m.stream_out_source(&h, &path)).await?;
-    let (writer, reader) = tokio::io::duplex(STREAM_CHUNK);
     // The archive is written a 512-byte header and a small file at a time:
-    // gathered here into large writes, so the pipe and the response carry
-    // a few large chunks rather than three per file.
-    let writer = std::io::BufWriter::with_capacity(STREAM_CHUNK, SyncIoBridge::new(writer));
-    // Owned by the response: when the client goes away the pipe breaks and
-    // the blocking writer returns.
+    // gathered into large chunks, so the response carries a few of them
+    // rather than three per file.
+    let (mut writer, body) = crate::chunks::body();
+    // Owned by the response: when the client goes away the channel closes
+    // and the blocking writer returns.
     tokio::task::spawn_blocking(move || {
-        if let Err(e) = source.write_to(writer, compression) {
+        if let Err(e) = source.write_to(&mut writer, compression) {
             tracing::warn!(%handle, error = %e, "stream-out ended early");
+            writer.abort(format!("stream-out of volume {handle} ended early: {e}"));
         }
     });
     let content_type = match compression {
@@ -515,11 +510,7 @@ async fn stream_out(
         Compression::Zstd => "application/zstd",
         Compression::None => "application/x-tar",
     };
-    Ok((
-        [(header::CONTENT_TYPE, content_type)],
-        Body::from_stream(ReaderStream::with_capacity(reader, STREAM_CHUNK)),
-    )
-        .into_response())
+    Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
 }
 
 #[derive(Deserialize)]
