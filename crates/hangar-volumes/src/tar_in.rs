@@ -39,9 +39,9 @@ use std::io::{self, BufReader, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use rustix::fs::{Mode, OFlags};
-use std::sync::{Mutex, PoisonError};
 
 use crate::driver::names;
 use crate::error::{IoContext, LimitKind, VolumeError};
