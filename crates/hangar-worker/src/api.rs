@@ -419,7 +419,8 @@ pub(crate) async fn receive(
     let containers = api.containers.clone();
     blocking(move || {
         let _permit = permit; // held until the blocking work ends
-                              // Never under a container that mounts it: its user owns it now.
+
+        // Never under a container that mounts it: its user owns it now.
         let mounted = || {
             containers
                 .as_ref()
