@@ -136,13 +136,48 @@ fn source_url(req: &PullVolume) -> Result<reqwest::Url, ApiError> {
     Ok(url)
 }
 
-/// A client error without the URL repeated (it names the source already).
+/// A client error in a line: what failed (connecting, waiting, the
+/// stream) and the innermost cause in the socket's own words; neither the
+/// URL (the message names the source already) nor each layer that passed
+/// the cause on.
 fn plain(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(&format!(": {s}"));
-        source = s.source();
+    let what = if e.is_connect() {
+        "cannot connect"
+    } else if e.is_timeout() {
+        "timed out"
+    } else if e.is_body() || e.is_decode() {
+        "the stream broke off"
+    } else {
+        "the request failed"
+    };
+    let mut deepest: Option<&dyn std::error::Error> = None;
+    let mut next = std::error::Error::source(e);
+    while let Some(inner) = next {
+        deepest = Some(inner);
+        next = inner.source();
     }
-    text
+    match deepest {
+        Some(cause) => format!("{what}: {cause}"),
+        None => format!("{what}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_refused_connection_is_said_in_one_line_without_the_url() {
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://{}/volumes/v/stream-out",
+            closed.local_addr().unwrap()
+        );
+        drop(closed);
+        let e = client().get(&url).send().await.unwrap_err();
+        let text = plain(&e);
+        assert!(text.starts_with("cannot connect: "), "{text}");
+        assert!(text.to_lowercase().contains("refused"), "{text}");
+        assert!(!text.contains("http://"), "{text}");
+    }
 }
