@@ -220,9 +220,12 @@ impl Engine {
         // A database that refuses claims (down, or its disk full) is asked
         // again less and less often, and said so once, not every second.
         let mut claim_errors = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
-        loop {
+        // A node that is stopping claims nothing more: its builds release
+        // their leases as they stop, and the claim loop must not take them
+        // (or another node's) back on the way out.
+        while !shutdown.is_cancelled() {
             let mut pause = Duration::from_secs(1);
-            loop {
+            while !shutdown.is_cancelled() {
                 match self
                     .store()
                     .claim_build(&self.config().node_id, self.now(), self.config().lease_ms)
@@ -248,6 +251,10 @@ impl Engine {
                 }
             }
             tokio::select! {
+                // Shutdown first: a build that ended because of it is
+                // ready at the same moment, and must not send the loop
+                // round to claim again.
+                biased;
                 _ = shutdown.cancelled() => break,
                 _ = self.inner.wake.notified() => {}
                 _ = tokio::time::sleep(pause) => {}
