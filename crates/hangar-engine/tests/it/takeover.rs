@@ -114,6 +114,11 @@ async fn killed(store: Store) {
 }
 
 async fn stopped(store: Store) {
-    // Its lease is released as it stops: one claim pass, not a lease.
-    node_b_goes_on(store, false, Duration::from_millis(3_000)).await;
+    // Its lease is released as it stops. Node a renewed at most a third of
+    // a lease before it stopped, so its lease would have outlived the stop
+    // by two thirds of one at least: b resuming sooner proves the release,
+    // not the lease waited out (the bound is the lease's own arithmetic,
+    // as wide as it can be).
+    let released = Duration::from_millis((LEASE_MS - LEASE_MS / 3) as u64);
+    node_b_goes_on(store, false, released).await;
 }
