@@ -2,13 +2,16 @@
 //! Nothing here follows a symlink unless it says so.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::sys::stat::{utimensat, Mode, SFlag, UtimensatFlags};
 use nix::sys::time::TimeSpec;
+use rustix::fs::{Mode as RMode, OFlags};
 
 /// What a tree copy did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,14 +54,36 @@ pub(crate) fn open_regular_nofollow(path: &Path) -> io::Result<(File, fs::Metada
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
         .open(path)?;
+    regular(file, || path.display().to_string())
+}
+
+/// [`open_regular_nofollow`] of `name` in the open directory `dir`: the
+/// kernel looks up one name, not the whole path again.
+pub(crate) fn open_regular_nofollow_at(
+    dir: &OwnedFd,
+    name: &OsStr,
+) -> io::Result<(File, fs::Metadata)> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = File::from(rustix::fs::openat(dir, name, flags, RMode::empty())?);
+    regular(file, || name.to_string_lossy().into_owned())
+}
+
+fn regular(file: File, shown: impl Fn() -> String) -> io::Result<(File, fs::Metadata)> {
     let meta = file.metadata()?;
     if !meta.file_type().is_file() {
         return Err(io::Error::other(format!(
             "{} is not a regular file",
-            path.display()
+            shown()
         )));
     }
     Ok((file, meta))
+}
+
+/// A directory opened to make or open entries in by name (`O_PATH`: no
+/// read of it), never through a final symlink.
+pub(crate) fn open_dir_nofollow(path: &Path) -> io::Result<OwnedFd> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rustix::fs::open(path, flags, RMode::empty())?)
 }
 
 /// Recursively copy `from` (a directory) to `to` (must not exist), like

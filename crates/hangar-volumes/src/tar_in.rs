@@ -45,7 +45,7 @@ use rustix::fs::{Mode, OFlags};
 
 use crate::driver::names;
 use crate::error::{IoContext, LimitKind, VolumeError};
-use crate::fsutil::{lchown_if_root, set_times_nofollow};
+use crate::fsutil::{lchown_if_root, open_dir_nofollow, set_times_nofollow};
 use crate::links;
 use crate::paths::{self, display, join, RelPath};
 use crate::Compression;
@@ -591,13 +591,8 @@ impl<'a> Extractor<'a> {
                 Some(dir) => dir,
                 None => {
                     let dir_path = join(self.t.staging, &rel[..rel.len() - 1]);
-                    let dir = rustix::fs::open(
-                        &dir_path,
-                        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                        Mode::empty(),
-                    )
-                    .map_err(io::Error::from)
-                    .ctx_path("open staged directory", &dir_path)?;
+                    let dir = open_dir_nofollow(&dir_path)
+                        .ctx_path("open staged directory", &dir_path)?;
                     parent.insert(dir)
                 }
             };

@@ -12,17 +12,14 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-
-use rustix::fs::{Mode, OFlags};
 
 use tar::{Builder, EntryType, Header, HeaderMode};
 
 use crate::driver::names;
 use crate::error::{IoContext, VolumeError};
-use crate::fsutil::open_regular_nofollow;
+use crate::fsutil::{open_dir_nofollow, open_regular_nofollow, open_regular_nofollow_at};
 use crate::paths::{display, join};
 use crate::Compression;
 
@@ -152,13 +149,7 @@ impl<W: Write> Out<W> {
         // Regular files are opened by name in the open directory: one
         // open and one fstat, where a stat and an open by path walked the
         // whole path twice (a tree of small files is mostly that).
-        let dir_fd = rustix::fs::open(
-            dir,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(io::Error::from)
-        .ctx_path("open", dir)?;
+        let dir_fd = open_dir_nofollow(dir).ctx_path("open", dir)?;
         for entry in entries {
             let name = entry.file_name();
             if is_data_root && name.to_string_lossy().starts_with(names::STREAM_STAGING) {
@@ -166,12 +157,12 @@ impl<W: Write> Out<W> {
             }
             let path = entry.path();
             if entry.file_type().is_ok_and(|t| t.is_file()) {
-                match open_regular_at(&dir_fd, &name) {
-                    Ok(Some((file, fm))) => {
+                match open_regular_nofollow_at(&dir_fd, &name) {
+                    Ok((file, fm)) => {
                         self.regular_file(&path, &rel.join(&name), file, fm)?;
                         continue;
                     }
-                    Ok(None) => continue, // removed meanwhile
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // removed meanwhile
                     // Replaced since the listing: as whatever it is now.
                     Err(_) => {}
                 }
@@ -295,25 +286,6 @@ fn write_entry<W: Write, R: Read>(
     }
     let pad = (512 - written % 512) % 512;
     out.write_all(&[0u8; 512][..pad as usize])
-}
-
-/// `name` in `dir`, opened if it is a regular file (never through a
-/// symlink, never blocking on a fifo); `None` when it is gone.
-fn open_regular_at(
-    dir: &OwnedFd,
-    name: &std::ffi::OsStr,
-) -> io::Result<Option<(fs::File, fs::Metadata)>> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
-        Ok(fd) => fs::File::from(fd),
-        Err(rustix::io::Errno::NOENT) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(io::Error::other("not a regular file"));
-    }
-    Ok(Some((file, meta)))
 }
 
 fn header_for(m: &fs::Metadata) -> Header {
