@@ -450,12 +450,21 @@ pub(crate) async fn receive(
 /// The path of a volume with no parent, no children and nothing in it
 /// yet; `None` for any other.
 fn fresh_of_its_own(m: &VolumeManager, handle: &str) -> Option<std::path::PathBuf> {
-    let all = m.list().ok()?;
-    let v = all.iter().find(|v| v.handle == handle)?;
-    let fresh = v.parent.is_none()
-        && !all.iter().any(|c| c.parent.as_deref() == Some(handle))
-        && std::fs::read_dir(&v.path).is_ok_and(|mut d| d.next().is_none());
-    fresh.then(|| v.path.clone())
+    of_its_own(m, handle)
+        .ok()
+        .flatten()
+        .filter(|path| std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none()))
+}
+
+/// The path of a volume with no parent and no children; `None` for any
+/// other, or one that is gone.
+fn of_its_own(m: &VolumeManager, handle: &str) -> Result<Option<std::path::PathBuf>, VolumeError> {
+    let all = m.list()?;
+    let Some(v) = all.iter().find(|v| v.handle == handle) else {
+        return Ok(None);
+    };
+    let has_children = all.iter().any(|c| c.parent.as_deref() == Some(handle));
+    Ok((v.parent.is_none() && !has_children).then(|| v.path.clone()))
 }
 
 /// Gives a streamed-in volume to the first task user when it is a volume
@@ -467,15 +476,10 @@ fn hand_over(
     handle: &str,
     ids: hangar_core::users::Ids,
 ) -> Result<(), VolumeError> {
-    let all = m.list()?;
-    let Some(v) = all.iter().find(|v| v.handle == handle) else {
+    let Some(path) = of_its_own(m, handle)? else {
         return Ok(());
     };
-    let has_children = all.iter().any(|c| c.parent.as_deref() == Some(handle));
-    if v.parent.is_some() || has_children {
-        return Ok(());
-    }
-    crate::containers::hand_to_task_user(&v.path, ids)
+    crate::containers::hand_to_task_user(&path, ids)
         .map_err(|e| VolumeError::io(format!("give volume {handle:?} to the task user"), e))
 }
 
