@@ -223,7 +223,7 @@ impl Engine {
         // A node that is stopping claims nothing more: its builds release
         // their leases as they stop, and the claim loop must not take them
         // (or another node's) back on the way out.
-        while !shutdown.is_cancelled() {
+        loop {
             let mut pause = Duration::from_secs(1);
             while !shutdown.is_cancelled() {
                 match self
