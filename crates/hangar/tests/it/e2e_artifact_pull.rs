@@ -21,6 +21,17 @@ fn block<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
+/// A one-off build of `plan`, with no uploaded artifacts.
+fn submit(client: &Client, name: &str, plan: serde_json::Value) -> Build {
+    block(client.create_build(&CreateBuild {
+        resource_types: serde_json::Value::Null,
+        name: Some(name.into()),
+        plan,
+        artifacts: Default::default(),
+    }))
+    .unwrap()
+}
+
 /// Every event of a build that ended (waiting for its end as it comes).
 fn run_to_end(client: &Client, id: i64) -> (Build, Vec<hangar_api::builds::BuildEvent>) {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -68,13 +79,7 @@ fn an_output_made_on_one_worker_is_read_on_another_whole() {
             "run": {"path": "sh", "args": ["-c", format!("echo READ && ({listing})")]}}},
     ]);
     let client = Client::new(&c.url, ADMIN, Duration::from_secs(30)).unwrap();
-    let build = block(client.create_build(&CreateBuild {
-        resource_types: serde_json::Value::Null,
-        name: Some("pull".into()),
-        plan,
-        artifacts: Default::default(),
-    }))
-    .unwrap();
+    let build = submit(&client, "pull", plan);
     let (build, events) = run_to_end(&client, build.id);
     let text = |step: &str| -> String {
         events
@@ -277,13 +282,7 @@ fn a_pull_whose_source_dies_in_flight_fetches_the_input_again_elsewhere() {
             "run": {"path": "sh", "args": ["-c", "echo GOT $(cat thing/payload.txt)"]}}},
     ]);
     let client = Client::new(&c.url, ADMIN, Duration::from_secs(30)).unwrap();
-    let build = block(client.create_build(&CreateBuild {
-        resource_types: serde_json::Value::Null,
-        name: Some("pull-source-dies".into()),
-        plan,
-        artifacts: Default::default(),
-    }))
-    .unwrap();
+    let build = submit(&client, "pull-source-dies", plan);
     let source = worker_of(&client, build.id, "0");
     let maker = &makers[usize::from(source == "maker-2")];
     wait_for_step(&client, build.id, "1", |s| s.worker.as_ref().map(|_| ()));
