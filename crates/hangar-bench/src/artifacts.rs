@@ -16,7 +16,14 @@
 //! milliseconds. Web, both workers and the floors share the machine's
 //! disk and page cache, warm for both (the bench cannot drop caches); the
 //! contenders take turns, each after `sync` has written back what came
-//! before, so neither pays for the other's dirty pages.
+//! before, so neither pays for the other's dirty pages; hangar's turn
+//! also waits until web has collected the previous build's volumes, so
+//! no worker is deleting thousands of files while it copies.
+//!
+//! Then what `hangar execute` adds to a build to upload the same tree or
+//! file as an input (`-i`) and to download it as an output (`-o`), against
+//! the same floors (see [`crate::artifacts_cli`]): the bytes pass through
+//! web there, which is the only host the CLI may reach.
 //!
 //! The workers run process tasks without the sandbox
 //! (`--no-process-sandbox`): the task that makes the artifact copies it
@@ -30,10 +37,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use hangar_api::builds::{BuildEventKind, CreateBuild};
+use hangar_api::{OwnerKind, VolumeState};
 use hangar_client::Client;
 use serde::Serialize;
 use tokio::io::AsyncReadExt;
 
+use crate::artifacts_cli::{Cli, Transfer};
 use crate::procs::{self, WebSpec, WorkerSpec};
 use crate::stats::Summary;
 
@@ -64,6 +73,10 @@ pub struct Contest {
 pub struct ArtifactsReport {
     pub large: Contest,
     pub small: Contest,
+    pub upload_large: Contest,
+    pub upload_small: Contest,
+    pub download_large: Contest,
+    pub download_small: Contest,
 }
 
 impl Contest {
@@ -83,12 +96,21 @@ impl Contest {
 
 impl ArtifactsReport {
     pub fn lines(&self) -> String {
-        format!(
-            "{}\n{}\n",
-            self.large.line("target ≥ 0.80×"),
-            self.small
-                .line("target ≥ 0.77×, i.e. time ≤ 1.3× tar | tar")
-        )
+        let (large, small) = (
+            "target ≥ 0.80×",
+            "target ≥ 0.77×, i.e. time ≤ 1.3× tar | tar",
+        );
+        [
+            (&self.large, large),
+            (&self.small, small),
+            (&self.upload_large, large),
+            (&self.upload_small, small),
+            (&self.download_large, large),
+            (&self.download_small, small),
+        ]
+        .iter()
+        .map(|(c, target)| c.line(target) + "\n")
+        .collect()
     }
 }
 
@@ -128,12 +150,16 @@ pub async fn run(cfg: ArtifactsConfig) -> anyhow::Result<ArtifactsReport> {
         cfg.large_mib, cfg.small_files
     );
 
-    let spec = WebSpec::new(&cfg.bin, &dir)?;
+    let mut spec = WebSpec::new(&cfg.bin, &dir)?;
+    spec.extra_args.push("--gc-interval=200ms".into());
     let mut web = spec.start().await?;
     let mut workers = Vec::new();
     for name in ["src", "dst"] {
         let mut w = WorkerSpec::new(&cfg.bin, &dir, name, &spec.url());
         w.tags = vec![name.to_string()];
+        // Volumes are deleted through the worker's reports: often, so
+        // the wait for the last build's to go is short.
+        w.report_interval = Duration::from_millis(500);
         w.extra_args.push("--no-process-sandbox".into());
         workers.push(w.start()?);
     }
@@ -148,27 +174,76 @@ pub async fn run(cfg: ArtifactsConfig) -> anyhow::Result<ArtifactsReport> {
         // Turn about, each after the disk has written back what came
         // before: neither contender pays for the other's dirty pages.
         for i in 0..cfg.runs {
+            collected(&client).await?;
             settle().await?;
             large_hangar.push(hangar_once(&client, &large, "large", i).await?);
             settle().await?;
             large_floor.push(curl_once(&dir, &server.url, i).await?);
         }
         for i in 0..cfg.runs {
+            collected(&client).await?;
             settle().await?;
             small_hangar.push(hangar_once(&client, &small, "small", i).await?);
             settle().await?;
             small_floor.push(tar_once(&dir, &small, i).await?);
         }
+        let cli = Cli {
+            bin: &cfg.bin,
+            url: &spec.url(),
+            dir: &dir,
+            tag: "dst",
+        };
+        let mut through_cli = Vec::new();
+        for (transfer, data, label) in [
+            (Transfer::Upload, &large, "large"),
+            (Transfer::Upload, &small, "small"),
+            (Transfer::Download, &large, "large"),
+            (Transfer::Download, &small, "small"),
+        ] {
+            let mut runs = Vec::new();
+            for i in 0..cfg.runs {
+                collected(&client).await?;
+                settle().await?;
+                runs.push(cli.transfer_ms(transfer, data, label, i).await?);
+            }
+            through_cli.push(runs);
+        }
+        let [upload_large, upload_small, download_large, download_small] =
+            <[Vec<f64>; 4]>::try_from(through_cli).expect("four contests");
+        let large_what = format!("one {} MiB file", cfg.large_mib);
+        let small_what = format!("{} files of 1 KiB", cfg.small_files);
         Ok::<_, anyhow::Error>(ArtifactsReport {
-            large: contest(
-                format!("one {} MiB file", cfg.large_mib),
+            upload_large: contest(
+                format!("execute -i, {large_what}"),
                 large_bytes,
-                large_hangar,
+                upload_large,
                 "curl",
-                large_floor,
+                large_floor.clone(),
             ),
+            upload_small: contest(
+                format!("execute -i, {small_what}"),
+                small_bytes,
+                upload_small,
+                "tar | tar",
+                small_floor.clone(),
+            ),
+            download_large: contest(
+                format!("execute -o, {large_what}"),
+                large_bytes,
+                download_large,
+                "curl",
+                large_floor.clone(),
+            ),
+            download_small: contest(
+                format!("execute -o, {small_what}"),
+                small_bytes,
+                download_small,
+                "tar | tar",
+                small_floor.clone(),
+            ),
+            large: contest(large_what, large_bytes, large_hangar, "curl", large_floor),
             small: contest(
-                format!("{} files of 1 KiB", cfg.small_files),
+                small_what,
                 small_bytes,
                 small_hangar,
                 "tar | tar",
@@ -269,6 +344,29 @@ async fn hangar_once(client: &Client, data: &Path, label: &str, i: usize) -> any
     let ms = copy_time(client, build.id).await?;
     eprintln!("bench artifacts: {label}: hangar run {}: {ms:.0} ms", i + 1);
     Ok(ms)
+}
+
+/// Waits until web has collected the scratch volumes of the builds before
+/// and the workers have deleted every volume being destroyed (artifacts
+/// stay, for `-o`, and cost nothing while they do): a copy that shares the CPU and the
+/// disk with the deletion of the last one measures both.
+async fn collected(client: &Client) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let left = client
+            .volumes(None)
+            .await?
+            .iter()
+            .filter(|v| v.owner_kind == OwnerKind::Container || v.state == VolumeState::Destroying)
+            .count();
+        if left == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{left} volumes of earlier builds still not collected after 120 s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Waits until the disk has written back every dirty page (`sync`).

@@ -9,6 +9,8 @@
 
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod artifacts;
+#[allow(clippy::print_stdout, clippy::print_stderr)]
+mod artifacts_cli;
 pub mod cgroup;
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 pub mod checks;
