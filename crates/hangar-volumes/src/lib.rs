@@ -71,7 +71,7 @@ pub use manager::{OpenReport, Strategy, VolumeInfo, VolumeManager, VolumeSpec};
 pub use meta::{validate_handle, StrategyKind};
 pub use read_file::MAX_READ_FILE_BYTES;
 pub use tar_in::{extract_into_dir, Limits, StreamInReport};
-pub use tar_out::StreamOutSource;
+pub use tar_out::{write_entries, StreamOutSource};
 
 /// Compression of a tar stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

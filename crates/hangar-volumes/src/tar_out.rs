@@ -126,6 +126,63 @@ fn write_tar<W: Write>(w: W, src: &Path, sub: &[OsString]) -> Result<(), VolumeE
     Ok(())
 }
 
+/// A tar of the given `entries` of `root` (relative paths, each parent
+/// before what it holds), after `root`'s own entry as `.`: a directory as
+/// its own entry only (its contents are whatever `entries` name), a
+/// symlink as a symlink, a file read through a descriptor opened by name
+/// in its open parent; the same rules as a stream-out otherwise (hard
+/// links as links, special files skipped). What `execute` uploads.
+pub fn write_entries<W: Write>(w: W, root: &Path, entries: &[PathBuf]) -> Result<(), VolumeError> {
+    let mut out = Out {
+        builder: Builder::new(w),
+        links: HashMap::new(),
+        chunk: Vec::new(),
+    };
+    let top = fs::symlink_metadata(root).ctx_path("stat", root)?;
+    if !top.is_dir() {
+        return Err(VolumeError::io(
+            format!("pack {}", root.display()),
+            io::Error::other("not a directory"),
+        ));
+    }
+    out.dir_entry(Path::new("."), &top)?;
+    // Entries come sorted: the files of one directory mostly follow each
+    // other, and its descriptor serves them all.
+    let mut parent: Option<(&Path, std::os::fd::OwnedFd)> = None;
+    for rel in entries {
+        let Some(name) = rel.file_name() else {
+            continue; // `.` or empty: the root's entry is written already
+        };
+        let dir = rel.parent().unwrap_or(Path::new(""));
+        let path = root.join(rel);
+        if parent.as_ref().is_none_or(|(open, _)| *open != dir) {
+            let dir_path = root.join(dir);
+            parent = Some((
+                dir,
+                open_dir_nofollow(&dir_path).ctx_path("open", &dir_path)?,
+            ));
+        }
+        let (_, dir_fd) = parent.as_ref().expect("opened above");
+        match open_regular_nofollow_at(dir_fd, name) {
+            Ok((file, fm)) => out.regular_file(&path, rel, file, fm)?,
+            // A dir, a link, a special file: by what it is.
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                let m = fs::symlink_metadata(&path).ctx_path("stat", &path)?;
+                if m.is_dir() {
+                    out.dir_entry(rel, &m)?;
+                } else {
+                    out.node(&path, rel, &m)?;
+                }
+            }
+            Err(e) => return Err(VolumeError::io(format!("open {}", path.display()), e)),
+        }
+    }
+    out.builder
+        .into_inner()
+        .ctx(|| "finish tar stream".to_string())?;
+    Ok(())
+}
+
 struct Out<W: Write> {
     builder: Builder<W>,
     /// (dev, ino) of multiply-linked files already archived -> their name.
@@ -182,12 +239,7 @@ impl<W: Write> Out<W> {
         let write_err =
             |e: io::Error| VolumeError::io(format!("write archive entry {}", rel.display()), e);
         if ft.is_dir() {
-            let mut h = header_for(m);
-            h.set_entry_type(EntryType::Directory);
-            h.set_size(0);
-            self.builder
-                .append_data(&mut h, rel, io::empty())
-                .map_err(write_err)?;
+            self.dir_entry(rel, m)?;
             self.dir_contents(path, rel, false)
         } else if ft.is_symlink() {
             let target = fs::read_link(path).ctx_path("read symlink", path)?;
@@ -211,6 +263,16 @@ impl<W: Write> Out<W> {
             tracing::warn!(path = %path.display(), "skipping special file (fifo, socket or device) while streaming out");
             Ok(())
         }
+    }
+
+    /// A directory's own entry.
+    fn dir_entry(&mut self, rel: &Path, m: &fs::Metadata) -> Result<(), VolumeError> {
+        let mut h = header_for(m);
+        h.set_entry_type(EntryType::Directory);
+        h.set_size(0);
+        self.builder
+            .append_data(&mut h, rel, io::empty())
+            .map_err(|e| VolumeError::io(format!("write archive entry {}", rel.display()), e))
     }
 
     /// A regular file, open, as an entry (or a hard link to the name it
@@ -361,6 +423,55 @@ mod tests {
         }
         assert_eq!(got["d/big.bin"], data);
         assert_eq!(got["small.txt"], b"small");
+    }
+
+    /// Only the named entries go in: a named dir is its own entry, not
+    /// its contents; a link stays a link; a second name of a file is a
+    /// hard link; a name that is gone fails the archive.
+    #[test]
+    fn written_entries_are_exactly_the_ones_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("a/skipped")).unwrap();
+        std::fs::write(root.join("a/skipped/secret"), b"no").unwrap();
+        std::fs::write(root.join("a/f"), b"file").unwrap();
+        std::fs::hard_link(root.join("a/f"), root.join("a/g")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join("a/l")).unwrap();
+        let named: Vec<PathBuf> = ["a", "a/f", "a/g", "a/l", "a/skipped"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        let mut archive = Vec::new();
+        write_entries(&mut archive, root, &named).unwrap();
+        let mut read = tar::Archive::new(&archive[..]);
+        let mut got = Vec::new();
+        for entry in read.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let name = entry.path().unwrap().display().to_string();
+            let kind = entry.header().entry_type();
+            let link = entry.link_name().unwrap().map(|l| l.display().to_string());
+            let mut bytes = String::new();
+            entry.read_to_string(&mut bytes).unwrap();
+            got.push((name, kind, link, bytes));
+        }
+        let want = |n: &str, k, l: Option<&str>, b: &str| {
+            (n.to_string(), k, l.map(str::to_string), b.to_string())
+        };
+        assert_eq!(
+            got,
+            vec![
+                want(".", EntryType::Directory, None, ""),
+                want("a", EntryType::Directory, None, ""),
+                want("a/f", EntryType::Regular, None, "file"),
+                want("a/g", EntryType::Link, Some("a/f"), ""),
+                want("a/l", EntryType::Symlink, Some("/etc/passwd"), ""),
+                want("a/skipped", EntryType::Directory, None, ""),
+            ]
+        );
+
+        let gone = vec![PathBuf::from("a/missing")];
+        let err = write_entries(&mut Vec::new(), root, &gone).unwrap_err();
+        assert!(err.to_string().contains("a/missing"), "{err}");
     }
 
     #[test]

@@ -450,19 +450,21 @@ async fn upload(
     let counter = transfer.counter();
     let encoding = encoding_for(client);
     let packing = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        let packed = Packed::new(writer, encoding)?;
-        let mut tar = tar::Builder::new(Counting {
-            inner: packed,
+        let mut counting = Counting {
+            inner: Packed::new(writer, encoding)?,
             counter,
-        });
-        tar.follow_symlinks(false);
-        tar.append_dir(".", &root)?;
-        for entry in entries.iter() {
-            // Parents come before their children; a dir adds its own entry
-            // only, links are packed as links.
-            tar.append_path_with_name(root.join(entry), entry)?;
-        }
-        let counting = tar.into_inner()?;
+        };
+        // Parents come before their children; a dir adds its own entry
+        // only, links are packed as links, each file opened by name in its
+        // open parent (as a worker's stream-out does).
+        hangar_volumes::write_entries(&mut counting, &root, &entries).map_err(|e| {
+            // The kind stays: a broken pipe says web stopped reading.
+            let kind = match &e {
+                hangar_volumes::VolumeError::Io { source, .. } => source.kind(),
+                _ => std::io::ErrorKind::Other,
+            };
+            std::io::Error::new(kind, e)
+        })?;
         let mut writer = counting.inner.finish()?;
         std::io::Write::flush(&mut writer)
     });

@@ -5,7 +5,8 @@
 //! (quickstart's `hangar-data`, holding the admin token, the worker key and
 //! the database): a task must not read the secrets of the hangar it runs on.
 
-use std::collections::BTreeSet;
+use std::collections::{HashMap, HashSet};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -27,11 +28,16 @@ pub(crate) fn select(root: &Path, include_ignored: bool) -> std::io::Result<Sele
         git_files(root)
     };
     let from_git = listed.is_some();
-    let files = match listed {
-        Some(files) => files,
+    let (mut entries, mut skipped_data_dirs) = match listed {
+        Some(files) => with_parents_without_data_dirs(root, files),
         None => walk(root)?,
     };
-    let (entries, skipped_data_dirs) = with_parents_without_data_dirs(root, files);
+    // Byte order puts a dir before everything under it (a prefix sorts
+    // first), and costs a memcmp where `Path`'s order walks components.
+    entries.sort_unstable_by(|a, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
+    entries.dedup();
+    skipped_data_dirs
+        .sort_unstable_by(|a, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
     Ok(Selection {
         entries,
         skipped_data_dirs,
@@ -50,16 +56,15 @@ pub(crate) fn is_data_dir(dir: &Path) -> bool {
 /// a git work tree or git cannot run.
 fn git_files(root: &Path) -> Option<Vec<PathBuf>> {
     let tracked = git_ls(root, &[])?;
-    let deleted: BTreeSet<PathBuf> = git_ls(root, &["--deleted"])?.into_iter().collect();
+    let deleted: HashSet<PathBuf> = git_ls(root, &["--deleted"])?.into_iter().collect();
     let untracked = git_ls(root, &["--others", "--exclude-standard"])?;
-    let mut files: Vec<PathBuf> = tracked
-        .into_iter()
-        .filter(|f| !deleted.contains(f))
-        .chain(untracked)
-        .collect();
-    files.sort();
-    files.dedup();
-    Some(files)
+    Some(
+        tracked
+            .into_iter()
+            .filter(|f| !deleted.contains(f))
+            .chain(untracked)
+            .collect(),
+    )
 }
 
 fn git_ls(root: &Path, flags: &[&str]) -> Option<Vec<PathBuf>> {
@@ -79,7 +84,6 @@ fn git_ls(root: &Path, flags: &[&str]) -> Option<Vec<PathBuf>> {
 
 /// `git ls-files -z` output as paths.
 fn parse_nul_list(bytes: &[u8]) -> Vec<PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
     bytes
         .split(|b| *b == 0)
         .filter(|p| !p.is_empty())
@@ -87,61 +91,75 @@ fn parse_nul_list(bytes: &[u8]) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Every entry under `root` (links not followed), relative to it.
-fn walk(root: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
+/// Every entry under `root` (links not followed), relative to it, less the
+/// hangar data dirs, which are neither listed nor entered; and those.
+fn walk(root: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let (mut out, mut skipped) = (Vec::new(), Vec::new());
     let mut dirs = vec![PathBuf::new()];
     while let Some(rel) = dirs.pop() {
         for entry in std::fs::read_dir(root.join(&rel))? {
             let entry = entry?;
             let path = rel.join(entry.file_name());
             if entry.file_type()?.is_dir() {
+                if is_data_dir(&entry.path()) {
+                    skipped.push(path);
+                    continue;
+                }
                 dirs.push(path.clone());
             }
             out.push(path);
         }
     }
-    out.sort();
-    Ok(out)
+    Ok((out, skipped))
 }
 
-/// `files` with every parent dir before its children, less whatever lies
-/// in a hangar data dir (checked on disk under `root`).
+/// `files` (which git lists: files, never dirs) with every parent dir,
+/// less whatever lies in a hangar data dir (checked on disk under `root`,
+/// once per dir).
 fn with_parents_without_data_dirs(
     root: &Path,
     files: Vec<PathBuf>,
 ) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let mut skipped = BTreeSet::new();
-    let mut checked: std::collections::BTreeMap<PathBuf, bool> = Default::default();
-    let mut set = BTreeSet::new();
-    'files: for file in files {
-        // Ancestors from the top down: the first data dir cuts the path.
-        let ancestors: Vec<&Path> = file.ancestors().skip(1).collect();
-        for dir in ancestors
-            .iter()
-            .rev()
-            .chain(std::iter::once(&file.as_path()))
-        {
-            if dir.as_os_str().is_empty() {
-                continue;
-            }
-            let data = *checked
-                .entry(dir.to_path_buf())
-                .or_insert_with(|| is_data_dir(&root.join(dir)));
-            if data {
-                skipped.insert(dir.to_path_buf());
-                continue 'files;
-            }
+    let mut holders: HashMap<PathBuf, Option<PathBuf>> = HashMap::new();
+    let mut skipped = HashSet::new();
+    let mut parents: HashSet<PathBuf> = HashSet::new();
+    let mut entries = Vec::with_capacity(files.len());
+    for file in files {
+        let parent = file.parent().unwrap_or(Path::new(""));
+        if let Some(data) = data_dir_holding(root, parent, &mut holders) {
+            skipped.insert(data);
+            continue;
         }
         for dir in file.ancestors().skip(1) {
-            if !dir.as_os_str().is_empty() {
-                set.insert(dir.to_path_buf());
+            // A dir seen before came with all of its own parents.
+            if dir.as_os_str().is_empty() || !parents.insert(dir.to_path_buf()) {
+                break;
             }
         }
-        set.insert(file);
+        entries.push(file);
     }
-    // BTreeSet order puts `a` before `a/b`: parents first.
-    (set.into_iter().collect(), skipped.into_iter().collect())
+    entries.extend(parents);
+    (entries, skipped.into_iter().collect())
+}
+
+/// The outermost hangar data dir that is or holds `dir`, if any: looked
+/// up on disk once per dir, its parents first.
+fn data_dir_holding(
+    root: &Path,
+    dir: &Path,
+    holders: &mut HashMap<PathBuf, Option<PathBuf>>,
+) -> Option<PathBuf> {
+    if dir.as_os_str().is_empty() {
+        return None;
+    }
+    if let Some(known) = holders.get(dir) {
+        return known.clone();
+    }
+    let parent = dir.parent().unwrap_or(Path::new(""));
+    let holder = data_dir_holding(root, parent, holders)
+        .or_else(|| is_data_dir(&root.join(dir)).then(|| dir.to_path_buf()));
+    holders.insert(dir.to_path_buf(), holder.clone());
+    holder
 }
 
 #[cfg(test)]
@@ -245,7 +263,6 @@ mod tests {
 
     #[test]
     fn git_lists_are_split_on_nul_and_paths_keep_odd_bytes() {
-        use std::os::unix::ffi::OsStrExt;
         assert_eq!(
             parse_nul_list(b"a b\0dir/\xff\0\0"),
             vec![
