@@ -8,12 +8,14 @@ use hangar_api::{
     API_PREFIX,
 };
 
+mod body_reader;
 mod builds;
 mod checks;
 mod pins;
 mod pipelines;
 mod resource_api;
 mod worker_api;
+pub use body_reader::{blocking_body_reader, BlockingBodyReader};
 pub use checks::Checked;
 use reqwest::{Method, StatusCode, Url};
 pub use resource_api::ActionEvents;

@@ -22,7 +22,6 @@ use hangar_api::MAX_JSON_BODY;
 use hangar_volumes::{Compression, Limits, Strategy, VolumeError, VolumeInfo, VolumeManager};
 use serde::Deserialize;
 use tokio::sync::Semaphore;
-use tokio_util::io::{StreamReader, SyncIoBridge};
 use tokio_util::sync::CancellationToken;
 
 use crate::containers::ContainerManager;
@@ -412,9 +411,8 @@ pub(crate) async fn receive(
     stream: impl futures_util::Stream<Item = io::Result<axum::body::Bytes>> + Send + Unpin + 'static,
     compression: Compression,
 ) -> Result<hangar_volumes::StreamInReport, ApiError> {
-    let reader = StreamReader::new(stream);
-    // The bridge must be made on the runtime; it is used on the blocking pool.
-    let reader = SyncIoBridge::new(reader);
+    // Made on the runtime, read on the blocking pool.
+    let reader = hangar_client::blocking_body_reader(stream);
     let (m, limits, task_user) = (api.manager.clone(), api.limits, api.task_user);
     let containers = api.containers.clone();
     blocking(move || {

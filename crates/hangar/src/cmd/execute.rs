@@ -14,7 +14,7 @@ use hangar_client::Client;
 use hangar_core::task::parse_task_value;
 use hangar_core::vars::{find_unresolved, interpolate_with, Lookup, VarLookup, VarRef, Vars};
 use indicatif::ProgressBar;
-use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
+use tokio_util::io::{ReaderStream, SyncIoBridge};
 
 use crate::cmd::progress::{self, Transfer};
 use crate::cmd::watch;
@@ -584,7 +584,7 @@ async fn download(client: &Client, id: i64, name: &str, dir: &Path) -> anyhow::R
         }
         c.map_err(std::io::Error::other)
     });
-    let reader = SyncIoBridge::new(StreamReader::new(stream));
+    let reader = hangar_client::blocking_body_reader(stream);
     let dir = dir.to_path_buf();
     let shown = dir.display().to_string();
     let report = tokio::task::spawn_blocking(move || {
