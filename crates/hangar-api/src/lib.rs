@@ -26,6 +26,8 @@ pub mod http;
 pub mod pins;
 pub mod pipelines;
 pub mod resources;
+#[cfg(feature = "server")]
+pub mod serve;
 pub mod volume_grant;
 
 /// The API version prefix every route lives under.

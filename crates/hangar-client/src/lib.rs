@@ -64,6 +64,11 @@ fn root_cause(e: &reqwest::Error) -> String {
     }
 }
 
+/// How long an idle pooled connection is kept: less than the servers'
+/// wait for the next request head (`hangar_api::serve::Limits`, 30 s), so
+/// a request is never sent on a connection the server is closing.
+pub(crate) const POOL_IDLE: Duration = Duration::from_secs(20);
+
 #[derive(Clone, Debug)]
 pub struct Client {
     base: Url,
@@ -91,11 +96,13 @@ impl Client {
         }
         let http = reqwest::Client::builder()
             .timeout(timeout)
+            .pool_idle_timeout(POOL_IDLE)
             .connect_timeout(timeout.min(Duration::from_secs(5)))
             .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ClientError::Decode(e.to_string()))?;
         let streaming = reqwest::Client::builder()
+            .pool_idle_timeout(POOL_IDLE)
             .connect_timeout(timeout.min(Duration::from_secs(5)))
             .read_timeout(timeout)
             .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))

@@ -32,6 +32,7 @@ impl WorkerApi {
         let http = reqwest::Client::builder()
             .connect_timeout(timeout.min(Duration::from_secs(5)))
             .read_timeout(timeout)
+            .pool_idle_timeout(crate::POOL_IDLE)
             // A worker names its own URL: a redirect would take the
             // credential to wherever it points.
             .redirect(reqwest::redirect::Policy::none())

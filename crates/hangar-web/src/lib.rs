@@ -18,7 +18,6 @@ mod presence;
 mod routes;
 mod takeover;
 
-use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -363,14 +362,16 @@ pub async fn serve(
     let stopping = web.stopping().clone();
     // The peer's address goes with each request: a refused takeover's
     // event names who tried.
-    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let server = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
+    let server = hangar_api::serve::serve(
+        listener,
+        app,
+        hangar_api::serve::Limits::web(),
+        async move {
             stop.cancelled().await;
             // Streams end now, so only ordinary requests are drained.
             stopping.cancel();
-        })
-        .into_future();
+        },
+    );
     tokio::pin!(server);
     // In-flight requests get DRAIN_WITHIN to finish once shutdown begins (a
     // long-polling watcher or a slow upload would otherwise hold web past

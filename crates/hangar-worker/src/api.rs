@@ -195,9 +195,13 @@ pub async fn serve(
     api: VolumeApi,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
-    axum::serve(listener, router(api))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    hangar_api::serve::serve(
+        listener,
+        router(api),
+        hangar_api::serve::Limits::worker(),
+        async move { shutdown.cancelled().await },
+    )
+    .await
 }
 
 async fn require_key(State(api): State<VolumeApi>, req: Request, next: Next) -> Response {
