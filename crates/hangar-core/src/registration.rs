@@ -138,9 +138,45 @@ pub fn takeover_rule(incumbent: Option<&Incumbent>, now: i64, ttl_ms: i64) -> Ta
     }
 }
 
+/// What a probe of the incumbent's API found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeAnswer {
+    /// Its own process answered with its own credential.
+    Answers,
+    /// Nothing listens at its address any more, the address is gone, or
+    /// another process answers there (it refuses the incumbent's
+    /// credential).
+    Gone,
+    /// No answer either way in time: a host that is gone, or a live
+    /// process too busy to answer (a flood of connections, say).
+    Silent,
+}
+
+/// Whether a registration may take the name after [`Takeover::ProbeFirst`].
+/// Only a probe that shows the incumbent gone frees the name: silence
+/// does not, or anyone able to keep a live worker busy could take its name
+/// (and its builds); a silent incumbent is free once its heartbeats lapse.
+pub fn may_take_after(probe: ProbeAnswer) -> bool {
+    match probe {
+        ProbeAnswer::Gone => true,
+        ProbeAnswer::Answers | ProbeAnswer::Silent => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_probe_that_shows_the_incumbent_gone_frees_the_name() {
+        for (probe, free) in [
+            (ProbeAnswer::Answers, false),
+            (ProbeAnswer::Gone, true),
+            (ProbeAnswer::Silent, false),
+        ] {
+            assert_eq!(may_take_after(probe), free, "{probe:?}");
+        }
+    }
 
     #[test]
     fn only_an_incumbent_that_may_be_alive_is_probed() {

@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use hangar_api::credentials::same_secret;
 use hangar_api::RegisterWorker;
-use hangar_client::WorkerApi;
-use hangar_core::registration::{short_id, takeover_rule, Incumbent, Takeover};
+use hangar_client::{ClientError, WorkerApi};
+use hangar_core::registration::{
+    may_take_after, short_id, takeover_rule, Incumbent, ProbeAnswer, Takeover,
+};
 use hangar_store::{Expect, IncumbentRecord};
 
 use crate::error::ApiError;
@@ -46,14 +48,22 @@ pub(crate) async fn check(
     let why = match takeover_rule(Some(&incumbent), web.now(), ttl) {
         Takeover::Free => return Ok(Expect::Incumbent(Some(h.generation))),
         Takeover::ProbeFirst => {
-            if !answers(&h).await {
+            let probe = probe(&h).await;
+            if may_take_after(probe) {
                 return Ok(Expect::Incumbent(Some(h.generation)));
             }
-            format!(
-                "its current registration (generation {}) still answers at {} with its own credential",
-                h.generation,
-                h.api_url.as_deref().unwrap_or("?")
-            )
+            let at = h.api_url.as_deref().unwrap_or("?");
+            match probe {
+                ProbeAnswer::Silent => format!(
+                    "its current registration (generation {}) still heartbeats, and its API at {at} neither answered nor refused within {} ms (the name is free once its heartbeats lapse)",
+                    h.generation,
+                    PROBE_TIMEOUT.as_millis()
+                ),
+                _ => format!(
+                    "its current registration (generation {}) still answers at {at} with its own credential",
+                    h.generation,
+                ),
+            }
         }
         Takeover::Refuse => format!(
             "its current registration (generation {}) still heartbeats and serves no API web could ask",
@@ -78,18 +88,101 @@ pub(crate) async fn check(
     ))
 }
 
-/// Whether the holder's own process answers its API with its own token. A
-/// new process at the same address has another token and is refused there,
-/// so it does not count as the holder.
-async fn answers(h: &IncumbentRecord) -> bool {
+/// What the holder's API says when asked with the holder's own token. A
+/// new process at the same address has another token and refuses it, so
+/// it shows the holder gone.
+async fn probe(h: &IncumbentRecord) -> ProbeAnswer {
     let (Some(url), Some(token)) = (&h.api_url, &h.api_token) else {
-        return false;
+        return ProbeAnswer::Gone;
     };
     let Ok(api) = WorkerApi::new(url, token, PROBE_TIMEOUT) else {
-        return false;
+        return ProbeAnswer::Gone;
     };
-    matches!(
-        tokio::time::timeout(PROBE_TIMEOUT, api.incarnation()).await,
-        Ok(Ok(()))
-    )
+    match tokio::time::timeout(PROBE_TIMEOUT, api.incarnation()).await {
+        Ok(result) => answer_of(&result),
+        Err(_) => ProbeAnswer::Silent,
+    }
+}
+
+/// A probe's result as an answer: only a refused connection, an address
+/// that is gone or an HTTP refusal of the credential show the holder gone;
+/// a timeout or a connection closed unanswered (a server at its
+/// connection cap closes new ones) is silence.
+fn answer_of(result: &Result<(), ClientError>) -> ProbeAnswer {
+    match result {
+        Ok(()) => ProbeAnswer::Answers,
+        Err(ClientError::Api { .. }) => ProbeAnswer::Gone,
+        Err(ClientError::Transport { source, .. }) if source.is_timeout() => ProbeAnswer::Silent,
+        Err(ClientError::Transport { source, .. }) => {
+            let mut cause: Option<&dyn std::error::Error> = Some(source);
+            while let Some(e) = cause {
+                if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                    use std::io::ErrorKind::*;
+                    if matches!(
+                        io.kind(),
+                        ConnectionRefused | HostUnreachable | NetworkUnreachable
+                    ) {
+                        return ProbeAnswer::Gone;
+                    }
+                }
+                cause = e.source();
+            }
+            ProbeAnswer::Silent
+        }
+        Err(ClientError::Decode(_) | ClientError::BadUrl(..)) => ProbeAnswer::Silent,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn probe_of(url: &str) -> ProbeAnswer {
+        let api = WorkerApi::new(url, "token", PROBE_TIMEOUT).unwrap();
+        let result = tokio::time::timeout(PROBE_TIMEOUT, api.incarnation()).await;
+        result.map_or(ProbeAnswer::Silent, |r| answer_of(&r))
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_gone() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        assert_eq!(probe_of(&format!("http://{addr}")).await, ProbeAnswer::Gone);
+    }
+
+    /// A server that accepts and closes at once (one at its connection
+    /// cap) is alive: silence, never gone.
+    #[tokio::test]
+    async fn a_connection_closed_unanswered_is_silence() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                drop(s);
+            }
+        });
+        assert_eq!(
+            probe_of(&format!("http://{addr}")).await,
+            ProbeAnswer::Silent
+        );
+    }
+
+    /// A server that accepts and never answers (its threads busy).
+    #[tokio::test]
+    async fn a_connection_never_answered_is_silence() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((s, _)) = l.accept().await {
+                open.push(s);
+            }
+        });
+        assert_eq!(
+            probe_of(&format!("http://{addr}")).await,
+            ProbeAnswer::Silent
+        );
+        held.abort();
+    }
 }

@@ -278,6 +278,55 @@ async fn a_new_process_at_the_old_address_is_not_the_old_one(store: Store) {
     t.stop().await;
 }
 
+/// A live worker kept busy (its API accepts and never answers, as under a
+/// flood of idle sockets) still heartbeats: its name is not taken, the
+/// refusal says why, nothing changes; once its heartbeats lapse it is.
+async fn a_worker_whose_api_is_silent_keeps_its_name_until_its_ttl(store: Store) {
+    let t = TestWeb::start(store).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            open.push(s);
+        }
+    });
+    let mut old = registration("w1", "id-a");
+    old.api_url = Some(url);
+    old.api_token = Some(API_TOKEN.into());
+    let (g, _) = t.register_with(&old).await;
+    t.advance(TTL / 2);
+    let err = t
+        .worker
+        .register(&registration("w1", "id-b"))
+        .await
+        .unwrap_err();
+    let (status, code) = api_code(err);
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::CONFLICT, "takeover_refused")
+    );
+    let before = t.admin.worker("w1").await.unwrap();
+    assert_eq!(before.generation, g);
+    assert_eq!(before.state.to_string(), "running");
+    let events = t.admin.events(Some("w1"), 100).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.cause.contains("neither answered nor refused")),
+        "{events:?}"
+    );
+    t.advance(TTL);
+    let reg = t
+        .worker
+        .register(&registration("w1", "id-b"))
+        .await
+        .unwrap();
+    assert_eq!(reg.kind.to_string(), "state-lost");
+    held.abort();
+    t.stop().await;
+}
+
 async fn a_silent_worker_without_an_api_is_taken_only_after_its_ttl(store: Store) {
     let t = TestWeb::start(store).await;
     let g = t.register("w1", "id-a").await;
@@ -428,6 +477,7 @@ on_both_databases!(
     a_dead_workers_name_is_taken_at_once,
     a_new_process_at_the_old_address_is_not_the_old_one,
     a_silent_worker_without_an_api_is_taken_only_after_its_ttl,
+    a_worker_whose_api_is_silent_keeps_its_name_until_its_ttl,
     a_fake_api_url_learns_only_its_own_token_and_redirects_are_not_followed,
     api_urls_that_would_change_where_the_token_goes_are_refused,
     a_generation_the_database_never_issued_is_refused,
