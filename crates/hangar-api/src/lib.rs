@@ -26,8 +26,6 @@ pub mod http;
 pub mod pins;
 pub mod pipelines;
 pub mod resources;
-#[cfg(feature = "server")]
-pub mod serve;
 pub mod volume_grant;
 
 /// The API version prefix every route lives under.

@@ -362,16 +362,11 @@ pub async fn serve(
     let stopping = web.stopping().clone();
     // The peer's address goes with each request: a refused takeover's
     // event names who tried.
-    let server = hangar_api::serve::serve(
-        listener,
-        app,
-        hangar_api::serve::Limits::web(),
-        async move {
-            stop.cancelled().await;
-            // Streams end now, so only ordinary requests are drained.
-            stopping.cancel();
-        },
-    );
+    let server = hangar_http::serve(listener, app, hangar_http::Limits::web(), async move {
+        stop.cancelled().await;
+        // Streams end now, so only ordinary requests are drained.
+        stopping.cancel();
+    });
     tokio::pin!(server);
     // In-flight requests get DRAIN_WITHIN to finish once shutdown begins (a
     // long-polling watcher or a slow upload would otherwise hold web past

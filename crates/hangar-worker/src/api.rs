@@ -195,10 +195,10 @@ pub async fn serve(
     api: VolumeApi,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
-    hangar_api::serve::serve(
+    hangar_http::serve(
         listener,
         router(api),
-        hangar_api::serve::Limits::worker(),
+        hangar_http::Limits::worker(),
         async move { shutdown.cancelled().await },
     )
     .await

@@ -20,6 +20,9 @@
 //! - **HTTP statuses** ([`STATUS_FILES`]): a server's `src/` names a
 //!   status (`StatusCode::`) only in its error table and its answers
 //!   module, so one failure gets one status wherever it is met.
+//! - **Servers with deadlines**: no crate's `src/` calls `axum::serve`,
+//!   which sets no deadline for a request head and no cap on connections;
+//!   every server goes through `hangar_http::serve`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -536,6 +539,17 @@ fn detached_spawns(src: &str) -> Vec<usize> {
         .collect()
 }
 
+/// The lines of one file's code (comments aside) that serve HTTP without
+/// deadlines.
+fn undeadlined_servers(src: &str) -> Vec<usize> {
+    strip_comments(src)
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("axum::serve("))
+        .map(|(n, _)| n + 1)
+        .collect()
+}
+
 fn report(what: &str, problems: Vec<String>) {
     assert!(problems.is_empty(), "{what}:\n  {}", problems.join("\n  "));
 }
@@ -599,6 +613,36 @@ fn servers_choose_statuses_only_in_their_error_table_and_answers() {
             fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
         }),
     );
+}
+
+#[test]
+fn every_server_has_deadlines_and_caps() {
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for c in workspace_crates() {
+        let mut files = Vec::new();
+        rust_files(&c.dir.join("src"), &mut files);
+        for file in files {
+            checked += 1;
+            let src = fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+            for line in undeadlined_servers(&src) {
+                let shown = file.strip_prefix(workspace_root()).unwrap_or(&file);
+                problems.push(format!(
+                    "{}:{line}: axum::serve sets no deadline and no connection cap; use hangar_http::serve",
+                    shown.display()
+                ));
+            }
+        }
+    }
+    assert!(checked > 100, "found only {checked} .rs files");
+    report("servers without deadlines", problems);
+}
+
+#[test]
+fn the_server_rule_catches_axum_serve_but_not_a_comment() {
+    let file = "//! Unlike axum::serve(l, app), ...\nlet s = axum::serve(listener, app);\nhangar_http::serve(l, app, limits, stop);\n";
+    assert_eq!(undeadlined_servers(file), [2]);
 }
 
 #[test]
