@@ -21,9 +21,6 @@ impl fmt::Display for InvalidName {
 
 impl std::error::Error for InvalidName {}
 
-/// A worker name is 1 to 63 characters of ASCII letters, digits, `-`, `_` and
-/// `.`, and starts and ends with a letter or digit: it appears in URLs, file
-/// names and log lines, so nothing in it may need quoting.
 /// At most 64 characters of a hostile string, for messages.
 pub fn shorten(s: &str) -> String {
     const MAX: usize = 64;
@@ -36,6 +33,9 @@ pub fn shorten(s: &str) -> String {
     }
 }
 
+/// A worker name is 1 to 63 characters of ASCII letters, digits, `-`, `_` and
+/// `.`, and starts and ends with a letter or digit: it appears in URLs, file
+/// names and log lines, so nothing in it may need quoting.
 pub fn validate_worker_name(name: &str) -> Result<(), InvalidName> {
     validate_label(name)
 }

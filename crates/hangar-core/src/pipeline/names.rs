@@ -48,6 +48,13 @@ pub(crate) fn check(name: &str) -> Verdict {
             show_char(c)
         ));
     }
+    if let Some(c) = name.chars().find(|c| is_bidi_or_invisible(*c)) {
+        return Verdict::Refuse(format!(
+            "character {} is refused: a bidirectional control or an invisible character makes a \
+             name read as another on screen (Concourse only warns)",
+            show_char(c)
+        ));
+    }
     if name.bytes().all(|b| b.is_ascii_digit()) {
         return Verdict::Warn("cannot be just numbers".into());
     }
@@ -62,6 +69,24 @@ pub(crate) fn check(name: &str) -> Verdict {
     Verdict::Valid
 }
 
+/// Unicode's bidirectional controls (embeddings, overrides, isolates and
+/// marks) and the zero-width and invisible format characters: a name
+/// holding one shows as something it is not (`U+202E` turns
+/// `deploy-gnp.exe` around on screen).
+pub(crate) fn is_bidi_or_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}'
+            | '\u{00AD}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
+}
+
 fn show_char(c: char) -> String {
     format!("'{}'", c.escape_debug())
 }
@@ -71,4 +96,31 @@ fn show_char(c: char) -> String {
 pub(crate) fn show(name: &str) -> String {
     let escaped: String = name.chars().flat_map(char::escape_debug).collect();
     crate::names::shorten(&escaped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bidirectional_controls_and_invisible_characters_are_refused() {
+        for (name, refused) in [
+            ("deploy\u{202E}gnp.exe", true),
+            ("a\u{200B}b", true),
+            ("\u{FEFF}main", true),
+            ("x\u{2066}y\u{2069}", true),
+            ("a\u{061C}", true),
+            ("soft\u{00AD}hyphen", true),
+            ("déploiement", false),
+            ("部署", false),
+            ("build-and-test", false),
+        ] {
+            let verdict = check(name);
+            assert_eq!(
+                matches!(verdict, Verdict::Refuse(_)),
+                refused,
+                "{name:?}: {verdict:?}"
+            );
+        }
+    }
 }

@@ -344,7 +344,17 @@ async fn bad_names_unknown_teams_and_wrong_tokens_are_refused(store: Store) {
     // Names are checked before any query: 400, not 404. (A literal `..`
     // segment never arrives: URLs resolve it on the client's side; the
     // rename body below carries one.)
-    for name in ["a%2Fb", "a%5Cb", "a%00b", "a%0Ab", &"a".repeat(129)] {
+    // U+202E (right-to-left override), U+200B (zero width space): a name
+    // that reads on screen as another.
+    for name in [
+        "a%2Fb",
+        "a%5Cb",
+        "a%00b",
+        "a%0Ab",
+        "deploy%E2%80%AEgnp",
+        "a%E2%80%8Bb",
+        &"a".repeat(129),
+    ] {
         let (status, body) = put_raw(&t, name, SMALLER.as_bytes().to_vec()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {body}");
         let resp = t
@@ -360,6 +370,8 @@ async fn bad_names_unknown_teams_and_wrong_tokens_are_refused(store: Store) {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, _) = api_error(t.admin.rename_pipeline("main", "p", "..").await);
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    // Nothing of the refused names was stored.
+    assert!(t.admin.pipelines("main").await.unwrap().is_empty());
     let (status, _) = api_error(t.admin.set_pipeline("bad/team", "p", SMALLER, None).await);
     assert_eq!(status, StatusCode::BAD_REQUEST);
 
