@@ -181,6 +181,10 @@ async fn expected_token(
 /// token 400, an unknown resource 404, a wrong token (or a resource
 /// without one) 401, a check asked for 201. The body (a forge's event)
 /// is not read.
+/// The one refusal of a webhook call, whether the token is wrong or the
+/// resource is missing.
+const WEBHOOK_REFUSED: &str = "invalid webhook token";
+
 pub(super) async fn webhook(
     State(web): State<Web>,
     Path((team, pipeline, resource)): Path<(String, String, String)>,
@@ -193,7 +197,15 @@ pub(super) async fn webhook(
         Some(t) if !t.is_empty() => t,
         _ => return Err(ApiError::bad_request("missing webhook_token")),
     };
-    let r = web.store().resource(&team, &pipeline, &resource).await?;
+    // A caller without the token learns nothing: a resource, pipeline or
+    // team that does not exist is answered as a wrong token is.
+    let r = match web.store().resource(&team, &pipeline, &resource).await {
+        Ok(r) => r,
+        Err(hangar_store::StoreError::NotFound(_)) => {
+            return Err(ApiError::unauthorized(WEBHOOK_REFUSED))
+        }
+        Err(e) => return Err(e.into()),
+    };
     let config: Value = serde_json::from_str(&r.config).map_err(|e| {
         ApiError::from(hangar_store::StoreError::Corrupt(format!(
             "resources row id {}, column config: {e}",
@@ -209,7 +221,7 @@ pub(super) async fn webhook(
         && given.len() <= MAX_WEBHOOK_TOKEN
         && same_secret(given.as_bytes(), expected.as_bytes());
     if !matches {
-        return Err(ApiError::unauthorized("invalid webhook token"));
+        return Err(ApiError::unauthorized(WEBHOOK_REFUSED));
     }
     let scope = resource_scope(&web, &team, &pipeline, &resource).await?;
     tracing::info!(%team, %pipeline, %resource, "check asked for by webhook");

@@ -470,10 +470,12 @@ async fn the_webhook_asks_for_a_check_with_the_resource_token_only(store: Store)
             "?webhook_token=s3cret-token".to_string(),
             StatusCode::UNAUTHORIZED,
         ),
+        // A missing resource is answered as a wrong token: a stranger
+        // cannot tell which names exist.
         (
             "nope",
             "?webhook_token=s3cret-token".to_string(),
-            StatusCode::NOT_FOUND,
+            StatusCode::UNAUTHORIZED,
         ),
         (
             "..%2Fx",
@@ -484,6 +486,24 @@ async fn the_webhook_asks_for_a_check_with_the_resource_token_only(store: Store)
     for (resource, query, want) in cases {
         let status = hook(resource, &query).await;
         assert_eq!(status, want, "{resource} {}", &query[..query.len().min(40)]);
+    }
+    // The same words for a wrong token and for a team, pipeline or resource
+    // that is not there.
+    let body = |path: &str| {
+        let req = t.raw.post(format!(
+            "{}/api/v1/teams/{path}/check/webhook?webhook_token=guess",
+            t.url
+        ));
+        async move { req.send().await.unwrap().text().await.unwrap() }
+    };
+    let wrong = body("main/pipelines/p/resources/repo").await;
+    assert!(wrong.contains("invalid webhook token"), "{wrong}");
+    for missing in [
+        "main/pipelines/p/resources/nope",
+        "main/pipelines/nope/resources/repo",
+        "nope/pipelines/p/resources/repo",
+    ] {
+        assert_eq!(body(missing).await, wrong, "{missing}");
     }
     assert_eq!(
         t.web.control().run_checks_once().await.unwrap(),
