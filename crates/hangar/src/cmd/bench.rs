@@ -58,9 +58,10 @@ enum What {
     /// (seeded through the store), on SQLite and, with --database-url,
     /// PostgreSQL too.
     Dashboard(DashboardArgs),
-    /// An artifact made on one worker and read on another: one large file
-    /// against curl, a tree of small files against tar | tar, same disk,
-    /// same run.
+    /// An artifact made on one worker and read on another, and the same
+    /// data uploaded by `execute -i` and downloaded by `execute -o`: one
+    /// large file against curl, a tree of small files against tar | tar,
+    /// same disk, same run.
     Artifacts(ArtifactsArgs),
 }
 
