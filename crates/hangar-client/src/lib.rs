@@ -67,7 +67,7 @@ fn root_cause(e: &reqwest::Error) -> String {
 /// How long an idle pooled connection is kept: less than the servers'
 /// wait for the next request head (`hangar_http::Limits`, 30 s), so
 /// a request is never sent on a connection the server is closing.
-pub(crate) const POOL_IDLE: Duration = Duration::from_secs(20);
+pub const POOL_IDLE: Duration = Duration::from_secs(20);
 
 #[derive(Clone, Debug)]
 pub struct Client {

@@ -108,11 +108,7 @@ fn stream_out<W: Write>(
 }
 
 fn write_tar<W: Write>(w: W, src: &Path, sub: &[OsString]) -> Result<(), VolumeError> {
-    let mut out = Out {
-        builder: Builder::new(w),
-        links: HashMap::new(),
-        chunk: Vec::new(),
-    };
+    let mut out = Out::new(w);
     let top = fs::symlink_metadata(src).ctx_path("stat", src)?;
     if top.file_type().is_dir() {
         out.dir_contents(src, Path::new(""), sub.is_empty())?;
@@ -133,11 +129,7 @@ fn write_tar<W: Write>(w: W, src: &Path, sub: &[OsString]) -> Result<(), VolumeE
 /// in its open parent; the same rules as a stream-out otherwise (hard
 /// links as links, special files skipped). What `execute` uploads.
 pub fn write_entries<W: Write>(w: W, root: &Path, entries: &[PathBuf]) -> Result<(), VolumeError> {
-    let mut out = Out {
-        builder: Builder::new(w),
-        links: HashMap::new(),
-        chunk: Vec::new(),
-    };
+    let mut out = Out::new(w);
     let top = fs::symlink_metadata(root).ctx_path("stat", root)?;
     if !top.is_dir() {
         return Err(VolumeError::io(
@@ -192,6 +184,14 @@ struct Out<W: Write> {
 }
 
 impl<W: Write> Out<W> {
+    fn new(w: W) -> Self {
+        Out {
+            builder: Builder::new(w),
+            links: HashMap::new(),
+            chunk: Vec::new(),
+        }
+    }
+
     fn dir_contents(
         &mut self,
         dir: &Path,

@@ -33,8 +33,8 @@ pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .connect_timeout(CONNECT_WITHIN)
         .read_timeout(NEXT_BYTES_WITHIN)
-        // Below the source's wait for a next request head (30 s).
-        .pool_idle_timeout(Duration::from_secs(20))
+        // Below the source's wait for a next request head.
+        .pool_idle_timeout(hangar_client::POOL_IDLE)
         // The source is named by web; a redirect would take the grant
         // somewhere web did not name.
         .redirect(reqwest::redirect::Policy::none())

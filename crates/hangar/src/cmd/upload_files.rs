@@ -34,10 +34,11 @@ pub(crate) fn select(root: &Path, include_ignored: bool) -> std::io::Result<Sele
     };
     // Byte order puts a dir before everything under it (a prefix sorts
     // first), and costs a memcmp where `Path`'s order walks components.
-    entries.sort_unstable_by(|a, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
+    let by_bytes =
+        |a: &PathBuf, b: &PathBuf| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes());
+    entries.sort_unstable_by(by_bytes);
     entries.dedup();
-    skipped_data_dirs
-        .sort_unstable_by(|a, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
+    skipped_data_dirs.sort_unstable_by(by_bytes);
     Ok(Selection {
         entries,
         skipped_data_dirs,
