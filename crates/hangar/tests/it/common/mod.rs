@@ -253,10 +253,24 @@ impl Cluster {
                     .await
                     .unwrap();
                 let r = store.resource("main", pipeline, resource).await.unwrap();
-                store
-                    .save_resource_version(r.id, &version, &serde_json::json!([]), 0)
-                    .await
-                    .unwrap();
+                // A second writer beside web: SQLite answers `database is
+                // locked` at once (not after its busy timeout) when this
+                // transaction's read is overtaken by web's write; it is
+                // tried again, as any second writer must.
+                let mut tries = 0;
+                loop {
+                    match store
+                        .save_resource_version(r.id, &version, &serde_json::json!([]), 0)
+                        .await
+                    {
+                        Ok(_) => break,
+                        Err(e) if e.to_string().contains("database is locked") && tries < 50 => {
+                            tries += 1;
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        }
+                        Err(e) => panic!("save version of {resource}: {e}"),
+                    }
+                }
                 store.close().await;
             });
     }
