@@ -194,4 +194,41 @@ mod tests {
             assert_eq!(is_storage_full(&e), full, "{e}");
         }
     }
+
+    #[test]
+    fn a_container_error_is_full_only_when_its_io_error_is() {
+        use crate::containers::ContainerError;
+        use hangar_volumes::VolumeError;
+        let io_err = |code| ContainerError::Io {
+            context: "writing".into(),
+            source: io::Error::from_raw_os_error(code),
+        };
+        let cases = [
+            (io_err(28), true),
+            (io_err(13), false),
+            (
+                ContainerError::Volumes(VolumeError::BadArchive {
+                    entry: "a".into(),
+                    source: io::Error::from_raw_os_error(122),
+                }),
+                true,
+            ),
+            (
+                ContainerError::Volumes(VolumeError::Io {
+                    context: "x".into(),
+                    source: io::Error::from_raw_os_error(28),
+                }),
+                true,
+            ),
+            (
+                ContainerError::NoRoom {
+                    reason: "memory".into(),
+                },
+                false,
+            ),
+        ];
+        for (e, full) in cases {
+            assert_eq!(e.is_storage_full(), full, "{e}");
+        }
+    }
 }

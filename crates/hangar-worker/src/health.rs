@@ -101,6 +101,26 @@ pub async fn check_once(
         disk_total,
     };
     let before_levels = *health.levels.lock().unwrap_or_else(|p| p.into_inner());
+    let mut problems = Vec::new();
+    let mut no_room = None;
+    for probe in [
+        probe_work_dir(work_dir).await,
+        probe_container(containers).await,
+    ] {
+        if let Err(failed) = probe {
+            if failed.no_room {
+                no_room.get_or_insert("the health check's probe");
+            }
+            problems.push(failed.message);
+        }
+    }
+    // A probe that found no room is as sure a sign of a full disk as a
+    // result that could not be written: the reserve is given up now (and
+    // the change logged once), whichever write met the full disk first.
+    if let Some(what) = no_room {
+        let d = containers.clone();
+        let _ = tokio::task::spawn_blocking(move || d.disk().release(what)).await;
+    }
     // A full disk (the reserve given up, or less than it left) is hard
     // pressure with its own reason, so web places nothing here; the reserve
     // comes back, and the pressure goes, once space is freed.
@@ -129,13 +149,6 @@ pub async fn check_once(
     let memory_reserved = tokio::task::spawn_blocking(move || m.reserved_memory().unwrap_or(0))
         .await
         .unwrap_or(0);
-    let mut problems = Vec::new();
-    if let Err(e) = probe_work_dir(work_dir).await {
-        problems.push(e);
-    }
-    if let Err(e) = probe_container(containers).await {
-        problems.push(e);
-    }
     let silent = now_ms() - health.last_web_contact.load(Ordering::Relaxed);
     if silent > config.web_timeout.as_millis() as i64 {
         problems.push(format!(
@@ -168,25 +181,45 @@ pub async fn check_once(
     });
 }
 
+/// A self-check that failed: what to report, and whether it failed for want
+/// of room (which makes the disk count as full).
+struct ProbeFailed {
+    message: String,
+    no_room: bool,
+}
+
+impl ProbeFailed {
+    fn other(message: String) -> ProbeFailed {
+        ProbeFailed {
+            message,
+            no_room: false,
+        }
+    }
+}
+
 /// Can the worker create, write, read and remove a file in its work dir?
-async fn probe_work_dir(work_dir: &Path) -> Result<(), String> {
+async fn probe_work_dir(work_dir: &Path) -> Result<(), ProbeFailed> {
     let path = work_dir.join(format!(".health-{}", uuid::Uuid::new_v4().simple()));
     let result = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        std::fs::write(&path, b"ok")?;
-        let back = std::fs::read(&path)?;
-        std::fs::remove_file(&path)?;
-        if back != b"ok" {
-            return Err(std::io::Error::other("read back something else"));
+        let written = std::fs::write(&path, b"ok").and_then(|()| std::fs::read(&path));
+        // Whatever was made goes, a file left by a failed write too.
+        let removed = std::fs::remove_file(&path);
+        match written {
+            Err(e) => Err(e),
+            Ok(back) if back != b"ok" => Err(std::io::Error::other("read back something else")),
+            Ok(_) => removed,
         }
-        Ok(())
     })
     .await
-    .map_err(|e| e.to_string())?;
-    result.map_err(|e| format!("work dir {} is not writable: {e}", work_dir.display()))
+    .map_err(|e| ProbeFailed::other(e.to_string()))?;
+    result.map_err(|e| ProbeFailed {
+        message: format!("work dir {} is not writable: {e}", work_dir.display()),
+        no_room: crate::disk::is_storage_full(&e),
+    })
 }
 
 /// Can the worker run a trivial container?
-async fn probe_container(containers: &Arc<ContainerManager>) -> Result<(), String> {
+async fn probe_container(containers: &Arc<ContainerManager>) -> Result<(), ProbeFailed> {
     let m = containers.clone();
     tokio::task::spawn_blocking(move || {
         let handle = format!("health-{}", uuid::Uuid::new_v4().simple());
@@ -204,26 +237,33 @@ async fn probe_container(containers: &Arc<ContainerManager>) -> Result<(), Strin
             user: None,
             privileged: false,
         };
+        let failed = |e: crate::containers::ContainerError| ProbeFailed {
+            message: e.to_string(),
+            no_room: e.is_storage_full(),
+        };
         let result = m
             .create(spec)
-            .map_err(|e| e.to_string())
-            .and_then(|_| {
-                m.wait(&handle, Duration::from_secs(20))
-                    .map_err(|e| e.to_string())
-            })
+            .map_err(failed)
+            .and_then(|_| m.wait(&handle, Duration::from_secs(20)).map_err(failed))
             .and_then(|c| match c.exit {
                 Some(exit) if exit.code == Some(0) => Ok(()),
-                Some(exit) => Err(format!("it ended with {exit:?}")),
-                None => Err("it did not end within 20s".into()),
+                Some(exit) => Err(ProbeFailed {
+                    message: format!("it ended with {exit:?}"),
+                    no_room: exit.disk_full,
+                }),
+                None => Err(ProbeFailed::other("it did not end within 20s".into())),
             });
         if let Err(e) = m.destroy(&handle) {
             // The next report lists it and web has it destroyed.
             tracing::warn!(%handle, error = %e, "cannot destroy the self-check container");
         }
-        result.map_err(|e| format!("cannot run a trivial container: {e}"))
+        result.map_err(|f| ProbeFailed {
+            message: format!("cannot run a trivial container: {}", f.message),
+            ..f
+        })
     })
     .await
-    .map_err(|e| e.to_string())?
+    .map_err(|e| ProbeFailed::other(e.to_string()))?
 }
 
 /// The worker's memory in use (without reclaimable cache) and its limit:
@@ -315,6 +355,21 @@ mod tests {
         assert_eq!(read_memory(Some(42)).1, 42);
         let (used, total) = read_disk(Path::new("/"));
         assert!(total > 0 && used <= total);
+    }
+
+    #[tokio::test]
+    async fn the_work_dir_probe_leaves_nothing_and_tells_no_room_from_other_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(probe_work_dir(dir.path()).await.is_ok());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let gone = dir.path().join("gone");
+        let failed = probe_work_dir(&gone).await.unwrap_err();
+        assert!(!failed.no_room, "{}", failed.message);
+        assert!(
+            failed.message.contains("is not writable"),
+            "{}",
+            failed.message
+        );
     }
 
     #[test]

@@ -150,6 +150,19 @@ pub enum ContainerError {
     },
 }
 
+impl ContainerError {
+    /// The filesystem (or a quota) had no room for what this needed.
+    pub fn is_storage_full(&self) -> bool {
+        match self {
+            ContainerError::Io { source, .. }
+            | ContainerError::Volumes(
+                VolumeError::Io { source, .. } | VolumeError::BadArchive { source, .. },
+            ) => crate::disk::is_storage_full(source),
+            _ => false,
+        }
+    }
+}
+
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> ContainerError {
     let context = context.into();
     move |source| ContainerError::Io { context, source }
