@@ -32,6 +32,7 @@ pub mod resource_types;
 pub mod rng;
 pub mod scheduling;
 pub mod task;
+pub mod tenancy;
 pub mod users;
 pub mod vars;
 pub mod volumes;

@@ -76,6 +76,7 @@ mod validate;
 mod worker_types;
 
 pub use diff::{diff, Change, ConfigDiff, DiffLine, ItemDiff, Section};
+pub use names::is_bidi_or_invisible;
 pub use read_across::{AcrossPlanError, MAX_ACROSS_COMBINATIONS};
 pub use steps::{
     AcrossStep, AcrossVar, Action, GetStep, GetVersion, InParallelStep, LoadVarFormat, LoadVarStep,

@@ -73,7 +73,7 @@ pub(crate) fn check(name: &str) -> Verdict {
 /// marks) and the zero-width and invisible format characters: a name
 /// holding one shows as something it is not (`U+202E` turns
 /// `deploy-gnp.exe` around on screen).
-pub(crate) fn is_bidi_or_invisible(c: char) -> bool {
+pub fn is_bidi_or_invisible(c: char) -> bool {
     matches!(
         c,
         '\u{061C}'
