@@ -33,6 +33,8 @@ mod placements;
 mod records;
 mod scheduling;
 mod scopes;
+mod sessions;
+mod teams;
 mod versions;
 mod volume_stamps;
 mod volumes;
@@ -71,6 +73,8 @@ pub use scheduling::{
     version_matches_pin, InputsPendingBuild, PlannedInput, SchedulablePipeline, SchedulingResource,
     StartState,
 };
+pub use sessions::{NewSession, SessionRecord};
+pub use teams::{TeamAuthRecord, TeamSet};
 pub use volumes::{AppliedReport, NewVolume, VolumeRecord};
 pub use wakeups::SchedulerListener;
 pub use web_nodes::WebNodeRecord;

@@ -605,6 +605,16 @@ impl Store {
         now: UnixMillis,
     ) -> Result<(), StoreError> {
         let pipeline = self.pipeline(team, name).await?;
+        self.destroy_pipeline_record(team, &pipeline, now).await
+    }
+
+    /// Destroys a pipeline already looked up (see `destroy_pipeline`).
+    pub(crate) async fn destroy_pipeline_record(
+        &self,
+        team: &str,
+        pipeline: &PipelineRecord,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
         let team_id = self.team_id(team).await?;
         let mut tx = self.pool.begin().await?;
         // Its builds that have not finished end with it, as in Concourse:
