@@ -22,6 +22,7 @@ pub mod instance_vars;
 pub mod leases;
 pub mod lifecycle;
 pub mod login_limit;
+pub mod login_throttle;
 pub mod names;
 pub mod pipeline;
 pub mod placement;
