@@ -27,6 +27,10 @@ pub struct CreateBuild {
     /// name, each an image fetched with its own `type` (`Null` for none).
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub resource_types: Value,
+    /// The team the build belongs to (`main` when left out); the caller
+    /// needs the member role there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
 }
 
 /// A job's inputs as a trigger now would fetch them (`GET

@@ -26,6 +26,7 @@ pub mod http;
 pub mod pins;
 pub mod pipelines;
 pub mod resources;
+pub mod teams;
 pub mod volume_grant;
 
 /// The API version prefix every route lives under.

@@ -339,6 +339,7 @@ async fn hangar_once(client: &Client, data: &Path, label: &str, i: usize) -> any
             name: Some(format!("artifacts-{label}-{i}")),
             plan,
             artifacts: BTreeMap::new(),
+            team: None,
         })
         .await?;
     let ms = copy_time(client, build.id).await?;

@@ -160,6 +160,7 @@ pub async fn run(cfg: DeathConfig) -> anyhow::Result<DeathReport> {
                 name: Some(format!("death-{round}")),
                 plan,
                 artifacts: BTreeMap::new(),
+                team: None,
             })
             .await?;
         // The step runs: on which worker, at which attempt.

@@ -203,6 +203,7 @@ async fn execute_once(client: &Client, input: &Path, tag: &str) -> anyhow::Resul
             name: None,
             plan: serde_json::json!([{ "task": "one-off", "tags": [tag], "config": config }]),
             artifacts: BTreeMap::from([("src".to_string(), artifact.handle)]),
+            team: None,
         })
         .await?;
     let created = t0.elapsed();
@@ -327,6 +328,7 @@ async fn measure(
                     name: Some("five-steps".into()),
                     plan: five_steps(n, label),
                     artifacts: BTreeMap::new(),
+                    team: None,
                 })
                 .await?;
             let (_, _, total, status) = follow(client, build.id, t0).await?;

@@ -171,6 +171,7 @@ pub(crate) async fn measure(bin: &Path, dir: &Path, runs: usize) -> anyhow::Resu
                     name: Some("image-start".into()),
                     plan: task_plan(&registry.addr),
                     artifacts: BTreeMap::new(),
+                    team: None,
                 })
                 .await?;
             let m = follow(&client, build.id).await?;

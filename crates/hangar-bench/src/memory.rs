@@ -106,6 +106,7 @@ pub async fn run(cfg: MemoryConfig) -> anyhow::Result<MemoryReport> {
                     name: Some(format!("busy-{n}")),
                     plan,
                     artifacts: BTreeMap::new(),
+                    team: None,
                 })
                 .await?;
             ids.push(b.id);

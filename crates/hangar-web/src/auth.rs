@@ -22,6 +22,8 @@ use crate::Web;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Principal {
     Admin,
+    /// A logged-in admin (an owner of team main), as events name them.
+    User(String),
     /// The worker process itself, by its own credential.
     Worker {
         generation: i64,
@@ -32,6 +34,7 @@ impl Principal {
     pub(crate) fn describe(&self) -> String {
         match self {
             Principal::Admin => "an operator".into(),
+            Principal::User(who) => who.clone(),
             Principal::Worker { generation } => {
                 format!("the worker itself (generation {generation})")
             }
@@ -184,8 +187,20 @@ impl FromRequestParts<Web> for WorkerCaller {
 impl FromRequestParts<Web> for AdminOrWorker {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, web: &Web) -> Result<Self, ApiError> {
-        match fixed(bearer(parts)?, web) {
+        let token = bearer(parts)?;
+        match fixed(token, web) {
             Fixed::Admin => Ok(AdminOrWorker(Principal::Admin)),
+            // A user's session token: an admin may land and retire too.
+            Fixed::Other if parse_incarnation_token(token).is_none() => {
+                let token = token.to_string();
+                let caller = crate::authz::session_caller(parts, web, &token).await?;
+                if !caller.is_admin() {
+                    return Err(ApiError::forbidden(
+                        "only an admin (an owner of team main) or the worker itself may do this",
+                    ));
+                }
+                Ok(AdminOrWorker(Principal::User(caller.describe())))
+            }
             _ => {
                 let caller = WorkerCaller::from_request_parts(parts, web).await?;
                 Ok(AdminOrWorker(Principal::Worker {

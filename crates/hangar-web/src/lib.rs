@@ -9,6 +9,7 @@
 
 mod answer;
 mod auth;
+mod authz;
 mod dashboard;
 mod error;
 mod health;
@@ -17,6 +18,7 @@ mod metrics;
 mod presence;
 mod routes;
 mod takeover;
+mod users;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +32,7 @@ pub use error::ApiError;
 pub use hangar_control::{Control, Supervisor};
 pub use hangar_engine::{Clock, DEFAULT_NO_WORKER_TIMEOUT};
 pub use presence::{PresenceEnd, PresenceOutcome};
+pub use users::{AuthConfig, LocalUser};
 
 /// Everything web is configured with. Its `Debug` leaves the two secrets
 /// out.
@@ -77,6 +80,8 @@ pub struct WebConfig {
     pub no_worker_timeout: Duration,
     /// How the engine places steps on workers (`--container-placement-strategy`).
     pub placement: hangar_core::placement::Placement,
+    /// Who logs in (local users), main's auth, and how long sessions last.
+    pub auth: AuthConfig,
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -98,6 +103,7 @@ impl std::fmt::Debug for WebConfig {
             .field("scheduler_interval", &self.scheduler_interval)
             .field("no_worker_timeout", &self.no_worker_timeout)
             .field("placement", &self.placement)
+            .field("auth", &self.auth)
             .finish()
     }
 }
@@ -155,6 +161,10 @@ struct WebInner {
     control: Control,
     /// Wrong admin tokens sent to the dashboard's login form, per client.
     login_limit: std::sync::Mutex<hangar_core::login_limit::LoginLimiter>,
+    /// Wrong passwords, per account, per client and in all.
+    login_throttle: std::sync::Mutex<hangar_core::login_throttle::LoginThrottle>,
+    /// Wrong bearer tokens on the API, per client address.
+    bearer_limit: std::sync::Mutex<hangar_core::login_limit::LoginLimiter>,
     /// Cancelled when `serve` begins to stop: long-lived responses (the
     /// dashboard's log streams) end instead of holding the drain.
     stopping: CancellationToken,
@@ -225,6 +235,8 @@ impl Web {
                 probe_gate: health::ProbeGate::default(),
                 control,
                 login_limit: Default::default(),
+                login_throttle: Default::default(),
+                bearer_limit: std::sync::Mutex::new(authz::bearer_limiter()),
                 stopping: CancellationToken::new(),
                 presences: Default::default(),
             }),
@@ -311,6 +323,38 @@ impl Web {
             .login_limit
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn login_throttle(
+        &self,
+    ) -> std::sync::MutexGuard<'_, hangar_core::login_throttle::LoginThrottle> {
+        self.inner
+            .login_throttle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn bearer_limit(
+        &self,
+    ) -> std::sync::MutexGuard<'_, hangar_core::login_limit::LoginLimiter> {
+        self.inner
+            .bearer_limit
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Writes the main team's auth from web's flags, if they name any
+    /// (Concourse rewrites it at every start too). Called once at start,
+    /// before serving.
+    pub async fn write_main_team_auth(&self) -> Result<(), hangar_store::StoreError> {
+        if let Some(auth) = &self.config().auth.main_team {
+            let text = serde_json::to_string(auth)
+                .map_err(|e| hangar_store::StoreError::Corrupt(e.to_string()))?;
+            self.store()
+                .set_team_auth(hangar_core::tenancy::MAIN_TEAM, &text, true, self.now())
+                .await?;
+        }
+        Ok(())
     }
 
     /// Cancelled once this node begins to stop serving.

@@ -701,6 +701,7 @@ impl Fleet {
                 name: Some("chaos-hog".into()),
                 plan,
                 artifacts: BTreeMap::new(),
+                team: None,
             })
             .await
         {
@@ -891,6 +892,7 @@ async fn submit_builds(
                     name: Some("chaos".into()),
                     plan,
                     artifacts: BTreeMap::new(),
+                    team: None,
                 })
                 .await
             {

@@ -128,6 +128,7 @@ pub async fn run(cfg: SpreadConfig) -> anyhow::Result<SpreadReport> {
                 name: Some(format!("spread-{n}")),
                 plan: plan.clone(),
                 artifacts: BTreeMap::new(),
+                team: None,
             })
             .await
             .with_context(|| format!("queue build {n}"))?;

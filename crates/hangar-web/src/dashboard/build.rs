@@ -30,19 +30,27 @@ const BATCH: i64 = 1000;
 /// The most log entries the page itself holds; the stream sends the rest.
 const RENDERED: i64 = 10_000;
 
+/// A job build anyone may read: its pipeline is exposed and its job
+/// `public` (Concourse's rule).
+pub(crate) fn build_is_public(e: &hangar_store::BuildExposure) -> bool {
+    e.pipeline_exposed
+        && serde_json::from_str::<serde_json::Value>(&e.job_config)
+            .ok()
+            .and_then(|c| c.get("public").and_then(|p| p.as_bool()))
+            .unwrap_or(false)
+}
+
 /// Whether this viewer may read build `id`: logged in, or a job build of
 /// an exposed pipeline whose job is `public` (Concourse's rule).
 async fn may_read(web: &Web, viewer: &Viewer, id: i64) -> Result<(), PageError> {
     if viewer.logged_in {
         return Ok(());
     }
-    let public = web.store().build_exposure(id).await?.is_some_and(|e| {
-        e.pipeline_exposed
-            && serde_json::from_str::<serde_json::Value>(&e.job_config)
-                .ok()
-                .and_then(|c| c.get("public").and_then(|p| p.as_bool()))
-                .unwrap_or(false)
-    });
+    let public = web
+        .store()
+        .build_exposure(id)
+        .await?
+        .is_some_and(|e| build_is_public(&e));
     if public {
         Ok(())
     } else {

@@ -5,6 +5,7 @@
 
 mod auth;
 mod build;
+pub(crate) use build::build_is_public;
 mod builds;
 mod job;
 mod layout;

@@ -12,7 +12,7 @@ use hangar_engine::placement::{place_now, Wants};
 use hangar_engine::Source;
 use serde::Deserialize;
 
-use crate::auth::Admin;
+use crate::authz::CallerOf;
 use crate::error::{from_op, from_worker, ApiError};
 use crate::Web;
 
@@ -25,6 +25,9 @@ pub(super) struct UploadQuery {
     platform: Option<String>,
     /// …with these tags (comma-separated).
     tags: Option<String>,
+    /// The team the upload is for (`main` when left out): the caller needs
+    /// the member role there.
+    team: Option<String>,
 }
 
 /// Uploads a tar as a new artifact volume on a worker: gzipped (as
@@ -32,13 +35,16 @@ pub(super) struct UploadQuery {
 /// zstd-compressed or plain, as its content type says.
 pub(super) async fn upload(
     State(web): State<Web>,
-    _: Admin,
+    CallerOf(caller): CallerOf,
     headers: axum::http::HeaderMap,
     query: Result<Query<UploadQuery>, axum::extract::rejection::QueryRejection>,
     body: Body,
 ) -> Result<(StatusCode, axum::Json<Artifact>), ApiError> {
     let Query(q) =
         query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let team = q.team.as_deref().unwrap_or(hangar_core::tenancy::MAIN_TEAM);
+    validate_label(team).map_err(|e| ApiError::bad_request(format!("team: {e}")))?;
+    crate::authz::authorize(&caller, hangar_core::tenancy::Action::CreateArtifact, team)?;
     let content_type = headers
         .get(axum::http::header::CONTENT_TYPE)
         .map(|v| v.to_str().unwrap_or("?"));

@@ -13,11 +13,12 @@ use hangar_core::vars::{find_refs, find_unresolved, find_unresolved_except_local
 use hangar_store::{BuildRecord, StepRecord};
 use serde::Deserialize;
 
-use crate::auth::Admin;
+use crate::authz::{act, authorize, Allowed, CallerOf};
 use crate::error::{from_worker, ApiError};
 use crate::json::Json;
 use crate::routes::volumes::validate_handle;
 use crate::Web;
+use hangar_core::tenancy::{Action, MAIN_TEAM};
 
 /// Why a plan with vars is refused when web has no credential manager.
 const NO_MANAGER: &str = "web has no credential manager (hangar web --credentials-kubernetes \
@@ -211,9 +212,16 @@ pub(super) async fn validate_stored(
 
 pub(super) async fn create(
     State(web): State<Web>,
-    _: Admin,
+    CallerOf(caller): CallerOf,
     Json(req): Json<CreateBuild>,
 ) -> Result<(StatusCode, axum::Json<Build>), ApiError> {
+    let team = req.team.clone().unwrap_or_else(|| MAIN_TEAM.to_string());
+    hangar_core::names::validate_label(&team)
+        .map_err(|e| ApiError::bad_request(format!("team: {e}")))?;
+    authorize(&caller, Action::CreateBuild, &team)?;
+    if web.store().team(&team).await?.is_none() {
+        return Err(ApiError::not_found(format!("team {team} not found")));
+    }
     validate(&web, &req).await?;
     let name = req.name.clone().unwrap_or_else(|| "one-off".into());
     let artifacts =
@@ -222,7 +230,7 @@ pub(super) async fn create(
         .store()
         .create_build(
             &name,
-            None,
+            Some(&team),
             &stored_plan(&req.plan, &req.resource_types).to_string(),
             &artifacts,
             web.now(),
@@ -244,16 +252,24 @@ pub(super) struct ListQuery {
 
 pub(super) async fn list(
     State(web): State<Web>,
-    _: Admin,
+    allowed: Allowed<act::ListBuilds>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<axum::Json<Vec<Build>>, ApiError> {
     let Query(q) =
         query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
     let limit = list_limit(q.limit)?;
+    let caller = allowed.caller();
     let builds = web.store().list_builds(limit).await?;
     Ok(axum::Json(
         builds
             .into_iter()
+            // A caller sees the builds of the teams they have a role on.
+            .filter(|b| {
+                caller.is_admin()
+                    || b.team
+                        .as_deref()
+                        .is_some_and(|t| caller.role_on(t).is_some())
+            })
             .map(|b| build_to_api(b, vec![]))
             .collect(),
     ))
@@ -279,7 +295,7 @@ async fn load(web: &Web, id: i64) -> Result<BuildRecord, ApiError> {
 
 pub(super) async fn show(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::GetBuild>,
     Path(id): Path<i64>,
 ) -> Result<axum::Json<Build>, ApiError> {
     let build = load(&web, id).await?;
@@ -293,7 +309,7 @@ pub(super) async fn show(
 /// Answers the build as it is now (Concourse answers 204 with no body).
 pub(super) async fn abort(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::AbortBuild>,
     Path(id): Path<i64>,
 ) -> Result<axum::Json<Build>, ApiError> {
     let now = web.now();
@@ -328,7 +344,7 @@ pub(super) struct EventsQuery {
 /// new events until the build ends or the time passes.
 pub(super) async fn events(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::BuildEvents>,
     Path(id): Path<i64>,
     query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<axum::Json<BuildEvents>, ApiError> {
@@ -382,7 +398,7 @@ pub(super) struct ArtifactQuery {
 /// gzipped unless asked otherwise, streamed from the worker that holds it.
 pub(super) async fn artifact(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::GetBuildArtifact>,
     Path((id, name)): Path<(i64, String)>,
     query: Result<Query<ArtifactQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {

@@ -16,7 +16,7 @@ use hangar_core::names::validate_label;
 use hangar_core::pipeline::check_name;
 use serde_json::Value;
 
-use crate::auth::Admin;
+use crate::authz::{act, Allowed};
 use crate::error::ApiError;
 use crate::json::Json;
 use crate::Web;
@@ -95,7 +95,7 @@ async fn request(
 pub(super) async fn check_resource(
     State(web): State<Web>,
     Path((team, pipeline, resource)): Path<(String, String, String)>,
-    _: Admin,
+    _: Allowed<act::CheckResource>,
     Json(body): Json<CheckRequest>,
 ) -> Result<(StatusCode, axum::Json<CheckRequested>), ApiError> {
     check_path(&team, &pipeline, "resource", &resource)?;
@@ -106,7 +106,7 @@ pub(super) async fn check_resource(
 pub(super) async fn resource_status(
     State(web): State<Web>,
     Path((team, pipeline, resource)): Path<(String, String, String)>,
-    _: Admin,
+    _: Allowed<act::GetCheck>,
 ) -> Result<axum::Json<CheckStatus>, ApiError> {
     check_path(&team, &pipeline, "resource", &resource)?;
     let scope = resource_scope(&web, &team, &pipeline, &resource).await?;
@@ -119,7 +119,7 @@ pub(super) async fn resource_status(
 pub(super) async fn check_resource_type(
     State(web): State<Web>,
     Path((team, pipeline, name)): Path<(String, String, String)>,
-    _: Admin,
+    _: Allowed<act::CheckResourceType>,
     Json(body): Json<CheckRequest>,
 ) -> Result<(StatusCode, axum::Json<CheckRequested>), ApiError> {
     check_path(&team, &pipeline, "resource type", &name)?;
@@ -133,7 +133,7 @@ pub(super) async fn check_resource_type(
 pub(super) async fn resource_type_status(
     State(web): State<Web>,
     Path((team, pipeline, name)): Path<(String, String, String)>,
-    _: Admin,
+    _: Allowed<act::GetCheck>,
 ) -> Result<axum::Json<CheckStatus>, ApiError> {
     check_path(&team, &pipeline, "resource type", &name)?;
     let scope = web

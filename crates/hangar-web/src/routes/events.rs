@@ -4,7 +4,7 @@ use hangar_api::WorkerEvent;
 use hangar_store::EventRecord;
 use serde::Deserialize;
 
-use crate::auth::Admin;
+use crate::authz::{act, Allowed};
 use crate::error::ApiError;
 use crate::Web;
 
@@ -28,7 +28,7 @@ pub(super) fn event_to_api(e: EventRecord) -> WorkerEvent {
 
 pub(super) async fn list(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::ListEvents>,
     query: Result<Query<EventQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Vec<WorkerEvent>>, ApiError> {
     let Query(q) =

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::builds::{build_to_api, list_limit, validate_stored};
-use crate::auth::Admin;
+use crate::authz::{act, Allowed};
 use crate::error::ApiError;
 use crate::Web;
 use hangar_control::{
@@ -40,7 +40,7 @@ fn check_path(team: &str, pipeline: &str, job: &str) -> Result<(), ApiError> {
 pub(super) async fn trigger(
     State(web): State<Web>,
     Path((team, pipeline, job)): Path<(String, String, String)>,
-    _: Admin,
+    _: Allowed<act::CreateJobBuild>,
 ) -> Result<(StatusCode, axum::Json<Build>), ApiError> {
     check_path(&team, &pipeline, &job)?;
     let p = web.store().pipeline(&team, &pipeline).await?;
@@ -190,7 +190,7 @@ fn split_stored(stored: &Value) -> (Value, Value) {
 pub(super) async fn inputs(
     State(web): State<Web>,
     Path((team, pipeline, job)): Path<(String, String, String)>,
-    _: Admin,
+    _: Allowed<act::ListJobInputs>,
 ) -> Result<axum::Json<hangar_api::builds::JobInputs>, ApiError> {
     check_path(&team, &pipeline, &job)?;
     let p = web.store().pipeline(&team, &pipeline).await?;
@@ -278,7 +278,7 @@ pub(super) async fn list(
     State(web): State<Web>,
     Path((team, pipeline, job)): Path<(String, String, String)>,
     query: Result<Query<ListQuery>, QueryRejection>,
-    _: Admin,
+    _: Allowed<act::ListJobBuilds>,
 ) -> Result<axum::Json<Vec<Build>>, ApiError> {
     check_path(&team, &pipeline, &job)?;
     let Query(q) =
@@ -297,7 +297,7 @@ pub(super) async fn list(
 pub(super) async fn show(
     State(web): State<Web>,
     Path((team, pipeline, job, number)): Path<(String, String, String, i64)>,
-    _: Admin,
+    _: Allowed<act::GetJobBuild>,
 ) -> Result<axum::Json<Build>, ApiError> {
     check_path(&team, &pipeline, &job)?;
     let j = web.store().job(&team, &pipeline, &job).await?;

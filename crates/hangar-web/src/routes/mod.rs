@@ -8,6 +8,7 @@ mod events;
 mod info;
 mod job_builds;
 mod pipelines;
+mod teams;
 mod versions;
 mod volumes;
 mod workers;
@@ -65,6 +66,15 @@ pub(crate) fn router(web: Web) -> Router {
             // A full report of a big worker is larger than any other body.
             limited(put(volumes::report), hangar_api::MAX_REPORT_BODY),
         )
+        .route("/login", post(teams::login))
+        .route("/logout", post(teams::logout))
+        .route("/user", get(teams::user))
+        .route("/teams", get(teams::list))
+        .route(
+            "/teams/{team}",
+            get(teams::show).put(teams::set).delete(teams::destroy),
+        )
+        .route("/teams/{team}/rename", put(teams::rename))
         .nest("/teams/{team}/pipelines", pipeline_routes())
         // Every route above: no request answers 2xx from a lost database.
         .layer(axum::middleware::from_fn_with_state(

@@ -19,7 +19,7 @@ use hangar_store::{
     JobRecord, PipelineRecord, ResourceRecord, ResourceVersionRecord, StoreError, VersionPage,
 };
 
-use crate::auth::Admin;
+use crate::authz::{act, Allowed};
 use crate::error::ApiError;
 use crate::json::Json;
 use crate::Web;
@@ -138,7 +138,7 @@ fn expected_version(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
 pub(super) async fn set_config(
     State(web): State<Web>,
     Path((team, name)): Path<(String, String)>,
-    _: Admin,
+    _: Allowed<act::SaveConfig>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<axum::Json<PipelineSaved>, ApiError> {
@@ -210,19 +210,34 @@ async fn worker_types(web: &Web, team: &str) -> Result<BTreeSet<String>, ApiErro
 pub(super) async fn list(
     State(web): State<Web>,
     Path(team): Path<String>,
-    _: Admin,
+    allowed: Allowed<act::ListPipelines>,
 ) -> Result<axum::Json<Vec<Pipeline>>, ApiError> {
     check_team(&team)?;
-    let pipelines = web.store().pipelines(&team).await?;
+    // A caller without a role on the team sees its exposed pipelines
+    // only, and a missing team as one with none.
+    let all = allowed.caller().role_on(&team).is_some();
+    let pipelines = match web.store().pipelines(&team).await {
+        Err(StoreError::NotFound(_)) if !all => Vec::new(),
+        other => other?,
+    };
+    let exposed = if all {
+        Vec::new()
+    } else {
+        web.store().exposed_pipeline_ids().await?
+    };
     Ok(axum::Json(
-        pipelines.into_iter().map(pipeline_to_api).collect(),
+        pipelines
+            .into_iter()
+            .filter(|p| all || exposed.contains(&p.id))
+            .map(pipeline_to_api)
+            .collect(),
     ))
 }
 
 pub(super) async fn show(
     State(web): State<Web>,
     Path((team, name)): Path<(String, String)>,
-    _: Admin,
+    _: Allowed<act::GetPipeline>,
 ) -> Result<axum::Json<Pipeline>, ApiError> {
     check_team(&team)?;
     super::check_pipeline(&name)?;
@@ -234,7 +249,7 @@ pub(super) async fn show(
 pub(super) async fn get_config(
     State(web): State<Web>,
     Path((team, name)): Path<(String, String)>,
-    _: Admin,
+    _: Allowed<act::GetConfig>,
 ) -> Result<axum::Json<PipelineConfig>, ApiError> {
     check_team(&team)?;
     super::check_pipeline(&name)?;
@@ -245,7 +260,7 @@ pub(super) async fn get_config(
 pub(super) async fn destroy(
     State(web): State<Web>,
     Path((team, name)): Path<(String, String)>,
-    _: Admin,
+    _: Allowed<act::DeletePipeline>,
 ) -> Result<StatusCode, ApiError> {
     check_team(&team)?;
     super::check_pipeline(&name)?;
@@ -273,7 +288,7 @@ async fn set_paused(
 pub(super) async fn pause(
     State(web): State<Web>,
     Path((team, name)): Path<(String, String)>,
-    _: Admin,
+    _: Allowed<act::PausePipeline>,
 ) -> Result<StatusCode, ApiError> {
     set_paused(&web, &team, &name, true).await
 }
@@ -281,7 +296,7 @@ pub(super) async fn pause(
 pub(super) async fn unpause(
     State(web): State<Web>,
     Path((team, name)): Path<(String, String)>,
-    _: Admin,
+    _: Allowed<act::UnpausePipeline>,
 ) -> Result<StatusCode, ApiError> {
     set_paused(&web, &team, &name, false).await
 }
@@ -289,7 +304,7 @@ pub(super) async fn unpause(
 pub(super) async fn rename(
     State(web): State<Web>,
     Path((team, name)): Path<(String, String)>,
-    _: Admin,
+    _: Allowed<act::RenamePipeline>,
     Json(req): Json<RenamePipeline>,
 ) -> Result<StatusCode, ApiError> {
     check_team(&team)?;
@@ -305,7 +320,7 @@ pub(super) async fn rename(
 pub(super) async fn jobs(
     State(web): State<Web>,
     Path((team, name)): Path<(String, String)>,
-    _: Admin,
+    _: Allowed<act::ListJobs>,
 ) -> Result<axum::Json<Vec<Job>>, ApiError> {
     check_team(&team)?;
     super::check_pipeline(&name)?;
@@ -320,7 +335,7 @@ pub(super) async fn jobs(
 pub(super) async fn job(
     State(web): State<Web>,
     Path((team, name, job)): Path<(String, String, String)>,
-    _: Admin,
+    _: Allowed<act::GetJob>,
 ) -> Result<axum::Json<Job>, ApiError> {
     check_team(&team)?;
     super::check_pipeline(&name)?;
@@ -346,7 +361,7 @@ async fn set_job_paused(
 pub(super) async fn pause_job(
     State(web): State<Web>,
     Path(path): Path<(String, String, String)>,
-    _: Admin,
+    _: Allowed<act::PauseJob>,
 ) -> Result<StatusCode, ApiError> {
     set_job_paused(&web, path, true).await
 }
@@ -354,7 +369,7 @@ pub(super) async fn pause_job(
 pub(super) async fn unpause_job(
     State(web): State<Web>,
     Path(path): Path<(String, String, String)>,
-    _: Admin,
+    _: Allowed<act::UnpauseJob>,
 ) -> Result<StatusCode, ApiError> {
     set_job_paused(&web, path, false).await
 }
@@ -362,7 +377,7 @@ pub(super) async fn unpause_job(
 pub(super) async fn resources(
     State(web): State<Web>,
     Path((team, name)): Path<(String, String)>,
-    _: Admin,
+    _: Allowed<act::ListResources>,
 ) -> Result<axum::Json<Vec<Resource>>, ApiError> {
     check_team(&team)?;
     super::check_pipeline(&name)?;
@@ -398,7 +413,7 @@ pub(super) async fn resources(
 pub(super) async fn versions(
     State(web): State<Web>,
     Path((team, name, resource)): Path<(String, String, String)>,
-    _: Admin,
+    _: Allowed<act::ListResourceVersions>,
     query: Result<Query<VersionsQuery>, QueryRejection>,
 ) -> Result<axum::Json<Vec<ResourceVersion>>, ApiError> {
     check_team(&team)?;

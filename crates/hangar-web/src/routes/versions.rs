@@ -12,7 +12,7 @@ use hangar_core::names::validate_label;
 use hangar_core::pipeline::check_name;
 use hangar_store::StoreError;
 
-use crate::auth::Admin;
+use crate::authz::{act, Allowed};
 use crate::error::ApiError;
 use crate::json::Json;
 use crate::Web;
@@ -28,7 +28,7 @@ fn check_path(team: &str, pipeline: &str, resource: &str) -> Result<(), ApiError
 pub(super) async fn pin(
     State(web): State<Web>,
     Path((team, pipeline, resource)): ResourcePath,
-    _: Admin,
+    _: Allowed<act::PinResourceVersion>,
     Json(req): Json<PinRequest>,
 ) -> Result<StatusCode, ApiError> {
     check_path(&team, &pipeline, &resource)?;
@@ -59,7 +59,7 @@ pub(super) async fn pin(
 pub(super) async fn unpin(
     State(web): State<Web>,
     Path((team, pipeline, resource)): ResourcePath,
-    _: Admin,
+    _: Allowed<act::UnpinResource>,
 ) -> Result<StatusCode, ApiError> {
     check_path(&team, &pipeline, &resource)?;
     web.store()
@@ -73,7 +73,7 @@ pub(super) async fn unpin(
 pub(super) async fn show_pin(
     State(web): State<Web>,
     Path((team, pipeline, resource)): ResourcePath,
-    _: Admin,
+    _: Allowed<act::GetPin>,
 ) -> Result<axum::Json<Option<ResourcePin>>, ApiError> {
     check_path(&team, &pipeline, &resource)?;
     let pin = web
@@ -113,7 +113,7 @@ async fn set_enabled(
 pub(super) async fn enable(
     State(web): State<Web>,
     Path(path): ResourcePath,
-    _: Admin,
+    _: Allowed<act::EnableResourceVersion>,
     Json(req): Json<VersionRequest>,
 ) -> Result<StatusCode, ApiError> {
     set_enabled(&web, path, req, true).await
@@ -122,7 +122,7 @@ pub(super) async fn enable(
 pub(super) async fn disable(
     State(web): State<Web>,
     Path(path): ResourcePath,
-    _: Admin,
+    _: Allowed<act::DisableResourceVersion>,
     Json(req): Json<VersionRequest>,
 ) -> Result<StatusCode, ApiError> {
     set_enabled(&web, path, req, false).await

@@ -6,7 +6,8 @@ use hangar_core::volumes::{OwnerKind, Strategy};
 use hangar_store::VolumeRecord;
 use serde::Deserialize;
 
-use crate::auth::{Admin, WorkerCaller};
+use crate::auth::WorkerCaller;
+use crate::authz::{act, Allowed};
 use crate::error::from_op;
 use crate::error::ApiError;
 use crate::json::Json;
@@ -83,7 +84,7 @@ fn validate_create(req: &CreateVolume) -> Result<OwnerKind, ApiError> {
 /// Makes a volume on a worker (see `hangar_engine::Engine::make_volume`).
 pub(super) async fn create(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::CreateVolume>,
     Json(req): Json<CreateVolume>,
 ) -> Result<(StatusCode, axum::Json<Volume>), ApiError> {
     let owner_kind = validate_create(&req)?;
@@ -108,7 +109,7 @@ pub(super) struct ListQuery {
 
 pub(super) async fn list(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::ListVolumes>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<axum::Json<Vec<Volume>>, ApiError> {
     let Query(q) =
@@ -122,7 +123,7 @@ pub(super) async fn list(
 
 pub(super) async fn show(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::GetVolume>,
     Path(handle): Path<String>,
 ) -> Result<axum::Json<Volume>, ApiError> {
     validate_handle(&handle)?;
@@ -137,12 +138,17 @@ pub(super) async fn show(
 /// Marks a volume for destruction; the worker removes it at its next report.
 pub(super) async fn destroy(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::DestroyVolume>,
     Path(handle): Path<String>,
 ) -> Result<axum::Json<Volume>, ApiError> {
     validate_handle(&handle)?;
     web.store().destroy_volume(&handle).await?;
-    show(State(web), Admin, Path(handle)).await
+    let row = web
+        .store()
+        .get_volume(&handle)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("volume {handle} not found")))?;
+    Ok(axum::Json(volume_to_api(row)))
 }
 
 /// A worker's full report of its volumes (and containers, when it lists

@@ -12,7 +12,8 @@ use hangar_store::{
     Credentials, HeartbeatRecord, Registration, StoreError, WorkerInfo, WorkerRecord,
 };
 
-use crate::auth::{Admin, AdminOrWorker, FleetKey, Peer, Principal, WorkerCaller, WorkerClaim};
+use crate::auth::{AdminOrWorker, FleetKey, Peer, Principal, WorkerCaller, WorkerClaim};
+use crate::authz::{act, Allowed};
 use crate::error::ApiError;
 use crate::json::Json;
 use crate::routes::events::event_to_api;
@@ -305,7 +306,7 @@ pub(super) fn worker_to_api(w: WorkerRecord) -> Result<Worker, ApiError> {
 
 pub(super) async fn list(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::ListWorkers>,
 ) -> Result<axum::Json<Vec<Worker>>, ApiError> {
     let workers = web.store().list_workers().await?;
     let workers = workers
@@ -317,7 +318,7 @@ pub(super) async fn list(
 
 pub(super) async fn show(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::GetWorker>,
     Path(name): Path<String>,
 ) -> Result<axum::Json<Worker>, ApiError> {
     valid_name(&name)?;
@@ -371,7 +372,7 @@ pub(super) async fn retire(
 
 pub(super) async fn prune(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::PruneWorker>,
     Path(name): Path<String>,
 ) -> Result<axum::Json<CommandDone>, ApiError> {
     command(&web, &name, OperatorCommand::Prune, Principal::Admin).await
@@ -379,7 +380,7 @@ pub(super) async fn prune(
 
 pub(super) async fn prune_stalled(
     State(web): State<Web>,
-    _: Admin,
+    _: Allowed<act::PruneStalledWorkers>,
 ) -> Result<axum::Json<Pruned>, ApiError> {
     let pruned = web
         .store()

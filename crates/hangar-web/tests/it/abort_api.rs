@@ -18,6 +18,7 @@ async fn a_pending_build_is_aborted_and_stays_so(store: Store) {
             name: Some("b".into()),
             plan: json!([{"task": "t", "config": {"platform": "linux", "run": {"path": "true"}}}]),
             artifacts: Default::default(),
+            team: None,
         })
         .await
         .unwrap();

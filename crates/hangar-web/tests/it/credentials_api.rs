@@ -65,6 +65,7 @@ fn create(params: Value) -> CreateBuild {
         plan: json!([{"task": "t", "config": {
             "platform": "linux", "run": {"path": "true"}, "params": params}}]),
         artifacts: Default::default(),
+        team: None,
     }
 }
 

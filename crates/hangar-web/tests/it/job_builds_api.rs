@@ -192,6 +192,7 @@ async fn a_plan_sent_to_the_api_may_not_name_a_pipeline_resource(store: Store) {
                     plan: json!([step]),
                     artifacts: Default::default(),
                     resource_types: serde_json::Value::Null,
+                    team: None,
                 })
                 .await,
         );

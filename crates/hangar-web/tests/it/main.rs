@@ -32,6 +32,7 @@ mod previous_exit;
 mod resource_types_api;
 mod scheduler_api;
 mod shutdown;
+mod tenancy_api;
 mod vars_api;
 mod volumes_api;
 mod worker_tokens_at_rest;

@@ -1,6 +1,7 @@
 //! What web answers without a token: `/api/v1/info` (load balancers and
 //! probes) and `/metrics` (scrapers) unless `metrics_require_token` is set,
-//! and then only the admin token reads the metrics. Nothing else is open.
+//! and then only the admin token reads the metrics; and the reads of an
+//! exposed pipeline (a private one reads as missing). Nothing else is open.
 //! On SQLite and PostgreSQL alike.
 
 use crate::common::{TestWeb, ADMIN, WORKER_KEY};
@@ -23,22 +24,30 @@ async fn info_and_metrics_are_open_by_default_and_nothing_else_is(store: Store) 
     let (status, metrics) = get(&t, "/metrics", None).await;
     assert_eq!(status, StatusCode::OK);
     assert!(metrics.contains("workers"), "{metrics}");
-    for path in [
-        "/api/v1/workers",
-        "/api/v1/builds",
-        "/api/v1/volumes",
-        "/api/v1/events",
-        "/api/v1/teams/main/pipelines",
-        "/api/v1/teams/main/pipelines/p/config",
-        "/api/v1/teams/main/pipelines/p/jobs",
-        "/api/v1/teams/main/pipelines/p/resources/r/versions",
-    ] {
-        assert_eq!(
-            get(&t, path, None).await.0,
+    // Everything else needs a login; a pipeline's reads answer as for a
+    // pipeline that is not there (only an exposed one is public), and the
+    // team's listing is empty.
+    for (path, status) in [
+        ("/api/v1/workers", StatusCode::UNAUTHORIZED),
+        ("/api/v1/builds", StatusCode::UNAUTHORIZED),
+        ("/api/v1/volumes", StatusCode::UNAUTHORIZED),
+        ("/api/v1/events", StatusCode::UNAUTHORIZED),
+        ("/api/v1/teams", StatusCode::UNAUTHORIZED),
+        ("/api/v1/user", StatusCode::UNAUTHORIZED),
+        (
+            "/api/v1/teams/main/pipelines/p/config",
             StatusCode::UNAUTHORIZED,
-            "{path}"
-        );
+        ),
+        ("/api/v1/teams/main/pipelines/p/jobs", StatusCode::NOT_FOUND),
+        (
+            "/api/v1/teams/main/pipelines/p/resources/r/versions",
+            StatusCode::NOT_FOUND,
+        ),
+    ] {
+        assert_eq!(get(&t, path, None).await.0, status, "{path}");
     }
+    let (status, listed) = get(&t, "/api/v1/teams/main/pipelines", None).await;
+    assert_eq!((status, listed.as_str()), (StatusCode::OK, "[]"));
     t.stop().await;
 }
 

@@ -16,6 +16,7 @@ fn req(plan: Value, resource_types: Value) -> CreateBuild {
         name: Some("b".into()),
         plan,
         artifacts: Default::default(),
+        team: None,
     }
 }
 

@@ -117,6 +117,7 @@ async fn a_plan_with_resource_types_is_stored_with_them(store: Store) {
         plan: get("rss"),
         artifacts: Default::default(),
         resource_types: json!([rss()]),
+        team: None,
     };
     let build = t.admin.create_build(&req).await.unwrap();
     let stored = store.get_build(build.id).await.unwrap().unwrap();

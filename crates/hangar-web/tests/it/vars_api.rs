@@ -25,6 +25,7 @@ async fn refused(t: &TestWeb, plan: Value) -> String {
         name: None,
         plan: plan.clone(),
         artifacts: Default::default(),
+        team: None,
     };
     match t.admin.create_build(&req).await {
         Err(ClientError::Api {
@@ -104,6 +105,7 @@ async fn text_that_only_looks_like_a_var_is_accepted(store: Store) {
             name: None,
             plan: json!([task(config(params.clone()))]),
             artifacts: Default::default(),
+            team: None,
         };
         t.admin
             .create_build(&req)

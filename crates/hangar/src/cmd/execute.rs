@@ -350,6 +350,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             name: None,
             plan,
             artifacts,
+            team: None,
         })
         .await?;
     eprintln!("hangar: executing build {}", build.id);

@@ -17,6 +17,7 @@ mod upload_files;
 pub(crate) mod volumes;
 pub(crate) mod watch;
 pub(crate) mod web;
+pub(crate) mod web_users;
 pub(crate) mod worker;
 pub(crate) mod worker_commands;
 pub(crate) mod workers;

@@ -109,6 +109,7 @@ impl Lifecycle {
             scheduler_interval: Some(self.scheduler_interval),
             no_worker_timeout: self.no_worker_timeout,
             placement: Default::default(),
+            auth: Default::default(),
         })
     }
 }
@@ -158,6 +159,8 @@ pub(crate) struct Args {
     pub credentials: CredentialFlags,
     #[command(flatten)]
     pub placement: PlacementFlags,
+    #[command(flatten)]
+    pub users: super::web_users::UserFlags,
 }
 
 /// How steps are placed on workers: Concourse's strategies, chained (see
@@ -384,6 +387,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut config = args.lifecycle.web_config(admin_token, worker_key)?;
     config.metrics_require_token = args.metrics_require_token;
     config.credentials = args.credentials.open()?;
+    config.auth = args.users.auth_config()?;
     config.placement = args.placement.placement()?;
     // Refuse a bad configuration before anything is created on disk.
     config
@@ -414,6 +418,9 @@ pub(crate) async fn run_node(
     web.seal_stored_api_tokens()
         .await
         .context("seal the worker API tokens stored in plaintext")?;
+    web.write_main_team_auth()
+        .await
+        .context("write team main's auth from --main-team-local-user")?;
     let loops = hangar_web::Supervisor::start(web.control(), shutdown.clone());
     let served = hangar_web::serve(listener, web, shutdown).await;
     loops.stop().await;

@@ -28,6 +28,7 @@ fn submit(client: &Client, name: &str, plan: serde_json::Value) -> Build {
         name: Some(name.into()),
         plan,
         artifacts: Default::default(),
+        team: None,
     }))
     .unwrap()
 }
@@ -171,6 +172,7 @@ fn uploads_and_downloads_travel_plain_gzipped_or_zstd_compressed() {
             name: Some(format!("upload-{encoding}")),
             plan,
             artifacts: [("in".to_string(), artifact.handle)].into(),
+            team: None,
         }))
         .unwrap();
         let (build, events) = run_to_end(&client, build.id);

@@ -153,6 +153,7 @@ fn a_get_of_a_local_git_repository_feeds_a_task_and_is_cached() {
             name: Some("git-job".into()),
             plan: plan.clone(),
             artifacts: Default::default(),
+            team: None,
         }))
         .unwrap();
         let watch = c.cli(&["watch", "-b", &build.id.to_string()]);
@@ -327,6 +328,7 @@ fn a_step_whose_worker_is_killed_is_retried_on_another_worker_and_the_build_succ
         plan: serde_json::json!([{"task": "slow", "config": {"platform": "linux",
             "run": {"path": "sh", "args": ["-c", "echo begun; sleep 4; echo finished"]}}}]),
         artifacts: Default::default(),
+        team: None,
     }))
     .unwrap();
     // Wait until the step runs somewhere, then kill that worker.
@@ -409,6 +411,7 @@ fn a_put_pushes_a_task_s_commit_to_a_git_repository_and_gets_it_back() {
         name: Some("put-job".into()),
         plan,
         artifacts: Default::default(),
+        team: None,
     }))
     .unwrap();
     let watch = c.cli(&["watch", "-b", &build.id.to_string()]);

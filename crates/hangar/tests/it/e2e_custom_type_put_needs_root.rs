@@ -134,6 +134,7 @@ fn a_put_to_a_custom_type_runs_out_in_its_image_and_the_implicit_get_feeds_a_lat
             plan,
             artifacts: Default::default(),
             resource_types: types,
+            team: None,
         }))
         .unwrap();
     let watch = c.cli(&["watch", "-b", &build.id.to_string()]);

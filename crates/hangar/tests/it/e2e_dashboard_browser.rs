@@ -64,6 +64,7 @@ async fn journey(cluster: &Cluster, workers: &mut Vec<Proc>, c: &Client) -> Step
             plan: json!([{"task": "work", "config": {"platform": "linux",
                 "run": {"path": "sh", "args": ["-c", SCRIPT]}}}]),
             artifacts: Default::default(),
+            team: None,
         })
         .await
         .map_err(fail("create build"))?;

@@ -75,6 +75,7 @@ fn a_step_that_fills_its_worker_s_disk_fails_over_as_disk_full_and_succeeds_else
             "run": {"path": "sh", "args": ["-c",
                 "head -c 20000000 /dev/zero > out/big && echo wrote it"]}}}]),
         artifacts: Default::default(),
+        team: None,
     }))
     .unwrap();
     // The first attempt goes to the small worker, the only one; the roomy

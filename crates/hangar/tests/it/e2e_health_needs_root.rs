@@ -86,6 +86,7 @@ fn submit(c: &Cluster, config: serde_json::Value, tags: &[&str]) -> Build {
         name: Some("health".into()),
         plan,
         artifacts: Default::default(),
+        team: None,
     }))
     .unwrap()
 }

@@ -44,6 +44,7 @@ fn submit(c: &Cluster, n: usize, tag: Option<&str>) -> Build {
         name: Some("recovery".into()),
         plan,
         artifacts: Default::default(),
+        team: None,
     }))
     .unwrap()
 }

@@ -68,6 +68,7 @@ fn build(c: &Cluster, plan: serde_json::Value) -> String {
             name: Some("iso".into()),
             plan,
             artifacts: Default::default(),
+            team: None,
         }))
         .unwrap();
     let watch = c.cli(&["watch", "-b", &build.id.to_string()]);

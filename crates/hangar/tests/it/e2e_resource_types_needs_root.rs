@@ -118,6 +118,7 @@ fn a_get_of_a_custom_type_runs_its_check_and_in_inside_the_type_s_image() {
             plan,
             artifacts: Default::default(),
             resource_types: types,
+            team: None,
         }))
         .unwrap();
     let watch = c.cli(&["watch", "-b", &build.id.to_string()]);
@@ -193,6 +194,7 @@ fn a_custom_type_s_check_is_held_to_the_container_memory_limit() {
             plan,
             artifacts: Default::default(),
             resource_types: types,
+            team: None,
         }))
         .unwrap();
     let watch = c.cli(&["watch", "-b", &build.id.to_string()]);

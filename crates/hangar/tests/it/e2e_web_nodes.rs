@@ -127,6 +127,7 @@ fn a_build_whose_web_node_is_killed_goes_on_from_the_other_within_ten_seconds() 
         name: Some("takeover".into()),
         plan,
         artifacts: Default::default(),
+        team: None,
     }))
     .unwrap();
     wait_for("the second step runs", Duration::from_secs(60), || {

@@ -70,6 +70,7 @@ impl TestWeb {
             accept_new_database: false,
             metrics_require_token: false,
             credentials: None,
+            auth: Default::default(),
         };
         adjust(&mut config);
         let web = Web::new(store, config).unwrap();
@@ -77,6 +78,7 @@ impl TestWeb {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
         web.seal_stored_api_tokens().await.unwrap();
+        web.write_main_team_auth().await.unwrap();
         // The node as the `web` command runs it: its loops beside the
         // server, both stopped by one token.
         let node = web.clone();

@@ -1,0 +1,308 @@
+//! Who a user is and what they may do: every user route asks here.
+//!
+//! A user's credential is `Authorization: Bearer` with either the admin
+//! token (bootstrap and automation: an admin) or a session token from
+//! logging in. A session names an identity; its roles are read from the
+//! teams' auth configs at each request, so a `set-team` takes effect at
+//! once. The decision is `hangar_core::tenancy::decide`; each route names
+//! its action with [`Allowed`], and the team comes from the route's path
+//! (`{team}`) or from the build it names (`{id}`).
+//!
+//! Wrong bearer tokens are counted per client address: past
+//! [`BEARER_FAILURES`] in a minute, that client's calls with an unknown
+//! token are answered 429 before any lookup.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+
+use axum::extract::{FromRequestParts, RawPathParams};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use hangar_api::credentials::{digest, same_secret};
+use hangar_core::login_limit::{Admission, LoginLimiter};
+use hangar_core::tenancy::{decide, Action, Caller, Denied, Identity, Role, Target, TeamAuth};
+
+use crate::error::ApiError;
+use crate::Web;
+
+/// Wrong bearer tokens one client may send in [`BEARER_WINDOW_MS`].
+pub(crate) const BEARER_FAILURES: u32 = 20;
+pub(crate) const BEARER_WINDOW_MS: i64 = 60_000;
+
+pub(crate) fn bearer_limiter() -> LoginLimiter {
+    LoginLimiter::new(BEARER_FAILURES, BEARER_WINDOW_MS, 10_000)
+}
+
+/// How a refusal reads over the API.
+pub(crate) fn refusal(denied: Denied, what: &str) -> ApiError {
+    match denied {
+        Denied::Unauthenticated => ApiError::unauthorized(
+            "not logged in: run `hangar login` (or send Authorization: Bearer <token>)",
+        ),
+        Denied::Forbidden(why) => ApiError::forbidden(why),
+        Denied::Hidden => ApiError::not_found(format!("{what} not found")),
+    }
+}
+
+/// Every team's roles for `who`, from the stored configs. A config that
+/// no longer reads gives nobody a role there (and says so in the log):
+/// failing closed beats guessing.
+pub(crate) async fn roles_of(
+    web: &Web,
+    who: &Identity,
+) -> Result<BTreeMap<String, Role>, ApiError> {
+    let mut roles = BTreeMap::new();
+    for team in web.store().team_auths().await? {
+        let auth = serde_json::from_str::<TeamAuth>(&team.auth)
+            .map_err(|e| e.to_string())
+            .and_then(|a| {
+                if a.0.is_empty() {
+                    return Ok(a);
+                }
+                a.validate().map(|()| a).map_err(|e| e.to_string())
+            });
+        match auth {
+            Ok(auth) => {
+                if let Some(role) = auth.role_of(who) {
+                    roles.insert(team.name, role);
+                }
+            }
+            Err(e) => {
+                tracing::error!(team = %team.name, error = %e, "a team's stored auth config does not read; it gives no role until set again");
+            }
+        }
+    }
+    Ok(roles)
+}
+
+/// The caller of a request: anonymous without credentials, an admin with
+/// the admin token, else the user of a live session.
+pub(crate) async fn caller_of(parts: &Parts, web: &Web) -> Result<Caller, ApiError> {
+    let Some(header) = parts.headers.get(AUTHORIZATION) else {
+        return Ok(Caller::Anonymous);
+    };
+    let token = header
+        .to_str()
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .ok_or_else(|| {
+            ApiError::unauthorized("malformed credentials: expected Authorization: Bearer <token>")
+        })?;
+    let cfg = web.config();
+    if same_secret(token.as_bytes(), cfg.admin_token.as_bytes()) {
+        return Ok(Caller::AdminToken);
+    }
+    if same_secret(token.as_bytes(), cfg.worker_key.as_bytes()) {
+        return Err(ApiError::forbidden(
+            "this needs a user's token or the admin token, not the worker key",
+        ));
+    }
+    session_caller(parts, web, token).await
+}
+
+/// The user whose session `token` is, counting a wrong token against the
+/// client's address.
+pub(crate) async fn session_caller(
+    parts: &Parts,
+    web: &Web,
+    token: &str,
+) -> Result<Caller, ApiError> {
+    let client = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
+        .unwrap_or_default();
+    let now = web.now();
+    if let Admission::Limited { retry_after_ms } = web.bearer_limit().admit(&client, now) {
+        return Err(ApiError::too_many_requests(format!(
+            "too many wrong tokens from this address; try again in {}",
+            hangar_core::lifecycle::human_ms(retry_after_ms)
+        )));
+    }
+    let idle = i64::try_from(web.config().auth.session_idle.as_millis()).unwrap_or(i64::MAX);
+    let session = if token.len() <= 256 {
+        web.store().live_session(&digest(token), idle, now).await?
+    } else {
+        None
+    };
+    let Some(s) = session else {
+        web.bearer_limit().failed(&client, now);
+        return Err(ApiError::unauthorized(
+            "invalid or expired credentials: log in again",
+        ));
+    };
+    let identity = Identity {
+        connector: s.connector,
+        user_id: s.user_id,
+        user_name: s.user_name,
+        groups: serde_json::from_str(&s.groups).unwrap_or_default(),
+    };
+    let roles = roles_of(web, &identity).await?;
+    Ok(Caller::User { identity, roles })
+}
+
+/// An action a route does, as a type (see [`Allowed`]).
+pub(crate) trait ActionOf {
+    const ACTION: Action;
+}
+
+macro_rules! markers {
+    ($($name:ident),* $(,)?) => {
+        /// One type per action, for [`Allowed`].
+        pub(crate) mod act {
+            $(
+                pub(crate) struct $name;
+                impl super::ActionOf for $name {
+                    const ACTION: hangar_core::tenancy::Action =
+                        hangar_core::tenancy::Action::$name;
+                }
+            )*
+        }
+    };
+}
+
+markers!(
+    GetUser,
+    Logout,
+    ListTeams,
+    GetTeam,
+    SetTeam,
+    RenameTeam,
+    DestroyTeam,
+    ListPipelines,
+    GetPipeline,
+    GetConfig,
+    SaveConfig,
+    DeletePipeline,
+    RenamePipeline,
+    PausePipeline,
+    UnpausePipeline,
+    ListJobs,
+    GetJob,
+    PauseJob,
+    UnpauseJob,
+    ListJobBuilds,
+    GetJobBuild,
+    CreateJobBuild,
+    ListJobInputs,
+    ListResources,
+    ListResourceVersions,
+    CheckResource,
+    CheckResourceType,
+    GetCheck,
+    GetPin,
+    PinResourceVersion,
+    UnpinResource,
+    EnableResourceVersion,
+    DisableResourceVersion,
+    ListBuilds,
+    GetBuild,
+    BuildEvents,
+    AbortBuild,
+    GetBuildArtifact,
+    ListWorkers,
+    GetWorker,
+    PruneWorker,
+    PruneStalledWorkers,
+    ListEvents,
+    ListVolumes,
+    GetVolume,
+    CreateVolume,
+    DestroyVolume,
+);
+
+/// A request whose caller may do `A`: the route's `{team}`, or the team of
+/// the build its `{id}` names, is the target; a pipeline read looks up
+/// whether the pipeline (or the build's job) is exposed when the caller
+/// has no role to read it anyway.
+pub(crate) struct Allowed<A>(pub Caller, PhantomData<A>);
+
+impl<A> Allowed<A> {
+    pub(crate) fn caller(&self) -> &Caller {
+        &self.0
+    }
+}
+
+impl<A: ActionOf + Send + Sync> FromRequestParts<Web> for Allowed<A> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, web: &Web) -> Result<Self, ApiError> {
+        let caller = caller_of(parts, web).await?;
+        let params = RawPathParams::from_request_parts(parts, web)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("path: {e}")))?;
+        let param = |key: &str| {
+            params
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.to_string())
+        };
+        let action = A::ACTION;
+        let mut team = param("team");
+        let mut exposed = false;
+        let mut what = "it".to_string();
+        if let Some(t) = &team {
+            hangar_core::names::validate_label(t)
+                .map_err(|e| ApiError::bad_request(format!("team: {e}")))?;
+        }
+        let reads_pipeline = action.access() == hangar_core::tenancy::Access::PipelineRead;
+        let may_read_anyway = |team: Option<&str>| {
+            team.is_some_and(|t| caller.role_on(t).is_some()) || caller.is_admin()
+        };
+        if let (Some(t), Some(name)) = (&team, param("name")) {
+            what = format!("pipeline {t}/{name}");
+            if reads_pipeline && !may_read_anyway(Some(t)) {
+                if let Ok(p) = web.store().pipeline(t, &name).await {
+                    exposed = web.store().exposed_pipeline_ids().await?.contains(&p.id);
+                }
+            }
+        } else if team.is_some() && action == Action::ListPipelines {
+            // The listing is filtered to what the caller may read.
+            exposed = true;
+        }
+        if let Some(id) = param("id").and_then(|id| id.parse::<i64>().ok()) {
+            what = format!("build {id}");
+            if !caller.is_admin() {
+                let build = web.store().get_build(id).await?;
+                team = build.and_then(|b| b.team);
+                if reads_pipeline && !may_read_anyway(team.as_deref()) {
+                    exposed = match web.store().build_exposure(id).await? {
+                        Some(e) => crate::dashboard::build_is_public(&e),
+                        None => false,
+                    };
+                }
+                if team.is_none() {
+                    // A build of no team (or none at all) is the admins'.
+                    return Err(refusal(
+                        match caller {
+                            Caller::Anonymous => Denied::Unauthenticated,
+                            _ => Denied::Hidden,
+                        },
+                        &what,
+                    ));
+                }
+            }
+        }
+        let target = Target {
+            team: team.as_deref(),
+            exposed,
+        };
+        decide(&caller, action, target).map_err(|d| refusal(d, &what))?;
+        Ok(Allowed(caller, PhantomData))
+    }
+}
+
+/// The caller of a route that learns its team from its body or query,
+/// and so checks with [`authorize`] once it has read it.
+pub(crate) struct CallerOf(pub Caller);
+
+impl FromRequestParts<Web> for CallerOf {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, web: &Web) -> Result<Self, ApiError> {
+        Ok(CallerOf(caller_of(parts, web).await?))
+    }
+}
+
+/// Checks an action whose team a route learns from its body or query.
+pub(crate) fn authorize(caller: &Caller, action: Action, team: &str) -> Result<(), ApiError> {
+    decide(caller, action, Target::team(team)).map_err(|d| refusal(d, &format!("team {team}")))
+}
