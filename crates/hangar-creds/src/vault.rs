@@ -238,11 +238,17 @@ impl Api {
     }
 }
 
-/// reqwest's error without its URL (the message says the path already).
+/// reqwest's error without its URL (the message says the path already),
+/// with its causes (a certificate refused says so only there).
 fn without_url(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     if let Some(url) = e.url() {
         text = text.replace(&format!(" for url ({url})"), "");
+    }
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
     }
     text
 }

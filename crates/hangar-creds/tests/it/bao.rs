@@ -10,6 +10,8 @@ use serde_json::{json, Value};
 pub(crate) struct Bao {
     pub(crate) url: String,
     pub(crate) root: String,
+    /// The CA of a TLS server (`-dev-tls`).
+    pub(crate) ca: Option<std::path::PathBuf>,
     http: reqwest::Client,
     _child: tokio::process::Child,
     _home: tempfile::TempDir,
@@ -34,17 +36,27 @@ fn random_token(home: &std::path::Path) -> String {
 
 impl Bao {
     pub(crate) async fn start() -> Bao {
+        Bao::start_with(false).await
+    }
+
+    /// With `tls`, on https with a CA of its own (`ca`).
+    pub(crate) async fn start_with(tls: bool) -> Bao {
         let home = tempfile::tempdir().unwrap();
         let root = random_token(home.path());
         let port = free_port();
         let log = std::fs::File::create(home.path().join("bao.log")).unwrap();
+        let mut args = vec![
+            "server".to_string(),
+            "-dev".to_string(),
+            format!("-dev-root-token-id={root}"),
+            format!("-dev-listen-address=127.0.0.1:{port}"),
+        ];
+        if tls {
+            args.push("-dev-tls".into());
+            args.push(format!("-dev-tls-cert-dir={}", home.path().display()));
+        }
         let child = tokio::process::Command::new("bao")
-            .args([
-                "server",
-                "-dev",
-                &format!("-dev-root-token-id={root}"),
-                &format!("-dev-listen-address=127.0.0.1:{port}"),
-            ])
+            .args(&args)
             // The dev server writes its token to ~/.vault-token.
             .env("HOME", home.path())
             .stdin(Stdio::null())
@@ -53,15 +65,33 @@ impl Bao {
             .kill_on_drop(true)
             .spawn()
             .expect("`bao` (OpenBao) is not on PATH: run scripts/install-deps");
-        let bao = Bao {
-            url: format!("http://127.0.0.1:{port}"),
+        let scheme = if tls { "https" } else { "http" };
+        let mut bao = Bao {
+            url: format!("{scheme}://127.0.0.1:{port}"),
             root,
+            ca: tls.then(|| home.path().join("vault-ca.pem")),
             http: reqwest::Client::new(),
             _child: child,
             _home: home,
         };
         let until = Instant::now() + Duration::from_secs(30);
+        let mut trusted = !tls;
         loop {
+            // The CA is written as the server starts.
+            if let Some(pem) = bao
+                .ca
+                .as_ref()
+                .filter(|_| !trusted)
+                .and_then(|p| std::fs::read(p).ok())
+            {
+                if let Ok(cert) = reqwest::Certificate::from_pem(&pem) {
+                    bao.http = reqwest::Client::builder()
+                        .add_root_certificate(cert)
+                        .build()
+                        .unwrap();
+                    trusted = true;
+                }
+            }
             let health = bao
                 .http
                 .get(format!("{}/v1/sys/health", bao.url))
@@ -80,10 +110,24 @@ impl Bao {
 
     /// One call with the root token; panics unless Vault says yes.
     pub(crate) async fn api(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        self.api_in(None, method, path, body).await
+    }
+
+    /// [`Bao::api`] in `namespace`.
+    pub(crate) async fn api_in(
+        &self,
+        namespace: Option<&str>,
+        method: reqwest::Method,
+        path: &str,
+        body: Value,
+    ) -> Value {
         let mut request = self
             .http
             .request(method.clone(), format!("{}/v1/{path}", self.url))
             .header("X-Vault-Token", &self.root);
+        if let Some(ns) = namespace {
+            request = request.header("X-Vault-Namespace", ns);
+        }
         if method != reqwest::Method::GET {
             request = request.json(&body);
         }

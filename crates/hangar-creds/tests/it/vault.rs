@@ -187,6 +187,72 @@ async fn a_var_in_no_path_a_deleted_kv2_secret_and_an_unmounted_prefix_are_undef
 }
 
 #[tokio::test]
+async fn reads_go_to_the_configured_namespace() {
+    let bao = Bao::start().await;
+    bao.post("sys/namespaces/team-ns", json!({})).await;
+    let ns = Some("team-ns");
+    bao.api_in(
+        ns,
+        reqwest::Method::POST,
+        "sys/mounts/concourse",
+        json!({"type": "kv", "options": {"version": "2"}}),
+    )
+    .await;
+    bao.api_in(
+        ns,
+        reqwest::Method::POST,
+        "concourse/data/main/token",
+        json!({"data": {"value": "in-namespace"}}),
+    )
+    .await;
+    let mut config = VaultConfig::new(&bao.url, Auth::Token(bao.root.clone()));
+    config.namespace = Some("team-ns".into());
+    let c = creds(&start(config));
+    assert_eq!(
+        get(&c, json!("((token))"), "main", None).await.unwrap(),
+        json!("in-namespace")
+    );
+    // The root namespace has no such mount.
+    let c = creds(&start(VaultConfig::new(
+        &bao.url,
+        Auth::Token(bao.root.clone()),
+    )));
+    assert_eq!(
+        get(&c, json!("((token))"), "main", None).await.unwrap_err(),
+        "undefined vars: token"
+    );
+}
+
+#[tokio::test]
+async fn a_tls_vault_is_trusted_through_the_given_ca_and_refused_without_it() {
+    let bao = Bao::start_with(true).await;
+    assert!(bao.url.starts_with("https://"));
+    bao.mount_kv("concourse", 1).await;
+    bao.post("concourse/main/token", json!({"value": "over-tls"}))
+        .await;
+    let mut config = VaultConfig::new(&bao.url, Auth::Token(bao.root.clone()));
+    config.ca_cert = bao.ca.clone();
+    let c = creds(&start(config));
+    assert_eq!(
+        get(&c, json!("((token))"), "main", None).await.unwrap(),
+        json!("over-tls")
+    );
+    let c = creds(&start(VaultConfig::new(
+        &bao.url,
+        Auth::Token(bao.root.clone()),
+    )));
+    let err = c
+        .resolve(&json!("((token))"), "main", None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, CredsError::Backend(m)
+            if m.contains("cannot reach Vault") && m.contains("certificate")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn a_refused_token_is_an_error_never_an_undefined_var() {
     let bao = Bao::start().await;
     bao.mount_kv("concourse", 1).await;
