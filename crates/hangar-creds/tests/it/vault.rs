@@ -112,6 +112,24 @@ async fn a_kv2_secret_is_read_at_the_team_path_when_the_pipeline_path_has_none()
         .unwrap(),
         json!({"u": "admin", "p": 5432, "all": {"user": "admin", "password": "pw", "port": 5432}, "t": "v2-pipe"})
     );
+    // A token whose policy names only the v2 data paths (the usual policy
+    // for a KV v2 mount) may still ask which mount holds a path.
+    bao.read_policy("v2-data", &["ci/data/*"]).await;
+    let token = bao
+        .post("auth/token/create", json!({"policies": ["v2-data"]}))
+        .await["auth"]["client_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut config = VaultConfig::new(&bao.url, Auth::Token(token));
+    config.path_prefix = "/ci".into();
+    let c = creds(&start(config));
+    assert_eq!(
+        get(&c, json!("((db.user))"), "main", Some("deploy"))
+            .await
+            .unwrap(),
+        json!("admin")
+    );
 }
 
 #[tokio::test]
@@ -176,6 +194,14 @@ async fn a_var_in_no_path_a_deleted_kv2_secret_and_an_unmounted_prefix_are_undef
             .await
             .unwrap_err(),
         "undefined vars: gone, nowhere"
+    );
+    // The same mount's live secret is found: the deleted one is absent for
+    // being deleted.
+    bao.post("concourse/data/main/kept", json!({"data": {"value": "k"}}))
+        .await;
+    assert_eq!(
+        get(&c, json!("((kept))"), "main", Some("p")).await.unwrap(),
+        json!("k")
     );
     let mut config = VaultConfig::new(&bao.url, Auth::Token(bao.root.clone()));
     config.path_prefix = "/not-mounted".into();
