@@ -4,6 +4,7 @@
 //!
 //! - [`kube::KubeSecrets`]: Kubernetes secrets, through the API server.
 //! - [`dir::DirSecrets`]: a directory of files, for single-node installs.
+//! - [`vault::VaultSecrets`]: Vault's (or OpenBao's) KV v1 and v2 secrets.
 //!
 //! [`Credentials::resolve`] looks up every var of a value and returns what it
 //! found, to interpolate with `hangar_core::vars::interpolate_with` and to
@@ -15,6 +16,7 @@
 pub mod cache;
 pub mod dir;
 pub mod kube;
+pub mod vault;
 
 use std::collections::BTreeMap;
 
@@ -36,18 +38,20 @@ pub enum CredsError {
     Backend(String),
 }
 
-/// What a backend found for one candidate: a Kubernetes secret's data, or a
-/// file's text.
+/// What a backend found for one candidate: a Kubernetes secret's data, a
+/// file's text, or a Vault secret's data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
     Secret(BTreeMap<String, String>),
     File(String),
+    Vault(serde_json::Map<String, Value>),
 }
 
 /// One credential manager of web (Concourse has one at a time too).
 pub enum Manager {
     Kubernetes(kube::KubeSecrets),
     Dir(dir::DirSecrets),
+    Vault(vault::VaultSecrets),
 }
 
 /// A manager and its cache.
@@ -79,6 +83,7 @@ impl Credentials {
                 k.namespace_prefix()
             ),
             Manager::Dir(d) => format!("files under {}", d.root().display()),
+            Manager::Vault(v) => format!("Vault at {} under /{}", v.url(), v.lookup().prefix()),
         }
     }
 
@@ -111,6 +116,9 @@ impl Credentials {
                 None => continue,
                 Some(Found::Secret(data)) => hangar_core::vars::credentials::kube_value(data, r),
                 Some(Found::File(text)) => hangar_core::vars::credentials::file_value(text, r),
+                Some(Found::Vault(data)) => {
+                    hangar_core::vars::credentials::vault::secret_value(data, r)
+                }
             };
             // A missing field is reported with the undefined vars, at once.
             match value {
@@ -163,6 +171,27 @@ impl Credentials {
                         Some(hit) => hit,
                         None => {
                             let got = d.read(&segments, name).await?.map(Found::File);
+                            self.cache.put(&key, got.clone());
+                            got
+                        }
+                    };
+                    if found.is_some() {
+                        return Ok(found);
+                    }
+                }
+                Ok(None)
+            }
+            Manager::Vault(v) => {
+                let candidates = v
+                    .lookup()
+                    .candidates(team, pipeline, name)
+                    .map_err(CredsError::Invalid)?;
+                for path in candidates {
+                    let key = format!("vault:{path}");
+                    let found = match self.cache.get(&key) {
+                        Some(hit) => hit,
+                        None => {
+                            let got = v.read(&path, name).await?.map(Found::Vault);
                             self.cache.put(&key, got.clone());
                             got
                         }

@@ -2,8 +2,9 @@
 //! finds: Concourse's rules, with no I/O (the backends are in
 //! `hangar-creds`).
 //!
-//! - Path-style managers (Concourse's Vault, and hangar's directory of
-//!   files) try `<prefix>/<team>/<pipeline>/<name>` then
+//! - Vault: see [`vault`] (lookup templates, KV v1 and v2).
+//! - Path-style managers (Concourse's Vault with its default templates,
+//!   and hangar's directory of files) try `<prefix>/<team>/<pipeline>/<name>` then
 //!   `<prefix>/<team>/<name>`; a build with no pipeline only the second.
 //! - Kubernetes tries, in namespace `<namespace-prefix><team>` (default
 //!   prefix `concourse-`), secret `<pipeline>.<name>` then `<name>`. A
@@ -20,6 +21,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::{take_fields, Lookup, VarLookup, VarRef};
+
+pub mod vault;
 
 /// Concourse's default Kubernetes namespace prefix.
 pub const DEFAULT_NAMESPACE_PREFIX: &str = "concourse-";

@@ -2,8 +2,9 @@
 //!
 //! hangar has one var source type, Concourse's `dummy` (its vars are given
 //! in its config: `config: {vars: {name: value}}`). Concourse's other
-//! types (`vault`, `ssm`, `secretsmanager`, `idtoken`) need backends hangar
-//! does not have; a pipeline naming one is refused when it is set, never
+//! types (`vault`, `ssm`, `secretsmanager`, `idtoken`) are not resolved per
+//! pipeline (Vault is read only as web's credential manager, `hangar web
+//! --vault-url`); a pipeline naming one is refused when it is set, never
 //! accepted and then left unresolved.
 //!
 //! A var source's config may use another's vars (`((other:name))`); sources
@@ -50,10 +51,11 @@ pub fn check_type(source_type: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "var source type {:?} is not supported by hangar: it has no vault, ssm, \
-             secretsmanager or idtoken backend (Concourse has); only dummy var sources are \
-             resolved, and `hangar web --credentials-kubernetes` or `--credentials-dir` \
-             serve ((vars)) without a source",
+            "var source type {:?} is not supported by hangar: only dummy var sources are \
+             resolved (hangar has no ssm, secretsmanager or idtoken backend, and reads Vault \
+             only as web's credential manager, not per pipeline); `hangar web --vault-url`, \
+             `--credentials-kubernetes` or `--credentials-dir` serve ((vars)) without a \
+             source",
             crate::names::shorten(source_type)
         ))
     }

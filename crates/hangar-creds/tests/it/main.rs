@@ -2,5 +2,8 @@
 //! built as one test binary: linking a binary per file cost more build
 //! time than the tests take to run.
 
+mod bao;
 mod dir;
 mod kube;
+mod vault;
+mod vault_hostile;

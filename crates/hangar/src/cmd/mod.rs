@@ -14,6 +14,7 @@ pub(crate) mod quickstart;
 pub(crate) mod resource_type;
 pub(crate) mod set_pipeline;
 mod upload_files;
+mod vault_flags;
 pub(crate) mod volumes;
 pub(crate) mod watch;
 pub(crate) mod web;

@@ -285,6 +285,10 @@ pub(crate) struct CredentialFlags {
     /// secrets are kept at most 10s.
     #[arg(long, env = "HANGAR_CREDENTIALS_CACHE_TTL", default_value = "0s", value_parser = duration::parse)]
     pub credentials_cache_ttl: Duration,
+    // Boxed: the flags are many, and `Command`'s variants stay close in
+    // size.
+    #[command(flatten)]
+    pub vault: Box<super::vault_flags::VaultFlags>,
 }
 
 impl CredentialFlags {
@@ -315,6 +319,8 @@ impl CredentialFlags {
             )
         } else if let Some(dir) = &self.credentials_dir {
             Manager::Dir(DirSecrets::new(dir)?)
+        } else if let Some(vault) = self.vault.open()? {
+            Manager::Vault(vault)
         } else {
             return Ok(None);
         };

@@ -47,6 +47,7 @@ mod e2e_resource_types_needs_root;
 mod e2e_task_files;
 mod e2e_task_images_needs_root;
 mod e2e_time_resource;
+mod e2e_vault;
 mod e2e_volumes;
 mod e2e_web_nodes;
 mod e2e_work_dir_artifacts;

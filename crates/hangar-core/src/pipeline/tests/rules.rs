@@ -230,14 +230,14 @@ fn broken_configs_are_refused_with_every_problem_named() {
             &[
                 "var_sources: var_sources[0] and var_sources[1] have the same name ('v')",
                 "var_sources.v: unknown credential manager type: conjur (a pipeline takes vault, dummy, ssm, secretsmanager, idtoken)",
-                "var_sources.v: var source type \"vault\" is not supported by hangar: it has no vault, ssm, secretsmanager or idtoken backend (Concourse has); only dummy var sources are resolved, and `hangar web --credentials-kubernetes` or `--credentials-dir` serve ((vars)) without a source",
+                "var_sources.v: var source type \"vault\" is not supported by hangar: only dummy var sources are resolved (hangar has no ssm, secretsmanager or idtoken backend, and reads Vault only as web's credential manager, not per pipeline); `hangar web --vault-url`, `--credentials-kubernetes` or `--credentials-dir` serve ((vars)) without a source",
                 "var_sources.v.config: expected the credential manager's config (a mapping), got a number",
             ],
         ),
         (
             "var_sources: [{name: v, type: ssm, config: {region: x}}, {name: d, type: dummy, config: {vars: {a: b}, path: x}}, {name: e, type: dummy, config: {vars: [a]}}]\nresources: [{name: r, type: git}]\njobs:\n- name: j\n  plan: [{get: r}]\n",
             &[
-                "var_sources.v: var source type \"ssm\" is not supported by hangar: it has no vault, ssm, secretsmanager or idtoken backend (Concourse has); only dummy var sources are resolved, and `hangar web --credentials-kubernetes` or `--credentials-dir` serve ((vars)) without a source",
+                "var_sources.v: var source type \"ssm\" is not supported by hangar: only dummy var sources are resolved (hangar has no ssm, secretsmanager or idtoken backend, and reads Vault only as web's credential manager, not per pipeline); `hangar web --vault-url`, `--credentials-kubernetes` or `--credentials-dir` serve ((vars)) without a source",
                 "var_sources.d.config: unknown field \"path\" of a dummy var source (it takes only `vars`)",
                 "var_sources.e.config: `vars` of a dummy var source must be a mapping",
             ],
