@@ -38,6 +38,9 @@ pub(crate) struct BuildContext {
     pub local_vars: Mutex<LocalVars>,
     /// The team and pipeline of a job build (none for the plan API's).
     pub pipeline: Option<(String, String)>,
+    /// The build's team: its pipeline's, or the one a build of the plan API
+    /// was made in.
+    pub team: String,
     /// The job of a job build, under which its versions are recorded.
     pub job_build: Option<hangar_store::BuildJob>,
     /// The claim this run holds the build under: every write to the build
@@ -110,6 +113,7 @@ impl BuildContext {
             secrets: Default::default(),
             local_vars: Default::default(),
             pipeline: None,
+            team: crate::secrets::BUILD_TEAM.into(),
             job_build: None,
             stop,
             action_output: Default::default(),

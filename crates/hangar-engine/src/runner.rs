@@ -177,10 +177,16 @@ async fn run_plan(
     // The stored plan keeps its `((vars))`: they are read again here, on
     // the node that runs the build, and kept in memory only. A job build's
     // are looked up under its pipeline first.
-    let scope = pipeline.as_ref().map(|(t, p)| (t.as_str(), p.as_str()));
+    // A one-off build's are its own team's.
+    let team = pipeline
+        .as_ref()
+        .map(|(t, _)| t.clone())
+        .or_else(|| build.team.clone())
+        .unwrap_or_else(|| crate::secrets::BUILD_TEAM.to_string());
     let (stored, secrets) = match engine.credentials() {
         Some(credentials) => {
-            match crate::secrets::resolve_plan(credentials, &stored, scope).await {
+            let scope = pipeline.as_ref().map(|(_, p)| p.as_str());
+            match crate::secrets::resolve_plan(credentials, &stored, &team, scope).await {
                 Ok(resolved) => resolved,
                 Err(e) => return Ok(invalid(format!("cannot resolve the plan's vars: {e}"))),
             }
@@ -240,6 +246,7 @@ async fn run_plan(
         secrets: Mutex::new(secrets),
         local_vars: Mutex::new(Default::default()),
         pipeline,
+        team,
         job_build,
         lease_token: build.lease_token,
         stop,

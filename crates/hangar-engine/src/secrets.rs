@@ -10,8 +10,8 @@ use hangar_core::vars::interpolate_keeping_local;
 use hangar_core::vars::redact::Secrets;
 use serde_json::Value;
 
-/// The team builds created through the plan API belong to (hangar has one
-/// team; Concourse's is `main` too).
+/// The team a build of the plan API belongs to when it names none (and
+/// builds made before builds had teams).
 pub const BUILD_TEAM: &str = "main";
 
 /// The longest the vars of one plan may take to resolve (each request has
@@ -19,25 +19,20 @@ pub const BUILD_TEAM: &str = "main";
 pub const RESOLVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// `plan` with every var read from `credentials`, and the values to
-/// redact. A job build's vars (`pipeline`: its team and pipeline reference) are
-/// looked up under the pipeline first, then the team, as Concourse's; a
-/// build of the plan API has no pipeline and reads team `main`'s paths
+/// redact. A job build's vars (`pipeline`: its pipeline reference) are
+/// looked up under the pipeline first, then its team, as Concourse's; a
+/// build of the plan API has no pipeline and reads its own team's paths
 /// only. An error names every var that could not be resolved, or why the
 /// manager could not answer.
 pub async fn resolve_plan(
     credentials: &hangar_creds::Credentials,
     plan: &Value,
-    pipeline: Option<(&str, &str)>,
+    team: &str,
+    pipeline: Option<&str>,
 ) -> Result<(Value, Secrets), PlanVarsError> {
     // An instance's secrets are its group's, as in Concourse: the paths
     // hold the pipeline's name, not its instance vars.
-    let (team, pipeline) = match pipeline {
-        Some((team, pipeline)) => (
-            team,
-            Some(pipeline.split_once('/').map_or(pipeline, |(name, _)| name)),
-        ),
-        None => (BUILD_TEAM, None),
-    };
+    let pipeline = pipeline.map(|p| p.split_once('/').map_or(p, |(name, _)| name));
     if hangar_core::vars::find_unresolved_except_local(plan).is_empty() {
         return Ok((plan.clone(), Secrets::default()));
     }

@@ -17,7 +17,6 @@ use hangar_store::{Created, StoreError};
 
 use crate::artifact_files::read_all;
 use crate::context::{give_up, succeed, BuildContext, Interrupted, StepEnd};
-use crate::secrets::BUILD_TEAM;
 
 /// The most config errors written to the build log (all are counted).
 const MAX_ERRORS_SHOWN: usize = 20;
@@ -180,10 +179,7 @@ pub(crate) async fn run(
 /// The team and pipeline (its reference: an instance's carries its vars)
 /// the step sets, or why it may not.
 fn target(ctx: &BuildContext, step: &SetPipelineStep) -> Result<(String, String), String> {
-    let own_team = ctx
-        .pipeline
-        .as_ref()
-        .map_or(BUILD_TEAM, |(team, _)| team.as_str());
+    let own_team = ctx.team.as_str();
     if let Some(team) = &step.team {
         if step.is_self() {
             return Err(

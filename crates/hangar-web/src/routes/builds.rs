@@ -125,12 +125,12 @@ fn uses_local_vars(step: &Step) -> bool {
 /// pipeline of a job build (its vars are looked up under the pipeline
 /// first, and its gets and puts name their resources); none for the plan
 /// API, whose steps may not name a pipeline resource.
-async fn validate(web: &Web, req: &CreateBuild) -> Result<(), ApiError> {
+async fn validate(web: &Web, req: &CreateBuild, team: &str) -> Result<(), ApiError> {
     if let Some(name) = &req.name {
         validate_label(name).map_err(|e| ApiError::bad_request(format!("name: {e}")))?;
     }
     let stored = stored_plan(&req.plan, &req.resource_types);
-    validate_stored(web, &stored, &req.artifacts, None).await
+    validate_stored(web, &stored, &req.artifacts, team, None).await
 }
 
 /// Checks a plan as it is stored (steps and resource types) with the
@@ -140,7 +140,8 @@ pub(super) async fn validate_stored(
     web: &Web,
     stored: &serde_json::Value,
     artifacts: &BTreeMap<String, String>,
-    pipeline: Option<(&str, &str)>,
+    team: &str,
+    pipeline: Option<&str>,
 ) -> Result<(), ApiError> {
     // With a credential manager, the plan is checked as it will run: its
     // vars resolved now (an unresolved one refuses the build, named). The
@@ -150,7 +151,7 @@ pub(super) async fn validate_stored(
     let resolved;
     let stored = match web.engine().credentials() {
         Some(credentials) => {
-            match hangar_engine::resolve_plan(credentials, stored, pipeline).await {
+            match hangar_engine::resolve_plan(credentials, stored, team, pipeline).await {
                 Ok((r, _)) => {
                     resolved = r;
                     &resolved
@@ -222,7 +223,7 @@ pub(super) async fn create(
     if web.store().team(&team).await?.is_none() {
         return Err(ApiError::not_found(format!("team {team} not found")));
     }
-    validate(&web, &req).await?;
+    validate(&web, &req, &team).await?;
     let name = req.name.clone().unwrap_or_else(|| "one-off".into());
     let artifacts =
         serde_json::to_string(&req.artifacts).map_err(|e| ApiError::bad_request(e.to_string()))?;

@@ -165,7 +165,7 @@ async fn expected_token(
         tracing::warn!(%team, %pipeline, "a webhook_token holds a ((var)) and this web node has no credential manager");
         return Ok(String::new());
     };
-    match hangar_engine::resolve_plan(credentials, &value, Some((team, pipeline))).await {
+    match hangar_engine::resolve_plan(credentials, &value, team, Some(pipeline)).await {
         Ok((Value::String(token), _)) => Ok(token),
         Ok(_) => Ok(String::new()),
         Err(hangar_engine::PlanVarsError::Refused(why)) => {

@@ -68,7 +68,8 @@ pub(super) async fn trigger(
         &web,
         &planned.stored,
         &Default::default(),
-        Some((&team, &pipeline)),
+        &team,
+        Some(&pipeline),
     )
     .await
     .map_err(|mut e| {

@@ -229,7 +229,58 @@ async fn a_job_trigger_looks_up_the_pipeline_s_secret_then_the_team_s(store: Sto
     t.stop().await;
 }
 
+/// A one-off build reads its own team's secrets: team `a`'s build finds
+/// `concourse-a/token`, the same plan in team `main` finds nothing.
+async fn a_one_off_build_reads_its_own_team_s_secrets_and_no_other_s(store: Store) {
+    let answers: Answers = Arc::default();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    answers.lock().unwrap().extend([(
+        "concourse-a/token".to_string(),
+        (StatusCode::OK, data(SECRET)),
+    )]);
+    let api = fake_api(answers, seen.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "sa-token").unwrap();
+    let kube = KubeSecrets::new(&api, &token, None, "concourse-").unwrap();
+    let credentials = Arc::new(Credentials::new(Manager::Kubernetes(kube), Cache::off()));
+    let t = TestWeb::start_with(store, |c| c.credentials = Some(credentials)).await;
+    let set = t
+        .raw
+        .put(format!("{}/api/v1/teams/a", t.url))
+        .bearer_auth(crate::common::ADMIN)
+        .json(&json!({"auth": {"owner": {"users": ["local:alice"]}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(set.status(), reqwest::StatusCode::CREATED);
+    let mut in_a = create(json!({"A": "((token))"}));
+    in_a.team = Some("a".into());
+    let build = t.admin.create_build(&in_a).await.unwrap();
+    assert_eq!(build.status.to_string(), "pending");
+    match t
+        .admin
+        .create_build(&create(json!({"A": "((token))"})))
+        .await
+    {
+        Err(ClientError::Api { message, .. }) => {
+            assert_eq!(
+                message,
+                "plan: cannot resolve its vars: undefined vars: token"
+            )
+        }
+        other => panic!("team main read team a's secret: {other:?}"),
+    }
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().any(|p| p.contains("concourse-main")),
+        "{seen:?}"
+    );
+    t.stop().await;
+}
+
 on_both_databases!(
+    a_one_off_build_reads_its_own_team_s_secrets_and_no_other_s,
     vars_are_resolved_at_creation_and_never_stored,
     a_job_trigger_looks_up_the_pipeline_s_secret_then_the_team_s,
 );

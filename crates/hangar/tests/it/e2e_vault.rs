@@ -104,6 +104,7 @@ fn plan(params: serde_json::Value, script: &str) -> CreateBuild {
             "run": {"path": "sh", "args": ["-c", script]}
         }}]),
         artifacts: Default::default(),
+        team: None,
     }
 }
 
