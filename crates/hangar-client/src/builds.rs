@@ -74,6 +74,9 @@ impl Client {
         let mut url = self.url(&["artifacts"]);
         {
             let mut q = url.query_pairs_mut();
+            if let Some(team) = &self.team {
+                q.append_pair("team", team);
+            }
             match worker {
                 Some(w) => {
                     q.append_pair("worker", w);

@@ -14,6 +14,7 @@ mod checks;
 mod pins;
 mod pipelines;
 mod resource_api;
+mod teams;
 mod worker_api;
 pub use body_reader::{blocking_body_reader, BlockingBodyReader};
 pub use checks::Checked;
@@ -76,6 +77,8 @@ pub struct Client {
     http: reqwest::Client,
     /// For uploads and downloads: a whole-request timeout would cut them.
     streaming: reqwest::Client,
+    /// The team uploads are for (web's default, main, when none).
+    team: Option<String>,
 }
 
 impl Client {
@@ -113,6 +116,7 @@ impl Client {
             token: token.to_string(),
             http,
             streaming,
+            team: None,
         })
     }
 
@@ -125,13 +129,31 @@ impl Client {
         }
     }
 
+    /// The same client uploading artifacts for `team`.
+    pub fn in_team(&self, team: &str) -> Client {
+        Client {
+            team: Some(team.to_string()),
+            ..self.clone()
+        }
+    }
+
     pub fn base_url(&self) -> &Url {
         &self.base
     }
 
     /// A request with credentials and no timeout on the whole body (streams).
     pub(crate) fn raw_request(&self, method: Method, url: Url) -> reqwest::RequestBuilder {
-        self.streaming.request(method, url).bearer_auth(&self.token)
+        self.authorized(self.streaming.request(method, url))
+    }
+
+    /// The request with this client's credential; a client without one
+    /// (logging in) sends none, so web sees an anonymous caller.
+    fn authorized(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        if self.token.is_empty() {
+            req
+        } else {
+            req.bearer_auth(&self.token)
+        }
     }
 
     /// The URL of an API route; every segment is percent-encoded.
@@ -156,10 +178,7 @@ impl Client {
         url: Url,
         body: Option<&B>,
     ) -> Result<T, ClientError> {
-        let mut req = self
-            .http
-            .request(method, url.clone())
-            .bearer_auth(&self.token);
+        let mut req = self.authorized(self.http.request(method, url.clone()));
         if let Some(body) = body {
             req = req.json(body);
         }

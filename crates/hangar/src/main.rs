@@ -7,6 +7,7 @@
 mod cmd;
 mod duration;
 mod format;
+mod rc;
 mod secrets;
 mod signals;
 mod target;
@@ -20,6 +21,9 @@ use clap::{Parser, Subcommand};
     about = "A CI build runtime that keeps its picture of the fleet true"
 )]
 struct Cli {
+    /// The saved target to talk to (`hangar -t NAME login -c URL` saves one).
+    #[arg(short = 't', long = "target", global = true, env = "HANGAR_TARGET")]
+    target: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -35,6 +39,24 @@ struct NotBuilt {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Log in to web as a local user and save the target (-t NAME).
+    Login(cmd::login::LoginArgs),
+    /// End the target's session at web and forget its token.
+    Logout(cmd::login::LogoutArgs),
+    /// List the saved targets.
+    Targets(cmd::login::TargetsArgs),
+    /// Who the target's token logs in as, and their roles.
+    Userinfo(cmd::login::UserinfoArgs),
+    /// Whether the target's login is still good (exit 0 when it is).
+    Status(cmd::login::StatusArgs),
+    /// Set a team's auth: its owners, or Concourse's roles file.
+    SetTeam(cmd::teams::SetTeamArgs),
+    /// List the teams the caller has a role on.
+    Teams(cmd::teams::TeamsArgs),
+    /// Rename a team.
+    RenameTeam(cmd::teams::RenameTeamArgs),
+    /// Destroy a team with its pipelines and builds (admins only).
+    DestroyTeam(cmd::teams::DestroyTeamArgs),
     /// Start web and workers on SQLite in one process: no other setup.
     Quickstart(cmd::quickstart::Args),
     /// Run a web node: the API, the database and the lifecycle loop.
@@ -129,6 +151,12 @@ enum Command {
 #[allow(clippy::print_stderr)]
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(name) = cli.target {
+        if let Err(e) = target::select(name) {
+            eprintln!("error: {e:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
     // A resource type's action is synchronous and may start an async
     // runtime of its own (registry-image), which cannot be done on a thread
     // that drives one: it runs before this process starts any.
@@ -148,6 +176,15 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async move {
         match command {
+            Command::Login(args) => cmd::login::login(args).await,
+            Command::Logout(args) => cmd::login::logout(args).await,
+            Command::Targets(args) => cmd::login::targets(args).await,
+            Command::Userinfo(args) => cmd::login::userinfo(args).await,
+            Command::Status(args) => cmd::login::status(args).await,
+            Command::SetTeam(args) => cmd::teams::set_team(args).await,
+            Command::Teams(args) => cmd::teams::teams(args).await,
+            Command::RenameTeam(args) => cmd::teams::rename_team(args).await,
+            Command::DestroyTeam(args) => cmd::teams::destroy_team(args).await,
             Command::Quickstart(args) => cmd::quickstart::run(args).await,
             Command::Web(args) => cmd::web::run(args).await,
             Command::Worker(args) => cmd::worker::run(args).await,

@@ -16,9 +16,9 @@ pub(crate) struct Args {
     /// Only the builds of this job: PIPELINE/JOB (an instance: NAME/KEY:VALUE,…/JOB).
     #[arg(short = 'j', long = "job")]
     pub job: Option<String>,
-    /// The team owning the job's pipeline.
-    #[arg(long, env = "HANGAR_TEAM", default_value = "main")]
-    pub team: String,
+    /// The team owning the job's pipeline. Default: the target\'s, else main.
+    #[arg(long, env = "HANGAR_TEAM")]
+    pub team: Option<String>,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -27,7 +27,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(job) => {
             let (pipeline, job) = crate::cmd::pipelines::split_flag("job", job)?;
             client
-                .job_builds(&args.team, &pipeline, &job, args.limit)
+                .job_builds(
+                    &args.target.team(args.team.as_deref())?,
+                    &pipeline,
+                    &job,
+                    args.limit,
+                )
                 .await?
         }
         None => client.builds(args.limit).await?,

@@ -161,7 +161,7 @@ async fn run(
 ) -> anyhow::Result<ExitCode> {
     let client = team.target.client()?;
     let asked = client
-        .request_check(&team.team, pipeline, what, name, &request)
+        .request_check(&team.name()?, pipeline, what, name, &request)
         .await?;
     println!("checking {pipeline}/{name}");
     if no_wait {
@@ -174,7 +174,7 @@ async fn run(
     let mut since = (Stand::Waiting(None), tokio::time::Instant::now());
     let status: CheckStatus = loop {
         let status = client
-            .check_status(&team.team, pipeline, what, name)
+            .check_status(&team.name()?, pipeline, what, name)
             .await?;
         let now = stand(&status, asked.requested_at);
         match &now {

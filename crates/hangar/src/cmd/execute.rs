@@ -55,9 +55,10 @@ pub(crate) struct Args {
     /// at the version a trigger of the job would fetch now.
     #[arg(short = 'j', long = "inputs-from", value_name = "PIPELINE/JOB")]
     pub inputs_from: Option<String>,
-    /// The team of --inputs-from's pipeline.
-    #[arg(long, env = "HANGAR_TEAM", default_value = "main")]
-    pub team: String,
+    /// The team the build runs in (and of --inputs-from's pipeline).
+    /// Default: the target's, else main.
+    #[arg(long, env = "HANGAR_TEAM")]
+    pub team: Option<String>,
     #[command(flatten)]
     pub var_flags: VarFlags,
 }
@@ -245,7 +246,9 @@ fn task_config(args: &Args, web_resolves: bool) -> anyhow::Result<serde_json::Va
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let client = args.target.client()?;
+    // The build and its uploads are the team's (fly's: the target's).
+    let team = args.target.team(args.team.as_deref())?;
+    let client = args.target.client()?.in_team(&team);
     // A web with a credential manager resolves the vars the flags leave;
     // one that cannot be asked is taken to have none (the error comes when
     // the build is created).
@@ -280,7 +283,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // The job's gets for the inputs -i does not give (fly's -j).
     let (job_gets, job_types) = match &args.inputs_from {
-        Some(flag) => job_gets(&client, &args.team, flag, &config, &inputs).await?,
+        Some(flag) => job_gets(&client, &team, flag, &config, &inputs).await?,
         None => (Vec::new(), serde_json::Value::Null),
     };
     if args.inputs.is_empty() && args.inputs_from.is_none() && config.inputs.len() == 1 {
@@ -350,7 +353,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             name: None,
             plan,
             artifacts,
-            team: None,
+            team: Some(team.clone()),
         })
         .await?;
     eprintln!("hangar: executing build {}", build.id);

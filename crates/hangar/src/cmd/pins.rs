@@ -50,7 +50,13 @@ pub(crate) async fn pin(args: PinArgs) -> anyhow::Result<ExitCode> {
     args.team
         .target
         .client()?
-        .pin_resource(&args.team.team, &pipeline, &resource, version, args.comment)
+        .pin_resource(
+            &args.team.name()?,
+            &pipeline,
+            &resource,
+            version,
+            args.comment,
+        )
         .await?;
     println!("pinned '{pipeline}/{resource}'");
     Ok(ExitCode::SUCCESS)
@@ -61,7 +67,7 @@ pub(crate) async fn unpin(args: UnpinArgs) -> anyhow::Result<ExitCode> {
     args.team
         .target
         .client()?
-        .unpin_resource(&args.team.team, &pipeline, &resource)
+        .unpin_resource(&args.team.name()?, &pipeline, &resource)
         .await?;
     println!("unpinned '{pipeline}/{resource}'");
     Ok(ExitCode::SUCCESS)
@@ -73,7 +79,7 @@ pub(crate) async fn set_enabled(args: VersionArgs, enabled: bool) -> anyhow::Res
     args.team
         .target
         .client()?
-        .set_resource_version_enabled(&args.team.team, &pipeline, &resource, version, enabled)
+        .set_resource_version_enabled(&args.team.name()?, &pipeline, &resource, version, enabled)
         .await?;
     let what = if enabled { "enabled" } else { "disabled" };
     println!("{what} version of '{pipeline}/{resource}'");

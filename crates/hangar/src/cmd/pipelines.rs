@@ -15,9 +15,16 @@ use crate::target::Target;
 pub(crate) struct TeamArgs {
     #[command(flatten)]
     pub target: Target,
-    /// The team owning the pipelines.
-    #[arg(long, env = "HANGAR_TEAM", default_value = "main")]
-    pub team: String,
+    /// The team owning the pipelines (default: the target's, else main).
+    #[arg(long = "team", env = "HANGAR_TEAM")]
+    pub team_flag: Option<String>,
+}
+
+impl TeamArgs {
+    /// The team: `--team`, else the target's, else main.
+    pub(crate) fn name(&self) -> anyhow::Result<String> {
+        self.target.team(self.team_flag.as_deref())
+    }
 }
 
 /// Refuses a name web would refuse, before anything is sent (a `..` or a
@@ -75,7 +82,7 @@ pub(crate) struct ListArgs {
 }
 
 pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
-    let team = &args.team.team;
+    let team = &args.team.name()?;
     let pipelines = args.team.target.client()?.pipelines(team).await?;
     if args.json {
         crate::format::emit_json(&pipelines)?;
@@ -116,7 +123,7 @@ pub(crate) struct PipelineArgs {
 
 pub(crate) async fn get(args: PipelineArgs) -> anyhow::Result<ExitCode> {
     check_pipeline(&args.pipeline)?;
-    let team = &args.team.team;
+    let team = &args.team.name()?;
     let Some(config) = args
         .team
         .target
@@ -157,7 +164,7 @@ pub(crate) struct DestroyArgs {
 
 pub(crate) async fn destroy(args: DestroyArgs) -> anyhow::Result<ExitCode> {
     check_pipeline(&args.pipeline)?;
-    let team = &args.team.team;
+    let team = &args.team.name()?;
     let client = args.team.target.client()?;
     println!(
         "!!! this will remove all data for pipeline `{}`",
@@ -174,7 +181,7 @@ pub(crate) async fn destroy(args: DestroyArgs) -> anyhow::Result<ExitCode> {
 
 async fn set_paused(args: NameArgs, paused: bool) -> anyhow::Result<ExitCode> {
     check_pipeline(&args.pipeline)?;
-    let team = &args.team.team;
+    let team = &args.team.name()?;
     args.team
         .target
         .client()?
@@ -215,7 +222,7 @@ pub(crate) async fn rename(args: RenameArgs) -> anyhow::Result<ExitCode> {
     args.team
         .target
         .client()?
-        .rename_pipeline(&args.team.team, &args.old, &args.new)
+        .rename_pipeline(&args.team.name()?, &args.old, &args.new)
         .await?;
     println!("pipeline successfully renamed to '{}'", args.new);
     Ok(ExitCode::SUCCESS)
@@ -227,7 +234,7 @@ pub(crate) async fn jobs(args: PipelineArgs) -> anyhow::Result<ExitCode> {
         .team
         .target
         .client()?
-        .jobs(&args.team.team, &args.pipeline)
+        .jobs(&args.team.name()?, &args.pipeline)
         .await?;
     if args.json {
         crate::format::emit_json(&jobs)?;
@@ -265,7 +272,7 @@ async fn set_job_paused(args: JobArgs, paused: bool) -> anyhow::Result<ExitCode>
     args.team
         .target
         .client()?
-        .pause_job(&args.team.team, &pipeline, &job, paused)
+        .pause_job(&args.team.name()?, &pipeline, &job, paused)
         .await?;
     println!("{} '{job}'", if paused { "paused" } else { "unpaused" });
     Ok(ExitCode::SUCCESS)
@@ -285,7 +292,7 @@ pub(crate) async fn resources(args: PipelineArgs) -> anyhow::Result<ExitCode> {
         .team
         .target
         .client()?
-        .resources(&args.team.team, &args.pipeline)
+        .resources(&args.team.name()?, &args.pipeline)
         .await?;
     if args.json {
         crate::format::emit_json(&resources)?;
@@ -343,11 +350,11 @@ pub(crate) async fn versions(args: VersionsArgs) -> anyhow::Result<ExitCode> {
     let (pipeline, resource) = split_flag("resource", &args.resource)?;
     let client = args.team.target.client()?;
     let pin = client
-        .resource_pin(&args.team.team, &pipeline, &resource)
+        .resource_pin(&args.team.name()?, &pipeline, &resource)
         .await?;
     let versions = client
         .resource_versions(
-            &args.team.team,
+            &args.team.name()?,
             &pipeline,
             &resource,
             VersionsQuery {
@@ -409,7 +416,7 @@ pub(crate) async fn trigger_job(args: TriggerArgs) -> anyhow::Result<ExitCode> {
     let (pipeline, job) = split_flag("job", &args.job.job)?;
     let client = args.job.team.target.client()?;
     let build = client
-        .trigger_job(&args.job.team.team, &pipeline, &job)
+        .trigger_job(&args.job.team.name()?, &pipeline, &job)
         .await?;
     println!("started {} (build {})", build.name, build.id);
     if args.watch {

@@ -103,7 +103,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let reference = reference(&args.pipeline, &args.instance_vars)?;
     let instance_vars = reference.instance_vars.as_map().clone();
     let reference = reference.to_string();
-    let team = args.team.team.as_str();
+    let team = args.team.name()?;
+    let team = team.as_str();
     let client = args.team.target.client()?;
     let text = read_config(&args.config)?;
     let template = read_yaml(&text).with_context(|| format!("read {}", args.config.display()))?;

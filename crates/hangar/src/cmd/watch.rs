@@ -16,22 +16,23 @@ pub(crate) struct Args {
     /// A job's build: PIPELINE/JOB (an instance: NAME/KEY:VALUE,…/JOB).
     #[arg(short = 'j', long = "job")]
     pub job: Option<String>,
-    /// The team owning the job's pipeline.
-    #[arg(long, env = "HANGAR_TEAM", default_value = "main")]
-    pub team: String,
+    /// The team owning the job's pipeline. Default: the target\'s, else main.
+    #[arg(long, env = "HANGAR_TEAM")]
+    pub team: Option<String>,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = args.target.client()?;
+    let team = args.target.team(args.team.as_deref())?;
     let (build, job) = match (&args.job, args.build) {
         (None, Some(id)) => (client.build(id).await?, None),
         (None, None) => anyhow::bail!("say which build: -b ID, or -j PIPELINE/JOB [-b NUMBER]"),
         (Some(job), number) => {
             let (pipeline, job) = crate::cmd::pipelines::split_flag("job", job)?;
             let build = match number {
-                Some(n) => client.job_build(&args.team, &pipeline, &job, n).await?,
+                Some(n) => client.job_build(&team, &pipeline, &job, n).await?,
                 None => match client
-                    .job_builds(&args.team, &pipeline, &job, 1)
+                    .job_builds(&team, &pipeline, &job, 1)
                     .await?
                     .into_iter()
                     .next()
@@ -57,7 +58,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some((pipeline, job)) = job {
         let number = build_number(&build.name);
         if let Some(n) = number {
-            let done = client.job_build(&args.team, &pipeline, &job, n).await?;
+            let done = client.job_build(&team, &pipeline, &job, n).await?;
             print_versions(&done);
         }
     }
