@@ -49,6 +49,9 @@ pub struct DiskReserve {
     bytes: u64,
     /// The reserve was given up (or could not be made) and is not back yet.
     released: AtomicBool,
+    /// The full disk was logged and has not been seen with room since: it
+    /// is said once per spell, whichever way it was found.
+    announced: AtomicBool,
 }
 
 impl DiskReserve {
@@ -60,6 +63,7 @@ impl DiskReserve {
             path: dir.join(RESERVE_FILE),
             bytes,
             released: AtomicBool::new(false),
+            announced: AtomicBool::new(false),
         };
         let held = fs::metadata(&reserve.path).is_ok_and(|m| m.len() >= bytes);
         if !held {
@@ -123,14 +127,33 @@ impl DiskReserve {
             }
         };
         if !was {
+            self.announce(what, freed);
+        }
+        freed
+    }
+
+    /// Logs the full disk once per spell of it.
+    fn announce(&self, what: &str, freed_reserve: bool) {
+        if !self.announced.swap(true, Ordering::SeqCst) {
             tracing::warn!(
                 dir = %self.dir.display(),
-                failed = what,
-                freed_reserve = freed,
+                found_by = what,
+                freed_reserve,
                 "disk full: the work dir has no room; taking no work until space is freed"
             );
         }
-        freed
+    }
+
+    /// [`DiskReserve::is_full`], logging a full disk found by its free
+    /// space alone (no write failed yet) as a released reserve is logged.
+    pub fn check_full(&self) -> bool {
+        let full = self.is_full();
+        if full {
+            self.announce("less than the reserve is left", false);
+        } else {
+            self.announced.store(false, Ordering::SeqCst);
+        }
+        full
     }
 
     /// Writes the reserve back once there is room for it with twice as much

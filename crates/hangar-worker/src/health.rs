@@ -127,7 +127,7 @@ pub async fn check_once(
     let reserve = containers.clone();
     let (disk_full, disk_free) = tokio::task::spawn_blocking(move || {
         let d = reserve.disk();
-        let full = !d.restore() || d.is_full();
+        let full = !d.restore() || d.check_full();
         (full, d.free_bytes())
     })
     .await
