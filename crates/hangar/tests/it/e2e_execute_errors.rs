@@ -78,7 +78,9 @@ fn a_wrong_token_with_a_large_input_prints_webs_refusal_and_exits_1() {
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(
-            err.contains("upload input src: invalid credentials (401 Unauthorized)"),
+            err.contains(
+                "upload input src: invalid or expired credentials: log in again (401 Unauthorized)"
+            ),
             "{err}"
         );
     }
