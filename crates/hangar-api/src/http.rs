@@ -169,11 +169,13 @@ where
         .layer(DefaultBodyLimit::max(limit))
 }
 
+/// An answer already in its final shape: JSON, or a page (the dashboard's
+/// error pages are for a person, not a script).
 fn is_json(resp: &Response) -> bool {
     resp.headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"))
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"))
 }
 
 /// The most of a non-JSON error body kept as the message.

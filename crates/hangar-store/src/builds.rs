@@ -120,6 +120,16 @@ fn step_from_row(r: &AnyRow) -> Result<StepRecord, StoreError> {
     })
 }
 
+/// The SQL of the team of the job whose id is the parameter `param`: a
+/// job build records its pipeline's team, so that who may read it is
+/// decided from the build alone.
+pub(crate) fn job_team(param: &str) -> String {
+    format!(
+        "(SELECT t.name FROM jobs j JOIN pipelines p ON p.id = j.pipeline_id \
+         JOIN teams t ON t.id = p.team_id WHERE j.id = {param})"
+    )
+}
+
 impl Store {
     pub async fn create_build(
         &self,

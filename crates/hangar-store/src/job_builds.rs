@@ -135,11 +135,13 @@ impl Store {
         let number: i64 = row.try_get::<i64, _>("next_build_number")? - 1;
         let row = sqlx::query(&format!(
             "INSERT INTO builds (name, team, plan, artifacts, status, created_at) \
-             VALUES ($1, NULL, $2, '{{}}', 'pending', $3) RETURNING {BUILD_COLUMNS}"
+             VALUES ($1, {}, $2, '{{}}', 'pending', $3) RETURNING {BUILD_COLUMNS}",
+            crate::builds::job_team("$4")
         ))
         .bind(format!("{name} #{number}"))
         .bind(plan)
         .bind(now)
+        .bind(job_id)
         .fetch_one(&mut *tx)
         .await?;
         let build = build_from_row(&row)?;

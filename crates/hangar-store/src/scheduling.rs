@@ -489,13 +489,15 @@ impl Store {
         let number: i64 = row.try_get::<i64, _>("next_build_number")? - 1;
         let row = sqlx::query(&format!(
             "INSERT INTO builds (name, team, plan, artifacts, status, created_at, held, \
-             inputs_pending) VALUES ($1, NULL, $2, '{{}}', 'pending', $3, 1, $4) \
-             RETURNING {BUILD_COLUMNS}"
+             inputs_pending) VALUES ($1, {}, $2, '{{}}', 'pending', $3, 1, $4) \
+             RETURNING {BUILD_COLUMNS}",
+            crate::builds::job_team("$5")
         ))
         .bind(format!("{name} #{number}"))
         .bind(plan)
         .bind(now)
         .bind(i64::from(inputs_pending))
+        .bind(job_id)
         .fetch_one(&mut *tx)
         .await?;
         let build = build_from_row(&row)?;

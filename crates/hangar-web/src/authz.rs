@@ -119,18 +119,36 @@ pub(crate) async fn session_caller(
             hangar_core::lifecycle::human_ms(retry_after_ms)
         )));
     }
+    match session_of(web, token).await? {
+        Some(caller) => Ok(caller),
+        None => {
+            web.bearer_limit().failed(&client, now);
+            Err(ApiError::unauthorized(
+                "invalid or expired credentials: log in again",
+            ))
+        }
+    }
+}
+
+/// The connector of a dashboard session opened with the admin token.
+pub(crate) const ADMIN_TOKEN_CONNECTOR: &str = "token";
+
+/// The caller of a live session, if `token` is one's.
+pub(crate) async fn session_of(web: &Web, token: &str) -> Result<Option<Caller>, ApiError> {
+    if token.len() > 256 {
+        return Ok(None);
+    }
     let idle = i64::try_from(web.config().auth.session_idle.as_millis()).unwrap_or(i64::MAX);
-    let session = if token.len() <= 256 {
-        web.store().live_session(&digest(token), idle, now).await?
-    } else {
-        None
+    let Some(s) = web
+        .store()
+        .live_session(&digest(token), idle, web.now())
+        .await?
+    else {
+        return Ok(None);
     };
-    let Some(s) = session else {
-        web.bearer_limit().failed(&client, now);
-        return Err(ApiError::unauthorized(
-            "invalid or expired credentials: log in again",
-        ));
-    };
+    if s.connector == ADMIN_TOKEN_CONNECTOR {
+        return Ok(Some(Caller::AdminToken));
+    }
     let identity = Identity {
         connector: s.connector,
         user_id: s.user_id,
@@ -138,7 +156,46 @@ pub(crate) async fn session_caller(
         groups: serde_json::from_str(&s.groups).unwrap_or_default(),
     };
     let roles = roles_of(web, &identity).await?;
-    Ok(Caller::User { identity, roles })
+    Ok(Some(Caller::User { identity, roles }))
+}
+
+/// Opens a session for `identity` (or, with the admin token's connector,
+/// for the admin token): its token and when it ends at the latest.
+pub(crate) async fn open_session(
+    web: &Web,
+    identity: &Identity,
+) -> Result<(String, i64), ApiError> {
+    let secret =
+        hangar_api::credentials::new_secret().map_err(|e| ApiError::internal(e.to_string()))?;
+    let token = format!("hs.{secret}");
+    let now = web.now();
+    let ttl = i64::try_from(web.config().auth.session_ttl.as_millis()).unwrap_or(i64::MAX);
+    let expires_at = now.saturating_add(ttl);
+    let groups =
+        serde_json::to_string(&identity.groups).map_err(|e| ApiError::internal(e.to_string()))?;
+    web.store()
+        .create_session(
+            &hangar_store::NewSession {
+                token_digest: &digest(&token),
+                connector: &identity.connector,
+                user_id: &identity.user_id,
+                user_name: &identity.user_name,
+                groups: &groups,
+                expires_at,
+            },
+            now,
+        )
+        .await?;
+    let idle = i64::try_from(web.config().auth.session_idle.as_millis()).unwrap_or(i64::MAX);
+    // Sessions that ended a day ago are no longer worth a row.
+    if let Err(e) = web
+        .store()
+        .prune_sessions(idle, 24 * 3600 * 1000, now)
+        .await
+    {
+        tracing::warn!(error = %e, "cannot prune ended sessions");
+    }
+    Ok((token, expires_at))
 }
 
 /// An action a route does, as a type (see [`Allowed`]).
@@ -175,6 +232,8 @@ markers!(
     SaveConfig,
     DeletePipeline,
     RenamePipeline,
+    ExposePipeline,
+    HidePipeline,
     PausePipeline,
     UnpausePipeline,
     ListJobs,

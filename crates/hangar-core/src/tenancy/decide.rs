@@ -192,6 +192,8 @@ mod tests {
             SaveConfig,
             DeletePipeline,
             RenamePipeline,
+            ExposePipeline,
+            HidePipeline,
             CreateBuild,
             CreateArtifact,
             GetBuildArtifact,

@@ -97,6 +97,8 @@ actions! {
     SaveConfig,
     DeletePipeline,
     RenamePipeline,
+    ExposePipeline,
+    HidePipeline,
     PausePipeline,
     UnpausePipeline,
     ListJobs,
@@ -159,7 +161,9 @@ impl Action {
             GetPipeline | ListJobs | GetJob | ListJobBuilds | GetJobBuild | ListResources
             | ListResourceVersions | GetCheck | GetPin => Access::PipelineRead,
             GetConfig | ListJobInputs => Access::Team(Viewer),
-            SaveConfig | DeletePipeline | RenamePipeline => Access::Team(Member),
+            SaveConfig | DeletePipeline | RenamePipeline | ExposePipeline | HidePipeline => {
+                Access::Team(Member)
+            }
             PausePipeline
             | UnpausePipeline
             | PauseJob

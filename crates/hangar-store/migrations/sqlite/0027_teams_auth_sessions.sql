@@ -21,3 +21,13 @@ CREATE TABLE sessions (
     revoked_at      BIGINT
 );
 CREATE INDEX sessions_by_expiry ON sessions (expires_at);
+
+-- A job build records its pipeline's team too (a one-off build's is the
+-- team it was made in), so who may read a build is decided from its row.
+UPDATE builds SET team = (
+    SELECT t.name FROM job_builds jb JOIN jobs j ON j.id = jb.job_id
+    JOIN pipelines p ON p.id = j.pipeline_id JOIN teams t ON t.id = p.team_id
+    WHERE jb.build_id = builds.id)
+WHERE team IS NULL AND id IN (SELECT build_id FROM job_builds);
+-- One-off builds made before builds had teams were main's.
+UPDATE builds SET team = 'main' WHERE team IS NULL;

@@ -1,20 +1,22 @@
 //! Logging in to the dashboard, and its actions.
 //!
-//! The login form takes the admin token and answers with a session cookie
-//! (`HttpOnly`: no script reads it; `SameSite=Strict`: no other site's
-//! page sends it). The cookie holds a digest derived from the token, not
-//! the token: a leaked cookie does not give API access, and changing the
-//! admin token logs every browser out. Every action is a POST form that
-//! carries a CSRF token (another digest of the token, different from the
-//! cookie's) which only a page web rendered for a logged-in browser holds.
+//! The login form takes a local user's name and password (or, for
+//! bootstrap, the admin token) and opens a server-side session, the same
+//! kind `hangar login` opens: the cookie holds the session's token
+//! (`HttpOnly`: no script reads it; `SameSite=Strict`: no other site's page
+//! sends it). Logging out revokes the session at web, so a copied cookie
+//! stops working too; a session also ends when idle and at its expiry.
+//! Every action is a POST form that carries a CSRF token (a digest of the
+//! session's token, which only a page web rendered for that session holds).
 //!
-//! Wrong tokens are limited per client address
-//! (`hangar_core::login_limit`: 5 in 5 minutes, then 429 until the
-//! window ends).
+//! Wrong passwords are throttled per account, per client and in all
+//! (`hangar_core::login_throttle`); wrong admin tokens per client
+//! (`hangar_core::login_limit`: 5 in 5 minutes).
 //!
-//! An action is done by handing the matching API request, with the admin
-//! token, to web's own router in-process: the dashboard never duplicates
-//! a rule the API applies (a paused pipeline refusing a trigger, …).
+//! An action is done by handing the matching API request, with the
+//! viewer's session token, to web's own router in-process: the dashboard
+//! never duplicates a rule the API applies (a paused pipeline refusing a
+//! trigger, the viewer's role in the team, …).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -29,6 +31,7 @@ use axum::Form;
 use hangar_api::credentials::{digest, same_secret};
 use hangar_core::dashboard::duration_words;
 use hangar_core::login_limit::Admission;
+use hangar_core::tenancy::{Caller, Identity};
 use maud::html;
 use serde::Deserialize;
 use tower::ServiceExt;
@@ -44,6 +47,10 @@ pub(crate) struct Viewer {
     pub logged_in: bool,
     /// The token the page's action forms carry; empty when anonymous.
     pub csrf: String,
+    /// Who they are, and their roles.
+    pub caller: Caller,
+    /// The session's token, for the API requests its actions make.
+    session: String,
 }
 
 impl Viewer {
@@ -51,6 +58,24 @@ impl Viewer {
         Viewer {
             logged_in: false,
             csrf: String::new(),
+            caller: Caller::Anonymous,
+            session: String::new(),
+        }
+    }
+
+    /// May this viewer read team `team`'s things (any role there)?
+    pub(crate) fn reads_team(&self, team: &str) -> bool {
+        self.caller.role_on(team).is_some()
+    }
+
+    /// The fleet's pages: for whoever has a role on some team.
+    pub(crate) fn may_see_workers(&self) -> Result<(), PageError> {
+        use hangar_core::tenancy::{decide, Action, Denied, Target};
+        match decide(&self.caller, Action::ListWorkers, Target::none()) {
+            Ok(()) => Ok(()),
+            Err(Denied::Unauthenticated) => Err(PageError::login_needed()),
+            Err(Denied::Forbidden(why)) => Err(PageError::forbidden(why)),
+            Err(Denied::Hidden) => Err(PageError::not_found("not found")),
         }
     }
 
@@ -69,18 +94,8 @@ impl Viewer {
     }
 }
 
-fn session_value(web: &Web) -> String {
-    digest(&format!(
-        "hangar-dashboard-session:{}",
-        web.config().admin_token
-    ))
-}
-
-fn csrf_value(web: &Web) -> String {
-    digest(&format!(
-        "hangar-dashboard-csrf:{}",
-        web.config().admin_token
-    ))
+fn csrf_value(session: &str) -> String {
+    digest(&format!("hangar-dashboard-csrf:{session}"))
 }
 
 fn session_cookie(parts: &Parts) -> Option<&str> {
@@ -98,17 +113,23 @@ fn session_cookie(parts: &Parts) -> Option<&str> {
 impl FromRequestParts<Web> for Viewer {
     type Rejection = Infallible;
     async fn from_request_parts(parts: &mut Parts, web: &Web) -> Result<Self, Infallible> {
-        let expected = session_value(web);
-        let logged_in =
-            session_cookie(parts).is_some_and(|v| same_secret(v.as_bytes(), expected.as_bytes()));
-        Ok(if logged_in {
-            Viewer {
-                logged_in,
-                csrf: csrf_value(web),
+        let Some(session) = session_cookie(parts).filter(|v| !v.is_empty()) else {
+            return Ok(Viewer::anonymous());
+        };
+        match crate::authz::session_of(web, session).await {
+            Ok(Some(caller)) => Ok(Viewer {
+                logged_in: true,
+                csrf: csrf_value(session),
+                caller,
+                session: session.to_string(),
+            }),
+            Ok(None) => Ok(Viewer::anonymous()),
+            Err(e) => {
+                // The page then shows what an anonymous visitor sees.
+                tracing::warn!(error = %e.message, "cannot read a dashboard session");
+                Ok(Viewer::anonymous())
             }
-        } else {
-            Viewer::anonymous()
-        })
+        }
     }
 }
 
@@ -122,6 +143,10 @@ pub(crate) struct ActionForm {
 #[derive(Deserialize)]
 pub(crate) struct LoginForm {
     #[serde(default)]
+    username: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
     token: String,
 }
 
@@ -134,9 +159,19 @@ fn login_form(viewer: &Viewer, refused: Option<ApiError>) -> Response {
             h1 { "log in" }
             @if let Some(e) = &refused { p.error { (e.message) } }
             form method="post" action="/login" {
-                label { "admin token " input type="password" name="token" autofocus; }
+                label { "user " input type="text" name="username" autocomplete="username" autofocus; }
+                " "
+                label { "password " input type="password" name="password" autocomplete="current-password"; }
                 " "
                 button type="submit" { "log in" }
+            }
+            details {
+                summary { "log in with the admin token" }
+                form method="post" action="/login" {
+                    label { "admin token " input type="password" name="token"; }
+                    " "
+                    button type="submit" { "log in" }
+                }
             }
         },
     );
@@ -159,6 +194,21 @@ fn client_of(extensions: &Extensions) -> String {
         .map_or_else(|| "unknown".to_string(), |c| c.0.ip().to_string())
 }
 
+fn limited(retry_after_ms: i64, what: &str) -> Response {
+    let seconds = (retry_after_ms + 999) / 1000;
+    let mut response = login_form(
+        &Viewer::anonymous(),
+        Some(ApiError::too_many_requests(format!(
+            "too many wrong {what}: try again in {}",
+            duration_words(retry_after_ms)
+        ))),
+    );
+    if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+        response.headers_mut().insert(RETRY_AFTER, value);
+    }
+    response
+}
+
 pub(crate) async fn login(
     State(web): State<Web>,
     extensions: Extensions,
@@ -166,51 +216,97 @@ pub(crate) async fn login(
 ) -> Response {
     let client = client_of(&extensions);
     let now = web.now();
-    // Checked before the token: once limited, the right token is refused
-    // too, or guessing would simply go on.
-    let admission = web.login_limit().admit(&client, now);
-    if let Admission::Limited { retry_after_ms } = admission {
-        let seconds = (retry_after_ms + 999) / 1000;
-        let mut response = login_form(
-            &Viewer::anonymous(),
-            Some(ApiError::too_many_requests(format!(
-                "too many wrong tokens from this address: try again in {}",
-                duration_words(retry_after_ms)
-            ))),
-        );
-        if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
-            response.headers_mut().insert(RETRY_AFTER, value);
+    let form = form.map(|Form(f)| f).unwrap_or(LoginForm {
+        username: String::new(),
+        password: String::new(),
+        token: String::new(),
+    });
+    let identity = if form.username.is_empty() {
+        // Checked before the token: once limited, the right token is
+        // refused too, or guessing would simply go on.
+        if let Admission::Limited { retry_after_ms } = web.login_limit().admit(&client, now) {
+            return limited(retry_after_ms, "tokens from this address");
         }
-        return response;
+        if !same_secret(form.token.as_bytes(), web.config().admin_token.as_bytes()) {
+            web.login_limit().failed(&client, now);
+            return login_form(
+                &Viewer::anonymous(),
+                Some(ApiError::unauthorized("that is not the admin token")),
+            );
+        }
+        web.login_limit().succeeded(&client);
+        Identity {
+            connector: crate::authz::ADMIN_TOKEN_CONNECTOR.into(),
+            user_id: "admin".into(),
+            user_name: "admin".into(),
+            groups: vec![],
+        }
+    } else {
+        let account = form.username.clone();
+        if let Admission::Limited { retry_after_ms } =
+            web.login_throttle().admit(&account, &client, now)
+        {
+            return limited(retry_after_ms, "passwords");
+        }
+        let auth = web.config().auth.clone();
+        let (name, password) = (form.username, form.password);
+        let user = tokio::task::spawn_blocking(move || {
+            auth.check_password(&name, &password)
+                .map(|u| u.name.clone())
+        })
+        .await
+        .ok()
+        .flatten();
+        let Some(name) = user else {
+            web.login_throttle().failed(&account, &client, now);
+            return login_form(
+                &Viewer::anonymous(),
+                Some(ApiError::unauthorized("wrong user name or password")),
+            );
+        };
+        web.login_throttle().succeeded(&account, &client, now);
+        Identity {
+            connector: "local".into(),
+            user_id: name.clone(),
+            user_name: name,
+            groups: vec![],
+        }
+    };
+    match crate::authz::open_session(&web, &identity).await {
+        Ok((token, _)) => {
+            let cookie = format!("{COOKIE_NAME}={token}; HttpOnly; SameSite=Strict; Path=/");
+            crate::answer::see_other_with_cookie("/", cookie)
+        }
+        Err(e) => login_form(&Viewer::anonymous(), Some(e)),
     }
-    let token = form.map(|Form(f)| f.token).unwrap_or_default();
-    if !same_secret(token.as_bytes(), web.config().admin_token.as_bytes()) {
-        web.login_limit().failed(&client, now);
-        return login_form(
-            &Viewer::anonymous(),
-            Some(ApiError::unauthorized("that is not the admin token")),
-        );
-    }
-    web.login_limit().succeeded(&client);
-    let cookie = format!(
-        "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path=/",
-        session_value(&web)
-    );
-    crate::answer::see_other_with_cookie("/", cookie)
 }
 
-pub(crate) async fn logout(viewer: Viewer, Form(form): Form<ActionForm>) -> Response {
+/// Ends the session at web (a copy of the cookie stops working too) and
+/// clears the cookie.
+pub(crate) async fn logout(
+    State(web): State<Web>,
+    viewer: Viewer,
+    Form(form): Form<ActionForm>,
+) -> Response {
     if let Err(e) = viewer.check_action(&form) {
         return e.into_response();
+    }
+    if let Err(e) = web
+        .store()
+        .revoke_session(&digest(&viewer.session), web.now())
+        .await
+    {
+        return ApiError::from(e).into_response();
     }
     let cookie = format!("{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
     crate::answer::see_other_with_cookie("/", cookie)
 }
 
-/// Does an API request (`method` on `/api/v1{path}`) as the admin, then
+/// Does an API request (`method` on `/api/v1{path}`) as the viewer, then
 /// sends the browser to `back`; the API's refusal is shown as it is.
 pub(crate) async fn act_through_api(
     web: &Web,
+    viewer: &Viewer,
     method: Method,
     path: &str,
     back: &str,
@@ -218,10 +314,7 @@ pub(crate) async fn act_through_api(
     let request = Request::builder()
         .method(method)
         .uri(format!("{}{path}", hangar_api::API_PREFIX))
-        .header(
-            AUTHORIZATION,
-            format!("Bearer {}", web.config().admin_token),
-        )
+        .header(AUTHORIZATION, format!("Bearer {}", viewer.session))
         .body(Body::empty())
         .map_err(|e| PageError::bad_request(e.to_string()))?;
     let response = crate::routes::router(web.clone())

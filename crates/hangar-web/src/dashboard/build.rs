@@ -40,10 +40,11 @@ pub(crate) fn build_is_public(e: &hangar_store::BuildExposure) -> bool {
             .unwrap_or(false)
 }
 
-/// Whether this viewer may read build `id`: logged in, or a job build of
-/// an exposed pipeline whose job is `public` (Concourse's rule).
+/// Whether this viewer may read build `id`: a role in its team, or a job
+/// build of an exposed pipeline whose job is `public` (Concourse's rule).
 async fn may_read(web: &Web, viewer: &Viewer, id: i64) -> Result<(), PageError> {
-    if viewer.logged_in {
+    let team = web.store().get_build(id).await?.and_then(|b| b.team);
+    if team.as_deref().is_some_and(|t| viewer.reads_team(t)) || viewer.caller.is_admin() {
         return Ok(());
     }
     let public = web
@@ -313,6 +314,7 @@ pub(crate) async fn abort(
     viewer.check_action(&form)?;
     act_through_api(
         &web,
+        &viewer,
         Method::PUT,
         &format!("/builds/{id}/abort"),
         &format!("/builds/{id}"),

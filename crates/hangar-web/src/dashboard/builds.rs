@@ -18,7 +18,16 @@ pub(crate) async fn page(State(web): State<Web>, viewer: Viewer) -> PageResult {
     if !viewer.logged_in {
         return Err(PageError::login_needed());
     }
-    let builds = web.store().list_builds(BUILDS_SHOWN).await?;
+    // The builds of the teams the viewer has a role on.
+    let builds: Vec<_> = web
+        .store()
+        .list_builds(BUILDS_SHOWN)
+        .await?
+        .into_iter()
+        .filter(|b| {
+            viewer.caller.is_admin() || b.team.as_deref().is_some_and(|t| viewer.reads_team(t))
+        })
+        .collect();
     let now = web.now();
     let body = html! {
         h1 { "builds, newest first" }

@@ -99,5 +99,5 @@ pub(crate) async fn act(
         "pause" | "unpause" => (Method::PUT, format!("{base}/{action}")),
         _ => return Err(PageError::not_found(format!("no action {action:?}"))),
     };
-    act_through_api(&web, method, &api_path, &base).await
+    act_through_api(&web, &viewer, method, &api_path, &base).await
 }

@@ -44,6 +44,7 @@ pub(crate) fn page(title: &str, viewer: &Viewer, body: Markup) -> Markup {
                     @if viewer.logged_in {
                         a href="/builds" { "builds" }
                         a href="/workers" { "workers" }
+                        span #user { (viewer.caller.describe()) }
                         form method="post" action="/logout" {
                             (csrf_field(viewer))
                             button type="submit" { "log out" }

@@ -22,7 +22,7 @@ use crate::Web;
 /// How many versions of each resource the page lists.
 const VERSIONS_SHOWN: i64 = 5;
 
-/// The pipeline, if this viewer may read it: logged in, or exposed.
+/// The pipeline, if this viewer may read it: a role in its team, or exposed.
 pub(crate) async fn readable(
     web: &Web,
     viewer: &Viewer,
@@ -30,11 +30,15 @@ pub(crate) async fn readable(
     name: &str,
 ) -> Result<PipelineRecord, PageError> {
     let found = web.store().pipeline(team, name).await;
-    if viewer.logged_in {
+    if viewer.reads_team(team) {
         return Ok(found?);
     }
     match found {
         Ok(p) if web.store().exposed_pipeline_ids().await?.contains(&p.id) => Ok(p),
+        // A private pipeline reads as a missing one to whoever may not see it.
+        Ok(_) | Err(StoreError::NotFound(_)) if viewer.logged_in => Err(PageError::not_found(
+            format!("pipeline {team}/{name} not found"),
+        )),
         Ok(_) | Err(StoreError::NotFound(_)) => Err(PageError::login_needed()),
         Err(e) => Err(e.into()),
     }
@@ -172,8 +176,7 @@ pub(crate) async fn page(
     ))
 }
 
-/// The pipeline's buttons: pause/unpause through the API, expose/hide
-/// here (the API has no route for it yet).
+/// The pipeline's buttons, each an API request as the viewer.
 pub(crate) async fn act(
     State(web): State<Web>,
     viewer: Viewer,
@@ -183,20 +186,13 @@ pub(crate) async fn act(
     viewer.check_action(&form)?;
     let back = format!("/teams/{}/pipelines/{}", segment(&team), segment(&name));
     match action.as_str() {
-        "pause" | "unpause" => {
+        "pause" | "unpause" | "expose" | "hide" => {
             let path = format!(
                 "/teams/{}/pipelines/{}/{action}",
                 segment(&team),
                 segment(&name)
             );
-            act_through_api(&web, Method::PUT, &path, &back).await
-        }
-        "expose" | "hide" => {
-            let p = web.store().pipeline(&team, &name).await?;
-            web.store()
-                .set_pipeline_exposed(p.id, action == "expose")
-                .await?;
-            Ok(super::auth::see_other(&back))
+            act_through_api(&web, &viewer, Method::PUT, &path, &back).await
         }
         _ => Err(PageError::not_found(format!("no action {action:?}"))),
     }

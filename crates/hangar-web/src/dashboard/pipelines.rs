@@ -20,7 +20,7 @@ pub(crate) async fn page(State(web): State<Web>, viewer: Viewer) -> PageResult {
         .all_pipelines()
         .await?
         .into_iter()
-        .filter(|p| viewer.logged_in || exposed.contains(&p.id))
+        .filter(|p| viewer.reads_team(&p.team) || exposed.contains(&p.id))
         .collect();
     // Two queries per team shown (its jobs, their newest builds), keyed
     // by ids that are unique across teams.

@@ -51,9 +51,7 @@ setInterval(function () {
 "#;
 
 pub(crate) async fn list_page(State(web): State<Web>, viewer: Viewer) -> PageResult {
-    if !viewer.logged_in {
-        return Err(PageError::login_needed());
-    }
+    viewer.may_see_workers()?;
     let workers = web.store().list_workers().await?;
     let now = web.now();
     let body = html! {
@@ -94,9 +92,7 @@ pub(crate) async fn worker_page(
     viewer: Viewer,
     Path(name): Path<String>,
 ) -> PageResult {
-    if !viewer.logged_in {
-        return Err(PageError::login_needed());
-    }
+    viewer.may_see_workers()?;
     let events = web.store().list_events(Some(&name), EVENTS_SHOWN).await?;
     let worker = web.store().get_worker(&name).await?;
     if worker.is_none() && events.is_empty() {

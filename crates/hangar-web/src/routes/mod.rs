@@ -116,6 +116,8 @@ fn pipeline_routes() -> Router<Web> {
         .route("/{name}/pause", put(pipelines::pause))
         .route("/{name}/unpause", put(pipelines::unpause))
         .route("/{name}/rename", put(pipelines::rename))
+        .route("/{name}/expose", put(pipelines::expose))
+        .route("/{name}/hide", put(pipelines::hide))
         .route("/{name}/jobs", get(pipelines::jobs))
         .route(JOB, get(pipelines::job))
         .route(&format!("{JOB}/pause"), put(pipelines::pause_job))

@@ -301,6 +301,37 @@ pub(super) async fn unpause(
     set_paused(&web, &team, &name, false).await
 }
 
+/// Makes a pipeline readable without logging in (`fly expose-pipeline`).
+pub(super) async fn expose(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    _: Allowed<act::ExposePipeline>,
+) -> Result<StatusCode, ApiError> {
+    set_exposed(&web, &team, &name, true).await
+}
+
+/// Makes it private again (`fly hide-pipeline`).
+pub(super) async fn hide(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    _: Allowed<act::HidePipeline>,
+) -> Result<StatusCode, ApiError> {
+    set_exposed(&web, &team, &name, false).await
+}
+
+async fn set_exposed(
+    web: &Web,
+    team: &str,
+    name: &str,
+    exposed: bool,
+) -> Result<StatusCode, ApiError> {
+    check_team(team)?;
+    super::check_pipeline(name)?;
+    let p = web.store().pipeline(team, name).await?;
+    web.store().set_pipeline_exposed(p.id, exposed).await?;
+    Ok(StatusCode::OK)
+}
+
 pub(super) async fn rename(
     State(web): State<Web>,
     Path((team, name)): Path<(String, String)>,

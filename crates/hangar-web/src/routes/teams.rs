@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderMap, StatusCode};
-use hangar_api::credentials::{digest, new_secret};
+use hangar_api::credentials::digest;
 use hangar_api::teams::{Login, RenameTeam, Session, SetTeam, Team, TeamSaved, UserInfo};
 use hangar_core::login_limit::Admission;
 use hangar_core::tenancy::{Caller, Identity, TeamAuth, MAIN_TEAM};
-use hangar_store::{NewSession, TeamSet};
+use hangar_store::TeamSet;
 
 use crate::auth::Peer;
 use crate::authz::{act, roles_of, Allowed};
@@ -198,35 +198,13 @@ pub(super) async fn login(
         return Err(ApiError::unauthorized("wrong user name or password"));
     };
     web.login_throttle().succeeded(&account, &client, now);
-    let secret = new_secret().map_err(|e| ApiError::internal(e.to_string()))?;
-    let token = format!("hs.{secret}");
-    let ttl = i64::try_from(web.config().auth.session_ttl.as_millis()).unwrap_or(i64::MAX);
-    let expires_at = now.saturating_add(ttl);
     let identity = Identity {
         connector: "local".into(),
         user_id: name.clone(),
         user_name: name.clone(),
         groups: vec![],
     };
-    web.store()
-        .create_session(
-            &NewSession {
-                token_digest: &digest(&token),
-                connector: "local",
-                user_id: &name,
-                user_name: &name,
-                groups: "[]",
-                expires_at,
-            },
-            now,
-        )
-        .await?;
-    let idle = i64::try_from(web.config().auth.session_idle.as_millis()).unwrap_or(i64::MAX);
-    // Sessions that ended a day ago are no longer worth a row.
-    let _ = web
-        .store()
-        .prune_sessions(idle, 24 * 3600 * 1000, now)
-        .await;
+    let (token, expires_at) = crate::authz::open_session(&web, &identity).await?;
     let roles = roles_of(&web, &identity).await?;
     tracing::info!(user = %name, %client, "logged in");
     Ok(axum::Json(Session {

@@ -132,7 +132,7 @@ async fn login_sets_a_strict_http_only_cookie(store: Store) {
     assert!(cookie.contains("SameSite=Strict"), "{cookie}");
     assert!(
         !cookie.contains(ADMIN),
-        "the cookie holds a digest, not the token"
+        "the cookie holds a session's token, not the admin token"
     );
     let b = Browser::logged_in(&t).await;
     let (status, html) = b.get("/workers").await;
@@ -548,7 +548,88 @@ async fn the_log_streams_as_server_sent_events_to_the_end(store: Store) {
     t.stop().await;
 }
 
+/// Local users log in with a password; each sees and does what their
+/// role in each team allows; logging out ends the session at web, so a
+/// copy of the cookie stops working too.
+async fn users_see_their_teams_only_and_logging_out_ends_the_session(store: Store) {
+    const PASSWORD: &str = "a-password-of-vic";
+    let t = TestWeb::start_with(store, |c| {
+        let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+        c.auth = hangar_web::AuthConfig {
+            local_users: vec![hangar_web::LocalUser::parse(&format!("vic:{hash}")).unwrap()],
+            ..Default::default()
+        };
+    })
+    .await;
+    set(&t, "secret-of-main").await;
+    t.raw
+        .put(format!("{}/api/v1/teams/a", t.url))
+        .bearer_auth(ADMIN)
+        .json(&serde_json::json!({"auth": {"viewer": {"users": ["local:vic"]}}}))
+        .send()
+        .await
+        .unwrap();
+    t.admin
+        .set_pipeline("a", "p-of-a", CONFIG, None)
+        .await
+        .unwrap();
+    let anonymous = Browser::new(&t);
+    let wrong = anonymous
+        .post_form("/login", &[("username", "vic"), ("password", "not-it")])
+        .await;
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert!(wrong
+        .text()
+        .await
+        .unwrap()
+        .contains("wrong user name or password"));
+    let r = anonymous
+        .post_form("/login", &[("username", "vic"), ("password", PASSWORD)])
+        .await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let cookie = r.headers()[SET_COOKIE].to_str().unwrap();
+    assert!(!cookie.contains(PASSWORD));
+    let vic = Browser {
+        cookie: Some(cookie.split(';').next().unwrap().to_string()),
+        ..Browser::new(&t)
+    };
+    let (status, home) = vic.get("/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        home.contains("p-of-a") && home.contains("user local:vic"),
+        "{home}"
+    );
+    assert!(
+        !home.contains("secret-of-main"),
+        "team main's pipeline shows: {home}"
+    );
+    let (status, page) = vic.get("/teams/main/pipelines/secret-of-main").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
+    assert!(
+        page.contains("<html"),
+        "an error is a page for a person: {page}"
+    );
+    // A viewer's pause is refused by the API, and the pipeline stays as it was.
+    let r = vic.act("/teams/a/pipelines/p-of-a/unpause").await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(t.admin.pipeline("a", "p-of-a").await.unwrap().paused);
+    // Logging out ends the session: the same cookie is no login any more.
+    let copy = Browser {
+        cookie: vic.cookie.clone(),
+        ..Browser::new(&t)
+    };
+    let r = vic.act("/logout").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, home) = copy.get("/").await;
+    assert!(
+        !home.contains("p-of-a") && home.contains("log in"),
+        "{home}"
+    );
+    t.stop().await;
+}
+
 on_both_databases!(
+    users_see_their_teams_only_and_logging_out_ends_the_session,
     login_sets_a_strict_http_only_cookie,
     only_exposed_pipelines_are_readable_without_login,
     actions_need_the_cookie_and_the_csrf_token,

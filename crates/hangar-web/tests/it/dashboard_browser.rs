@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use crate::common::{TestWeb, ADMIN};
+use crate::common::TestWeb;
 use fantoccini::{Client, Locator};
 use hangar_core::build::BuildEventKind;
 use hangar_testkit::browser::{self, artifact_dir, click, fail, start_driver, Step};
@@ -30,6 +30,8 @@ jobs:
 ";
 
 /// Waits for the element's text to contain `want`.
+const PASSWORD: &str = "olga-s-password";
+
 async fn wait_for_text(c: &Client, css: &str, want: &str) -> Step {
     browser::wait_for(c, Locator::Css(css), &[want], Duration::from_secs(20))
         .await
@@ -42,16 +44,21 @@ async fn journey(t: &TestWeb, c: &Client) -> Step {
     c.goto(&format!("{base}/login"))
         .await
         .map_err(fail("goto"))?;
-    c.find(Locator::Css("input[name=token]"))
-        .await
-        .map_err(fail("token field"))?
-        .send_keys(ADMIN)
-        .await
-        .map_err(fail("type token"))?;
-    click(c, "main button[type=submit]").await?;
-    // The pipelines page, with the workers link only a login shows.
+    // Olga, a pipeline operator of team main, logs in with her password.
+    for (field, text) in [("username", "olga"), ("password", PASSWORD)] {
+        c.find(Locator::Css(&format!("input[name={field}]")))
+            .await
+            .map_err(fail("login field"))?
+            .send_keys(text)
+            .await
+            .map_err(fail("type into the login form"))?;
+    }
+    click(c, "main form[action='/login'] button[type=submit]").await?;
+    // The pipelines page, with the workers link only a login shows, and
+    // who is logged in.
     wait_for_text(c, "main", "pipelines").await?;
     wait_for_text(c, "header", "workers").await?;
+    wait_for_text(c, "#user", "user local:olga").await?;
     click(c, "a[href='/teams/main/pipelines/p/jobs/unit']").await?;
     wait_for_text(c, "h1", "unit").await?;
     // Trigger from the job's page; the build appears in its list.
@@ -125,7 +132,20 @@ async fn journey(t: &TestWeb, c: &Client) -> Step {
 
 #[tokio::test]
 async fn a_browser_logs_in_triggers_a_job_and_watches_its_log() {
-    let t = TestWeb::start(hangar_testkit::sqlite_store().await).await;
+    let t = TestWeb::start_with(hangar_testkit::sqlite_store().await, |c| {
+        let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+        c.auth = hangar_web::AuthConfig {
+            local_users: vec![hangar_web::LocalUser::parse(&format!("olga:{hash}")).unwrap()],
+            main_team: Some(
+                hangar_core::tenancy::TeamAuth::from_config(&json!({"roles": [
+                    {"name": "pipeline-operator", "local": {"users": ["olga"]}},
+                ]}))
+                .unwrap(),
+            ),
+            ..Default::default()
+        };
+    })
+    .await;
     t.admin
         .set_pipeline("main", "p", CONFIG, None)
         .await

@@ -182,7 +182,10 @@ fn two_teams_an_owner_and_a_viewer_log_in_through_the_cli_and_see_only_their_own
             "--non-interactive",
         ],
     );
-    assert!(err.contains("role on team b; you have no role there"), "{err}");
+    assert!(
+        err.contains("role on team b; you have no role there"),
+        "{err}"
+    );
     // A login names a team the user has a role on.
     let err = fails(
         &c,
