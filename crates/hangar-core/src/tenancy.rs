@@ -14,7 +14,7 @@ pub mod roles;
 pub mod team_auth;
 
 pub use decide::{decide, Caller, Denied, Identity, Target};
-pub use roles::{Access, Action, Role};
+pub use roles::{act, Access, Action, ActionOf, Role};
 pub use team_auth::{TeamAuth, TeamAuthError};
 
 /// The team whose owners are admins (Concourse's admin team).

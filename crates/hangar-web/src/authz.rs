@@ -20,7 +20,10 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use hangar_api::credentials::{digest, same_secret};
 use hangar_core::login_limit::{Admission, LoginLimiter};
-use hangar_core::tenancy::{decide, Action, Caller, Denied, Identity, Role, Target, TeamAuth};
+pub(crate) use hangar_core::tenancy::act;
+use hangar_core::tenancy::{
+    decide, Action, ActionOf, Caller, Denied, Identity, Role, Target, TeamAuth,
+};
 
 use crate::error::ApiError;
 use crate::Web;
@@ -197,78 +200,6 @@ pub(crate) async fn open_session(
     }
     Ok((token, expires_at))
 }
-
-/// An action a route does, as a type (see [`Allowed`]).
-pub(crate) trait ActionOf {
-    const ACTION: Action;
-}
-
-macro_rules! markers {
-    ($($name:ident),* $(,)?) => {
-        /// One type per action, for [`Allowed`].
-        pub(crate) mod act {
-            $(
-                pub(crate) struct $name;
-                impl super::ActionOf for $name {
-                    const ACTION: hangar_core::tenancy::Action =
-                        hangar_core::tenancy::Action::$name;
-                }
-            )*
-        }
-    };
-}
-
-markers!(
-    GetUser,
-    Logout,
-    ListTeams,
-    GetTeam,
-    SetTeam,
-    RenameTeam,
-    DestroyTeam,
-    ListPipelines,
-    GetPipeline,
-    GetConfig,
-    SaveConfig,
-    DeletePipeline,
-    RenamePipeline,
-    ExposePipeline,
-    HidePipeline,
-    PausePipeline,
-    UnpausePipeline,
-    ListJobs,
-    GetJob,
-    PauseJob,
-    UnpauseJob,
-    ListJobBuilds,
-    GetJobBuild,
-    CreateJobBuild,
-    ListJobInputs,
-    ListResources,
-    ListResourceVersions,
-    CheckResource,
-    CheckResourceType,
-    GetCheck,
-    GetPin,
-    PinResourceVersion,
-    UnpinResource,
-    EnableResourceVersion,
-    DisableResourceVersion,
-    ListBuilds,
-    GetBuild,
-    BuildEvents,
-    AbortBuild,
-    GetBuildArtifact,
-    ListWorkers,
-    GetWorker,
-    PruneWorker,
-    PruneStalledWorkers,
-    ListEvents,
-    ListVolumes,
-    GetVolume,
-    CreateVolume,
-    DestroyVolume,
-);
 
 /// A request whose caller may do `A`: the route's `{team}`, or the team of
 /// the build its `{id}` names, is the target; a pipeline read looks up

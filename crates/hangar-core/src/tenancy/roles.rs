@@ -60,8 +60,14 @@ pub enum Access {
     Admin,
 }
 
-/// Declares [`Action`] and [`Action::ALL`] from one list, so the table
-/// tests cover every action there is.
+/// An action as a type, so a route names its action in its signature
+/// (web's `Allowed<act::SaveConfig>`).
+pub trait ActionOf {
+    const ACTION: Action;
+}
+
+/// Declares [`Action`], [`Action::ALL`] and a type per action in [`act`]
+/// from one list, so the table tests cover every action there is.
 macro_rules! actions {
     ($($(#[$doc:meta])* $name:ident,)*) => {
         /// Every action of hangar's API a user calls (a worker's own routes
@@ -74,6 +80,16 @@ macro_rules! actions {
         impl Action {
             /// Every action, for the table tests.
             pub const ALL: &'static [Action] = &[$(Action::$name,)*];
+        }
+
+        /// One type per [`Action`], of the same name.
+        pub mod act {
+            $(
+                pub struct $name;
+                impl super::ActionOf for $name {
+                    const ACTION: super::Action = super::Action::$name;
+                }
+            )*
         }
     };
 }

@@ -52,6 +52,22 @@ async fn fake_api(answers: Answers, seen: Arc<Mutex<Vec<String>>>) -> String {
     url
 }
 
+/// A Kubernetes credential manager on a fake API server answering
+/// `answers`, noting each path asked in `seen`; the second value holds the
+/// service account's token file.
+async fn kube_credentials(
+    answers: Answers,
+    seen: Arc<Mutex<Vec<String>>>,
+) -> (Arc<Credentials>, tempfile::TempDir) {
+    let api = fake_api(answers, seen).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "sa-token").unwrap();
+    let kube = KubeSecrets::new(&api, &token, None, "concourse-").unwrap();
+    let credentials = Arc::new(Credentials::new(Manager::Kubernetes(kube), Cache::off()));
+    (credentials, dir)
+}
+
 fn data(value: &str) -> String {
     use base64::Engine as _;
     let encoded = base64::engine::general_purpose::STANDARD.encode(value);
@@ -85,12 +101,7 @@ async fn vars_are_resolved_at_creation_and_never_stored(store: Store) {
             ),
         ),
     ]);
-    let api = fake_api(answers, seen.clone()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, "sa-token").unwrap();
-    let kube = KubeSecrets::new(&api, &token, None, "concourse-").unwrap();
-    let credentials = Arc::new(Credentials::new(Manager::Kubernetes(kube), Cache::off()));
+    let (credentials, _dir) = kube_credentials(answers, seen.clone()).await;
     let t = TestWeb::start_with(store.clone(), |c| c.credentials = Some(credentials)).await;
 
     let refusals = [
@@ -173,12 +184,7 @@ async fn a_job_trigger_looks_up_the_pipeline_s_secret_then_the_team_s(store: Sto
             (StatusCode::OK, data(SECRET)),
         ),
     ]);
-    let api = fake_api(answers, seen.clone()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, "sa-token").unwrap();
-    let kube = KubeSecrets::new(&api, &token, None, "concourse-").unwrap();
-    let credentials = Arc::new(Credentials::new(Manager::Kubernetes(kube), Cache::off()));
+    let (credentials, _dir) = kube_credentials(answers, seen.clone()).await;
     let t = TestWeb::start_with(store.clone(), |c| c.credentials = Some(credentials)).await;
     let config =
         "jobs:\n- name: j\n  plan:\n  - task: t\n    config:\n      platform: linux\n      \
@@ -238,12 +244,7 @@ async fn a_one_off_build_reads_its_own_team_s_secrets_and_no_other_s(store: Stor
         "concourse-a/token".to_string(),
         (StatusCode::OK, data(SECRET)),
     )]);
-    let api = fake_api(answers, seen.clone()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, "sa-token").unwrap();
-    let kube = KubeSecrets::new(&api, &token, None, "concourse-").unwrap();
-    let credentials = Arc::new(Credentials::new(Manager::Kubernetes(kube), Cache::off()));
+    let (credentials, _dir) = kube_credentials(answers, seen.clone()).await;
     let t = TestWeb::start_with(store, |c| c.credentials = Some(credentials)).await;
     let set = t
         .raw
