@@ -241,6 +241,7 @@ async fn job_for(control: &Control, claimed: &ClaimedCheck) -> Result<CheckJob, 
         tags,
         timeout: Duration::from_millis(claimed.timeout_ms.max(1) as u64),
         resource_types,
+        team: Some(member.team.clone()),
     })
 }
 

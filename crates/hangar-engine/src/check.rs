@@ -42,6 +42,9 @@ pub struct CheckJob {
     /// with its type's image, fetched on the worker first, as a get step
     /// of a custom type is.
     pub resource_types: Vec<ResourceType>,
+    /// The team of the pipeline wanting the check: its workers or shared
+    /// ones run it, never another team's.
+    pub team: Option<String>,
 }
 
 /// How a check ended.
@@ -98,7 +101,8 @@ async fn attempts(
     let mut last = String::new();
     for _ in 0..MAX_ATTEMPTS {
         // The same rule as a get step's.
-        let wants = Wants::for_resource(&chain, &job.resource_type, &job.tags, &avoid);
+        let mut wants = Wants::for_resource(&chain, &job.resource_type, &job.tags, &avoid);
+        wants.requirement.team = job.team.clone();
         let worker = match place_for(engine, wants).await {
             Ok(Ok(w)) => w,
             Ok(Err(Unplaced { why, lacking: true })) => return CheckEnd::NoWorker(why),

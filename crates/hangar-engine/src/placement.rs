@@ -241,8 +241,14 @@ pub fn gave_up(why: &str, waited: Duration) -> String {
 pub(crate) async fn place_waiting(
     ctx: &BuildContext,
     step_id: &str,
-    wants: Wants,
+    mut wants: Wants,
 ) -> Result<Result<String, StepFailure>, Interrupted> {
+    // A build's steps go to its team's workers or to shared ones, never
+    // to another team's (Concourse's team workers).
+    wants
+        .requirement
+        .team
+        .get_or_insert_with(|| ctx.team.clone());
     let bound = ctx.engine.config().no_worker_timeout;
     let mut said = None;
     let mut lacking_since: Option<Instant> = None;

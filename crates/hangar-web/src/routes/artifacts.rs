@@ -57,6 +57,13 @@ pub(super) async fn upload(
     let worker = match q.worker {
         Some(w) => {
             validate_worker_name(&w).map_err(|e| ApiError::bad_request(format!("worker: {e}")))?;
+            // Another team's worker is no place for this team's bytes.
+            let owner = web.store().get_worker(&w).await?.and_then(|r| r.info.team);
+            if owner.as_deref().is_some_and(|o| o != team) {
+                return Err(ApiError::forbidden(format!(
+                    "worker {w} serves another team only"
+                )));
+            }
             w
         }
         None => {
@@ -79,6 +86,7 @@ pub(super) async fn upload(
                 requirement: Requirement {
                     platform,
                     tags,
+                    team: Some(team.to_string()),
                     ..Default::default()
                 },
                 ..Default::default()

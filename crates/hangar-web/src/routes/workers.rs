@@ -306,11 +306,19 @@ pub(super) fn worker_to_api(w: WorkerRecord) -> Result<Worker, ApiError> {
 
 pub(super) async fn list(
     State(web): State<Web>,
-    _: Allowed<act::ListWorkers>,
+    allowed: Allowed<act::ListWorkers>,
 ) -> Result<axum::Json<Vec<Worker>>, ApiError> {
+    let caller = allowed.caller();
     let workers = web.store().list_workers().await?;
+    // Shared workers, and those of the teams the caller has a role on.
     let workers = workers
         .into_iter()
+        .filter(|w| {
+            w.info
+                .team
+                .as_deref()
+                .is_none_or(|t| caller.role_on(t).is_some())
+        })
         .map(worker_to_api)
         .collect::<Result<Vec<Worker>, ApiError>>()?;
     Ok(axum::Json(workers))

@@ -46,6 +46,7 @@ mod e2e_resource_isolation;
 mod e2e_resource_types_needs_root;
 mod e2e_task_files;
 mod e2e_task_images_needs_root;
+mod e2e_team_workers;
 mod e2e_teams;
 mod e2e_time_resource;
 mod e2e_vault;
