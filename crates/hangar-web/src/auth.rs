@@ -91,8 +91,41 @@ fn worker_token(parts: &Parts, web: &Web) -> Result<String, ApiError> {
 /// A request from a user holding the admin token.
 pub(crate) struct Admin;
 
-/// A request holding the fleet's worker key: a worker asking to register.
-pub(crate) struct FleetKey;
+/// A worker asking to register, and with which key: the fleet's (any
+/// name, any team) or a team's (`--team-worker-key-file TEAM:PATH`, as
+/// Concourse's team authorized keys: workers of that team only).
+pub(crate) enum FleetKey {
+    Fleet,
+    Team(String),
+}
+
+impl FleetKey {
+    /// Refuses a registration this key does not admit: a team key
+    /// registers workers of its team only, and never under a name a
+    /// worker of another team (or a shared one) holds.
+    pub(crate) fn admits(
+        &self,
+        team: Option<&str>,
+        holder_team: Option<Option<&str>>,
+    ) -> Result<(), ApiError> {
+        let FleetKey::Team(key_team) = self else {
+            return Ok(());
+        };
+        if team != Some(key_team.as_str()) {
+            return Err(ApiError::forbidden(format!(
+                "the worker key of team {key_team} registers workers of team {key_team} only: \
+                 start the worker with --team {key_team}"
+            )));
+        }
+        match holder_team {
+            Some(held) if held != Some(key_team.as_str()) => Err(ApiError::forbidden(format!(
+                "the worker key of team {key_team} cannot take a name a worker outside team \
+                 {key_team} holds"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
 
 /// A request from one process of the worker named in the path, proven by
 /// its incarnation token.
@@ -164,12 +197,19 @@ impl FromRequestParts<Web> for Admin {
 impl FromRequestParts<Web> for FleetKey {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, web: &Web) -> Result<Self, ApiError> {
-        match fixed(bearer(parts)?, web) {
-            Fixed::FleetKey => Ok(FleetKey),
+        let token = bearer(parts)?;
+        match fixed(token, web) {
+            Fixed::FleetKey => Ok(FleetKey::Fleet),
             Fixed::Admin => Err(ApiError::forbidden(
                 "this needs the worker key, not the admin token",
             )),
-            Fixed::Other => Err(ApiError::unauthorized("invalid credentials")),
+            Fixed::Other => web
+                .config()
+                .team_worker_keys
+                .iter()
+                .find(|(_, key)| same_secret(token.as_bytes(), key.as_bytes()))
+                .map(|(team, _)| FleetKey::Team(team.clone()))
+                .ok_or_else(|| ApiError::unauthorized("invalid credentials")),
         }
     }
 }

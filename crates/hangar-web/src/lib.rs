@@ -82,6 +82,9 @@ pub struct WebConfig {
     pub placement: hangar_core::placement::Placement,
     /// Who logs in (local users), main's auth, and how long sessions last.
     pub auth: AuthConfig,
+    /// Team → the key that team's workers register with (workers of that
+    /// team only).
+    pub team_worker_keys: std::collections::BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -104,6 +107,10 @@ impl std::fmt::Debug for WebConfig {
             .field("no_worker_timeout", &self.no_worker_timeout)
             .field("placement", &self.placement)
             .field("auth", &self.auth)
+            .field(
+                "team_worker_keys",
+                &self.team_worker_keys.keys().collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -119,6 +126,27 @@ impl WebConfig {
         }
         if self.admin_token == self.worker_key {
             return Err("the admin token and the worker key must differ".into());
+        }
+        for (team, key) in &self.team_worker_keys {
+            if key.len() < 16 {
+                return Err(format!(
+                    "the worker key of team {team} must be at least 16 characters"
+                ));
+            }
+            if *key == self.admin_token || *key == self.worker_key {
+                return Err(format!(
+                    "the worker key of team {team} must differ from the admin token and the fleet's worker key"
+                ));
+            }
+            if self
+                .team_worker_keys
+                .iter()
+                .any(|(t, k)| t != team && k == key)
+            {
+                return Err(format!(
+                    "team {team} shares its worker key with another team"
+                ));
+            }
         }
         if self.lifecycle.heartbeat_ttl_ms <= 0 {
             return Err("the heartbeat ttl must be positive".into());

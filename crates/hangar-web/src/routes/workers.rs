@@ -127,11 +127,18 @@ fn valid_name(name: &str) -> Result<(), ApiError> {
 
 pub(super) async fn register(
     State(web): State<Web>,
-    _: FleetKey,
+    key: FleetKey,
     Peer(peer): Peer,
     Json(req): Json<RegisterWorker>,
 ) -> Result<(StatusCode, axum::Json<Registered>), ApiError> {
     validate_registration(&req).map_err(ApiError::bad_request)?;
+    if matches!(key, FleetKey::Team(_)) {
+        let holder = web.store().get_worker(&req.name).await?;
+        key.admits(
+            req.team.as_deref(),
+            holder.as_ref().map(|h| h.info.team.as_deref()),
+        )?;
+    }
     // Only a holder that is gone (or the caller itself) gives up its name.
     let expect = takeover::check(&web, &req, peer).await?;
     let secret = new_secret()

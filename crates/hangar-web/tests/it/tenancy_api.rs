@@ -683,7 +683,72 @@ async fn an_owner_renames_their_team_and_an_admin_destroys_it(store: Store) {
     t.stop().await;
 }
 
+/// A team's worker key registers that team's workers only, and never
+/// under a name another team's (or a shared) worker holds; each refusal
+/// leaves the workers as they were. The workers' listing shows a user the
+/// shared workers and their own teams'.
+async fn a_team_s_worker_key_registers_its_team_s_workers_only(store: Store) {
+    const KEY_B: &str = "team-b-worker-key-0123456789";
+    let t = TestWeb::start_with(store, |c| {
+        c.auth = auth_config();
+        c.team_worker_keys.insert("b".into(), KEY_B.into());
+    })
+    .await;
+    two_teams(&t).await;
+    t.register("shared", "disk-s").await;
+    let team_b = hangar_client::Client::new(&t.url, KEY_B, Duration::from_secs(10)).unwrap();
+    let mut reg = crate::common::registration("wb", "disk-b");
+    reg.team = Some("b".into());
+    team_b.register(&reg).await.unwrap();
+    let before = t.web.store().list_workers().await.unwrap();
+    let refusals = [
+        ("wc", None, "registers workers of team b only"),
+        ("wc", Some("a"), "registers workers of team b only"),
+        (
+            "shared",
+            Some("b"),
+            "cannot take a name a worker outside team b holds",
+        ),
+    ];
+    for (name, team, why) in refusals {
+        let mut reg = crate::common::registration(name, "disk-x");
+        reg.team = team.map(String::from);
+        match team_b.register(&reg).await {
+            Err(hangar_client::ClientError::Api {
+                status, message, ..
+            }) => {
+                assert_eq!(status, StatusCode::FORBIDDEN, "{message}");
+                assert!(message.contains(why), "{message}");
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    assert_eq!(t.web.store().list_workers().await.unwrap(), before);
+    // The team key opens nothing else.
+    let (s, _) = call(&t, Some(KEY_B), Method::GET, "/workers", None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let bob = login(&t, "bob").await;
+    let (_, seen) = call(&t, Some(&bob), Method::GET, "/workers", None).await;
+    assert_eq!(names(&seen), ["shared", "wb"]);
+    let vic = login(&t, "vic").await;
+    let (_, seen) = call(&t, Some(&vic), Method::GET, "/workers", None).await;
+    assert_eq!(
+        names(&seen),
+        ["shared"],
+        "team b's worker is not team a's to see"
+    );
+    t.stop().await;
+}
+
 on_both_databases!(
+    a_team_s_worker_key_registers_its_team_s_workers_only,
     every_route_answers_each_role_as_concourse_s_table_says,
     a_user_sees_only_their_teams_and_an_exposed_pipeline_reads_as_public,
     sessions_end_at_logout_at_expiry_and_when_idle,

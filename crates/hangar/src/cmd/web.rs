@@ -110,6 +110,7 @@ impl Lifecycle {
             no_worker_timeout: self.no_worker_timeout,
             placement: Default::default(),
             auth: Default::default(),
+            team_worker_keys: Default::default(),
         })
     }
 }
@@ -394,6 +395,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.metrics_require_token = args.metrics_require_token;
     config.credentials = args.credentials.open()?;
     config.auth = args.users.auth_config()?;
+    config.team_worker_keys = args.users.team_worker_keys()?;
     config.placement = args.placement.placement()?;
     // Refuse a bad configuration before anything is created on disk.
     config

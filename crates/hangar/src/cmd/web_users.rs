@@ -33,9 +33,40 @@ pub(crate) struct UserFlags {
     /// A login unused this long ends.
     #[arg(long, env = "HANGAR_SESSION_IDLE_TIMEOUT", default_value = "8h", value_parser = duration::parse)]
     pub session_idle_timeout: Duration,
+    /// TEAM:PATH: a file holding the key that team's workers register with
+    /// (Concourse's team authorized keys): a worker presenting it must be
+    /// started with --team TEAM. Repeat the flag, or separate with commas.
+    #[arg(
+        long = "team-worker-key-file",
+        env = "HANGAR_TEAM_WORKER_KEY_FILE",
+        value_delimiter = ','
+    )]
+    pub team_worker_key_files: Vec<String>,
 }
 
 impl UserFlags {
+    /// Team → key, read from each `--team-worker-key-file`.
+    pub(crate) fn team_worker_keys(
+        &self,
+    ) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+        let mut keys = std::collections::BTreeMap::new();
+        for flag in &self.team_worker_key_files {
+            let (team, path) = flag.split_once(':').ok_or_else(|| {
+                anyhow::anyhow!("--team-worker-key-file {flag}: expected TEAM:PATH")
+            })?;
+            hangar_core::names::validate_label(team)
+                .map_err(|e| anyhow::anyhow!("--team-worker-key-file: team: {e}"))?;
+            let key = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("--team-worker-key-file {team}: read {path}: {e}"))?
+                .trim()
+                .to_string();
+            if keys.insert(team.to_string(), key).is_some() {
+                anyhow::bail!("--team-worker-key-file: team {team} is given twice");
+            }
+        }
+        Ok(keys)
+    }
+
     pub(crate) fn auth_config(&self) -> anyhow::Result<AuthConfig> {
         if self.auth_duration.is_zero() || self.session_idle_timeout.is_zero() {
             anyhow::bail!("--auth-duration and --session-idle-timeout must be more than 0");

@@ -71,6 +71,7 @@ impl TestWeb {
             metrics_require_token: false,
             credentials: None,
             auth: Default::default(),
+            team_worker_keys: Default::default(),
         };
         adjust(&mut config);
         let web = Web::new(store, config).unwrap();
