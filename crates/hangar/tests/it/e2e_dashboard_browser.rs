@@ -46,14 +46,17 @@ async fn journey(cluster: &Cluster, workers: &mut Vec<Proc>, c: &Client) -> Step
     c.goto(&format!("{base}/login"))
         .await
         .map_err(fail("goto"))?;
-    c.find(Locator::Css("input[name=token]"))
+    // The operator logs in with the admin token, behind its disclosure.
+    click(c, "details summary").await?;
+    c.find(Locator::Css("details input[name=token]"))
         .await
         .map_err(fail("token field"))?
         .send_keys(ADMIN)
         .await
         .map_err(fail("type token"))?;
-    click(c, "main button[type=submit]").await?;
+    click(c, "details button[type=submit]").await?;
     wait_for(c, Locator::Css("header"), &["workers"]).await?;
+    wait_for(c, Locator::Css("#user"), &["admin token"]).await?;
 
     let api =
         hangar_client::Client::new(base, ADMIN, Duration::from_secs(30)).map_err(fail("client"))?;
