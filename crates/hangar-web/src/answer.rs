@@ -15,6 +15,15 @@ pub(crate) fn created<T>(body: T) -> (StatusCode, T) {
     (StatusCode::CREATED, body)
 }
 
+/// Made (201) or changed (200), as a set-team answers.
+pub(crate) fn created_or_changed<T>(made: bool, body: T) -> (StatusCode, T) {
+    if made {
+        created(body)
+    } else {
+        (StatusCode::OK, body)
+    }
+}
+
 /// Sends the browser on to `to` after a form.
 pub(crate) fn see_other(to: &str) -> Response {
     (StatusCode::SEE_OTHER, [(LOCATION, to.to_string())]).into_response()

@@ -329,7 +329,7 @@ async fn set_exposed(
     super::check_pipeline(name)?;
     let p = web.store().pipeline(team, name).await?;
     web.store().set_pipeline_exposed(p.id, exposed).await?;
-    Ok(StatusCode::OK)
+    Ok(crate::answer::NO_CONTENT)
 }
 
 pub(super) async fn rename(

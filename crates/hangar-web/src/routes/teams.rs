@@ -90,12 +90,10 @@ pub(super) async fn set(
         .await?;
     tracing::info!(%team, by = %allowed.caller().describe(), ?set, "team set");
     let created = set == TeamSet::Created;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, axum::Json(TeamSaved { team, created })))
+    Ok(crate::answer::created_or_changed(
+        created,
+        axum::Json(TeamSaved { team, created }),
+    ))
 }
 
 pub(super) async fn rename(
@@ -115,7 +113,7 @@ pub(super) async fn rename(
     }
     web.store().rename_team(&team, &req.name).await?;
     tracing::info!(from = %team, to = %req.name, by = %allowed.caller().describe(), "team renamed");
-    Ok(StatusCode::NO_CONTENT)
+    Ok(crate::answer::NO_CONTENT)
 }
 
 pub(super) async fn destroy(
@@ -131,7 +129,7 @@ pub(super) async fn destroy(
     web.store().destroy_team(&team, web.now()).await?;
     web.engine().wake();
     tracing::info!(%team, by = %allowed.caller().describe(), "team destroyed");
-    Ok(StatusCode::NO_CONTENT)
+    Ok(crate::answer::NO_CONTENT)
 }
 
 /// What `/user` and a login answer about a caller.
@@ -233,5 +231,5 @@ pub(super) async fn logout(
     web.store()
         .revoke_session(&digest(token), web.now())
         .await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(crate::answer::NO_CONTENT)
 }
