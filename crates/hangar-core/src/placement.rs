@@ -33,6 +33,10 @@ pub struct Candidate {
     pub memory_free: Option<u64>,
     /// Started with `--allow-privileged`: it runs privileged containers.
     pub allow_privileged: bool,
+    /// A step failed there for the worker's fault a moment ago: what it
+    /// claims (free memory, room, health) is not taken at its word, and it
+    /// gets work only when no other worker fits.
+    pub distrusted: bool,
 }
 
 /// A worker's active work as the database knows it at placement: what
@@ -140,7 +144,7 @@ pub fn by_name(candidates: &[Candidate]) -> Vec<Candidate> {
 /// The workers a step may go to, in the given order: running workers
 /// that fit (platform, tags, team, privileged containers allowed if the
 /// step needs them, accepting work, memory for its limit), without those
-/// to avoid unless nothing else fits.
+/// to avoid, then without those distrusted, unless nothing else fits.
 fn pool<'a>(candidates: &'a [Candidate], req: &Requirement) -> Vec<&'a Candidate> {
     let fits = |c: &&Candidate| {
         c.state == WorkerState::Running
@@ -149,16 +153,20 @@ fn pool<'a>(candidates: &'a [Candidate], req: &Requirement) -> Vec<&'a Candidate
             && crate::pressure::has_room(c.memory_free, req.memory)
     };
     let fitting: Vec<&Candidate> = candidates.iter().filter(fits).collect();
-    let preferred: Vec<&Candidate> = fitting
+    let not_avoided: Vec<&Candidate> = fitting
         .iter()
         .copied()
         .filter(|c| !req.avoid.contains(&c.name))
         .collect();
-    if preferred.is_empty() {
-        fitting
-    } else {
-        preferred
-    }
+    let trusted: Vec<&Candidate> = not_avoided
+        .iter()
+        .copied()
+        .filter(|c| !c.distrusted)
+        .collect();
+    [trusted, not_avoided]
+        .into_iter()
+        .find(|tier| !tier.is_empty())
+        .unwrap_or(fitting)
 }
 
 /// Whether the worker is of the kind the step asks for, whatever its
@@ -333,6 +341,7 @@ mod tests {
             accepting_work: true,
             memory_free: None,
             allow_privileged: false,
+            distrusted: false,
         }
     }
 
@@ -427,6 +436,42 @@ mod tests {
                 Requirement {
                     avoid: ["a".to_string()].into(),
                     ..req(&["k"])
+                },
+                Ok("a"),
+            ),
+            // A distrusted worker, however idle and however much it holds,
+            // gets work only when nothing else fits.
+            (
+                vec![
+                    Candidate {
+                        distrusted: true,
+                        ..c("a", 0, &["k"])
+                    },
+                    c("b", 9, &[]),
+                ],
+                req(&["k"]),
+                Ok("b"),
+            ),
+            (
+                vec![Candidate {
+                    distrusted: true,
+                    ..c("a", 0, &["k"])
+                }],
+                req(&["k"]),
+                Ok("a"),
+            ),
+            // Avoided for this step beats distrusted in general.
+            (
+                vec![
+                    Candidate {
+                        distrusted: true,
+                        ..c("a", 0, &[])
+                    },
+                    c("b", 0, &[]),
+                ],
+                Requirement {
+                    avoid: ["b".to_string()].into(),
+                    ..req(&[])
                 },
                 Ok("a"),
             ),

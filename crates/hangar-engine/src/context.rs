@@ -255,6 +255,12 @@ impl BuildContext {
         )
         .await;
         let next = hangar_core::engine::after_failure(failure);
+        // Off this step's next attempt, and doubted by every step for a
+        // while: a worker that claims room it has not, or fails what it
+        // takes, draws no more work while others fit.
+        if let Some(worker) = &next.avoid {
+            self.engine.distrust(worker);
+        }
         avoid.extend(next.avoid);
         if let Some(worker) = next.settle {
             crate::watch::settle(&self.engine, &worker, self.engine.now(), &self.stop).await?;

@@ -129,7 +129,14 @@ struct Inner {
     /// Where the `((vars))` left in stored plans are read from when a
     /// build runs; none: plans hold no vars (web refuses them).
     credentials: std::sync::OnceLock<Arc<hangar_creds::Credentials>>,
+    /// Workers a step failed on for their own fault, until when (Unix
+    /// millis): placement takes their claims with doubt (this node's
+    /// memory only; another node learns from its own steps).
+    distrusted: std::sync::Mutex<std::collections::HashMap<String, i64>>,
 }
+
+/// How long a worker a step failed on stays distrusted.
+pub const DISTRUST_MS: i64 = 5 * 60 * 1000;
 
 impl Engine {
     pub fn new(
@@ -151,6 +158,7 @@ impl Engine {
                 build_finished: Notify::new(),
                 recent_checks: recent_checks::RecentChecks::default(),
                 credentials: std::sync::OnceLock::new(),
+                distrusted: Default::default(),
             }),
         }
     }
@@ -169,6 +177,29 @@ impl Engine {
 
     pub fn now(&self) -> i64 {
         self.inner.clock.now()
+    }
+
+    /// A step failed on `worker` for the worker's fault: placement prefers
+    /// every other worker that fits for [`DISTRUST_MS`].
+    pub(crate) fn distrust(&self, worker: &str) {
+        let now = self.now();
+        let mut map = self
+            .inner
+            .distrusted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, until| *until > now);
+        map.insert(worker.to_string(), now + DISTRUST_MS);
+    }
+
+    pub(crate) fn is_distrusted(&self, worker: &str) -> bool {
+        let now = self.now();
+        self.inner
+            .distrusted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(worker)
+            .is_some_and(|until| *until > now)
     }
 
     pub(crate) fn recent_checks(&self) -> &recent_checks::RecentChecks {

@@ -58,7 +58,7 @@ impl Wants {
 /// heartbeat writes a good one. One that serves no API is left out by the
 /// caller. Its load is the database's count of the steps placed on it,
 /// its volumes its own report.
-fn candidate(w: WorkerRecord, has: BTreeSet<String>, placed: Load) -> Candidate {
+fn candidate(w: WorkerRecord, has: BTreeSet<String>, placed: Load, distrusted: bool) -> Candidate {
     let mut unreadable = false;
     let condition: Option<hangar_api::WorkerCondition> =
         w.condition
@@ -86,6 +86,7 @@ fn candidate(w: WorkerRecord, has: BTreeSet<String>, placed: Load) -> Candidate 
             ..placed
         },
         allow_privileged: w.info.allow_privileged,
+        distrusted,
     }
 }
 
@@ -151,7 +152,8 @@ pub async fn candidates(engine: &Engine, wants: &Wants) -> Result<Vec<Candidate>
         .map(|w| {
             let held = has.remove(&w.info.name).unwrap_or_default();
             let placed = loads.remove(&w.info.name).unwrap_or_default();
-            candidate(w, held, placed)
+            let distrusted = engine.is_distrusted(&w.info.name);
+            candidate(w, held, placed, distrusted)
         })
         .collect())
 }

@@ -732,6 +732,7 @@ impl Sim {
                     accepting_work: true,
                     memory_free: None,
                     allow_privileged: false,
+                    distrusted: false,
                 })
             })
             .collect()

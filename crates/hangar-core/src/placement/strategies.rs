@@ -312,6 +312,7 @@ mod tests {
             accepting_work: true,
             memory_free: None,
             allow_privileged: false,
+            distrusted: false,
         }
     }
 

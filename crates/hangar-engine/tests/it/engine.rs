@@ -435,10 +435,11 @@ async fn a_pinned_get_is_placed_on_the_worker_with_the_cache_of_its_params() {
     // (depth, the step's line about the cache)
     let cases = [
         (1, Some("found in the cache on worker w2")),
-        // Other params: no cache anywhere, so the idle first worker.
+        // Other params: no cache anywhere; w1 failed the first fetch a
+        // moment ago, so it is doubted and w2 takes this one too.
         (2, None),
         (1, Some("found in the cache on worker w2")),
-        (2, Some("found in the cache on worker w1")),
+        (2, Some("found in the cache on worker w2")),
     ];
     for (depth, want) in cases {
         let id = h.submit(get(depth)).await;

@@ -67,3 +67,30 @@ async fn a_task_waits_while_every_worker_is_at_the_task_limit() {
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_worker_a_step_failed_on_draws_no_new_work_while_another_fits() {
+    use hangar_engine::fake::CallKind;
+    use hangar_engine::CallError;
+    let h = Harness::new(&["w1", "w2"]).await;
+    // w1 wins ties by name; its first container fails for the worker's
+    // own fault (a full disk), and the step is retried on w2.
+    h.fake.fail_next(
+        "w1",
+        CallKind::CreateContainer,
+        CallError::refused(507, "insufficient_storage", "no space left"),
+    );
+    let first = h.submit(task_plan("sh")).await;
+    assert_eq!(h.finished(first).await, BuildStatus::Succeeded);
+    assert_eq!(h.fake.calls_of("create_container w2 ").len(), 1);
+    // The next build's step, with both workers idle, goes to w2: what w1
+    // claims is doubted for a while after it failed a step.
+    let second = h.submit(task_plan("sh")).await;
+    assert_eq!(h.finished(second).await, BuildStatus::Succeeded);
+    assert_eq!(
+        h.fake.calls_of("create_container w2 ").len(),
+        2,
+        "{:#?}",
+        h.fake.calls()
+    );
+}
