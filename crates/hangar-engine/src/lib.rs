@@ -181,7 +181,7 @@ impl Engine {
 
     /// A step failed on `worker` for the worker's fault: placement prefers
     /// every other worker that fits for [`DISTRUST_MS`].
-    pub(crate) fn distrust(&self, worker: &str) {
+    pub fn distrust(&self, worker: &str) {
         let now = self.now();
         let mut map = self
             .inner

@@ -105,12 +105,12 @@ pub(super) async fn upload(
             Some("upload".into()),
         )
         .await
-        .map_err(from_op)?;
+        .map_err(|e| doubted(&web, &worker, from_op(e)))?;
     let api = match web.workers().api(&worker, Duration::from_secs(3600)).await {
         Ok(api) => api,
         Err(e) => {
             web.engine().release_volume(&volume.handle).await;
-            return Err(from_worker(&worker, &e));
+            return Err(doubted(&web, &worker, from_worker(&worker, &e)));
         }
     };
     let stream = body.into_data_stream().map_err(std::io::Error::other);
@@ -124,10 +124,25 @@ pub(super) async fn upload(
         .await
     {
         web.engine().release_volume(&volume.handle).await;
-        return Err(from_worker(&worker, &hangar_engine::call_error(&e)));
+        return Err(doubted(
+            &web,
+            &worker,
+            from_worker(&worker, &hangar_engine::call_error(&e)),
+        ));
     }
     Ok(crate::answer::created(axum::Json(Artifact {
         handle: volume.handle,
         worker,
     })))
+}
+
+/// An upload that failed for its worker's fault (web's 5xx: the worker
+/// unreachable, failing, or its disk full) makes placement doubt that
+/// worker, as a failed step does: the client's next try goes elsewhere. A
+/// refusal of the upload itself (4xx: a bad archive) says nothing of it.
+fn doubted(web: &Web, worker: &str, e: ApiError) -> ApiError {
+    if e.status.is_server_error() {
+        web.engine().distrust(worker);
+    }
+    e
 }

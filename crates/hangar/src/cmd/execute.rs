@@ -312,26 +312,51 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
 
-    let mut artifacts = BTreeMap::new();
-    let mut worker: Option<String> = None;
     let mut uploads: Vec<(String, PathBuf)> = inputs.into_iter().collect();
     if let Some(image) = &args.image {
         uploads.push(("image".to_string(), image.clone()));
     }
-    for (name, dir) in &uploads {
-        let artifact = upload(
-            &client,
-            name,
-            dir,
-            args.include_ignored || args.image.as_ref() == Some(dir),
-            worker.as_deref(),
-            &config.platform,
-            &args.tags,
-        )
-        .await?;
-        worker.get_or_insert(artifact.worker);
-        artifacts.insert(name.clone(), artifact.handle);
-    }
+    // The inputs go to one worker, together. When that worker fails an
+    // upload (web's 5xx), web doubts it and they all go again, elsewhere.
+    let mut attempt = 1;
+    let artifacts = loop {
+        let mut artifacts = BTreeMap::new();
+        let mut worker: Option<String> = None;
+        let mut failed = None;
+        for (name, dir) in &uploads {
+            let sent = upload(
+                &client,
+                name,
+                dir,
+                args.include_ignored || args.image.as_ref() == Some(dir),
+                worker.as_deref(),
+                &config.platform,
+                &args.tags,
+            )
+            .await;
+            match sent {
+                Ok(artifact) => {
+                    worker.get_or_insert(artifact.worker);
+                    artifacts.insert(name.clone(), artifact.handle);
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        match failed {
+            None => break artifacts,
+            Some(e) if attempt < UPLOAD_ATTEMPTS && worker_failed(&e) => {
+                eprintln!(
+                    "hangar: {e:#}; uploading the inputs again on another worker (attempt {} of {UPLOAD_ATTEMPTS})",
+                    attempt + 1
+                );
+                attempt += 1;
+            }
+            Some(e) => return Err(e),
+        }
+    };
     let mut step = serde_json::json!({ "task": "one-off", "config": config_json });
     if !args.tags.is_empty() {
         step["tags"] = serde_json::json!(args.tags);
@@ -403,6 +428,20 @@ async fn job_gets(
         found.resource_types
     };
     Ok((gets, types))
+}
+
+/// How many times `execute` uploads its inputs when workers fail them.
+const UPLOAD_ATTEMPTS: u32 = 3;
+
+/// Whether an upload failed for its worker's fault (web answered 5xx: the
+/// worker unreachable, failing, or out of room), so another may take it.
+fn worker_failed(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<hangar_client::ClientError>(),
+            Some(hangar_client::ClientError::Api { status, .. }) if status.is_server_error()
+        )
+    })
 }
 
 /// Streams `dir` as a tar to web, with its progress shown (see

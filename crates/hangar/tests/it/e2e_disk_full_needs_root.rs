@@ -188,3 +188,46 @@ fn a_step_that_fills_its_worker_s_disk_fails_over_as_disk_full_and_succeeds_else
     assert!(lines <= 400, "{lines} lines of worker log:\n{log}");
     drop(tmpfs);
 }
+
+/// `execute`'s upload that fills its worker's disk goes again, whole, to
+/// another worker: web doubts the full one, and the task runs on the
+/// other with its input complete.
+#[test]
+fn an_upload_that_fills_its_worker_s_disk_goes_again_to_another_worker() {
+    let c = Cluster::start();
+    // First by name, so placement picks it first of two idle workers.
+    let small_dir = c.work_dir("a-small");
+    let _tmpfs = Tmpfs::mount(&small_dir, "8m");
+    let _small = c.worker_with("a-small", &small_dir, &[]);
+    let _large = c.worker("b-large");
+    c.wait_until("both workers run", |ws| {
+        has(ws, "a-small", "running") && has(ws, "b-large", "running")
+    });
+    let dir = c.dir.path().join("job");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    // 12 MB that do not compress, past the small worker's 8 MB.
+    let big: Vec<u8> = (0..12_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(dir.join("src/big"), &big).unwrap();
+    std::fs::write(
+        dir.join("task.yml"),
+        "platform: linux\ninputs: [{name: src}]\nrun: {path: sh, args: [-c, 'wc -c < src/big']}\n",
+    )
+    .unwrap();
+    let out = c.cli_in(&dir, &["execute", "-c", "task.yml", "-i", "src=src"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("12000000"), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("uploading the inputs again on another worker (attempt 2 of 3)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("a-small"),
+        "the failure names the full worker: {stderr}"
+    );
+}
