@@ -92,11 +92,14 @@ fn worker_token(parts: &Parts, web: &Web) -> Result<String, ApiError> {
 pub(crate) struct Admin;
 
 /// A worker asking to register, and with which key: the fleet's (any
-/// name, any team) or a team's (`--team-worker-key-file TEAM:PATH`, as
-/// Concourse's team authorized keys: workers of that team only).
+/// name, any team), a team's (`--team-worker-key-file TEAM:PATH`, as
+/// Concourse's team authorized keys: workers of that team only), or one
+/// worker's own (`--named-worker-key-file NAME:PATH`: that name only, a
+/// shared worker).
 pub(crate) enum FleetKey {
     Fleet,
     Team(String),
+    Worker(String),
 }
 
 impl FleetKey {
@@ -105,11 +108,25 @@ impl FleetKey {
     /// worker of another team (or a shared one) holds.
     pub(crate) fn admits(
         &self,
+        name: &str,
         team: Option<&str>,
         holder_team: Option<Option<&str>>,
     ) -> Result<(), ApiError> {
-        let FleetKey::Team(key_team) = self else {
-            return Ok(());
+        let key_team = match self {
+            FleetKey::Fleet => return Ok(()),
+            FleetKey::Worker(own) if own != name => {
+                return Err(ApiError::forbidden(format!(
+                    "the worker key of worker {own} registers worker {own} only"
+                )))
+            }
+            FleetKey::Worker(own) if team.is_some() => {
+                return Err(ApiError::forbidden(format!(
+                    "the worker key of worker {own} registers it as a shared worker: a team's \
+                     worker registers with its team's key"
+                )))
+            }
+            FleetKey::Worker(_) => return Ok(()),
+            FleetKey::Team(key_team) => key_team,
         };
         if team != Some(key_team.as_str()) {
             return Err(ApiError::forbidden(format!(
@@ -203,13 +220,22 @@ impl FromRequestParts<Web> for FleetKey {
             Fixed::Admin => Err(ApiError::forbidden(
                 "this needs the worker key, not the admin token",
             )),
-            Fixed::Other => web
-                .config()
-                .team_worker_keys
-                .iter()
-                .find(|(_, key)| same_secret(token.as_bytes(), key.as_bytes()))
-                .map(|(team, _)| FleetKey::Team(team.clone()))
-                .ok_or_else(|| ApiError::unauthorized("invalid credentials")),
+            Fixed::Other => {
+                let cfg = web.config();
+                let team = cfg
+                    .team_worker_keys
+                    .iter()
+                    .find(|(_, key)| same_secret(token.as_bytes(), key.as_bytes()))
+                    .map(|(team, _)| FleetKey::Team(team.clone()));
+                let worker = || {
+                    cfg.named_worker_keys
+                        .iter()
+                        .find(|(_, key)| same_secret(token.as_bytes(), key.as_bytes()))
+                        .map(|(name, _)| FleetKey::Worker(name.clone()))
+                };
+                team.or_else(worker)
+                    .ok_or_else(|| ApiError::unauthorized("invalid credentials"))
+            }
         }
     }
 }

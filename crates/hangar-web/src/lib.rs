@@ -85,6 +85,9 @@ pub struct WebConfig {
     /// Team → the key that team's workers register with (workers of that
     /// team only).
     pub team_worker_keys: std::collections::BTreeMap<String, String>,
+    /// Worker name → the key that one worker registers with (that name
+    /// only, as a shared worker).
+    pub named_worker_keys: std::collections::BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -111,6 +114,10 @@ impl std::fmt::Debug for WebConfig {
                 "team_worker_keys",
                 &self.team_worker_keys.keys().collect::<Vec<_>>(),
             )
+            .field(
+                "named_worker_keys",
+                &self.named_worker_keys.keys().collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -127,25 +134,29 @@ impl WebConfig {
         if self.admin_token == self.worker_key {
             return Err("the admin token and the worker key must differ".into());
         }
-        for (team, key) in &self.team_worker_keys {
+        let keyed = self
+            .team_worker_keys
+            .iter()
+            .map(|(team, key)| (format!("team {team}"), key))
+            .chain(
+                self.named_worker_keys
+                    .iter()
+                    .map(|(name, key)| (format!("worker {name}"), key)),
+            )
+            .collect::<Vec<_>>();
+        for (whose, key) in &keyed {
             if key.len() < 16 {
                 return Err(format!(
-                    "the worker key of team {team} must be at least 16 characters"
+                    "the worker key of {whose} must be at least 16 characters"
                 ));
             }
-            if *key == self.admin_token || *key == self.worker_key {
+            if **key == self.admin_token || **key == self.worker_key {
                 return Err(format!(
-                    "the worker key of team {team} must differ from the admin token and the fleet's worker key"
+                    "the worker key of {whose} must differ from the admin token and the fleet's worker key"
                 ));
             }
-            if self
-                .team_worker_keys
-                .iter()
-                .any(|(t, k)| t != team && k == key)
-            {
-                return Err(format!(
-                    "team {team} shares its worker key with another team"
-                ));
+            if keyed.iter().any(|(w, k)| w != whose && k == key) {
+                return Err(format!("{whose} shares its worker key with another"));
             }
         }
         if self.lifecycle.heartbeat_ttl_ms <= 0 {

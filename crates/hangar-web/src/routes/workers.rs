@@ -132,9 +132,10 @@ pub(super) async fn register(
     Json(req): Json<RegisterWorker>,
 ) -> Result<(StatusCode, axum::Json<Registered>), ApiError> {
     validate_registration(&req).map_err(ApiError::bad_request)?;
-    if matches!(key, FleetKey::Team(_)) {
+    if !matches!(key, FleetKey::Fleet) {
         let holder = web.store().get_worker(&req.name).await?;
         key.admits(
+            &req.name,
             req.team.as_deref(),
             holder.as_ref().map(|h| h.info.team.as_deref()),
         )?;

@@ -684,14 +684,17 @@ async fn an_owner_renames_their_team_and_an_admin_destroys_it(store: Store) {
 }
 
 /// A team's worker key registers that team's workers only, and never
-/// under a name another team's (or a shared) worker holds; each refusal
+/// under a name another team's (or a shared) worker holds; a worker's own
+/// key registers that name only, as a shared worker; each refusal
 /// leaves the workers as they were. The workers' listing shows a user the
 /// shared workers and their own teams'.
-async fn a_team_s_worker_key_registers_its_team_s_workers_only(store: Store) {
+async fn team_and_worker_keys_register_only_what_they_are_for(store: Store) {
     const KEY_B: &str = "team-b-worker-key-0123456789";
+    const KEY_W9: &str = "worker-w9-own-key-0123456789";
     let t = TestWeb::start_with(store, |c| {
         c.auth = auth_config();
         c.team_worker_keys.insert("b".into(), KEY_B.into());
+        c.named_worker_keys.insert("w9".into(), KEY_W9.into());
     })
     .await;
     two_teams(&t).await;
@@ -724,6 +727,28 @@ async fn a_team_s_worker_key_registers_its_team_s_workers_only(store: Store) {
         }
     }
     assert_eq!(t.web.store().list_workers().await.unwrap(), before);
+    // A worker's own key: its name only, as a shared worker.
+    let w9 = hangar_client::Client::new(&t.url, KEY_W9, Duration::from_secs(10)).unwrap();
+    for (name, team, why) in [
+        ("w8", None, "registers worker w9 only"),
+        ("w9", Some("b"), "registers it as a shared worker"),
+    ] {
+        let mut reg = crate::common::registration(name, "disk-9");
+        reg.team = team.map(String::from);
+        match w9.register(&reg).await {
+            Err(hangar_client::ClientError::Api {
+                status, message, ..
+            }) => {
+                assert_eq!(status, StatusCode::FORBIDDEN, "{message}");
+                assert!(message.contains(why), "{message}");
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    assert_eq!(t.web.store().list_workers().await.unwrap(), before);
+    w9.register(&crate::common::registration("w9", "disk-9"))
+        .await
+        .unwrap();
     // The team key opens nothing else.
     let (s, _) = call(&t, Some(KEY_B), Method::GET, "/workers", None).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
@@ -736,19 +761,19 @@ async fn a_team_s_worker_key_registers_its_team_s_workers_only(store: Store) {
     };
     let bob = login(&t, "bob").await;
     let (_, seen) = call(&t, Some(&bob), Method::GET, "/workers", None).await;
-    assert_eq!(names(&seen), ["shared", "wb"]);
+    assert_eq!(names(&seen), ["shared", "w9", "wb"]);
     let vic = login(&t, "vic").await;
     let (_, seen) = call(&t, Some(&vic), Method::GET, "/workers", None).await;
     assert_eq!(
         names(&seen),
-        ["shared"],
+        ["shared", "w9"],
         "team b's worker is not team a's to see"
     );
     t.stop().await;
 }
 
 on_both_databases!(
-    a_team_s_worker_key_registers_its_team_s_workers_only,
+    team_and_worker_keys_register_only_what_they_are_for,
     every_route_answers_each_role_as_concourse_s_table_says,
     a_user_sees_only_their_teams_and_an_exposed_pipeline_reads_as_public,
     sessions_end_at_logout_at_expiry_and_when_idle,

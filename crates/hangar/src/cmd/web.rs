@@ -111,6 +111,7 @@ impl Lifecycle {
             placement: Default::default(),
             auth: Default::default(),
             team_worker_keys: Default::default(),
+            named_worker_keys: Default::default(),
         })
     }
 }
@@ -396,6 +397,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.credentials = args.credentials.open()?;
     config.auth = args.users.auth_config()?;
     config.team_worker_keys = args.users.team_worker_keys()?;
+    config.named_worker_keys = args.users.named_worker_keys()?;
     config.placement = args.placement.placement()?;
     // Refuse a bad configuration before anything is created on disk.
     config

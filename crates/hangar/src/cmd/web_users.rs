@@ -42,6 +42,15 @@ pub(crate) struct UserFlags {
         value_delimiter = ','
     )]
     pub team_worker_key_files: Vec<String>,
+    /// NAME:PATH: a file holding the key one worker registers with, under
+    /// that name only and as a shared worker. Repeat, or separate with
+    /// commas.
+    #[arg(
+        long = "named-worker-key-file",
+        env = "HANGAR_NAMED_WORKER_KEY_FILE",
+        value_delimiter = ','
+    )]
+    pub named_worker_key_files: Vec<String>,
 }
 
 impl UserFlags {
@@ -49,22 +58,14 @@ impl UserFlags {
     pub(crate) fn team_worker_keys(
         &self,
     ) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
-        let mut keys = std::collections::BTreeMap::new();
-        for flag in &self.team_worker_key_files {
-            let (team, path) = flag.split_once(':').ok_or_else(|| {
-                anyhow::anyhow!("--team-worker-key-file {flag}: expected TEAM:PATH")
-            })?;
-            hangar_core::names::validate_label(team)
-                .map_err(|e| anyhow::anyhow!("--team-worker-key-file: team: {e}"))?;
-            let key = std::fs::read_to_string(path)
-                .map_err(|e| anyhow::anyhow!("--team-worker-key-file {team}: read {path}: {e}"))?
-                .trim()
-                .to_string();
-            if keys.insert(team.to_string(), key).is_some() {
-                anyhow::bail!("--team-worker-key-file: team {team} is given twice");
-            }
-        }
-        Ok(keys)
+        keys_from_files("--team-worker-key-file", &self.team_worker_key_files)
+    }
+
+    /// Worker name → key, read from each `--named-worker-key-file`.
+    pub(crate) fn named_worker_keys(
+        &self,
+    ) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+        keys_from_files("--named-worker-key-file", &self.named_worker_key_files)
     }
 
     pub(crate) fn auth_config(&self) -> anyhow::Result<AuthConfig> {
@@ -103,4 +104,26 @@ impl UserFlags {
             session_idle: self.session_idle_timeout,
         })
     }
+}
+
+/// `NAME:PATH` flags read into name → the file's key (trimmed).
+fn keys_from_files(
+    flag: &str,
+    values: &[String],
+) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let mut keys = std::collections::BTreeMap::new();
+    for value in values {
+        let (name, path) = value
+            .split_once(':')
+            .ok_or_else(|| anyhow::anyhow!("{flag} {value}: expected NAME:PATH"))?;
+        hangar_core::names::validate_label(name).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+        let key = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("{flag} {name}: read {path}: {e}"))?
+            .trim()
+            .to_string();
+        if keys.insert(name.to_string(), key).is_some() {
+            anyhow::bail!("{flag}: {name} is given twice");
+        }
+    }
+    Ok(keys)
 }

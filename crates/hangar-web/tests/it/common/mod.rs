@@ -72,6 +72,7 @@ impl TestWeb {
             credentials: None,
             auth: Default::default(),
             team_worker_keys: Default::default(),
+            named_worker_keys: Default::default(),
         };
         adjust(&mut config);
         let web = Web::new(store, config).unwrap();
