@@ -136,6 +136,15 @@ pub(crate) async fn session_caller(
 /// The connector of a dashboard session opened with the admin token.
 pub(crate) const ADMIN_TOKEN_CONNECTOR: &str = "token";
 
+/// What an admin-token session records as its user id: a digest of the
+/// admin token it was opened with, so a rotated token ends it.
+pub(crate) fn admin_session_id(web: &Web) -> String {
+    digest(&format!(
+        "hangar-admin-session:{}",
+        web.config().admin_token
+    ))
+}
+
 /// The caller of a live session, if `token` is one's.
 pub(crate) async fn session_of(web: &Web, token: &str) -> Result<Option<Caller>, ApiError> {
     if token.len() > 256 {
@@ -150,7 +159,12 @@ pub(crate) async fn session_of(web: &Web, token: &str) -> Result<Option<Caller>,
         return Ok(None);
     };
     if s.connector == ADMIN_TOKEN_CONNECTOR {
-        return Ok(Some(Caller::AdminToken));
+        // Good only while web holds the admin token it was opened with:
+        // rotating the token ends these sessions too.
+        let current = admin_session_id(web);
+        return Ok(
+            same_secret(s.user_id.as_bytes(), current.as_bytes()).then_some(Caller::AdminToken)
+        );
     }
     let identity = Identity {
         connector: s.connector,

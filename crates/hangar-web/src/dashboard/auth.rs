@@ -237,7 +237,7 @@ pub(crate) async fn login(
         web.login_limit().succeeded(&client);
         Identity {
             connector: crate::authz::ADMIN_TOKEN_CONNECTOR.into(),
-            user_id: "admin".into(),
+            user_id: crate::authz::admin_session_id(&web),
             user_name: "admin".into(),
             groups: vec![],
         }

@@ -628,7 +628,27 @@ async fn users_see_their_teams_only_and_logging_out_ends_the_session(store: Stor
     t.stop().await;
 }
 
+/// A dashboard session opened with the admin token ends when the token
+/// is rotated: web restarted with another token no longer takes it.
+async fn an_admin_token_session_ends_when_the_token_is_rotated(store: Store) {
+    let t = TestWeb::start(store.clone()).await;
+    let b = Browser::logged_in(&t).await;
+    assert_eq!(b.get("/workers").await.0, StatusCode::OK);
+    t.stop().await;
+    let rotated = TestWeb::start_with(store, |c| {
+        c.admin_token = "a-rotated-admin-token-0123456789".into()
+    })
+    .await;
+    let old = Browser {
+        cookie: b.cookie.clone(),
+        ..Browser::new(&rotated)
+    };
+    assert_eq!(old.get("/workers").await.0, StatusCode::UNAUTHORIZED);
+    rotated.stop().await;
+}
+
 on_both_databases!(
+    an_admin_token_session_ends_when_the_token_is_rotated,
     users_see_their_teams_only_and_logging_out_ends_the_session,
     login_sets_a_strict_http_only_cookie,
     only_exposed_pipelines_are_readable_without_login,
