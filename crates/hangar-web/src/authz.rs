@@ -176,6 +176,56 @@ pub(crate) async fn session_of(web: &Web, token: &str) -> Result<Option<Caller>,
     Ok(Some(Caller::User { identity, roles }))
 }
 
+/// Why a local user's login was refused.
+pub(crate) enum LoginRefused {
+    /// Too many wrong passwords (`hangar_core::login_throttle`): try again
+    /// in this many milliseconds.
+    Limited(i64),
+    /// A wrong name or password, answered alike.
+    Wrong,
+}
+
+/// Checks a local user's name and password from `client`, throttled per
+/// account, per client and in all: the identity to open a session for.
+/// The API's login and the dashboard's form both ask here.
+pub(crate) async fn check_local_login(
+    web: &Web,
+    account: &str,
+    password: &str,
+    client: &str,
+) -> Result<Identity, LoginRefused> {
+    let now = web.now();
+    if let Admission::Limited { retry_after_ms } = web.login_throttle().admit(account, client, now)
+    {
+        return Err(LoginRefused::Limited(retry_after_ms));
+    }
+    // bcrypt is slow on purpose: off the async threads.
+    let (checker, name, password) = (web.clone(), account.to_string(), password.to_string());
+    let user = tokio::task::spawn_blocking(move || {
+        checker
+            .config()
+            .auth
+            .check_password(&name, &password)
+            .map(|u| u.name.clone())
+    })
+    .await
+    .ok()
+    .flatten();
+    let Some(name) = user else {
+        web.login_throttle().failed(account, client, now);
+        tracing::info!(account = %hangar_core::names::shorten(account), %client, "wrong login");
+        return Err(LoginRefused::Wrong);
+    };
+    web.login_throttle().succeeded(account, client, now);
+    tracing::info!(user = %name, %client, "logged in");
+    Ok(Identity {
+        connector: "local".into(),
+        user_id: name.clone(),
+        user_name: name,
+        groups: vec![],
+    })
+}
+
 /// Opens a session for `identity` (or, with the admin token's connector,
 /// for the admin token): its token and when it ends at the latest.
 pub(crate) async fn open_session(

@@ -38,6 +38,7 @@ use tower::ServiceExt;
 
 use super::layout::page;
 use super::PageError;
+use crate::authz::LoginRefused;
 use crate::{ApiError, Web};
 
 const COOKIE_NAME: &str = "hangar_session";
@@ -242,34 +243,17 @@ pub(crate) async fn login(
             groups: vec![],
         }
     } else {
-        let account = form.username.clone();
-        if let Admission::Limited { retry_after_ms } =
-            web.login_throttle().admit(&account, &client, now)
-        {
-            return limited(retry_after_ms, "passwords");
-        }
-        let auth = web.config().auth.clone();
-        let (name, password) = (form.username, form.password);
-        let user = tokio::task::spawn_blocking(move || {
-            auth.check_password(&name, &password)
-                .map(|u| u.name.clone())
-        })
-        .await
-        .ok()
-        .flatten();
-        let Some(name) = user else {
-            web.login_throttle().failed(&account, &client, now);
-            return login_form(
-                &Viewer::anonymous(),
-                Some(ApiError::unauthorized("wrong user name or password")),
-            );
-        };
-        web.login_throttle().succeeded(&account, &client, now);
-        Identity {
-            connector: "local".into(),
-            user_id: name.clone(),
-            user_name: name,
-            groups: vec![],
+        match crate::authz::check_local_login(&web, &form.username, &form.password, &client).await {
+            Ok(identity) => identity,
+            Err(LoginRefused::Limited(retry_after_ms)) => {
+                return limited(retry_after_ms, "passwords")
+            }
+            Err(LoginRefused::Wrong) => {
+                return login_form(
+                    &Viewer::anonymous(),
+                    Some(ApiError::unauthorized("wrong user name or password")),
+                )
+            }
         }
     };
     match crate::authz::open_session(&web, &identity).await {

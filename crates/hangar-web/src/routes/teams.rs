@@ -8,12 +8,11 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderMap, StatusCode};
 use hangar_api::credentials::digest;
 use hangar_api::teams::{Login, RenameTeam, Session, SetTeam, Team, TeamSaved, UserInfo};
-use hangar_core::login_limit::Admission;
-use hangar_core::tenancy::{Caller, Identity, TeamAuth, MAIN_TEAM};
+use hangar_core::tenancy::{Caller, TeamAuth, MAIN_TEAM};
 use hangar_store::TeamSet;
 
 use crate::auth::Peer;
-use crate::authz::{act, roles_of, Allowed};
+use crate::authz::{act, check_local_login, roles_of, Allowed, LoginRefused};
 use crate::error::ApiError;
 use crate::json::Json;
 use crate::Web;
@@ -173,38 +172,20 @@ pub(super) async fn login(
     Json(req): Json<Login>,
 ) -> Result<axum::Json<Session>, ApiError> {
     let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
-    let now = web.now();
-    let account = req.username.clone();
-    if let Admission::Limited { retry_after_ms } =
-        web.login_throttle().admit(&account, &client, now)
-    {
-        return Err(ApiError::too_many_requests(format!(
-            "too many wrong passwords; try again in {}",
-            hangar_core::lifecycle::human_ms(retry_after_ms)
-        )));
-    }
-    let auth = web.config().auth.clone();
-    let user = tokio::task::spawn_blocking(move || {
-        auth.check_password(&req.username, &req.password)
-            .map(|u| u.name.clone())
-    })
-    .await
-    .map_err(|e| ApiError::internal(e.to_string()))?;
-    let Some(name) = user else {
-        web.login_throttle().failed(&account, &client, now);
-        tracing::info!(account = %hangar_core::names::shorten(&account), %client, "wrong login");
-        return Err(ApiError::unauthorized("wrong user name or password"));
-    };
-    web.login_throttle().succeeded(&account, &client, now);
-    let identity = Identity {
-        connector: "local".into(),
-        user_id: name.clone(),
-        user_name: name.clone(),
-        groups: vec![],
+    let identity = match check_local_login(&web, &req.username, &req.password, &client).await {
+        Ok(identity) => identity,
+        Err(LoginRefused::Limited(retry_after_ms)) => {
+            return Err(ApiError::too_many_requests(format!(
+                "too many wrong passwords; try again in {}",
+                hangar_core::lifecycle::human_ms(retry_after_ms)
+            )))
+        }
+        Err(LoginRefused::Wrong) => {
+            return Err(ApiError::unauthorized("wrong user name or password"))
+        }
     };
     let (token, expires_at) = crate::authz::open_session(&web, &identity).await?;
     let roles = roles_of(&web, &identity).await?;
-    tracing::info!(user = %name, %client, "logged in");
     Ok(axum::Json(Session {
         token,
         expires_at,
