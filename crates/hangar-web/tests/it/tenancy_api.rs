@@ -683,6 +683,27 @@ async fn an_owner_renames_their_team_and_an_admin_destroys_it(store: Store) {
     t.stop().await;
 }
 
+/// Asserts that `key` may not register worker `name` of `team`: 403,
+/// saying `why`.
+async fn refused_registration(
+    key: &hangar_client::Client,
+    name: &str,
+    team: Option<&str>,
+    why: &str,
+) {
+    let mut reg = crate::common::registration(name, "disk-x");
+    reg.team = team.map(String::from);
+    match key.register(&reg).await {
+        Err(hangar_client::ClientError::Api {
+            status, message, ..
+        }) => {
+            assert_eq!(status, StatusCode::FORBIDDEN, "{message}");
+            assert!(message.contains(why), "{message}");
+        }
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
 /// A team's worker key registers that team's workers only, and never
 /// under a name another team's (or a shared) worker holds; a worker's own
 /// key registers that name only, as a shared worker; each refusal
@@ -714,17 +735,7 @@ async fn team_and_worker_keys_register_only_what_they_are_for(store: Store) {
         ),
     ];
     for (name, team, why) in refusals {
-        let mut reg = crate::common::registration(name, "disk-x");
-        reg.team = team.map(String::from);
-        match team_b.register(&reg).await {
-            Err(hangar_client::ClientError::Api {
-                status, message, ..
-            }) => {
-                assert_eq!(status, StatusCode::FORBIDDEN, "{message}");
-                assert!(message.contains(why), "{message}");
-            }
-            other => panic!("{name}: {other:?}"),
-        }
+        refused_registration(&team_b, name, team, why).await;
     }
     assert_eq!(t.web.store().list_workers().await.unwrap(), before);
     // A worker's own key: its name only, as a shared worker.
@@ -733,17 +744,7 @@ async fn team_and_worker_keys_register_only_what_they_are_for(store: Store) {
         ("w8", None, "registers worker w9 only"),
         ("w9", Some("b"), "registers it as a shared worker"),
     ] {
-        let mut reg = crate::common::registration(name, "disk-9");
-        reg.team = team.map(String::from);
-        match w9.register(&reg).await {
-            Err(hangar_client::ClientError::Api {
-                status, message, ..
-            }) => {
-                assert_eq!(status, StatusCode::FORBIDDEN, "{message}");
-                assert!(message.contains(why), "{message}");
-            }
-            other => panic!("{name}: {other:?}"),
-        }
+        refused_registration(&w9, name, team, why).await;
     }
     assert_eq!(t.web.store().list_workers().await.unwrap(), before);
     w9.register(&crate::common::registration("w9", "disk-9"))
