@@ -6,10 +6,12 @@
 //! - [`team_auth`]: a team's auth config (which users and groups hold which
 //!   role), read from Concourse's `set-team --config` file or its flags, and
 //!   the role it gives an identity.
+//! - [`oidc_claims`]: the identity an OIDC login's verified ID token makes.
 //! - [`decide`]: whether a caller may do an action in a team; the one
 //!   function every route's check goes through.
 
 pub mod decide;
+pub mod oidc_claims;
 pub mod roles;
 pub mod team_auth;
 

@@ -73,7 +73,7 @@ pub use scheduling::{
     version_matches_pin, InputsPendingBuild, PlannedInput, SchedulablePipeline, SchedulingResource,
     StartState,
 };
-pub use sessions::{NewSession, SessionRecord};
+pub use sessions::{NewSession, SessionRecord, MAX_PENDING_LOGINS};
 pub use teams::{TeamAuthRecord, TeamSet};
 pub use volumes::{AppliedReport, NewVolume, VolumeRecord};
 pub use wakeups::SchedulerListener;

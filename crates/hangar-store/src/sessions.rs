@@ -132,6 +132,72 @@ impl Store {
     }
 }
 
+/// Rows of logins under way that one web node keeps at most: past it, a
+/// new login is refused until old ones expire, so a flood of unfinished
+/// logins cannot fill the database.
+pub const MAX_PENDING_LOGINS: i64 = 10_000;
+
+impl Store {
+    /// Keeps a login under way (`kind` names its stage) until `expires_at`,
+    /// after deleting expired ones. False, keeping nothing, when
+    /// [`MAX_PENDING_LOGINS`] are already under way.
+    pub async fn put_pending_login(
+        &self,
+        kind: &str,
+        key_digest: &str,
+        payload: &str,
+        expires_at: UnixMillis,
+        now: UnixMillis,
+    ) -> Result<bool, StoreError> {
+        sqlx::query("DELETE FROM pending_logins WHERE expires_at <= $1")
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM pending_logins")
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("n")?;
+        if n >= MAX_PENDING_LOGINS {
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO pending_logins (key_digest, kind, payload, expires_at) \
+             VALUES ($1, $2, $3, $4)",
+        )
+        .bind(key_digest)
+        .bind(kind)
+        .bind(payload)
+        .bind(expires_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(true)
+    }
+
+    /// Takes the login under way of `kind` whose key has `key_digest`: its
+    /// payload, if it is there and not expired. It is deleted either way,
+    /// so a key works once.
+    pub async fn take_pending_login(
+        &self,
+        kind: &str,
+        key_digest: &str,
+        now: UnixMillis,
+    ) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query(
+            "DELETE FROM pending_logins WHERE key_digest = $1 AND kind = $2 \
+             RETURNING payload, expires_at",
+        )
+        .bind(key_digest)
+        .bind(kind)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let expires_at: i64 = row.try_get("expires_at")?;
+        Ok((expires_at > now)
+            .then(|| row.try_get("payload"))
+            .transpose()?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::test_db::{postgres_store, sqlite_store};
@@ -246,6 +312,66 @@ mod tests {
             Err(crate::StoreError::NotFound(_))
         ));
         assert!(store.team("b").await.unwrap().is_some());
+    }
+
+    async fn a_pending_login_is_taken_once_and_not_after_it_expires(store: Store) {
+        assert!(store
+            .put_pending_login("oidc", "k1", "one", 1_000, 0)
+            .await
+            .unwrap());
+        assert!(store
+            .put_pending_login("oidc", "k2", "two", 1_000, 0)
+            .await
+            .unwrap());
+        // Another stage's key does not take it.
+        assert_eq!(
+            store.take_pending_login("cli", "k1", 10).await.unwrap(),
+            None
+        );
+        assert_eq!(
+            store
+                .take_pending_login("oidc", "k1", 10)
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("one")
+        );
+        assert_eq!(
+            store.take_pending_login("oidc", "k1", 11).await.unwrap(),
+            None
+        );
+        // Expired: nothing, and gone.
+        assert_eq!(
+            store.take_pending_login("oidc", "k2", 1_000).await.unwrap(),
+            None
+        );
+        // A reused key is refused by the database, not overwritten.
+        store
+            .put_pending_login("oidc", "k3", "three", 5_000, 2_000)
+            .await
+            .unwrap();
+        assert!(store
+            .put_pending_login("oidc", "k3", "other", 5_000, 2_000)
+            .await
+            .is_err());
+        assert_eq!(
+            store
+                .take_pending_login("oidc", "k3", 2_001)
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("three")
+        );
+    }
+
+    #[tokio::test]
+    async fn pending_logins_on_sqlite() {
+        a_pending_login_is_taken_once_and_not_after_it_expires(sqlite_store().await).await;
+    }
+
+    #[tokio::test]
+    async fn pending_logins_on_postgres() {
+        a_pending_login_is_taken_once_and_not_after_it_expires(postgres_store().await).await;
     }
 
     #[tokio::test]

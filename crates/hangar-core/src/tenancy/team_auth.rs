@@ -64,7 +64,7 @@ fn err(message: impl Into<String>) -> TeamAuthError {
 }
 
 /// Checks one user or group name (without its connector).
-fn check_entry(what: &str, name: &str) -> Result<(), TeamAuthError> {
+pub(crate) fn check_entry(what: &str, name: &str) -> Result<(), TeamAuthError> {
     if name.is_empty() {
         return Err(err(format!("{what}: an empty name")));
     }
