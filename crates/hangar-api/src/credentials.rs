@@ -65,8 +65,26 @@ fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// The S256 challenge of a PKCE verifier (RFC 7636): the unpadded
+/// base64url of its SHA-256. A CLI's browser login sends it to web.
+pub fn pkce_challenge(verifier: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::pkce_challenge;
+
+    #[test]
+    fn the_pkce_challenge_is_rfc_7636s() {
+        // RFC 7636, appendix B.
+        assert_eq!(
+            pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+    }
+
     use super::*;
 
     #[test]

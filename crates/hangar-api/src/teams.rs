@@ -54,6 +54,23 @@ impl std::fmt::Debug for Login {
     }
 }
 
+/// `POST /api/v1/login/cli`: the CLI trades the one-time code a browser
+/// login handed it, with the secret whose SHA-256 it sent to the login
+/// page, for a session.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CliCode {
+    pub code: String,
+    pub verifier: String,
+}
+
+/// Shows neither.
+impl std::fmt::Debug for CliCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CliCode").finish_non_exhaustive()
+    }
+}
+
 /// A session: the bearer token to send, and when it ends at the latest.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {

@@ -1,6 +1,6 @@
 //! Logging in and out, who the caller is, and teams.
 
-use hangar_api::teams::{Login, RenameTeam, Session, SetTeam, Team, TeamSaved, UserInfo};
+use hangar_api::teams::{CliCode, Login, RenameTeam, Session, SetTeam, Team, TeamSaved, UserInfo};
 use reqwest::Method;
 
 use crate::{Client, ClientError};
@@ -13,6 +13,21 @@ impl Client {
             password: password.to_string(),
         };
         self.call(Method::POST, self.url(&["login"]), Some(&body))
+            .await
+    }
+
+    /// Trades the one-time code a browser login handed the CLI, and the
+    /// secret whose SHA-256 it gave the login page, for a session.
+    pub async fn login_with_code(
+        &self,
+        code: &str,
+        verifier: &str,
+    ) -> Result<Session, ClientError> {
+        let body = CliCode {
+            code: code.to_string(),
+            verifier: verifier.to_string(),
+        };
+        self.call(Method::POST, self.url(&["login", "cli"]), Some(&body))
             .await
     }
 

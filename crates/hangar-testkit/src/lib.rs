@@ -10,6 +10,8 @@ use hangar_store::{Store, WorkerInfo};
 
 #[cfg(feature = "browser")]
 pub mod browser;
+#[cfg(feature = "openbao")]
+pub mod openbao;
 pub mod raw;
 
 pub const POSTGRES_URL_VAR: &str = "HANGAR_TEST_POSTGRES_URL";

@@ -10,11 +10,13 @@
 mod answer;
 mod auth;
 mod authz;
+mod cli_login;
 mod dashboard;
 mod error;
 mod health;
 mod json;
 mod metrics;
+mod oidc;
 mod presence;
 mod routes;
 mod takeover;
@@ -31,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 pub use error::ApiError;
 pub use hangar_control::{Control, Supervisor};
 pub use hangar_engine::{Clock, DEFAULT_NO_WORKER_TIMEOUT};
+pub use oidc::OidcConfig;
 pub use presence::{PresenceEnd, PresenceOutcome};
 pub use users::{AuthConfig, LocalUser};
 
@@ -209,6 +212,8 @@ struct WebInner {
     stopping: CancellationToken,
     /// The workers' presences this node holds (`presence.rs`).
     presences: presence::Presences,
+    /// The OIDC provider users log in through, if one is configured.
+    oidc: Option<oidc::Oidc>,
 }
 
 impl Web {
@@ -264,6 +269,15 @@ impl Web {
             },
             metrics.clone(),
         );
+        let oidc =
+            match (&config.auth.oidc, &config.auth.external_url) {
+                (None, _) => None,
+                (Some(o), Some(url)) => Some(oidc::Oidc::new(o.clone(), url)?),
+                (Some(_), None) => return Err(
+                    "an OIDC provider needs --external-url: the provider sends browsers back there"
+                        .into(),
+                ),
+            };
         Ok(Web {
             inner: Arc::new(WebInner {
                 store,
@@ -278,6 +292,7 @@ impl Web {
                 bearer_limit: std::sync::Mutex::new(authz::bearer_limiter()),
                 stopping: CancellationToken::new(),
                 presences: Default::default(),
+                oidc,
             }),
         })
     }
@@ -371,6 +386,10 @@ impl Web {
             .login_throttle
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn oidc(&self) -> Option<&oidc::Oidc> {
+        self.inner.oidc.as_ref()
     }
 
     pub(crate) fn bearer_limit(

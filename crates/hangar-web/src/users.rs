@@ -95,6 +95,12 @@ pub struct AuthConfig {
     pub session_ttl: Duration,
     /// A session unused this long ends.
     pub session_idle: Duration,
+    /// Where browsers reach web (Concourse's `--external-url`): the OIDC
+    /// provider sends them back under it, and when it is `https` every
+    /// cookie web sets is `Secure`.
+    pub external_url: Option<String>,
+    /// The OIDC provider users may log in through.
+    pub oidc: Option<crate::oidc::OidcConfig>,
 }
 
 impl Default for AuthConfig {
@@ -105,11 +111,20 @@ impl Default for AuthConfig {
             // Concourse's tokens last a day.
             session_ttl: Duration::from_secs(24 * 3600),
             session_idle: Duration::from_secs(8 * 3600),
+            external_url: None,
+            oidc: None,
         }
     }
 }
 
 impl AuthConfig {
+    /// Whether cookies must be `Secure`: browsers reach web over TLS.
+    pub(crate) fn secure_cookies(&self) -> bool {
+        self.external_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("https://"))
+    }
+
     /// Checks a local user's password (blocking: bcrypt is slow on
     /// purpose). Names compare without case, as Concourse's do.
     pub fn check_password(&self, name: &str, password: &str) -> Option<&LocalUser> {

@@ -60,7 +60,7 @@ enum Command {
     /// Start web and workers on SQLite in one process: no other setup.
     Quickstart(cmd::quickstart::Args),
     /// Run a web node: the API, the database and the lifecycle loop.
-    Web(cmd::web::Args),
+    Web(Box<cmd::web::Args>),
     /// Run a worker agent.
     Worker(cmd::worker::Args),
     /// List the workers.
@@ -186,7 +186,7 @@ fn main() -> std::process::ExitCode {
             Command::RenameTeam(args) => cmd::teams::rename_team(args).await,
             Command::DestroyTeam(args) => cmd::teams::destroy_team(args).await,
             Command::Quickstart(args) => cmd::quickstart::run(args).await,
-            Command::Web(args) => cmd::web::run(args).await,
+            Command::Web(args) => cmd::web::run(*args).await,
             Command::Worker(args) => cmd::worker::run(args).await,
             Command::Workers(args) => cmd::workers::run(args).await,
             Command::Volumes(args) => cmd::volumes::run(args).await,

@@ -1,10 +1,13 @@
 //! Logging in to the dashboard, and its actions.
 //!
 //! The login form takes a local user's name and password (or, for
-//! bootstrap, the admin token) and opens a server-side session, the same
-//! kind `hangar login` opens: the cookie holds the session's token
-//! (`HttpOnly`: no script reads it; `SameSite=Strict`: no other site's page
-//! sends it). Logging out revokes the session at web, so a copied cookie
+//! bootstrap, the admin token), or sends the browser to the OIDC provider
+//! (`oidc.rs`), and opens a server-side session, the same kind
+//! `hangar login` opens: the cookie holds the session's token (`HttpOnly`:
+//! no script reads it; `SameSite=Strict`: no other site's page sends it;
+//! `Secure` when web's external URL is https). When the page was opened
+//! by `hangar login` (`cli_port`, `cli_challenge`), the login is handed to
+//! the CLI instead (`crate::cli_login`). Logging out revokes the session at web, so a copied cookie
 //! stops working too; a session also ends when idle and at its expiry.
 //! Every action is a POST form that carries a CSRF token (a digest of the
 //! session's token, which only a page web rendered for that session holds).
@@ -22,7 +25,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::extract::{ConnectInfo, FromRequestParts, Query, State};
 use axum::http::header::{AUTHORIZATION, COOKIE, RETRY_AFTER};
 use axum::http::request::Parts;
 use axum::http::{Extensions, HeaderValue, Method, Request};
@@ -39,6 +42,7 @@ use tower::ServiceExt;
 use super::layout::page;
 use super::PageError;
 use crate::authz::LoginRefused;
+use crate::cli_login::CliLogin;
 use crate::{ApiError, Web};
 
 const COOKIE_NAME: &str = "hangar_session";
@@ -99,16 +103,20 @@ fn csrf_value(session: &str) -> String {
     digest(&format!("hangar-dashboard-csrf:{session}"))
 }
 
-fn session_cookie(parts: &Parts) -> Option<&str> {
-    parts
-        .headers
+/// The value of the request's cookie `name`.
+pub(crate) fn cookie<'a>(headers: &'a axum::http::HeaderMap, name: &str) -> Option<&'a str> {
+    headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|h| h.to_str().ok())
         .flat_map(|h| h.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE_NAME)
+        .find(|(n, _)| *n == name)
         .map(|(_, value)| value)
+}
+
+fn session_cookie(parts: &Parts) -> Option<&str> {
+    cookie(&parts.headers, COOKIE_NAME)
 }
 
 impl FromRequestParts<Web> for Viewer {
@@ -149,17 +157,58 @@ pub(crate) struct LoginForm {
     password: String,
     #[serde(default)]
     token: String,
+    #[serde(default)]
+    cli_port: Option<String>,
+    #[serde(default)]
+    cli_challenge: Option<String>,
 }
 
-/// The login form, with why the last login was refused if it was.
-fn login_form(viewer: &Viewer, refused: Option<ApiError>) -> Response {
+/// The login page's query: a CLI waiting for this login, if any
+/// (`crate::cli_login`).
+#[derive(Deserialize, Default)]
+pub(crate) struct LoginQuery {
+    #[serde(default)]
+    cli_port: Option<String>,
+    #[serde(default)]
+    cli_challenge: Option<String>,
+}
+
+impl LoginQuery {
+    pub(crate) fn cli(&self) -> Result<Option<CliLogin>, String> {
+        CliLogin::from_query(self.cli_port.as_deref(), self.cli_challenge.as_deref())
+    }
+}
+
+/// The login form, with why the last login was refused if it was; `cli`
+/// is carried through each way of logging in.
+pub(crate) fn login_form(
+    web: &Web,
+    viewer: &Viewer,
+    cli: Option<&CliLogin>,
+    refused: Option<ApiError>,
+) -> Response {
+    let oidc_href = match cli {
+        Some(cli) => format!("/auth/oidc?{}", cli.query()),
+        None => "/auth/oidc".to_string(),
+    };
+    let cli_fields = html! {
+        @if let Some(cli) = cli {
+            input type="hidden" name="cli_port" value=(cli.port);
+            input type="hidden" name="cli_challenge" value=(cli.challenge);
+        }
+    };
     let body = page(
         "log in",
         viewer,
         html! {
             h1 { "log in" }
+            @if cli.is_some() { p #cli { "logging in the hangar CLI: once you log in here, it carries on" } }
             @if let Some(e) = &refused { p.error { (e.message) } }
+            @if let Some(oidc) = web.oidc() {
+                p { a.button #oidc href=(oidc_href) { "log in with " (oidc.display_name()) } }
+            }
             form method="post" action="/login" {
+                (cli_fields)
                 label { "user " input type="text" name="username" autocomplete="username" autofocus; }
                 " "
                 label { "password " input type="password" name="password" autocomplete="current-password"; }
@@ -169,6 +218,7 @@ fn login_form(viewer: &Viewer, refused: Option<ApiError>) -> Response {
             details {
                 summary { "log in with the admin token" }
                 form method="post" action="/login" {
+                    (cli_fields)
                     label { "admin token " input type="password" name="token"; }
                     " "
                     button type="submit" { "log in" }
@@ -183,8 +233,49 @@ fn login_form(viewer: &Viewer, refused: Option<ApiError>) -> Response {
     }
 }
 
-pub(crate) async fn login_page(viewer: Viewer) -> Response {
-    login_form(&viewer, None)
+pub(crate) async fn login_page(
+    State(web): State<Web>,
+    viewer: Viewer,
+    Query(query): Query<LoginQuery>,
+) -> Response {
+    match query.cli() {
+        Ok(cli) => login_form(&web, &viewer, cli.as_ref(), None),
+        Err(e) => login_form(&web, &viewer, None, Some(ApiError::bad_request(e))),
+    }
+}
+
+/// A session cookie's attributes: `HttpOnly` (no script reads it),
+/// `SameSite=Strict` (no other site's page sends it) and, when browsers
+/// reach web over TLS, `Secure`.
+pub(crate) fn session_cookie_value(web: &Web, token: &str, max_age: Option<u32>) -> String {
+    let mut cookie = format!("{COOKIE_NAME}={token}; HttpOnly; SameSite=Strict; Path=/");
+    if let Some(age) = max_age {
+        cookie.push_str(&format!("; Max-Age={age}"));
+    }
+    if web.config().auth.secure_cookies() {
+        cookie.push_str("; Secure");
+    }
+    cookie
+}
+
+/// Logs `identity` in: a session and its cookie for this browser, or,
+/// when a CLI is waiting, a one-time code handed to it.
+pub(crate) async fn log_in(
+    web: &Web,
+    identity: &Identity,
+    cli: Option<&CliLogin>,
+    then: impl FnOnce(String) -> Response,
+) -> Response {
+    if let Some(cli) = cli {
+        return match crate::cli_login::hand_over(web, identity.clone(), cli).await {
+            Ok(url) => see_other(&url),
+            Err(e) => login_form(web, &Viewer::anonymous(), Some(cli), Some(e)),
+        };
+    }
+    match crate::authz::open_session(web, identity).await {
+        Ok((token, _)) => then(session_cookie_value(web, &token, None)),
+        Err(e) => login_form(web, &Viewer::anonymous(), None, Some(e)),
+    }
 }
 
 /// Who sent a login: the peer's address (no forwarded header is trusted,
@@ -195,10 +286,12 @@ fn client_of(extensions: &Extensions) -> String {
         .map_or_else(|| "unknown".to_string(), |c| c.0.ip().to_string())
 }
 
-fn limited(retry_after_ms: i64, what: &str) -> Response {
+fn limited(web: &Web, cli: Option<&CliLogin>, retry_after_ms: i64, what: &str) -> Response {
     let seconds = (retry_after_ms + 999) / 1000;
     let mut response = login_form(
+        web,
         &Viewer::anonymous(),
+        cli,
         Some(ApiError::too_many_requests(format!(
             "too many wrong {what}: try again in {}",
             duration_words(retry_after_ms)
@@ -221,17 +314,33 @@ pub(crate) async fn login(
         username: String::new(),
         password: String::new(),
         token: String::new(),
+        cli_port: None,
+        cli_challenge: None,
     });
+    let cli = match CliLogin::from_query(form.cli_port.as_deref(), form.cli_challenge.as_deref()) {
+        Ok(cli) => cli,
+        Err(e) => {
+            return login_form(
+                &web,
+                &Viewer::anonymous(),
+                None,
+                Some(ApiError::bad_request(e)),
+            )
+        }
+    };
+    let cli = cli.as_ref();
     let identity = if form.username.is_empty() {
         // Checked before the token: once limited, the right token is
         // refused too, or guessing would simply go on.
         if let Admission::Limited { retry_after_ms } = web.login_limit().admit(&client, now) {
-            return limited(retry_after_ms, "tokens from this address");
+            return limited(&web, cli, retry_after_ms, "tokens from this address");
         }
         if !same_secret(form.token.as_bytes(), web.config().admin_token.as_bytes()) {
             web.login_limit().failed(&client, now);
             return login_form(
+                &web,
                 &Viewer::anonymous(),
+                cli,
                 Some(ApiError::unauthorized("that is not the admin token")),
             );
         }
@@ -246,23 +355,22 @@ pub(crate) async fn login(
         match crate::authz::check_local_login(&web, &form.username, &form.password, &client).await {
             Ok(identity) => identity,
             Err(LoginRefused::Limited(retry_after_ms)) => {
-                return limited(retry_after_ms, "passwords")
+                return limited(&web, cli, retry_after_ms, "passwords")
             }
             Err(LoginRefused::Wrong) => {
                 return login_form(
+                    &web,
                     &Viewer::anonymous(),
+                    cli,
                     Some(ApiError::unauthorized("wrong user name or password")),
                 )
             }
         }
     };
-    match crate::authz::open_session(&web, &identity).await {
-        Ok((token, _)) => {
-            let cookie = format!("{COOKIE_NAME}={token}; HttpOnly; SameSite=Strict; Path=/");
-            crate::answer::see_other_with_cookie("/", cookie)
-        }
-        Err(e) => login_form(&Viewer::anonymous(), Some(e)),
-    }
+    log_in(&web, &identity, cli, |cookie| {
+        crate::answer::see_other_with_cookie("/", cookie)
+    })
+    .await
 }
 
 /// Ends the session at web (a copy of the cookie stops working too) and
@@ -282,8 +390,7 @@ pub(crate) async fn logout(
     {
         return ApiError::from(e).into_response();
     }
-    let cookie = format!("{COOKIE_NAME}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
-    crate::answer::see_other_with_cookie("/", cookie)
+    crate::answer::see_other_with_cookie("/", session_cookie_value(&web, "", Some(0)))
 }
 
 /// Does an API request (`method` on `/api/v1{path}`) as the viewer, then

@@ -9,6 +9,7 @@ pub(crate) use build::build_is_public;
 mod builds;
 mod job;
 mod layout;
+mod oidc;
 mod pipeline;
 mod pipelines;
 mod workers;
@@ -28,6 +29,8 @@ pub(crate) fn router() -> Router<Web> {
         .route("/", get(pipelines::page))
         .route("/login", get(auth::login_page).post(auth::login))
         .route("/logout", post(auth::logout))
+        .route("/auth/oidc", get(oidc::start))
+        .route(crate::oidc::CALLBACK_PATH, get(oidc::callback))
         .route("/workers", get(workers::list_page))
         .route("/workers/{worker}", get(workers::worker_page))
         .route(PIPELINE, get(pipeline::page))

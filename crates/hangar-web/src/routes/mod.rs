@@ -67,6 +67,7 @@ pub(crate) fn router(web: Web) -> Router {
             limited(put(volumes::report), hangar_api::MAX_REPORT_BODY),
         )
         .route("/login", post(teams::login))
+        .route("/login/cli", post(teams::login_cli))
         .route("/logout", post(teams::logout))
         .route("/user", get(teams::user))
         .route("/teams", get(teams::list))

@@ -7,8 +7,9 @@ use axum::extract::{Path, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderMap, StatusCode};
 use hangar_api::credentials::digest;
-use hangar_api::teams::{Login, RenameTeam, Session, SetTeam, Team, TeamSaved, UserInfo};
-use hangar_core::tenancy::{Caller, TeamAuth, MAIN_TEAM};
+use hangar_api::teams::{CliCode, Login, RenameTeam, Session, SetTeam, Team, TeamSaved, UserInfo};
+use hangar_core::login_limit::Admission;
+use hangar_core::tenancy::{Caller, Identity, TeamAuth, MAIN_TEAM};
 use hangar_store::TeamSet;
 
 use crate::auth::Peer;
@@ -184,13 +185,53 @@ pub(super) async fn login(
             return Err(ApiError::unauthorized("wrong user name or password"))
         }
     };
-    let (token, expires_at) = crate::authz::open_session(&web, &identity).await?;
-    let roles = roles_of(&web, &identity).await?;
+    session_for(&web, identity).await
+}
+
+/// Opens a session for `identity`: what a login answers.
+async fn session_for(web: &Web, identity: Identity) -> Result<axum::Json<Session>, ApiError> {
+    let (token, expires_at) = crate::authz::open_session(web, &identity).await?;
+    let caller = if identity.connector == crate::authz::ADMIN_TOKEN_CONNECTOR {
+        Caller::AdminToken
+    } else {
+        let roles = roles_of(web, &identity).await?;
+        Caller::User { identity, roles }
+    };
     Ok(axum::Json(Session {
         token,
         expires_at,
-        user: user_info(&Caller::User { identity, roles }),
+        user: user_info(&caller),
     }))
+}
+
+/// Trades a browser login's one-time code for a session
+/// (`crate::cli_login`). Wrong codes count against the client's address
+/// as wrong bearer tokens do.
+pub(super) async fn login_cli(
+    State(web): State<Web>,
+    Peer(peer): Peer,
+    Json(req): Json<CliCode>,
+) -> Result<axum::Json<Session>, ApiError> {
+    let client = peer.map(|p| p.ip().to_string()).unwrap_or_default();
+    let now = web.now();
+    if let Admission::Limited { retry_after_ms } = web.bearer_limit().admit(&client, now) {
+        return Err(ApiError::too_many_requests(format!(
+            "too many wrong login codes from this address; try again in {}",
+            hangar_core::lifecycle::human_ms(retry_after_ms)
+        )));
+    }
+    match crate::cli_login::redeem(&web, &req.code, &req.verifier).await? {
+        Some(identity) => {
+            tracing::info!(user = %identity.user_name, %client, "the CLI logged in through the browser");
+            session_for(&web, identity).await
+        }
+        None => {
+            web.bearer_limit().failed(&client, now);
+            Err(ApiError::unauthorized(
+                "that login code is not good (used, expired, or another CLI's): log in again",
+            ))
+        }
+    }
 }
 
 /// Ends the caller's session: its token is refused from now on.

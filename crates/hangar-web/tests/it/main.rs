@@ -24,6 +24,7 @@ mod errors_api;
 mod gc_api;
 mod job_builds_api;
 mod log_retention_api;
+mod oidc_login;
 mod open_endpoints;
 mod pipelines_api;
 mod plan_steps_api;

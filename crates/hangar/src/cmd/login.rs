@@ -27,6 +27,10 @@ pub(crate) struct LoginArgs {
     /// The password (default: read a line from standard input).
     #[arg(short = 'p', long, env = "HANGAR_PASSWORD", hide_env_values = true)]
     pub password: Option<String>,
+    /// Without -u, open the login page in the browser too (it is always
+    /// printed).
+    #[arg(short = 'b', long)]
+    pub open_browser: bool,
 }
 
 fn target_name() -> anyhow::Result<&'static str> {
@@ -46,23 +50,25 @@ pub(crate) async fn login(args: LoginArgs) -> anyhow::Result<ExitCode> {
         .or_else(|| saved.as_ref().map(|s| s.team.clone()))
         .unwrap_or_else(|| hangar_core::tenancy::MAIN_TEAM.to_string());
     hangar_core::names::validate_label(&team).map_err(|e| anyhow::anyhow!("team: {e}"))?;
-    let username = args
-        .username
-        .ok_or_else(|| anyhow::anyhow!("log in with -u USER (the password: -p, or on stdin)"))?;
-    let password = match args.password {
-        Some(p) => p,
-        None => {
-            eprint!("password: ");
-            let mut line = String::new();
-            std::io::stdin()
-                .lock()
-                .read_line(&mut line)
-                .context("read the password from standard input")?;
-            line.trim_end_matches(['\r', '\n']).to_string()
-        }
-    };
     let client = Client::new(&url, "", Duration::from_secs(30))?;
-    let session = client.login(&username, &password).await?;
+    let session = match args.username {
+        Some(username) => {
+            let password = match args.password {
+                Some(p) => p,
+                None => {
+                    eprint!("password: ");
+                    let mut line = String::new();
+                    std::io::stdin()
+                        .lock()
+                        .read_line(&mut line)
+                        .context("read the password from standard input")?;
+                    line.trim_end_matches(['\r', '\n']).to_string()
+                }
+            };
+            client.login(&username, &password).await?
+        }
+        None => crate::cmd::browser_login::log_in(&client, &url, args.open_browser).await?,
+    };
     let user = &session.user;
     if !user.is_admin && !user.teams.contains_key(&team) {
         anyhow::bail!(

@@ -1,5 +1,6 @@
 #[cfg(feature = "bench")]
 pub(crate) mod bench;
+pub(crate) mod browser_login;
 pub(crate) mod builds;
 #[cfg(feature = "bench")]
 pub(crate) mod chaos;

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use hangar_core::tenancy::oidc_claims::ClaimKeys;
 use hangar_core::tenancy::TeamAuth;
-use hangar_web::{AuthConfig, LocalUser};
+use hangar_web::{AuthConfig, LocalUser, OidcConfig};
 
 use crate::duration;
 
@@ -27,6 +28,28 @@ pub(crate) struct UserFlags {
         value_delimiter = ','
     )]
     pub main_team_local_users: Vec<String>,
+    /// An OIDC user who owns team main (repeat, or separate with commas).
+    #[arg(
+        long = "main-team-oidc-user",
+        env = "HANGAR_MAIN_TEAM_OIDC_USER",
+        value_delimiter = ','
+    )]
+    pub main_team_oidc_users: Vec<String>,
+    /// An OIDC group whose members own team main (repeat, or separate with
+    /// commas).
+    #[arg(
+        long = "main-team-oidc-group",
+        env = "HANGAR_MAIN_TEAM_OIDC_GROUP",
+        value_delimiter = ','
+    )]
+    pub main_team_oidc_groups: Vec<String>,
+    /// Where browsers reach web (https://ci.example.com): the OIDC
+    /// provider sends them back under it, and with https every cookie is
+    /// Secure.
+    #[arg(long, env = "HANGAR_EXTERNAL_URL")]
+    pub external_url: Option<String>,
+    #[command(flatten)]
+    pub oidc: OidcFlags,
     /// How long a login lasts, however used (Concourse's --auth-duration).
     #[arg(long, env = "HANGAR_AUTH_DURATION", default_value = "24h", value_parser = duration::parse)]
     pub auth_duration: Duration,
@@ -51,6 +74,118 @@ pub(crate) struct UserFlags {
         value_delimiter = ','
     )]
     pub named_worker_key_files: Vec<String>,
+}
+
+/// Concourse's generic OIDC connector flags.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct OidcFlags {
+    /// The OIDC provider's issuer URL (its discovery document is at
+    /// ISSUER/.well-known/openid-configuration). Setting it turns OIDC
+    /// login on.
+    #[arg(long = "oidc-issuer", env = "HANGAR_OIDC_ISSUER")]
+    pub issuer: Option<String>,
+    /// What the login page's button says.
+    #[arg(
+        long = "oidc-display-name",
+        env = "HANGAR_OIDC_DISPLAY_NAME",
+        default_value = "OIDC"
+    )]
+    pub display_name: String,
+    #[arg(long = "oidc-client-id", env = "HANGAR_OIDC_CLIENT_ID")]
+    pub client_id: Option<String>,
+    #[arg(
+        long = "oidc-client-secret",
+        env = "HANGAR_OIDC_CLIENT_SECRET",
+        hide_env_values = true
+    )]
+    pub client_secret: Option<String>,
+    /// A scope to ask for besides openid (repeat; default: profile and
+    /// email).
+    #[arg(long = "oidc-scope", env = "HANGAR_OIDC_SCOPE", value_delimiter = ',')]
+    pub scopes: Vec<String>,
+    /// The claim that holds the groups users' roles are granted to.
+    #[arg(
+        long = "oidc-groups-key",
+        env = "HANGAR_OIDC_GROUPS_KEY",
+        default_value = "groups"
+    )]
+    pub groups_key: String,
+    /// The claim that holds the user name teams name (falls back to
+    /// preferred_username).
+    #[arg(
+        long = "oidc-user-name-key",
+        env = "HANGAR_OIDC_USER_NAME_KEY",
+        default_value = "username"
+    )]
+    pub user_name_key: String,
+    /// A PEM file of CA certificates to trust the provider with, besides
+    /// the system's (repeat).
+    #[arg(
+        long = "oidc-ca-cert",
+        env = "HANGAR_OIDC_CA_CERT",
+        value_delimiter = ','
+    )]
+    pub ca_certs: Vec<std::path::PathBuf>,
+    /// Trust whatever certificate the provider shows (never in production).
+    #[arg(
+        long = "oidc-skip-ssl-validation",
+        env = "HANGAR_OIDC_SKIP_SSL_VALIDATION"
+    )]
+    pub skip_ssl_validation: bool,
+    /// Ignore the groups claim: roles go to users only.
+    #[arg(long = "oidc-disable-groups", env = "HANGAR_OIDC_DISABLE_GROUPS")]
+    pub disable_groups: bool,
+}
+
+impl OidcFlags {
+    fn config(&self) -> anyhow::Result<Option<OidcConfig>> {
+        let Some(issuer) = &self.issuer else {
+            if self.client_id.is_some() || self.client_secret.is_some() {
+                anyhow::bail!("--oidc-client-id and --oidc-client-secret need --oidc-issuer");
+            }
+            return Ok(None);
+        };
+        let (Some(client_id), Some(client_secret)) = (&self.client_id, &self.client_secret) else {
+            anyhow::bail!("--oidc-issuer needs --oidc-client-id and --oidc-client-secret");
+        };
+        if self.user_name_key.is_empty() || self.groups_key.is_empty() {
+            anyhow::bail!("--oidc-user-name-key and --oidc-groups-key name a claim: not empty");
+        }
+        let ca_certs = self
+            .ca_certs
+            .iter()
+            .map(|p| {
+                std::fs::read(p).map_err(|e| anyhow::anyhow!("--oidc-ca-cert {}: {e}", p.display()))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Some(OidcConfig {
+            display_name: self.display_name.clone(),
+            issuer: issuer.clone(),
+            client_id: client_id.clone(),
+            client_secret: client_secret.clone(),
+            scopes: self.scopes.clone(),
+            keys: ClaimKeys {
+                user_name: self.user_name_key.clone(),
+                groups: (!self.disable_groups).then(|| self.groups_key.clone()),
+            },
+            ca_certs,
+            skip_tls_verify: self.skip_ssl_validation,
+        }))
+    }
+}
+
+/// Checks `--external-url`: an absolute http(s) URL with no query.
+fn check_external_url(url: &str) -> anyhow::Result<()> {
+    let parsed =
+        reqwest::Url::parse(url).map_err(|e| anyhow::anyhow!("--external-url {url}: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https")
+        || parsed.host_str().is_none()
+        || parsed.query().is_some()
+        || parsed.fragment().is_some()
+    {
+        anyhow::bail!("--external-url {url}: expected http(s)://HOST[:PORT][/PATH]");
+    }
+    Ok(())
 }
 
 impl UserFlags {
@@ -89,12 +224,32 @@ impl UserFlags {
                 );
             }
         }
-        let main_team = if self.main_team_local_users.is_empty() {
+        let oidc = self.oidc.config()?;
+        if (!self.main_team_oidc_users.is_empty() || !self.main_team_oidc_groups.is_empty())
+            && oidc.is_none()
+        {
+            anyhow::bail!("--main-team-oidc-user and --main-team-oidc-group need --oidc-issuer");
+        }
+        if let Some(url) = &self.external_url {
+            check_external_url(url)?;
+        } else if oidc.is_some() {
+            anyhow::bail!(
+                "--oidc-issuer needs --external-url: the provider sends browsers back there"
+            );
+        }
+        let main_team = if self.main_team_local_users.is_empty()
+            && self.main_team_oidc_users.is_empty()
+            && self.main_team_oidc_groups.is_empty()
+        {
             None
         } else {
             Some(
-                TeamAuth::owners(&self.main_team_local_users, &[], &[])
-                    .map_err(|e| anyhow::anyhow!("--main-team-local-user: {e}"))?,
+                TeamAuth::owners(
+                    &self.main_team_local_users,
+                    &self.main_team_oidc_users,
+                    &self.main_team_oidc_groups,
+                )
+                .map_err(|e| anyhow::anyhow!("--main-team-*: {e}"))?,
             )
         };
         Ok(AuthConfig {
@@ -102,6 +257,8 @@ impl UserFlags {
             main_team,
             session_ttl: self.auth_duration,
             session_idle: self.session_idle_timeout,
+            external_url: self.external_url.clone(),
+            oidc,
         })
     }
 }

@@ -50,6 +50,17 @@ impl TestWeb {
 
     /// A web node whose configuration `adjust` changes first.
     pub(crate) async fn start_with(store: Store, adjust: impl FnOnce(&mut WebConfig)) -> TestWeb {
+        TestWeb::start_at(store, |config, _| adjust(config)).await
+    }
+
+    /// A web node whose configuration `adjust` changes first, knowing the
+    /// URL web will be served at.
+    pub(crate) async fn start_at(
+        store: Store,
+        adjust: impl FnOnce(&mut WebConfig, &str),
+    ) -> TestWeb {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
         let mut config = WebConfig {
             admin_token: ADMIN.into(),
             worker_key: WORKER_KEY.into(),
@@ -74,10 +85,8 @@ impl TestWeb {
             team_worker_keys: Default::default(),
             named_worker_keys: Default::default(),
         };
-        adjust(&mut config);
+        adjust(&mut config, &url);
         let web = Web::new(store, config).unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
         web.seal_stored_api_tokens().await.unwrap();
         web.write_main_team_auth().await.unwrap();
