@@ -33,6 +33,7 @@ mod e2e_job_builds;
 mod e2e_job_lifecycle;
 mod e2e_lifecycle;
 mod e2e_no_worker;
+mod e2e_oidc;
 mod e2e_outputs;
 mod e2e_pipeline_registry_needs_root;
 mod e2e_pipelines;

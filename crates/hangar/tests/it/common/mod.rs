@@ -123,10 +123,17 @@ impl Cluster {
 
     /// A cluster whose web takes `extra` flags too.
     pub(crate) fn start_with(extra: &[&str]) -> Cluster {
+        Cluster::start_at(|_| extra.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// A cluster whose web takes the flags `extra` makes of its URL.
+    pub(crate) fn start_at(extra: impl FnOnce(&str) -> Vec<String>) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let url = format!("http://127.0.0.1:{port}");
-        let web = spawn_web(dir.path(), &url, extra);
+        let flags = extra(&url);
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let web = spawn_web(dir.path(), &url, &flags);
         let cluster = Cluster { dir, url, web };
         cluster.wait_until("web answers", |_| true);
         cluster
