@@ -115,5 +115,33 @@ BREAK
   fi
 done
 
+# And what admitting workers by their pods' tokens rests on, in the
+# token-review rendering: web allowed to ask TokenReview, the audience web
+# expects, and the fleet key kept out of the workers' pods.
+tr="$out/token-review-workers.yaml"
+for breakage in no-auth-delegator other-audience fleet-key-mounted; do
+  python3 - "$tr" "$out/$breakage.yaml" "$breakage" <<'BREAK'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+what = sys.argv[3]
+if what == "no-auth-delegator":
+    docs = [d for d in docs if d["kind"] != "ClusterRoleBinding"]
+for d in docs:
+    if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "hangar-worker":
+        pod = d["spec"]["template"]["spec"]
+        for v in pod["volumes"]:
+            if what == "other-audience" and "projected" in v:
+                v["projected"]["sources"][0]["serviceAccountToken"]["audience"] = "https://kubernetes.default.svc"
+        if what == "fleet-key-mounted":
+            pod["volumes"].append({"name": "secrets", "secret": {"secretName": "hangar", "defaultMode": 0o400}})
+yaml.safe_dump_all(docs, open(sys.argv[2], "w"))
+BREAK
+  if python3 deploy/kubernetes/check_rules.py "$breakage" "$out/$breakage.yaml" >"$out/$breakage.rules" 2>&1; then
+    fail "the rules catch $breakage (they accepted it)"
+  else
+    pass "the rules catch $breakage: $(head -1 "$out/$breakage.rules")"
+  fi
+done
+
 echo "check-manifests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -73,16 +73,39 @@ def main(name, path):
                 return (secret.get("secretName"), rel)
         return None
 
+    def projected_token(pod, container, env, key):
+        """The audience of the projected service-account token file that
+        env[key] names, if it is one others cannot read."""
+        path = env.get(key, {}).get("value")
+        if not path:
+            return None
+        vols = {v["name"]: v for v in pod.get("volumes", [])}
+        for m in container.get("volumeMounts", []):
+            prefix = m["mountPath"].rstrip("/") + "/"
+            projected = vols.get(m["name"], {}).get("projected")
+            if not path.startswith(prefix) or projected is None:
+                continue
+            if projected.get("defaultMode", 0o644) & 0o007:
+                return None
+            for source in projected.get("sources", []):
+                token = source.get("serviceAccountToken")
+                if token and token.get("path") == path[len(prefix):]:
+                    return token.get("audience")
+        return None
+
     # ---- web
     webs = find("Deployment", "hangar-web")
     need(len(webs) == 1, "one Deployment hangar-web")
     web_secret = None
+    web_env, web_pod = {}, {}
     if webs:
         spec = webs[0]["spec"]["template"]["spec"]
         c = next((c for c in spec["containers"] if c["name"] == "web"), None)
         need(c is not None, "web: a container named web")
         if c:
             env = env_of(c)
+            web_env = env
+            web_pod = spec
             need(c.get("args", [None])[0] == "web", "web: runs `hangar web`")
             need(env.get("HANGAR_BIND", {}).get("value", "").startswith("0.0.0.0:"),
                  "web: HANGAR_BIND listens on 0.0.0.0")
@@ -140,9 +163,33 @@ def main(name, path):
         # The key is a file the worker reads and passes on to nothing it starts.
         need("HANGAR_WORKER_KEY" not in env, "worker: HANGAR_WORKER_KEY is not in the environment (use HANGAR_WORKER_KEY_FILE)")
         key_ref = secret_file(pod, c, env, "HANGAR_WORKER_KEY_FILE")
-        need(key_ref is not None, "worker: HANGAR_WORKER_KEY_FILE is a Secret file others cannot read")
-        if web_secret is not None:
+        audience = projected_token(pod, c, env, "HANGAR_WORKER_KEY_FILE")
+        need(key_ref is not None or audience is not None,
+             "worker: HANGAR_WORKER_KEY_FILE is a Secret file or a projected service-account token others cannot read")
+        if key_ref is not None and web_secret is not None:
             need(key_ref == web_secret, "worker and web use the same worker key")
+        if audience is not None:
+            # Admitted by TokenReview: web admits the worker's account for
+            # this audience and may create TokenReviews; the fleet key stays
+            # out of the worker's pod.
+            ns = w["metadata"].get("namespace")
+            sa = pod.get("serviceAccountName")
+            accounts = web_env.get("HANGAR_KUBERNETES_WORKER_ACCOUNT", {}).get("value", "").split(",")
+            need(any(a == f"{ns}:{sa}" or a.startswith(f"{ns}:{sa}:") for a in accounts),
+                 f"web: HANGAR_KUBERNETES_WORKER_ACCOUNT admits the workers' account {ns}:{sa}")
+            want = web_env.get("HANGAR_KUBERNETES_WORKER_AUDIENCE", {}).get("value", "hangar")
+            need(audience == want, f"worker: the projected token's audience is web's ({want}), not {audience}")
+            mounted = {v.get("secret", {}).get("secretName") for v in pod.get("volumes", [])}
+            need(web_secret is None or web_secret[0] not in mounted,
+                 "worker: the fleet's worker key is not mounted where a pod's token admits it")
+            web_sa = web_pod.get("serviceAccountName")
+            need(web_sa is not None and web_pod.get("automountServiceAccountToken") is not False,
+                 "web: runs as its own ServiceAccount, its token mounted, to ask TokenReview")
+            delegated = any(
+                b["roleRef"].get("name") == "system:auth-delegator"
+                and any(x.get("kind") == "ServiceAccount" and x.get("name") == web_sa for x in b.get("subjects", []))
+                for b in docs if b["kind"] == "ClusterRoleBinding")
+            need(delegated, "web: its ServiceAccount is bound to system:auth-delegator (TokenReview)")
         web_url = env.get("HANGAR_WEB", {}).get("value", "")
         need(web_url == f"http://hangar-web:{web_port}", f"worker: HANGAR_WEB points at the web Service ({web_url})")
 
@@ -241,7 +288,8 @@ def main(name, path):
         need(allowed, "worker: its ServiceAccount may get pods in its namespace")
 
     # Everything lands in one namespace.
-    namespaces = {d["metadata"].get("namespace") for d in docs if d["kind"] != "Namespace"}
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    namespaces = {d["metadata"].get("namespace") for d in docs if d["kind"] not in cluster_scoped}
     need(len(namespaces) == 1 and None not in namespaces, f"one namespace for everything (found {namespaces})")
 
     for p in problems:

@@ -7,11 +7,14 @@
 //!   role), read from Concourse's `set-team --config` file or its flags, and
 //!   the role it gives an identity.
 //! - [`oidc_claims`]: the identity an OIDC login's verified ID token makes.
+//! - [`pod_admission`]: the worker a pod's service-account token may
+//!   register (Kubernetes TokenReview).
 //! - [`decide`]: whether a caller may do an action in a team; the one
 //!   function every route's check goes through.
 
 pub mod decide;
 pub mod oidc_claims;
+pub mod pod_admission;
 pub mod roles;
 pub mod team_auth;
 

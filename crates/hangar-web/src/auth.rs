@@ -100,6 +100,10 @@ pub(crate) enum FleetKey {
     Fleet,
     Team(String),
     Worker(String),
+    /// A pod's service-account token the API server vouched for
+    /// (`token_review.rs`): the pod's name only, as its account's team's
+    /// worker or a shared one.
+    Pod(hangar_core::tenancy::pod_admission::PodWorker),
 }
 
 impl FleetKey {
@@ -114,6 +118,19 @@ impl FleetKey {
     ) -> Result<(), ApiError> {
         let key_team = match self {
             FleetKey::Fleet => return Ok(()),
+            FleetKey::Pod(pod) if pod.pod != name => {
+                return Err(ApiError::forbidden(format!(
+                    "the service account token of pod {} registers worker {} only: a pod's \
+                     worker is named as its pod",
+                    pod.pod, pod.pod
+                )))
+            }
+            FleetKey::Pod(pod) => {
+                return match &pod.team {
+                    None => FleetKey::Worker(pod.pod.clone()).admits(name, team, holder_team),
+                    Some(t) => FleetKey::Team(t.clone()).admits(name, team, holder_team),
+                }
+            }
             FleetKey::Worker(own) if own != name => {
                 return Err(ApiError::forbidden(format!(
                     "the worker key of worker {own} registers worker {own} only"
@@ -233,9 +250,63 @@ impl FromRequestParts<Web> for FleetKey {
                         .find(|(_, key)| same_secret(token.as_bytes(), key.as_bytes()))
                         .map(|(name, _)| FleetKey::Worker(name.clone()))
                 };
-                team.or_else(worker)
-                    .ok_or_else(|| ApiError::unauthorized("invalid credentials"))
+                match team.or_else(worker) {
+                    Some(key) => Ok(key),
+                    None => match web.token_reviewer() {
+                        Some(reviewer) if crate::token_review::looks_like_jwt(token) => {
+                            pod_key(parts, web, reviewer, token).await
+                        }
+                        _ => Err(ApiError::unauthorized("invalid credentials")),
+                    },
+                }
             }
+        }
+    }
+}
+
+/// The registration a pod's service-account token admits, as the API
+/// server's TokenReview says. Tokens it does not vouch for count against
+/// the client's address as wrong bearer tokens do, so a stranger cannot
+/// make web flood the API server.
+async fn pod_key(
+    parts: &Parts,
+    web: &Web,
+    reviewer: &crate::token_review::TokenReviewer,
+    token: &str,
+) -> Result<FleetKey, ApiError> {
+    use crate::token_review::ReviewFailure;
+    use hangar_core::login_limit::Admission;
+    use hangar_core::tenancy::pod_admission::ReviewRefusal;
+    let client = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip().to_string())
+        .unwrap_or_default();
+    let now = web.now();
+    if let Admission::Limited { retry_after_ms } = web.bearer_limit().admit(&client, now) {
+        return Err(ApiError::too_many_requests(format!(
+            "too many wrong tokens from this address; try again in {}",
+            hangar_core::lifecycle::human_ms(retry_after_ms)
+        )));
+    }
+    match reviewer.review(token).await {
+        Ok(pod) => Ok(FleetKey::Pod(pod)),
+        Err(ReviewFailure::Refused(refusal)) => {
+            web.bearer_limit().failed(&client, now);
+            tracing::info!(%client, ?refusal, "a worker's service account token was refused");
+            Err(match refusal {
+                ReviewRefusal::NotAuthenticated(_) => ApiError::unauthorized("invalid credentials"),
+                ReviewRefusal::NotAdmitted(why) => ApiError::forbidden(why),
+                ReviewRefusal::Malformed(why) => ApiError::unavailable(format!(
+                    "cannot check the worker's token with the API server: {why}"
+                )),
+            })
+        }
+        Err(ReviewFailure::Unavailable(why)) => {
+            tracing::warn!(error = %why, "cannot check a worker's service account token");
+            Err(ApiError::unavailable(format!(
+                "cannot check the worker's token with the API server: {why}"
+            )))
         }
     }
 }

@@ -20,6 +20,7 @@ mod oidc;
 mod presence;
 mod routes;
 mod takeover;
+mod token_review;
 mod users;
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ pub use hangar_control::{Control, Supervisor};
 pub use hangar_engine::{Clock, DEFAULT_NO_WORKER_TIMEOUT};
 pub use oidc::OidcConfig;
 pub use presence::{PresenceEnd, PresenceOutcome};
+pub use token_review::TokenReviewConfig;
 pub use users::{AuthConfig, LocalUser};
 
 /// Everything web is configured with. Its `Debug` leaves the two secrets
@@ -91,6 +93,9 @@ pub struct WebConfig {
     /// Worker name → the key that one worker registers with (that name
     /// only, as a shared worker).
     pub named_worker_keys: std::collections::BTreeMap<String, String>,
+    /// Workers that register with their pod's service-account token,
+    /// checked by the Kubernetes API server (TokenReview).
+    pub token_review: Option<TokenReviewConfig>,
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -121,6 +126,7 @@ impl std::fmt::Debug for WebConfig {
                 "named_worker_keys",
                 &self.named_worker_keys.keys().collect::<Vec<_>>(),
             )
+            .field("token_review", &self.token_review)
             .finish()
     }
 }
@@ -214,6 +220,8 @@ struct WebInner {
     presences: presence::Presences,
     /// The OIDC provider users log in through, if one is configured.
     oidc: Option<oidc::Oidc>,
+    /// The API server that vouches for pods' tokens, if configured.
+    token_reviewer: Option<token_review::TokenReviewer>,
 }
 
 impl Web {
@@ -278,6 +286,11 @@ impl Web {
                         .into(),
                 ),
             };
+        let token_reviewer = config
+            .token_review
+            .clone()
+            .map(token_review::TokenReviewer::new)
+            .transpose()?;
         Ok(Web {
             inner: Arc::new(WebInner {
                 store,
@@ -293,6 +306,7 @@ impl Web {
                 stopping: CancellationToken::new(),
                 presences: Default::default(),
                 oidc,
+                token_reviewer,
             }),
         })
     }
@@ -386,6 +400,10 @@ impl Web {
             .login_throttle
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn token_reviewer(&self) -> Option<&token_review::TokenReviewer> {
+        self.inner.token_reviewer.as_ref()
     }
 
     pub(crate) fn oidc(&self) -> Option<&oidc::Oidc> {

@@ -25,6 +25,10 @@ pub struct WorkerConfig {
     pub work_dir: PathBuf,
     pub web_url: String,
     pub worker_key: String,
+    /// Where `worker_key` was read from, read again at each registration:
+    /// a projected service-account token (`--kubernetes-worker-account`
+    /// on web) is rotated by the kubelet while the worker runs.
+    pub worker_key_file: Option<PathBuf>,
     pub platform: String,
     pub tags: Vec<String>,
     pub team: Option<String>,
@@ -387,8 +391,7 @@ async fn agent_loop(
     // container ended; a later one (after a stall) is the same container.
     let mut first = registration().await;
     first.previous_exit = crate::kube::previous_exit_from_env().await;
-    let Some(registered) =
-        register_until_accepted(fleet_client, &config.work_dir, &first, shutdown).await
+    let Some(registered) = register_until_accepted(fleet_client, config, &first, shutdown).await
     else {
         return Ok(AgentExit::Stopped);
     };
@@ -552,13 +555,8 @@ where
     // the pressure it landed for cleared): `None` when shut down first.
     let reregister = || async {
         session.send_replace(None);
-        let r = register_until_accepted(
-            fleet_client,
-            &config.work_dir,
-            &registration().await,
-            shutdown,
-        )
-        .await?;
+        let r =
+            register_until_accepted(fleet_client, config, &registration().await, shutdown).await?;
         session.send_replace(Some(Session::of(fleet_client, &r)));
         Some(Current::new(config, fleet_client, r))
     };
@@ -728,14 +726,33 @@ fn heartbeat_ticker(config: &WorkerConfig, registered: &Registered) -> Ticker {
 
 /// Registers, retrying with backoff while web is unreachable or refuses for a
 /// reason that may pass. `None` when shut down first.
+/// The key file's content now, when the key came from a file that still
+/// reads (else the key read at start is used).
+fn fresh_key(config: &WorkerConfig) -> Option<String> {
+    let path = config.worker_key_file.as_ref()?;
+    match std::fs::read_to_string(path) {
+        Ok(key) if !key.trim().is_empty() => Some(key.trim().to_string()),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read the worker key file again; using the key read at start");
+            None
+        }
+    }
+}
+
 async fn register_until_accepted(
-    client: &Client,
-    work_dir: &std::path::Path,
+    fleet_client: &Client,
+    config: &WorkerConfig,
     req: &RegisterWorker,
     shutdown: &CancellationToken,
 ) -> Option<Registered> {
+    let work_dir = &config.work_dir;
     let mut backoff = Duration::from_millis(250);
     loop {
+        let client = match fresh_key(config) {
+            Some(key) => fleet_client.with_token(&key),
+            None => fleet_client.clone(),
+        };
         match client.register(req).await {
             Ok(r) => {
                 tracing::info!(worker = %req.name, generation = r.generation, kind = %r.kind, "registered with web");

@@ -28,6 +28,7 @@ mod oidc_login;
 mod open_endpoints;
 mod pipelines_api;
 mod plan_steps_api;
+mod pod_tokens_api;
 mod presence;
 mod previous_exit;
 mod resource_types_api;

@@ -157,6 +157,7 @@ async fn start_with(reports_open: bool, allow_privileged: bool) -> Fixture {
         work_dir: dir.path().to_path_buf(),
         web_url: url,
         worker_key: "fleet-key".into(),
+        worker_key_file: None,
         platform: "linux".into(),
         tags: vec![],
         team: None,

@@ -124,6 +124,7 @@ async fn the_presence_is_held_again_when_web_ends_it_and_ends_with_a_goodbye() {
         work_dir: dir.path().to_path_buf(),
         web_url: url,
         worker_key: "fleet-key".into(),
+        worker_key_file: None,
         platform: "linux".into(),
         tags: vec![],
         team: None,

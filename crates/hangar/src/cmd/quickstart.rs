@@ -80,6 +80,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             work_dir,
             web_url: url.clone(),
             worker_key: worker_key.clone(),
+            worker_key_file: None,
             platform: std::env::consts::OS.to_string(),
             tags: vec![],
             team: None,

@@ -112,6 +112,7 @@ impl Lifecycle {
             auth: Default::default(),
             team_worker_keys: Default::default(),
             named_worker_keys: Default::default(),
+            token_review: None,
         })
     }
 }
@@ -398,6 +399,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.auth = args.users.auth_config()?;
     config.team_worker_keys = args.users.team_worker_keys()?;
     config.named_worker_keys = args.users.named_worker_keys()?;
+    config.token_review = args.users.token_review()?;
     config.placement = args.placement.placement()?;
     // Refuse a bad configuration before anything is created on disk.
     config

@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use hangar_core::tenancy::oidc_claims::ClaimKeys;
+use hangar_core::tenancy::pod_admission::AdmittedAccount;
 use hangar_core::tenancy::TeamAuth;
-use hangar_web::{AuthConfig, LocalUser, OidcConfig};
+use hangar_web::{AuthConfig, LocalUser, OidcConfig, TokenReviewConfig};
 
 use crate::duration;
 
@@ -74,6 +75,46 @@ pub(crate) struct UserFlags {
         value_delimiter = ','
     )]
     pub named_worker_key_files: Vec<String>,
+    /// NAMESPACE:SERVICEACCOUNT[:TEAM]: pods running as this service
+    /// account register workers with their service-account token, checked
+    /// by the API server (TokenReview), each under its pod's name only;
+    /// with TEAM, as that team's workers. Repeat, or separate with commas.
+    #[arg(
+        long = "kubernetes-worker-account",
+        env = "HANGAR_KUBERNETES_WORKER_ACCOUNT",
+        value_delimiter = ','
+    )]
+    pub kubernetes_worker_accounts: Vec<String>,
+    /// The audience those tokens must be for: the `audience` of the
+    /// workers' projected service-account token.
+    #[arg(
+        long = "kubernetes-worker-audience",
+        env = "HANGAR_KUBERNETES_WORKER_AUDIENCE",
+        default_value = "hangar"
+    )]
+    pub kubernetes_worker_audience: String,
+    /// The API server that checks workers' tokens (default: this pod's,
+    /// from KUBERNETES_SERVICE_HOST and the service account).
+    #[arg(
+        long = "kubernetes-api-url",
+        env = "HANGAR_KUBERNETES_API_URL",
+        requires = "kubernetes_api_token_file"
+    )]
+    pub kubernetes_api_url: Option<String>,
+    /// Web's bearer token for --kubernetes-api-url, read at each check.
+    #[arg(
+        long = "kubernetes-api-token-file",
+        env = "HANGAR_KUBERNETES_API_TOKEN_FILE",
+        requires = "kubernetes_api_url"
+    )]
+    pub kubernetes_api_token_file: Option<std::path::PathBuf>,
+    /// The CA bundle of --kubernetes-api-url (default: the system's roots).
+    #[arg(
+        long = "kubernetes-api-ca-file",
+        env = "HANGAR_KUBERNETES_API_CA_FILE",
+        requires = "kubernetes_api_url"
+    )]
+    pub kubernetes_api_ca_file: Option<std::path::PathBuf>,
 }
 
 /// Concourse's generic OIDC connector flags.
@@ -194,6 +235,65 @@ impl UserFlags {
         &self,
     ) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
         keys_from_files("--team-worker-key-file", &self.team_worker_key_files)
+    }
+
+    /// Who registers with a pod's service-account token, and the API
+    /// server that checks it.
+    pub(crate) fn token_review(&self) -> anyhow::Result<Option<TokenReviewConfig>> {
+        if self.kubernetes_worker_accounts.is_empty() {
+            if self.kubernetes_api_url.is_some() {
+                anyhow::bail!("--kubernetes-api-url is for --kubernetes-worker-account");
+            }
+            return Ok(None);
+        }
+        let accounts = self
+            .kubernetes_worker_accounts
+            .iter()
+            .map(|a| {
+                AdmittedAccount::parse(a)
+                    .map_err(|e| anyhow::anyhow!("--kubernetes-worker-account {e}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if self.kubernetes_worker_audience.trim().is_empty() {
+            anyhow::bail!("--kubernetes-worker-audience must not be empty");
+        }
+        let sa = std::path::Path::new(hangar_creds::kube::DEFAULT_SA_DIR);
+        let (api_base, token_file, ca_file) = match (
+            &self.kubernetes_api_url,
+            &self.kubernetes_api_token_file,
+        ) {
+            (Some(url), Some(token)) => (
+                url.clone(),
+                token.clone(),
+                self.kubernetes_api_ca_file.clone(),
+            ),
+            _ => {
+                let host = std::env::var("KUBERNETES_SERVICE_HOST").map_err(|_| {
+                    anyhow::anyhow!(
+                        "--kubernetes-worker-account outside a pod needs --kubernetes-api-url and --kubernetes-api-token-file"
+                    )
+                })?;
+                let port =
+                    std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_else(|_| "443".into());
+                let host = if host.contains(':') {
+                    format!("[{host}]")
+                } else {
+                    host
+                };
+                (
+                    format!("https://{host}:{port}"),
+                    sa.join("token"),
+                    Some(sa.join("ca.crt")),
+                )
+            }
+        };
+        Ok(Some(TokenReviewConfig {
+            api_base,
+            token_file,
+            ca_file,
+            audience: self.kubernetes_worker_audience.clone(),
+            accounts,
+        }))
     }
 
     /// Worker name → key, read from each `--named-worker-key-file`.

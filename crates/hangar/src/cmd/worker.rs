@@ -30,7 +30,9 @@ pub(crate) struct Args {
     )]
     pub worker_key: Option<String>,
     /// A file holding the worker key (not readable by other users), so the
-    /// key is in neither the command line nor the environment.
+    /// key is in neither the command line nor the environment. Read again
+    /// at each registration: in Kubernetes it may be the pod's projected
+    /// service-account token (web's --kubernetes-worker-account).
     #[arg(long, env = "HANGAR_WORKER_KEY_FILE")]
     pub worker_key_file: Option<PathBuf>,
     /// The user process tasks run as when the worker is root and the task
@@ -290,12 +292,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.worker_key_file.as_deref(),
         "--worker-key",
     )?;
+    let worker_key_file = args.worker_key_file.clone();
     let resource_types_dir = args.tasks.resource_types_dir(&args.work_dir)?;
     let config = WorkerConfig {
         name: args.name,
         work_dir: args.work_dir,
         web_url: args.web,
         worker_key,
+        worker_key_file,
         platform: args.platform,
         tags: args.tags,
         team: args.team,

@@ -84,6 +84,7 @@ impl TestWeb {
             auth: Default::default(),
             team_worker_keys: Default::default(),
             named_worker_keys: Default::default(),
+            token_review: None,
         };
         adjust(&mut config, &url);
         let web = Web::new(store, config).unwrap();
