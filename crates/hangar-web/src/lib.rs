@@ -96,6 +96,8 @@ pub struct WebConfig {
     /// Workers that register with their pod's service-account token,
     /// checked by the Kubernetes API server (TokenReview).
     pub token_review: Option<TokenReviewConfig>,
+    /// The HTTP server's deadlines and connection caps (`--http-*`).
+    pub http_limits: hangar_http::Limits,
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -127,6 +129,7 @@ impl std::fmt::Debug for WebConfig {
                 &self.named_worker_keys.keys().collect::<Vec<_>>(),
             )
             .field("token_review", &self.token_review)
+            .field("http_limits", &self.http_limits)
             .finish()
     }
 }
@@ -482,7 +485,7 @@ pub async fn serve(
     let stopping = web.stopping().clone();
     // The peer's address goes with each request: a refused takeover's
     // event names who tried.
-    let server = hangar_http::serve(listener, app, hangar_http::Limits::web(), async move {
+    let server = hangar_http::serve(listener, app, web.config().http_limits, async move {
         stop.cancelled().await;
         // Streams end now, so only ordinary requests are drained.
         stopping.cancel();

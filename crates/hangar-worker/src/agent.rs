@@ -29,6 +29,8 @@ pub struct WorkerConfig {
     /// a projected service-account token (`--kubernetes-worker-account`
     /// on web) is rotated by the kubelet while the worker runs.
     pub worker_key_file: Option<PathBuf>,
+    /// The volume API's connection limits (`--http-*`).
+    pub http_limits: hangar_http::Limits,
     pub platform: String,
     pub tags: Vec<String>,
     pub team: Option<String>,
@@ -158,7 +160,7 @@ pub async fn run(
         .with_import_dirs(&config.allow_import_dirs)
         .context("--allow-import-dir")?
         .with_task_user(config.task_user);
-    let api_task = tokio::spawn(api::serve(
+    let api_task = tokio::spawn(api::serve_with(
         listener,
         volume_api
             .with_containers(containers.clone())
@@ -183,6 +185,7 @@ pub async fn run(
                         .join(crate::resource_types::rootfs::UNPACKED_DIR),
                 ),
             ),
+        config.http_limits,
         api_stop,
     ));
     let result = agent_loop(

@@ -190,17 +190,25 @@ pub fn router(api: VolumeApi) -> Router {
         .layer(middleware::from_fn(json_errors))
 }
 
+/// Serves `api` with a worker's default connection limits.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     api: VolumeApi,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
-    hangar_http::serve(
-        listener,
-        router(api),
-        hangar_http::Limits::worker(),
-        async move { shutdown.cancelled().await },
-    )
+    serve_with(listener, api, hangar_http::Limits::worker(), shutdown).await
+}
+
+/// Serves `api` with `limits` (the worker's `--http-*` flags).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    api: VolumeApi,
+    limits: hangar_http::Limits,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
+    hangar_http::serve(listener, router(api), limits, async move {
+        shutdown.cancelled().await
+    })
     .await
 }
 

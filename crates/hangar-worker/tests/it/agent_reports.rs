@@ -158,6 +158,7 @@ async fn start_with(reports_open: bool, allow_privileged: bool) -> Fixture {
         web_url: url,
         worker_key: "fleet-key".into(),
         worker_key_file: None,
+        http_limits: hangar_http::Limits::worker(),
         platform: "linux".into(),
         tags: vec![],
         team: None,

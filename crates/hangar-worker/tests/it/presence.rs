@@ -125,6 +125,7 @@ async fn the_presence_is_held_again_when_web_ends_it_and_ends_with_a_goodbye() {
         web_url: url,
         worker_key: "fleet-key".into(),
         worker_key_file: None,
+        http_limits: hangar_http::Limits::worker(),
         platform: "linux".into(),
         tags: vec![],
         team: None,

@@ -81,6 +81,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             web_url: url.clone(),
             worker_key: worker_key.clone(),
             worker_key_file: None,
+            http_limits: hangar_http::Limits::worker(),
             platform: std::env::consts::OS.to_string(),
             tags: vec![],
             team: None,

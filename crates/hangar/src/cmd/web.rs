@@ -113,6 +113,7 @@ impl Lifecycle {
             team_worker_keys: Default::default(),
             named_worker_keys: Default::default(),
             token_review: None,
+            http_limits: hangar_http::Limits::web(),
         })
     }
 }
@@ -164,6 +165,8 @@ pub(crate) struct Args {
     pub placement: PlacementFlags,
     #[command(flatten)]
     pub users: super::web_users::UserFlags,
+    #[command(flatten)]
+    pub http: super::http_flags::HttpFlags,
 }
 
 /// How steps are placed on workers: Concourse's strategies, chained (see
@@ -400,6 +403,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     config.team_worker_keys = args.users.team_worker_keys()?;
     config.named_worker_keys = args.users.named_worker_keys()?;
     config.token_review = args.users.token_review()?;
+    config.http_limits = args.http.limits(hangar_http::Limits::web())?;
     config.placement = args.placement.placement()?;
     // Refuse a bad configuration before anything is created on disk.
     config

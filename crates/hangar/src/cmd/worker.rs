@@ -80,6 +80,8 @@ pub(crate) struct Args {
     pub api_url: Option<String>,
     #[command(flatten)]
     pub health: HealthArgs,
+    #[command(flatten)]
+    pub http: super::http_flags::HttpFlags,
 }
 
 /// `auto` is `None`: the worker tries the bridge at start.
@@ -300,6 +302,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         web_url: args.web,
         worker_key,
         worker_key_file,
+        http_limits: args.http.limits(hangar_http::Limits::worker())?,
         platform: args.platform,
         tags: args.tags,
         team: args.team,

@@ -45,6 +45,7 @@ mod e2e_registry_image_needs_root;
 mod e2e_resource_checks;
 mod e2e_resource_isolation;
 mod e2e_resource_types_needs_root;
+mod e2e_socket_flood;
 mod e2e_task_files;
 mod e2e_task_images_needs_root;
 mod e2e_team_workers;

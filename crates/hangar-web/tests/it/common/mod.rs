@@ -85,6 +85,7 @@ impl TestWeb {
             team_worker_keys: Default::default(),
             named_worker_keys: Default::default(),
             token_review: None,
+            http_limits: hangar_http::Limits::web(),
         };
         adjust(&mut config, &url);
         let web = Web::new(store, config).unwrap();
