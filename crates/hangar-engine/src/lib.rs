@@ -81,7 +81,17 @@ pub struct EngineConfig {
     /// How steps are placed: the chain of strategies and their limits
     /// (`--container-placement-strategy`, `--max-active-*-per-worker`).
     pub placement: hangar_core::placement::Placement,
+    /// How long a running step's worker may leave the engine's waits for
+    /// the step's container unanswered while it goes on heartbeating,
+    /// before the step is retried elsewhere as if the worker were
+    /// unreachable (a hung or rogue worker does not hold a build for
+    /// ever).
+    pub unanswered_for: Duration,
 }
+
+/// The default of [`EngineConfig::unanswered_for`]: long past any pause an
+/// honest worker's API takes under load.
+pub const DEFAULT_UNANSWERED_FOR: Duration = Duration::from_secs(60);
 
 impl EngineConfig {
     pub fn new(node_id: impl Into<String>) -> EngineConfig {
@@ -94,6 +104,7 @@ impl EngineConfig {
             image_check_interval_ms: recent_checks::DEFAULT_INTERVAL_MS,
             no_worker_timeout: DEFAULT_NO_WORKER_TIMEOUT,
             placement: Default::default(),
+            unanswered_for: DEFAULT_UNANSWERED_FOR,
         }
     }
 }

@@ -929,12 +929,31 @@ pub(crate) async fn follow(
     // spin, on web and on the worker, for as long as the error lasts.
     let mut errors = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     let workers = ctx.engine.workers();
+    // Since when the worker has left every wait unanswered (while its
+    // heartbeats say it is alive).
+    let mut unanswered_since: Option<tokio::time::Instant> = None;
+    let unanswered_for = ctx.engine.config().unanswered_for;
     loop {
         let wait = tokio::time::timeout(
             WATCH_EVERY + Duration::from_secs(3),
             workers.wait_container(worker, handle, WATCH_EVERY),
         );
         let waited = alongside(ctx, &mut pump, &mut pumped, wait).await?;
+        if waited.is_ok() {
+            unanswered_since = None;
+        } else {
+            let since = *unanswered_since.get_or_insert_with(tokio::time::Instant::now);
+            if since.elapsed() >= unanswered_for {
+                tracing::warn!(%worker, %handle, "the worker heartbeats but leaves the step's container unanswered; retrying elsewhere");
+                Err(StepFailure::WorkerUnreachable {
+                    worker: worker.to_string(),
+                    reason: format!(
+                        "it heartbeats but answered nothing about the step's container for {}",
+                        hangar_core::lifecycle::human_ms(unanswered_for.as_millis() as i64)
+                    ),
+                })?
+            }
+        }
         if !matches!(waited, Ok(Err(_))) {
             if let Change::Recovered { failures } = errors.succeeded() {
                 tracing::info!(%worker, %handle, failures, "the worker answers for the container again");

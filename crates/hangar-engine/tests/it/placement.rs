@@ -94,3 +94,36 @@ async fn a_worker_a_step_failed_on_draws_no_new_work_while_another_fits() {
         h.fake.calls()
     );
 }
+
+#[tokio::test]
+async fn a_worker_that_heartbeats_but_leaves_its_step_unanswered_loses_it() {
+    use hangar_engine::fake::CallKind;
+    let h = Harness::new_with(&["w1", "w2"], |c| {
+        c.unanswered_for = std::time::Duration::from_secs(2)
+    })
+    .await;
+    // w1 wins ties by name, takes the step, and then answers nothing
+    // about its container (a hung or rogue worker) while it stays
+    // registered: the step goes to w2 and the build does not hang.
+    h.fake.hold("w1", CallKind::WaitContainer, true);
+    let first = h.submit(task_plan("sh")).await;
+    assert_eq!(h.finished(first).await, BuildStatus::Succeeded);
+    assert_eq!(h.fake.calls_of("create_container w1 ").len(), 1);
+    assert_eq!(h.fake.calls_of("create_container w2 ").len(), 1);
+    let log = h.log(first, &["infra"]).await;
+    assert!(
+        log.iter()
+            .any(|l| l.contains("w1") && l.contains("answered nothing about the step's container")),
+        "{log:#?}"
+    );
+    // And w1 is doubted: the next step goes to w2 although both are idle.
+    let second = h.submit(task_plan("sh")).await;
+    assert_eq!(h.finished(second).await, BuildStatus::Succeeded);
+    assert_eq!(
+        h.fake.calls_of("create_container w2 ").len(),
+        2,
+        "{:#?}",
+        h.fake.calls()
+    );
+    assert_eq!(h.fake.calls_of("create_container w1 ").len(), 1);
+}
