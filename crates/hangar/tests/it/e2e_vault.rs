@@ -1,6 +1,7 @@
 //! `hangar web --vault-url` against a real OpenBao dev server (`bao`, from
 //! `scripts/install-deps`), logging in with AppRole through the flags: a
-//! one-off build's vars come from a KV v2 mount, the task runs with them
+//! one-off build's vars and then a pipeline job's come from a KV v2 mount
+//! (the pipeline's own path before the team's), the tasks run with them
 //! and its output shows `((redacted))`.
 
 // Tests block freely: each runs on a thread of its own, and these drive
@@ -16,6 +17,30 @@ use hangar_client::{Client, ClientError};
 
 const SECRET: &str = "v4ult-Secret-7731-from-kv2";
 const PASSWORD: &str = "pw-From-Vault-2210";
+/// The pipeline's own secret, under `/concourse/main/app/`: found before
+/// the team's.
+const PIPELINE_SECRET: &str = "pipeline-Scoped-Secret-5519";
+
+/// A pipeline whose job's task reads its vars from Vault.
+const PIPELINE: &str = r#"
+jobs:
+- name: build
+  plan:
+  - task: t
+    config:
+      platform: linux
+      params:
+        TOKEN: ((api-token))
+        DB_PASSWORD: ((db.password))
+        EXPECTED: pipeline-Scoped-Secret-5519
+      run:
+        path: sh
+        args:
+        - -c
+        - |
+          [ "$TOKEN" = "$EXPECTED" ] && echo pipeline-token-is-right
+          echo "t=$TOKEN p=$DB_PASSWORD"
+"#;
 
 /// A `bao server -dev` on a free loopback port, killed with the test.
 struct Bao {
@@ -109,7 +134,7 @@ fn plan(params: serde_json::Value, script: &str) -> CreateBuild {
 }
 
 #[test]
-fn e2e_vault_a_one_off_build_runs_with_vars_read_from_vault_through_approle() {
+fn e2e_vault_a_one_off_build_and_a_pipeline_run_with_vars_read_from_vault_through_approle() {
     let bao = Bao::start();
     bao.ok(&["secrets", "enable", "-path=concourse", "-version=2", "kv"]);
     bao.ok(&[
@@ -124,6 +149,12 @@ fn e2e_vault_a_one_off_build_runs_with_vars_read_from_vault_through_approle() {
         "concourse/main/db",
         "user=app",
         &format!("password={PASSWORD}"),
+    ]);
+    bao.ok(&[
+        "kv",
+        "put",
+        "concourse/main/app/api-token",
+        &format!("value={PIPELINE_SECRET}"),
     ]);
     let policy = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
@@ -196,10 +227,39 @@ fn e2e_vault_a_one_off_build_runs_with_vars_read_from_vault_through_approle() {
     assert!(watch.status.success(), "{out}\n{err}");
     assert_eq!(out, "token is right\nt=((redacted)) p=((redacted))\n");
     assert!(!err.contains(SECRET) && !err.contains(PASSWORD), "{err}");
+    // A pipeline's job: its vars from Concourse's paths, the pipeline's
+    // (`/concourse/main/app/api-token`) before the team's.
+    let config = c.dir.path().join("app.yml");
+    std::fs::write(&config, PIPELINE).unwrap();
+    for args in [
+        vec![
+            "set-pipeline",
+            "-p",
+            "app",
+            "-c",
+            config.to_str().unwrap(),
+            "--non-interactive",
+        ],
+        vec!["unpause-pipeline", "-p", "app"],
+    ] {
+        let o = c.cli(&args);
+        assert!(o.status.success(), "{args:?}: {:?}", text(&o));
+    }
+    let run = c.cli(&["trigger-job", "-j", "app/build", "-w"]);
+    let (out, err) = text(&run);
+    assert!(run.status.success(), "{out}\n{err}");
+    assert!(out.contains("pipeline-token-is-right"), "{out}");
+    assert!(out.contains("t=((redacted)) p=((redacted))"), "{out}");
+    for hidden in [SECRET, PASSWORD, PIPELINE_SECRET] {
+        assert!(
+            !out.contains(hidden) && !err.contains(hidden),
+            "{out}\n{err}"
+        );
+    }
     // Web logged its login, never the secret id nor a secret.
     let log = std::fs::read_to_string(c.dir.path().join("web.log")).unwrap();
     assert!(log.contains("logged in to Vault"), "{log}");
-    for hidden in [secret_id.as_str(), SECRET, PASSWORD] {
+    for hidden in [secret_id.as_str(), SECRET, PASSWORD, PIPELINE_SECRET] {
         assert!(!log.contains(hidden), "web.log holds a secret: {log}");
     }
 }
