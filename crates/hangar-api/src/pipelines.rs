@@ -92,6 +92,22 @@ pub struct Job {
     /// when it created one or has not looked yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<JobWaiting>,
+    /// The newest build that ended (Concourse's `finished_build`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_build: Option<JobBuildSummary>,
+    /// The newest build still pending or running (Concourse's
+    /// `next_build`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_build: Option<JobBuildSummary>,
+}
+
+/// A job's build, as a job's listing names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobBuildSummary {
+    pub id: i64,
+    /// Its number in the job (`P/J #N`).
+    pub name: String,
+    pub status: hangar_core::build::BuildStatus,
 }
 
 /// Why a job waits.

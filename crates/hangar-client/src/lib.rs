@@ -85,9 +85,22 @@ impl Client {
     /// A client of the web node at `url`, presenting `token` (the admin token
     /// for users, the worker key for workers).
     pub fn new(url: &str, token: &str, timeout: Duration) -> Result<Client, ClientError> {
-        let mut base =
-            Url::parse(url).map_err(|e| ClientError::BadUrl(url.to_string(), e.to_string()))?;
+        let no_scheme = || {
+            ClientError::BadUrl(
+                url.to_string(),
+                format!("it names no scheme: did you mean http://{url} (or https://)?"),
+            )
+        };
+        let mut base = match Url::parse(url) {
+            Ok(base) => base,
+            Err(url::ParseError::RelativeUrlWithoutBase) => return Err(no_scheme()),
+            Err(e) => return Err(ClientError::BadUrl(url.to_string(), e.to_string())),
+        };
         if !matches!(base.scheme(), "http" | "https") {
+            // `localhost:8080` reads as the scheme `localhost`.
+            if !url.contains("://") {
+                return Err(no_scheme());
+            }
             return Err(ClientError::BadUrl(
                 url.to_string(),
                 "use http:// or https://".into(),

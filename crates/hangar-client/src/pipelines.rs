@@ -109,6 +109,18 @@ impl Client {
             .await
     }
 
+    /// Makes a pipeline readable by anyone (`exposed`), or hides it again.
+    pub async fn expose_pipeline(
+        &self,
+        team: &str,
+        name: &str,
+        exposed: bool,
+    ) -> Result<(), ClientError> {
+        let verb = if exposed { "expose" } else { "hide" };
+        self.call_no_content::<()>(Method::PUT, self.pipelines_url(team, &[name, verb]), None)
+            .await
+    }
+
     pub async fn rename_pipeline(
         &self,
         team: &str,

@@ -176,3 +176,58 @@ mod tests {
         assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00Z");
     }
 }
+
+/// An error as the user reads it: each cause once (a cause whose words the
+/// line already holds is left out: reqwest's chain repeats itself), and
+/// what to do when web cannot be reached at all.
+pub(crate) fn error_words(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let words = cause.to_string();
+        if line.contains(&words) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&words);
+        // Its display holds the root cause; reqwest's chain below it says
+        // the same at every level.
+        if matches!(
+            cause.downcast_ref::<hangar_client::ClientError>(),
+            Some(hangar_client::ClientError::Transport { .. })
+        ) {
+            break;
+        }
+    }
+    let refused = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<hangar_client::ClientError>(),
+            Some(hangar_client::ClientError::Transport { source, .. }) if source.is_connect()
+        )
+    });
+    if refused {
+        line.push_str(
+            "\n  is web running there? Check the URL (--url, HANGAR_URL or the target's, \
+             `hangar targets`); `hangar quickstart` starts one on this machine",
+        );
+    }
+    line
+}
+
+#[cfg(test)]
+mod error_words_tests {
+    use super::error_words;
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let inner = std::io::Error::other("Connection refused (os error 111)");
+        let e = anyhow::Error::new(inner)
+            .context("cannot reach http://x/: Connection refused (os error 111)")
+            .context("list workers");
+        assert_eq!(
+            error_words(&e),
+            "list workers: cannot reach http://x/: Connection refused (os error 111)"
+        );
+    }
+}

@@ -39,23 +39,31 @@ struct NotBuilt {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Log in to web as a local user and save the target (-t NAME).
+    /// Log in to web and save the target (-t NAME): a local user's password
+    /// (-u), or through the browser.
+    #[command(visible_alias = "l")]
     Login(cmd::login::LoginArgs),
     /// End the target's session at web and forget its token.
+    #[command(visible_alias = "o")]
     Logout(cmd::login::LogoutArgs),
     /// List the saved targets.
+    #[command(visible_alias = "ts")]
     Targets(cmd::login::TargetsArgs),
     /// Who the target's token logs in as, and their roles.
     Userinfo(cmd::login::UserinfoArgs),
     /// Whether the target's login is still good (exit 0 when it is).
     Status(cmd::login::StatusArgs),
     /// Set a team's auth: its owners, or Concourse's roles file.
+    #[command(visible_alias = "st")]
     SetTeam(cmd::teams::SetTeamArgs),
     /// List the teams the caller has a role on.
+    #[command(visible_alias = "t")]
     Teams(cmd::teams::TeamsArgs),
     /// Rename a team.
+    #[command(visible_alias = "rt")]
     RenameTeam(cmd::teams::RenameTeamArgs),
     /// Destroy a team with its pipelines and builds (admins only).
+    #[command(visible_alias = "dt")]
     DestroyTeam(cmd::teams::DestroyTeamArgs),
     /// Start web and workers on SQLite in one process: no other setup.
     Quickstart(cmd::quickstart::Args),
@@ -64,67 +72,106 @@ enum Command {
     /// Run a worker agent.
     Worker(cmd::worker::Args),
     /// List the workers.
+    #[command(visible_alias = "ws")]
     Workers(cmd::workers::Args),
     /// List the volumes web knows, on every worker.
+    #[command(visible_alias = "vs")]
     Volumes(cmd::volumes::Args),
     /// List the builds, newest first.
+    #[command(visible_alias = "bs")]
     Builds(cmd::builds::Args),
     /// Abort a build; its on_abort and ensure hooks still run.
+    #[command(visible_alias = "ab")]
     AbortBuild(cmd::builds::AbortArgs),
     /// Follow a build's log until it ends; exit with its exit code.
+    #[command(visible_alias = "w")]
     Watch(cmd::watch::Args),
     /// Run one task with local directories as its inputs and outputs.
+    #[command(visible_alias = "e")]
     Execute(cmd::execute::Args),
     /// List worker lifecycle events, newest first.
     Events(cmd::events::Args),
     /// Land a worker: it takes no new work, finishes what runs, then stops.
+    #[command(visible_alias = "lw")]
     LandWorker(cmd::worker_commands::NameArgs),
     /// Retire a worker: like land, then it leaves the fleet for good.
     RetireWorker(cmd::worker_commands::NameArgs),
     /// Remove a worker that is not running (stalled, landed, …) from web.
+    #[command(visible_alias = "pw")]
     PruneWorker(cmd::worker_commands::PruneArgs),
     /// Set a pipeline's config: shows the diff and asks first.
+    #[command(visible_alias = "sp")]
     SetPipeline(cmd::set_pipeline::Args),
+    /// Check a pipeline file without setting it: its YAML, vars and rules
+    /// (-c FILE [--strict] [-o]).
+    #[command(visible_alias = "vp")]
+    ValidatePipeline(cmd::validate_pipeline::Args),
     /// List a team's pipelines.
+    #[command(visible_alias = "ps")]
     Pipelines(cmd::pipelines::ListArgs),
     /// Print a pipeline's config (YAML, or --json).
+    #[command(visible_alias = "gp")]
     GetPipeline(cmd::pipelines::PipelineArgs),
     /// Remove a pipeline and everything under it (asks first).
+    #[command(visible_alias = "dp")]
     DestroyPipeline(cmd::pipelines::DestroyArgs),
     /// Pause a pipeline.
+    #[command(visible_alias = "pp")]
     PausePipeline(cmd::pipelines::NameArgs),
     /// Unpause a pipeline.
+    #[command(visible_alias = "up")]
     UnpausePipeline(cmd::pipelines::NameArgs),
+    /// Make a pipeline readable by anyone, logged in or not (its builds'
+    /// logs and its config too).
+    #[command(visible_alias = "ep")]
+    ExposePipeline(cmd::pipelines::NameArgs),
+    /// Hide an exposed pipeline again: its team's alone.
+    #[command(visible_alias = "hp")]
+    HidePipeline(cmd::pipelines::NameArgs),
     /// Rename a pipeline; its history stays.
+    #[command(visible_alias = "rp")]
     RenamePipeline(cmd::pipelines::RenameArgs),
     /// List a pipeline's jobs.
+    #[command(visible_alias = "js")]
     Jobs(cmd::pipelines::PipelineArgs),
     /// Start a build of a job from the pipeline's current config:
     /// -j PIPELINE/JOB; -w follows it and exits as it ended.
+    #[command(visible_alias = "tj")]
     TriggerJob(cmd::pipelines::TriggerArgs),
     /// Pause a job: -j PIPELINE/JOB.
+    #[command(visible_alias = "pj")]
     PauseJob(cmd::pipelines::JobArgs),
     /// Unpause a job: -j PIPELINE/JOB.
+    #[command(visible_alias = "uj")]
     UnpauseJob(cmd::pipelines::JobArgs),
     /// List a pipeline's resources.
+    #[command(visible_alias = "rs")]
     Resources(cmd::pipelines::PipelineArgs),
     /// List a resource's versions, newest first: -r PIPELINE/RESOURCE.
+    #[command(visible_alias = "rvs")]
     ResourceVersions(cmd::pipelines::VersionsArgs),
     /// Check a resource now and wait for the outcome: -r PIPELINE/RESOURCE
     /// [-f KEY:VALUE ...].
+    #[command(visible_alias = "cr")]
     CheckResource(cmd::checks::CheckResourceArgs),
     /// Check a resource type now and wait for the outcome: -r PIPELINE/TYPE.
+    #[command(visible_alias = "crt")]
     CheckResourceType(cmd::checks::CheckResourceTypeArgs),
     /// Pin a resource to a version: -r PIPELINE/RESOURCE -v KEY:VALUE [-c COMMENT].
+    #[command(visible_alias = "pr")]
     PinResource(cmd::pins::PinArgs),
     /// Remove a resource's pin: -r PIPELINE/RESOURCE.
+    #[command(visible_alias = "ur")]
     UnpinResource(cmd::pins::UnpinArgs),
     /// Enable a version of a resource: -r PIPELINE/RESOURCE -v KEY:VALUE.
+    #[command(visible_alias = "erv")]
     EnableResourceVersion(cmd::pins::VersionArgs),
     /// Disable a version of a resource: -r PIPELINE/RESOURCE -v KEY:VALUE.
+    #[command(visible_alias = "drv")]
     DisableResourceVersion(cmd::pins::VersionArgs),
-    /// Run a benchmark: heartbeats, execute, agent-memory, image,
-    /// scheduling, checks, webhook, dashboard (docs/benchmarks.md).
+    /// Run a benchmark (docs/benchmarks.md): heartbeats, execute,
+    /// agent-memory, image, scheduling, checks, webhook, death, spread,
+    /// dashboard, artifacts.
     #[cfg(feature = "bench")]
     Bench(cmd::bench::Args),
     /// Run a seeded chaos run against real web and worker processes.
@@ -204,6 +251,9 @@ fn main() -> std::process::ExitCode {
             Command::DestroyPipeline(args) => cmd::pipelines::destroy(args).await,
             Command::PausePipeline(args) => cmd::pipelines::pause(args).await,
             Command::UnpausePipeline(args) => cmd::pipelines::unpause(args).await,
+            Command::ExposePipeline(args) => cmd::pipelines::expose(args).await,
+            Command::ValidatePipeline(args) => cmd::validate_pipeline::run(args).await,
+            Command::HidePipeline(args) => cmd::pipelines::hide(args).await,
             Command::RenamePipeline(args) => cmd::pipelines::rename(args).await,
             Command::Jobs(args) => cmd::pipelines::jobs(args).await,
             Command::TriggerJob(args) => cmd::pipelines::trigger_job(args).await,
@@ -245,7 +295,7 @@ fn exit_code(result: anyhow::Result<std::process::ExitCode>) -> std::process::Ex
         // error like any other.
         Err(e) if format::is_stdout_closed(&e) => std::process::ExitCode::from(141),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", format::error_words(&e));
             std::process::ExitCode::FAILURE
         }
     }

@@ -61,6 +61,14 @@ async fn job_to_api(web: &Web, team: &str, pipeline: &str, j: JobRecord) -> Resu
             })?),
             None => None,
         };
+    // The newest builds are enough to find the last ended one and the
+    // newest in flight, but for a job with more in flight than this.
+    let recent = web.store().job_builds(j.id, 20).await?;
+    let summary = |b: &hangar_store::JobBuildRecord| hangar_api::pipelines::JobBuildSummary {
+        id: b.build.id,
+        name: b.number.to_string(),
+        status: b.build.status,
+    };
     Ok(Job {
         id: j.id,
         team: team.to_string(),
@@ -69,6 +77,14 @@ async fn job_to_api(web: &Web, team: &str, pipeline: &str, j: JobRecord) -> Resu
         paused: j.paused,
         next_build_number: j.next_build_number,
         waiting,
+        finished_build: recent
+            .iter()
+            .find(|b| b.build.status.is_final())
+            .map(summary),
+        next_build: recent
+            .iter()
+            .find(|b| !b.build.status.is_final())
+            .map(summary),
     })
 }
 

@@ -18,6 +18,7 @@ pub(crate) mod resource_type;
 pub(crate) mod set_pipeline;
 pub(crate) mod teams;
 mod upload_files;
+pub(crate) mod validate_pipeline;
 mod vault_flags;
 pub(crate) mod volumes;
 pub(crate) mod watch;

@@ -179,6 +179,30 @@ pub(crate) async fn destroy(args: DestroyArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+pub(crate) async fn expose(args: NameArgs) -> anyhow::Result<ExitCode> {
+    set_exposed(args, true).await
+}
+
+pub(crate) async fn hide(args: NameArgs) -> anyhow::Result<ExitCode> {
+    set_exposed(args, false).await
+}
+
+async fn set_exposed(args: NameArgs, exposed: bool) -> anyhow::Result<ExitCode> {
+    check_pipeline(&args.pipeline)?;
+    let team = &args.team.name()?;
+    args.team
+        .target
+        .client()?
+        .expose_pipeline(team, &args.pipeline, exposed)
+        .await?;
+    println!(
+        "{} '{}'",
+        if exposed { "exposed" } else { "hid" },
+        args.pipeline
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn set_paused(args: NameArgs, paused: bool) -> anyhow::Result<ExitCode> {
     check_pipeline(&args.pipeline)?;
     let team = &args.team.name()?;
@@ -243,10 +267,15 @@ pub(crate) async fn jobs(args: PipelineArgs) -> anyhow::Result<ExitCode> {
     let rows: Vec<Vec<String>> = jobs
         .iter()
         .map(|j| {
+            let status = |b: &Option<hangar_api::pipelines::JobBuildSummary>| {
+                b.as_ref()
+                    .map_or_else(|| "n/a".to_string(), |b| b.status.to_string())
+            };
             vec![
                 j.name.clone(),
                 yes_no(j.paused),
-                j.next_build_number.to_string(),
+                status(&j.finished_build),
+                status(&j.next_build),
                 j.waiting
                     .as_ref()
                     .map(|w| w.message.clone())
@@ -254,7 +283,11 @@ pub(crate) async fn jobs(args: PipelineArgs) -> anyhow::Result<ExitCode> {
             ]
         })
         .collect();
-    crate::format::emit(&table(&["name", "paused", "next build", "waiting"], &rows))?;
+    // fly's columns, and why the scheduler waits.
+    crate::format::emit(&table(
+        &["name", "paused", "status", "next", "waiting"],
+        &rows,
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -40,7 +40,7 @@ pub(crate) struct Args {
 }
 
 /// Reads the config file, at most the size web accepts.
-fn read_config(path: &Path) -> anyhow::Result<String> {
+pub(crate) fn read_config(path: &Path) -> anyhow::Result<String> {
     let file = std::fs::File::open(path).with_context(|| format!("read {}", path.display()))?;
     let mut text = String::new();
     file.take(pipeline::MAX_CONFIG_BYTES as u64 + 1)

@@ -25,6 +25,7 @@ mod e2e_execute_errors;
 mod e2e_execute_inputs_from;
 mod e2e_execute_vars;
 mod e2e_file_steps;
+mod e2e_fly_verbs;
 mod e2e_get_local_vars;
 mod e2e_health_needs_root;
 mod e2e_instanced_pipelines;

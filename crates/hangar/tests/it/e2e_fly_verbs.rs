@@ -1,0 +1,116 @@
+//! fly's verbs and aliases end to end, against a real web and worker:
+//! `sp`, `up`, `tj -w`, `js` with the latest build's status, `ep`/`hp`
+//! seen by a stranger, `vp` (`validate-pipeline`) with and without
+//! `--strict` and `-o`, and the errors a wrong URL or a stopped web give.
+
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
+use crate::common::{has, text, Cluster};
+
+const PIPELINE: &str = r#"
+jobs:
+- name: build
+  plan:
+  - task: hello
+    config:
+      platform: linux
+      run: {path: sh, args: [-c, "echo hello from ((who))"]}
+"#;
+
+fn ok(c: &Cluster, args: &[&str]) -> String {
+    let o = c.cli(args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{args:?}: {out}\n{err}");
+    out
+}
+
+#[test]
+fn e2e_fly_verbs_answer_by_their_aliases_and_say_what_they_found() {
+    let c = Cluster::start();
+    let _w = c.worker("verbs-w1");
+    c.wait_until("the worker runs", |ws| has(ws, "verbs-w1", "running"));
+    let file = c.dir.path().join("p.yml");
+    std::fs::write(&file, PIPELINE).unwrap();
+    let file = file.to_str().unwrap();
+
+    // validate-pipeline: no target needed; vars filled with -v, -o prints.
+    let out = ok(&c, &["vp", "-c", file]);
+    assert_eq!(out, "looks good\n");
+    let out = ok(&c, &["validate-pipeline", "-c", file, "-v", "who=vp", "-o"]);
+    assert!(out.contains("hello from vp"), "{out}");
+    let warned = c.dir.path().join("warned.yml");
+    std::fs::write(&warned, PIPELINE.replace("name: build", "name: Build_It")).unwrap();
+    let warned = warned.to_str().unwrap();
+    let o = c.cli(&["vp", "-c", warned]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("WARNING: ") && out.ends_with("looks good\n"),
+        "{out}"
+    );
+    let o = c.cli(&["vp", "-c", warned, "--strict"]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("which --strict makes fail"), "{err}");
+    let broken = c.dir.path().join("broken.yml");
+    std::fs::write(&broken, "jobs:\n- name: j\n  plan:\n  - get: nowhere\n").unwrap();
+    let o = c.cli(&["vp", "-c", broken.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("ERROR: ") && err.contains("nowhere"), "{err}");
+
+    // sp, up, tj -w, js: the latest build's status in the jobs listing.
+    ok(&c, &["sp", "-p", "p", "-c", file, "-v", "who=fly", "-n"]);
+    let out = ok(&c, &["js", "-p", "p"]);
+    let header = out.lines().next().unwrap_or_default();
+    for column in ["name", "paused", "status", "next"] {
+        assert!(header.contains(column), "{out}");
+    }
+    assert!(
+        out.lines().nth(1).unwrap_or_default().contains("n/a"),
+        "{out}"
+    );
+    ok(&c, &["up", "-p", "p"]);
+    let out = ok(&c, &["tj", "-j", "p/build", "-w"]);
+    assert!(out.contains("hello from fly"), "{out}");
+    let out = ok(&c, &["js", "-p", "p"]);
+    let row = out.lines().nth(1).unwrap_or_default().to_string();
+    assert!(
+        row.split_whitespace().collect::<Vec<_>>()[..4] == ["build", "no", "succeeded", "n/a"],
+        "{out}"
+    );
+
+    // ep/hp: a stranger reads an exposed pipeline's jobs, and not once it
+    // is hidden again (the same answer as for a missing one).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let anonymous =
+        hangar_client::Client::new(&c.url, "", std::time::Duration::from_secs(10)).unwrap();
+    let stranger = || rt.block_on(anonymous.jobs("main", "p"));
+    assert!(stranger().is_err(), "a hidden pipeline reads as missing");
+    assert_eq!(ok(&c, &["ep", "-p", "p"]), "exposed 'p'\n");
+    let jobs = stranger().expect("an exposed pipeline's jobs");
+    assert_eq!(jobs[0].name, "build");
+    assert_eq!(ok(&c, &["hp", "-p", "p"]), "hid 'p'\n");
+    match stranger() {
+        Err(e) => assert!(e.to_string().contains("not found"), "{e}"),
+        Ok(jobs) => panic!("hidden again, yet read: {jobs:?}"),
+    }
+
+    // Errors that say what to do.
+    let o = c.cli(&["ps", "--url", c.url.trim_start_matches("http://")]);
+    let (_, err) = text(&o);
+    assert!(err.contains(&format!("did you mean {}", c.url)), "{err}");
+    let o = c.cli(&["ps", "--url", "http://127.0.0.1:1"]);
+    let (_, err) = text(&o);
+    assert_eq!(
+        err.matches("Connection refused").count(),
+        1,
+        "the cause once: {err}"
+    );
+    assert!(err.contains("is web running there?"), "{err}");
+}
