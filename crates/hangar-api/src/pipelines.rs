@@ -27,6 +27,9 @@ pub struct Pipeline {
     /// pipeline that is not an instance.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub instance_vars: serde_json::Map<String, Value>,
+    /// Archived: paused, its config emptied, until it is set again.
+    #[serde(default)]
+    pub archived: bool,
 }
 
 impl Pipeline {

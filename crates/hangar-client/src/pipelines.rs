@@ -109,6 +109,16 @@ impl Client {
             .await
     }
 
+    /// Archives a pipeline: paused, its config emptied, its history kept.
+    pub async fn archive_pipeline(&self, team: &str, name: &str) -> Result<(), ClientError> {
+        self.call_no_content::<()>(
+            Method::PUT,
+            self.pipelines_url(team, &[name, "archive"]),
+            None,
+        )
+        .await
+    }
+
     /// Makes a pipeline readable by anyone (`exposed`), or hides it again.
     pub async fn expose_pipeline(
         &self,

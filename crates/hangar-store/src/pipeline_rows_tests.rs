@@ -105,3 +105,48 @@ async fn sqlite_a_stored_config_that_does_not_parse_is_corrupt() {
 async fn postgres_a_stored_config_that_does_not_parse_is_corrupt() {
     a_stored_config_that_does_not_parse_is_corrupt(postgres_store().await).await;
 }
+
+async fn an_archived_pipeline_stays_paused_until_it_is_set_again(store: Store) {
+    let config = parse_pipeline(CONFIG).unwrap().config;
+    store
+        .set_pipeline("main", "p", &config, None, T0)
+        .await
+        .unwrap();
+    store
+        .set_pipeline_paused("main", "p", false, T0)
+        .await
+        .unwrap();
+    store.archive_pipeline("main", "p", T0 + 1).await.unwrap();
+    let p = store.pipeline("main", "p").await.unwrap();
+    assert!(p.archived && p.paused, "{p:?}");
+    assert!(store.jobs("main", "p", false).await.unwrap().is_empty());
+    // Its rows stay: its history is kept.
+    assert_eq!(count(&store, "jobs").await, 2);
+    assert!(matches!(
+        store.set_pipeline_paused("main", "p", false, T0 + 2).await,
+        Err(StoreError::Conflict(m)) if m.contains("archived")
+    ));
+    assert!(store.pipeline("main", "p").await.unwrap().paused);
+    // Set again: back, paused, its jobs active again.
+    store
+        .set_pipeline("main", "p", &config, None, T0 + 3)
+        .await
+        .unwrap();
+    let p = store.pipeline("main", "p").await.unwrap();
+    assert!(!p.archived && p.paused, "{p:?}");
+    assert_eq!(store.jobs("main", "p", false).await.unwrap().len(), 2);
+    store
+        .set_pipeline_paused("main", "p", false, T0 + 4)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn sqlite_an_archived_pipeline_stays_paused_until_it_is_set_again() {
+    an_archived_pipeline_stays_paused_until_it_is_set_again(sqlite_store().await).await;
+}
+
+#[tokio::test]
+async fn postgres_an_archived_pipeline_stays_paused_until_it_is_set_again() {
+    an_archived_pipeline_stays_paused_until_it_is_set_again(postgres_store().await).await;
+}

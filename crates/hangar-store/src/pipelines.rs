@@ -35,6 +35,9 @@ pub struct PipelineRecord {
     /// The instance vars' canonical JSON; `{}` for a pipeline that is not
     /// an instance.
     pub instance_vars: String,
+    /// Archived (`archive-pipeline`): paused with its config emptied until
+    /// it is set again.
+    pub archived: bool,
 }
 
 impl PipelineRecord {
@@ -140,7 +143,7 @@ pub struct VersionPage {
 }
 
 const PIPELINE_COLUMNS: &str = "p.id, t.name AS team, p.name, p.paused, p.config_version, \
-     p.created_at, p.updated_at, p.instance_vars";
+     p.created_at, p.updated_at, p.instance_vars, p.archived";
 const JOB_COLUMNS: &str = "id, pipeline_id, name, config, paused, active, next_build_number";
 pub(crate) const RESOURCE_COLUMNS: &str =
     "id, pipeline_id, name, type, source, config, pinned, active, scope_id";
@@ -165,6 +168,7 @@ fn pipeline_from_row(r: &AnyRow) -> Result<PipelineRecord, StoreError> {
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
         instance_vars: r.try_get("instance_vars")?,
+        archived: flag(r, "archived")?,
     })
 }
 
@@ -390,7 +394,8 @@ impl Store {
                 // database's write lock (SQLite) holds off a concurrent set
                 // until commit; it then re-reads the version and misses.
                 let updated = sqlx::query(
-                    "UPDATE pipelines SET config_version = config_version + 1, updated_at = $1 \
+                    "UPDATE pipelines SET config_version = config_version + 1, updated_at = $1, \
+                     archived = 0 \
                      WHERE team_id = $2 AND name = $3 AND instance_vars = $5 \
                      AND ($4 < 0 OR config_version = $4) \
                      RETURNING id, config_version",
@@ -681,6 +686,11 @@ impl Store {
         now: UnixMillis,
     ) -> Result<(), StoreError> {
         let pipeline = self.pipeline(team, name).await?;
+        if pipeline.archived && !paused {
+            return Err(StoreError::Conflict(format!(
+                "pipeline {team}/{name} is archived: set it again (set-pipeline) to bring it back"
+            )));
+        }
         let mut tx = self.pool.begin().await?;
         sqlx::query("UPDATE pipelines SET paused = $1, updated_at = $2 WHERE id = $3")
             .bind(i64::from(paused))
@@ -689,6 +699,38 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         // Paused pipelines' resources are not checked, as in Concourse.
+        crate::checks::refresh_pipeline_schedules(&mut tx, pipeline.id, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Archives a pipeline (Concourse's `archive-pipeline`): its config is
+    /// emptied, so its jobs, resources and types go inactive and nothing
+    /// checks or builds, and it is paused; its builds and versions stay.
+    /// Setting it again brings it back, paused; unpausing it before is
+    /// refused.
+    pub async fn archive_pipeline(
+        &self,
+        team: &str,
+        name: &str,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        let pipeline = self.pipeline(team, name).await?;
+        self.set_pipeline_as(
+            team,
+            name,
+            &PipelineConfig::default(),
+            None,
+            Created::Paused,
+            now,
+        )
+        .await?;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE pipelines SET archived = 1, paused = 1, updated_at = $1 WHERE id = $2")
+            .bind(now)
+            .bind(pipeline.id)
+            .execute(&mut *tx)
+            .await?;
         crate::checks::refresh_pipeline_schedules(&mut tx, pipeline.id, now).await?;
         tx.commit().await?;
         Ok(())

@@ -121,6 +121,10 @@ enum Command {
     /// Unpause a pipeline.
     #[command(visible_alias = "up")]
     UnpausePipeline(cmd::pipelines::NameArgs),
+    /// Archive a pipeline: paused, its config emptied, its builds kept;
+    /// set-pipeline brings it back.
+    #[command(visible_alias = "ap")]
+    ArchivePipeline(cmd::pipelines::ArchiveArgs),
     /// Make a pipeline readable by anyone, logged in or not (its builds'
     /// logs and its config too).
     #[command(visible_alias = "ep")]
@@ -252,6 +256,7 @@ fn main() -> std::process::ExitCode {
             Command::PausePipeline(args) => cmd::pipelines::pause(args).await,
             Command::UnpausePipeline(args) => cmd::pipelines::unpause(args).await,
             Command::ExposePipeline(args) => cmd::pipelines::expose(args).await,
+            Command::ArchivePipeline(args) => cmd::pipelines::archive(args).await,
             Command::ValidatePipeline(args) => cmd::validate_pipeline::run(args).await,
             Command::HidePipeline(args) => cmd::pipelines::hide(args).await,
             Command::RenamePipeline(args) => cmd::pipelines::rename(args).await,

@@ -115,6 +115,7 @@ actions! {
     RenamePipeline,
     ExposePipeline,
     HidePipeline,
+    ArchivePipeline,
     PausePipeline,
     UnpausePipeline,
     ListJobs,
@@ -177,9 +178,8 @@ impl Action {
             GetPipeline | ListJobs | GetJob | ListJobBuilds | GetJobBuild | ListResources
             | ListResourceVersions | GetCheck | GetPin => Access::PipelineRead,
             GetConfig | ListJobInputs => Access::Team(Viewer),
-            SaveConfig | DeletePipeline | RenamePipeline | ExposePipeline | HidePipeline => {
-                Access::Team(Member)
-            }
+            SaveConfig | DeletePipeline | RenamePipeline | ExposePipeline | HidePipeline
+            | ArchivePipeline => Access::Team(Member),
             PausePipeline
             | UnpausePipeline
             | PauseJob

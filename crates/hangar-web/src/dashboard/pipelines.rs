@@ -21,6 +21,8 @@ pub(crate) async fn page(State(web): State<Web>, viewer: Viewer) -> PageResult {
         .await?
         .into_iter()
         .filter(|p| viewer.reads_team(&p.team) || exposed.contains(&p.id))
+        // Archived pipelines are off the dashboard, as in Concourse.
+        .filter(|p| !p.archived)
         .collect();
     // Two queries per team shown (its jobs, their newest builds), keyed
     // by ids that are unique across teams.

@@ -118,6 +118,7 @@ fn pipeline_routes() -> Router<Web> {
         .route("/{name}/unpause", put(pipelines::unpause))
         .route("/{name}/rename", put(pipelines::rename))
         .route("/{name}/expose", put(pipelines::expose))
+        .route("/{name}/archive", put(pipelines::archive))
         .route("/{name}/hide", put(pipelines::hide))
         .route("/{name}/jobs", get(pipelines::jobs))
         .route(JOB, get(pipelines::job))

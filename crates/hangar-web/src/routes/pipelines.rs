@@ -50,6 +50,7 @@ fn pipeline_to_api(p: PipelineRecord) -> Pipeline {
         config_version: p.config_version,
         created_at: p.created_at,
         updated_at: p.updated_at,
+        archived: p.archived,
     }
 }
 
@@ -315,6 +316,23 @@ pub(super) async fn unpause(
     _: Allowed<act::UnpausePipeline>,
 ) -> Result<StatusCode, ApiError> {
     set_paused(&web, &team, &name, false).await
+}
+
+/// Archives a pipeline (`fly archive-pipeline`): nothing checks or builds
+/// until it is set again; its history stays.
+pub(super) async fn archive(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    allowed: Allowed<act::ArchivePipeline>,
+) -> Result<StatusCode, ApiError> {
+    check_team(&team)?;
+    super::check_pipeline(&name)?;
+    web.store()
+        .archive_pipeline(&team, &name, web.now())
+        .await?;
+    web.control().wake_scheduler();
+    tracing::info!(%team, pipeline = %name, by = %allowed.caller().describe(), "pipeline archived");
+    Ok(crate::answer::NO_CONTENT)
 }
 
 /// Makes a pipeline readable without logging in (`fly expose-pipeline`).

@@ -76,6 +76,9 @@ fn yes_no(b: bool) -> String {
 pub(crate) struct ListArgs {
     #[command(flatten)]
     pub team: TeamArgs,
+    /// List archived pipelines too (fly's --include-archived).
+    #[arg(long)]
+    pub include_archived: bool,
     /// Print JSON for scripts.
     #[arg(long)]
     pub json: bool,
@@ -83,7 +86,8 @@ pub(crate) struct ListArgs {
 
 pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     let team = &args.team.name()?;
-    let pipelines = args.team.target.client()?.pipelines(team).await?;
+    let mut pipelines = args.team.target.client()?.pipelines(team).await?;
+    pipelines.retain(|p| args.include_archived || !p.archived);
     if args.json {
         crate::format::emit_json(&pipelines)?;
         return Ok(ExitCode::SUCCESS);
@@ -99,11 +103,14 @@ pub(crate) async fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
                 yes_no(p.paused),
                 p.config_version.to_string(),
                 ago(now, p.updated_at),
+                yes_no(p.archived),
             ]
         })
         .collect();
     crate::format::emit(&table(
-        &["id", "name", "team", "paused", "version", "updated"],
+        &[
+            "id", "name", "team", "paused", "version", "updated", "archived",
+        ],
         &rows,
     ))?;
     Ok(ExitCode::SUCCESS)
@@ -176,6 +183,34 @@ pub(crate) async fn destroy(args: DestroyArgs) -> anyhow::Result<ExitCode> {
     }
     client.destroy_pipeline(team, &args.pipeline).await?;
     println!("`{}` deleted", args.pipeline);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ArchiveArgs {
+    #[command(flatten)]
+    pub team: TeamArgs,
+    /// The pipeline: NAME, or NAME/KEY:VALUE,… for an instance.
+    #[arg(short = 'p', long = "pipeline")]
+    pub pipeline: String,
+    /// Archive without asking. Off a terminal it is required.
+    #[arg(short = 'n', long = "non-interactive")]
+    pub non_interactive: bool,
+}
+
+pub(crate) async fn archive(args: ArchiveArgs) -> anyhow::Result<ExitCode> {
+    check_pipeline(&args.pipeline)?;
+    let team = &args.team.name()?;
+    let client = args.team.target.client()?;
+    if !args.non_interactive && !confirm(&format!("archive pipeline {}?", args.pipeline)).await? {
+        println!("bailing out");
+        return Ok(ExitCode::FAILURE);
+    }
+    client.archive_pipeline(team, &args.pipeline).await?;
+    println!(
+        "archived '{}': it neither checks nor builds, and keeps its builds; set-pipeline brings it back",
+        args.pipeline
+    );
     Ok(ExitCode::SUCCESS)
 }
 

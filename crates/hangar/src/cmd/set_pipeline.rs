@@ -124,7 +124,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
 
     let current = client.pipeline_config(team, &reference).await?;
+    // An archived pipeline's config is the empty one, which no set would
+    // accept: the change is shown against nothing.
+    let archived = serde_json::to_value(PipelineConfig::default())?;
     let (old, version) = match &current {
+        Some(c) if c.config == archived => (PipelineConfig::default(), c.version),
         Some(c) => (
             parse_pipeline_value(&c.config)
                 .map(|v| v.config)

@@ -1,6 +1,7 @@
 //! fly's verbs and aliases end to end, against a real web and worker:
 //! `sp`, `up`, `tj -w`, `js` with the latest build's status, `ep`/`hp`
-//! seen by a stranger, `vp` (`validate-pipeline`) with and without
+//! seen by a stranger, `ap` (`archive-pipeline`) and set-pipeline
+//! bringing it back, `vp` (`validate-pipeline`) with and without
 //! `--strict` and `-o`, and the errors a wrong URL or a stopped web give.
 
 // Tests block freely: each runs on a thread of its own, and these drive
@@ -100,6 +101,39 @@ fn e2e_fly_verbs_answer_by_their_aliases_and_say_what_they_found() {
         Err(e) => assert!(e.to_string().contains("not found"), "{e}"),
         Ok(jobs) => panic!("hidden again, yet read: {jobs:?}"),
     }
+
+    // ap: archived, it neither builds nor unpauses, and leaves the
+    // listing; set again, it comes back paused with its history.
+    let out = ok(&c, &["ap", "-p", "p", "-n"]);
+    assert!(out.starts_with("archived 'p'"), "{out}");
+    let o = c.cli(&["tj", "-j", "p/build"]);
+    assert!(
+        !o.status.success(),
+        "an archived pipeline built: {:?}",
+        text(&o)
+    );
+    let o = c.cli(&["up", "-p", "p"]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("is archived"), "{err}");
+    assert!(!ok(&c, &["ps"]).contains(" p "), "listed while archived");
+    let all = ok(&c, &["ps", "--include-archived"]);
+    assert!(
+        all.lines()
+            .any(|l| l.contains(" p ") && l.trim_end().ends_with("yes")),
+        "{all}"
+    );
+    ok(&c, &["sp", "-p", "p", "-c", file, "-v", "who=again", "-n"]);
+    ok(&c, &["up", "-p", "p"]);
+    let out = ok(&c, &["tj", "-j", "p/build", "-w"]);
+    assert!(out.contains("hello from again"), "{out}");
+    let builds: serde_json::Value =
+        serde_json::from_str(&ok(&c, &["builds", "-j", "p/build", "--json"])).unwrap();
+    assert_eq!(
+        builds.as_array().map(Vec::len),
+        Some(2),
+        "history kept: {builds}"
+    );
 
     // Errors that say what to do.
     let o = c.cli(&["ps", "--url", c.url.trim_start_matches("http://")]);
