@@ -231,6 +231,19 @@ impl Client {
         self.call::<(), _>(Method::POST, url, None).await
     }
 
+    /// Runs build `number` of a job again with the versions it took.
+    pub async fn rerun_job_build(
+        &self,
+        team: &str,
+        pipeline: &str,
+        job: &str,
+        number: i64,
+    ) -> Result<hangar_api::builds::Build, ClientError> {
+        let number = number.to_string();
+        let url = self.pipelines_url(team, &[pipeline, "jobs", job, "builds", &number]);
+        self.call::<(), _>(Method::POST, url, None).await
+    }
+
     /// A job's inputs as a trigger now would fetch them.
     pub async fn job_inputs(
         &self,

@@ -142,6 +142,10 @@ enum Command {
     /// -j PIPELINE/JOB; -w follows it and exits as it ended.
     #[command(visible_alias = "tj")]
     TriggerJob(cmd::pipelines::TriggerArgs),
+    /// Run a job's build again with the versions it took: -j PIPELINE/JOB
+    /// -b NUMBER; -w follows it.
+    #[command(visible_alias = "rb")]
+    RerunBuild(cmd::pipelines::RerunArgs),
     /// Pause a job: -j PIPELINE/JOB.
     #[command(visible_alias = "pj")]
     PauseJob(cmd::pipelines::JobArgs),
@@ -256,6 +260,7 @@ fn main() -> std::process::ExitCode {
             Command::PausePipeline(args) => cmd::pipelines::pause(args).await,
             Command::UnpausePipeline(args) => cmd::pipelines::unpause(args).await,
             Command::ExposePipeline(args) => cmd::pipelines::expose(args).await,
+            Command::RerunBuild(args) => cmd::pipelines::rerun_build(args).await,
             Command::ArchivePipeline(args) => cmd::pipelines::archive(args).await,
             Command::ValidatePipeline(args) => cmd::validate_pipeline::run(args).await,
             Command::HidePipeline(args) => cmd::pipelines::hide(args).await,

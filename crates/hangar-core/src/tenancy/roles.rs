@@ -125,6 +125,7 @@ actions! {
     ListJobBuilds,
     GetJobBuild,
     CreateJobBuild,
+    RerunJobBuild,
     ListJobInputs,
     ListResources,
     ListResourceVersions,
@@ -185,6 +186,7 @@ impl Action {
             | PauseJob
             | UnpauseJob
             | CreateJobBuild
+            | RerunJobBuild
             | CheckResource
             | CheckResourceType
             | PinResourceVersion

@@ -108,6 +108,108 @@ pub(super) async fn trigger(
     ))))
 }
 
+/// Runs build `number` of a job again with the very versions it took
+/// (`hangar rerun-build`, Concourse's rerun): a new build of the job, from
+/// the job's current config, refused as a trigger would be. hangar numbers
+/// it as the job's next build (Concourse names it `N.1`); its log says
+/// which build it reruns.
+pub(super) async fn rerun(
+    State(web): State<Web>,
+    Path((team, pipeline, job, number)): Path<(String, String, String, i64)>,
+    _: Allowed<act::RerunJobBuild>,
+) -> Result<(StatusCode, axum::Json<Build>), ApiError> {
+    check_path(&team, &pipeline, &job)?;
+    let p = web.store().pipeline(&team, &pipeline).await?;
+    let pipeline = p.reference();
+    let j = web.store().job(&team, &pipeline, &job).await?;
+    let original = web.store().job_build(j.id, number).await?.ok_or_else(|| {
+        ApiError::not_found(format!("build {pipeline}/{job} #{number} not found"))
+    })?;
+    let config = current_config(&web, &team, &pipeline).await?;
+    let job_config = config
+        .job(&job)
+        .ok_or_else(|| ApiError::not_found(format!("job {pipeline}/{job} not found")))?;
+    manual_trigger(TriggerState {
+        pipeline_paused: p.paused,
+        job_paused: j.paused,
+        disable_manual_trigger: job_config.disable_manual_trigger,
+    })
+    .map_err(|refusal| ApiError::conflict(refusal.words(&pipeline, &job)))?;
+    let (inputs, _) = web.store().build_versions(original.build.id).await?;
+    let gets = {
+        let mut gets = Vec::new();
+        collect_gets(
+            &serde_json::to_value(&job_config.plan).unwrap_or(Value::Null),
+            &mut gets,
+        );
+        gets
+    };
+    if inputs.is_empty() && !gets.is_empty() {
+        return Err(ApiError::conflict(format!(
+            "build {pipeline}/{job} #{number} never fixed its inputs: there is nothing to run again"
+        )));
+    }
+    let planned_inputs: Vec<hangar_store::PlannedInput> = inputs
+        .into_iter()
+        .map(|v| hangar_store::PlannedInput {
+            name: v.name.unwrap_or_default(),
+            resource_id: v.resource_id,
+            version_id: v.version_id,
+        })
+        .collect();
+    let planned = hangar_control::plan_with(web.store(), &config, job_config, &planned_inputs)
+        .await?
+        .map_err(|e| ApiError::conflict(format!("{pipeline}/{job} #{number}: {e}")))?;
+    validate_stored(
+        &web,
+        &planned.stored,
+        &Default::default(),
+        &team,
+        Some(&pipeline),
+    )
+    .await
+    .map_err(|mut e| {
+        e.message = format!("{pipeline}/{job}: {}", e.message);
+        e
+    })?;
+    let created = web
+        .store()
+        .create_scheduled_build(
+            j.id,
+            &format!("{pipeline}/{job}"),
+            &planned.stored.to_string(),
+            &planned_inputs,
+            false,
+            None,
+            web.now(),
+        )
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("job {pipeline}/{job} not found")))?;
+    web.store()
+        .append_build_event(
+            created.build.id,
+            None,
+            hangar_core::build::BuildEventKind::Infra,
+            &format!("rerun of build #{number}, with its inputs' versions\n"),
+            web.now(),
+        )
+        .await?;
+    let job_ids: BTreeMap<String, i64> = web
+        .store()
+        .scheduling_jobs(p.id)
+        .await?
+        .into_iter()
+        .map(|(id, name, _)| (name, id))
+        .collect();
+    start_now(&web, &p, &config, &job_ids).await?;
+    web.engine().wake();
+    tracing::info!(build = created.build.id, %pipeline, %job, number = created.number, rerun_of = number, "job build rerun");
+    Ok(crate::answer::created(axum::Json(build_to_api(
+        created.build,
+        vec![],
+    ))))
+}
+
 /// A job planned now, as a manual trigger plans it: its inputs resolved as
 /// the scheduler's are (every input, `trigger` or not).
 struct JobNow {

@@ -128,7 +128,10 @@ fn pipeline_routes() -> Router<Web> {
             &format!("{JOB}/builds"),
             get(job_builds::list).post(job_builds::trigger),
         )
-        .route(&format!("{JOB}/builds/{{number}}"), get(job_builds::show))
+        .route(
+            &format!("{JOB}/builds/{{number}}"),
+            get(job_builds::show).post(job_builds::rerun),
+        )
         .route(&format!("{JOB}/inputs"), get(job_builds::inputs))
         .route("/{name}/resources", get(pipelines::resources))
         .route(

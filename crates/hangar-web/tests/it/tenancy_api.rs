@@ -254,6 +254,12 @@ async fn every_route_answers_each_role_as_concourse_s_table_says(store: Store) {
         ),
         (
             Method::POST,
+            format!("{pl}/jobs/nope/builds/1"),
+            None,
+            Needs::Operator,
+        ),
+        (
+            Method::POST,
             format!("{pl}/resources/nope/check"),
             Some(json!({})),
             Needs::Operator,

@@ -478,6 +478,36 @@ pub(crate) struct TriggerArgs {
     pub watch: bool,
 }
 
+#[derive(clap::Args, Debug)]
+pub(crate) struct RerunArgs {
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// The build of the job to run again: its number (`P/J #N`).
+    #[arg(short = 'b', long = "build")]
+    pub build: i64,
+    /// Follow the new build's log until it ends, and exit as it did.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+}
+
+/// `rerun-build -j P/J -b N [-w]`: build N's input versions again, in a
+/// new build of the job.
+pub(crate) async fn rerun_build(args: RerunArgs) -> anyhow::Result<ExitCode> {
+    let (pipeline, job) = split_flag("job", &args.job.job)?;
+    let client = args.job.team.target.client()?;
+    let build = client
+        .rerun_job_build(&args.job.team.name()?, &pipeline, &job, args.build)
+        .await?;
+    println!(
+        "started {} (build {}), a rerun of #{}",
+        build.name, build.id, args.build
+    );
+    if args.watch {
+        return crate::cmd::watch::follow(&client, build.id).await;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `trigger-job -j P/J [-w]`: a build of the job from the pipeline's
 /// current config.
 pub(crate) async fn trigger_job(args: TriggerArgs) -> anyhow::Result<ExitCode> {

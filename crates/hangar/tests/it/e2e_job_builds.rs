@@ -1,7 +1,8 @@
 //! Builds of pipeline jobs end to end: a real web and worker, a pipeline
 //! set through the CLI, `trigger-job -w` running the job's plan (a get of
 //! the built-in `mock` type, then a task reading it, with a hook), the
-//! job's builds numbered and listed, `watch -j`, and the refusals.
+//! job's builds numbered and listed, `watch -j`, `rerun-build` taking the
+//! rerun build's versions again, and the refusals.
 
 // Tests block freely: each runs on a thread of its own, and these drive
 // processes and wait for them.
@@ -83,6 +84,7 @@ fn a_triggered_job_runs_its_plan_numbered_per_job_and_is_watched_by_job() {
     assert!(out.contains("job says hello"), "{out}\n{err}");
     assert!(out.contains("ensure ran"), "{out}\n{err}");
 
+    c.save_version("app", "thing", serde_json::json!({"version": "v2"}));
     let second = c.cli_in(dir, &["trigger-job", "-j", "app/build", "-w"]);
     assert!(second.status.success(), "{:?}", text(&second));
     let listed = c.cli_in(dir, &["builds", "-j", "app/build", "--json"]);
@@ -99,6 +101,27 @@ fn a_triggered_job_runs_its_plan_numbered_per_job_and_is_watched_by_job() {
         .unwrap()
         .iter()
         .all(|b| b["status"] == "succeeded"));
+    let input_of = |b: &Value| b["inputs"][0]["version"]["version"].clone();
+    assert_eq!(input_of(&builds[0]), "v2", "{builds}");
+    assert_eq!(input_of(&builds[1]), "v1", "{builds}");
+
+    // rerun-build (rb): build #1's versions again, in build #3, though v2
+    // is newer.
+    let rerun = c.cli_in(dir, &["rb", "-j", "app/build", "-b", "1", "-w"]);
+    let (out, err) = text(&rerun);
+    assert!(rerun.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("started app/build #3") && out.contains("a rerun of #1"),
+        "{out}"
+    );
+    assert!(out.contains("job says hello"), "{out}");
+    let listed = c.cli_in(dir, &["builds", "-j", "app/build", "--json"]);
+    let builds: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(builds[0]["name"], "app/build #3", "{builds}");
+    assert_eq!(builds[0]["status"], "succeeded", "{builds}");
+    assert_eq!(input_of(&builds[0]), "v1", "{builds}");
+    let (_, err) = text(&c.cli_in(dir, &["rb", "-j", "app/build", "-b", "9"]));
+    assert!(err.contains("build app/build #9 not found"), "{err}");
 
     // watch -j: the latest build by default, a given number with -b.
     let watched = c.cli_in(dir, &["watch", "-j", "app/build", "-b", "1"]);
@@ -123,7 +146,9 @@ fn a_triggered_job_runs_its_plan_numbered_per_job_and_is_watched_by_job() {
     assert!(err.contains("not found"), "{err}");
     let (_, err) = text(&c.cli_in(dir, &["trigger-job", "-j", "app/../x"]));
     assert!(err.contains("job"), "{err}");
+    let (_, err) = text(&c.cli_in(dir, &["rb", "-j", "app/build", "-b", "1"]));
+    assert!(err.contains("job app/build is paused"), "{err}");
     let listed = c.cli_in(dir, &["builds", "-j", "app/build", "--json"]);
     let builds: Value = serde_json::from_slice(&listed.stdout).unwrap();
-    assert_eq!(builds.as_array().unwrap().len(), 2);
+    assert_eq!(builds.as_array().unwrap().len(), 3);
 }
