@@ -104,6 +104,25 @@ pub const MAX_NAME_LEN: usize = 128;
 /// job; their count times the number of jobs may not pass this.
 pub const MAX_GLOB_WORK: usize = 1_000_000;
 
+/// The keys that name a step's kind: written first when a config is
+/// written back as YAML (`get: repo` before its `passed`).
+pub const STEP_KEYS: [&str; 8] = [
+    "get",
+    "put",
+    "task",
+    "set_pipeline",
+    "load_var",
+    "in_parallel",
+    "do",
+    "try",
+];
+
+/// A config (or a part of one) as block YAML in Concourse's order, as fly
+/// prints it: `get-pipeline`, `format-pipeline`, `set-pipeline`'s diff.
+pub fn to_yaml<T: Serialize>(part: &T) -> String {
+    crate::yaml_write::to_yaml_ordered_leading(part, &STEP_KEYS)
+}
+
 /// A pipeline's config.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PipelineConfig {

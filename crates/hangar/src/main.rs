@@ -106,6 +106,10 @@ enum Command {
     /// (-c FILE [--strict] [-o]).
     #[command(visible_alias = "vp")]
     ValidatePipeline(cmd::validate_pipeline::Args),
+    /// Print a pipeline file with its keys in Concourse's order (-w writes
+    /// it back).
+    #[command(visible_alias = "fp")]
+    FormatPipeline(cmd::validate_pipeline::FormatArgs),
     /// List a team's pipelines.
     #[command(visible_alias = "ps")]
     Pipelines(cmd::pipelines::ListArgs),
@@ -263,6 +267,7 @@ fn main() -> std::process::ExitCode {
             Command::RerunBuild(args) => cmd::pipelines::rerun_build(args).await,
             Command::ArchivePipeline(args) => cmd::pipelines::archive(args).await,
             Command::ValidatePipeline(args) => cmd::validate_pipeline::run(args).await,
+            Command::FormatPipeline(args) => cmd::validate_pipeline::format(args).await,
             Command::HidePipeline(args) => cmd::pipelines::hide(args).await,
             Command::RenamePipeline(args) => cmd::pipelines::rename(args).await,
             Command::Jobs(args) => cmd::pipelines::jobs(args).await,

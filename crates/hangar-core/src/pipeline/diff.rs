@@ -231,9 +231,10 @@ fn item<T: Serialize>(
     }
 }
 
+/// An item as block YAML, its fields in Concourse's order, as fly shows
+/// a diff.
 fn lines_of<T: Serialize>(t: &T) -> Vec<String> {
-    serde_json::to_string_pretty(t)
-        .unwrap_or_default()
+    crate::pipeline::to_yaml(t)
         .lines()
         .map(str::to_string)
         .collect()

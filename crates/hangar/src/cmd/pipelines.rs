@@ -143,7 +143,13 @@ pub(crate) async fn get(args: PipelineArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         crate::format::emit_json(&config.config)?;
     } else {
-        crate::format::emit(&hangar_core::yaml_write::to_yaml(&config.config))?;
+        // Keys in Concourse's order (name, type, source; get, passed, …),
+        // as fly prints them, not sorted.
+        let yaml = match hangar_core::pipeline::parse_pipeline_value(&config.config) {
+            Ok(parsed) => hangar_core::pipeline::to_yaml(&parsed.config),
+            Err(_) => hangar_core::yaml_write::to_yaml(&config.config),
+        };
+        crate::format::emit(&yaml)?;
     }
     Ok(ExitCode::SUCCESS)
 }

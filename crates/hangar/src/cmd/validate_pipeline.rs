@@ -86,6 +86,28 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 #[cfg(test)]
+mod format_tests {
+    use hangar_core::pipeline::{parse_pipeline, to_yaml as to_yaml_ordered};
+
+    #[test]
+    fn a_config_is_formatted_in_concourse_s_order_and_reads_back_the_same() {
+        let messy = "jobs:\n- plan:\n  - {trigger: true, get: repo}\n  name: build\nresources:\n- {source: {uri: x}, type: git, name: repo}\n";
+        let config = parse_pipeline(messy).unwrap().config;
+        let formatted = to_yaml_ordered(&config);
+        assert_eq!(
+            formatted,
+            "resources:\n- name: repo\n  type: git\n  source:\n    uri: x\njobs:\n- name: build\n  plan:\n  - get: repo\n    trigger: true\n"
+        );
+        assert_eq!(parse_pipeline(&formatted).unwrap().config, config);
+        // Formatting is idempotent.
+        assert_eq!(
+            to_yaml_ordered(&parse_pipeline(&formatted).unwrap().config),
+            formatted
+        );
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::report;
     use serde_json::json;
@@ -117,4 +139,41 @@ mod tests {
         assert!(!passes);
         assert!(said.contains("which --strict makes fail"), "{said}");
     }
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct FormatArgs {
+    /// The pipeline config (YAML).
+    #[arg(short = 'c', long = "config")]
+    pub config: PathBuf,
+    /// Write the formatted config back to the file instead of printing it.
+    #[arg(short = 'w', long)]
+    pub write: bool,
+}
+
+/// `hangar format-pipeline`: fly's verb. The config as Concourse writes it
+/// back: its keys in Concourse's order, defaults and empty fields left
+/// out, block YAML; `((vars))` stay as they are. A config that does not
+/// validate is refused, saying why, and the file is left alone.
+pub(crate) async fn format(args: FormatArgs) -> anyhow::Result<ExitCode> {
+    let file = args.config.display().to_string();
+    let text = read_config(&args.config)?;
+    let value = read_yaml(&text).with_context(|| format!("read {file}"))?;
+    let formatted = match parse_pipeline_value(&value) {
+        Ok(parsed) => hangar_core::pipeline::to_yaml(&parsed.config),
+        Err(e) => {
+            let (said, _) = report(&file, &value, false);
+            eprint!("{said}");
+            anyhow::bail!("{file} is not formatted: {} error(s)", e.errors.len());
+        }
+    };
+    if args.write {
+        // Whole or not at all: a temporary file beside it, renamed over it.
+        let tmp = args.config.with_extension("format-tmp");
+        std::fs::write(&tmp, &formatted).with_context(|| format!("write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &args.config).with_context(|| format!("replace {file}"))?;
+    } else {
+        crate::format::emit(&formatted)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

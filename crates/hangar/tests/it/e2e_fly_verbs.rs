@@ -62,8 +62,32 @@ fn e2e_fly_verbs_answer_by_their_aliases_and_say_what_they_found() {
     assert!(!o.status.success());
     assert!(err.contains("ERROR: ") && err.contains("nowhere"), "{err}");
 
+    // format-pipeline: Concourse's key order; -w writes it back; a broken
+    // file is refused and left alone.
+    let messy = c.dir.path().join("messy.yml");
+    std::fs::write(
+        &messy,
+        "jobs:\n- plan:\n  - config: {run: {path: \"true\"}, platform: linux}\n    task: t\n  name: j\n",
+    )
+    .unwrap();
+    let messy = messy.to_str().unwrap();
+    let want = "jobs:\n- name: j\n  plan:\n  - task: t\n    config:\n      platform: linux\n      run:\n        path: \"true\"\n";
+    assert_eq!(ok(&c, &["fp", "-c", messy]), want);
+    ok(&c, &["format-pipeline", "-c", messy, "-w"]);
+    assert_eq!(std::fs::read_to_string(messy).unwrap(), want);
+    let before = std::fs::read_to_string(&broken).unwrap();
+    let o = c.cli(&["fp", "-c", broken.to_str().unwrap(), "-w"]);
+    assert!(!o.status.success(), "{:?}", text(&o));
+    assert_eq!(std::fs::read_to_string(&broken).unwrap(), before);
+
     // sp, up, tj -w, js: the latest build's status in the jobs listing.
     ok(&c, &["sp", "-p", "p", "-c", file, "-v", "who=fly", "-n"]);
+    // get-pipeline in Concourse's order: a job's name before its plan.
+    let got = ok(&c, &["gp", "-p", "p"]);
+    assert!(
+        got.starts_with("jobs:\n- name: build\n  plan:\n  - task: hello\n"),
+        "{got}"
+    );
     let out = ok(&c, &["js", "-p", "p"]);
     let header = out.lines().next().unwrap_or_default();
     for column in ["name", "paused", "status", "next"] {

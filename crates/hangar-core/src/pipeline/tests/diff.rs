@@ -51,7 +51,7 @@ fn the_diff_names_what_changes() {
 }
 
 #[test]
-fn the_diff_renders_as_plain_text() {
+fn the_diff_renders_as_yaml_as_fly_shows_it() {
     let (old, new) = (ok(OLD).config, ok(NEW).config);
     let mut d = diff(&old, &new);
     d.items.retain(|i| i.section != Section::Groups);
@@ -59,40 +59,26 @@ fn the_diff_renders_as_plain_text() {
         d.render(),
         r#"resources:
   resource repo has changed:
-    {
-      "name": "repo",
-      "type": "git",
-      "source": {
-  -     "uri": "old"
-  +     "uri": "new"
-      }
-    }
+    name: repo
+    type: git
+    source:
+  -   uri: old
+  +   uri: new
 
   resource gone has been removed:
-  - {
-  -   "name": "gone",
-  -   "type": "git",
-  -   "source": {}
-  - }
+  - name: gone
+  - type: git
+  - source: {}
 
 jobs:
   job build has changed:
-    {
-      "name": "build",
-      "plan": [
-        {
-          "get": "repo"
-  -     },
-  -     {
-  -       "get": "gone"
-        }
-      ]
-    }
+    name: build
+    plan:
+    - get: repo
+  - - get: gone
 
   display configuration has been added:
-  + {
-  +   "background_image": "bg.png"
-  + }
+  + background_image: bg.png
 
 "#
     );
@@ -131,10 +117,8 @@ user_data: {owner: b}
     assert_eq!(
         d.items[2].lines,
         [
-            DiffLine::Same("{".into()),
-            DiffLine::Removed("  \"owner\": \"a\"".into()),
-            DiffLine::Added("  \"owner\": \"b\"".into()),
-            DiffLine::Same("}".into()),
+            DiffLine::Removed("owner: a".into()),
+            DiffLine::Added("owner: b".into()),
         ]
     );
 }
@@ -152,11 +136,10 @@ fn a_huge_item_is_shown_whole() {
             "jobs": [{"name": "j", "plan": steps}],
         })
     };
-    let old = parse_pipeline_value(&job(400)).unwrap().config;
-    let new = parse_pipeline_value(&job(401)).unwrap().config;
+    let old = parse_pipeline_value(&job(800)).unwrap().config;
+    let new = parse_pipeline_value(&job(801)).unwrap().config;
     let count = |c: &PipelineConfig| {
-        serde_json::to_string_pretty(&c.jobs[0])
-            .unwrap()
+        crate::yaml_write::to_yaml_ordered(&c.jobs[0])
             .lines()
             .count()
     };
