@@ -109,6 +109,16 @@ impl Client {
             .await
     }
 
+    /// Puts the team's pipelines named in `names` first, in that order.
+    pub async fn order_pipelines(&self, team: &str, names: &[String]) -> Result<(), ClientError> {
+        self.call_no_content(
+            Method::PUT,
+            self.pipelines_url(team, &["ordering"]),
+            Some(&names),
+        )
+        .await
+    }
+
     /// Archives a pipeline: paused, its config emptied, its history kept.
     pub async fn archive_pipeline(&self, team: &str, name: &str) -> Result<(), ClientError> {
         self.call_no_content::<()>(

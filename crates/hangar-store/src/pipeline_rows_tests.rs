@@ -150,3 +150,57 @@ async fn sqlite_an_archived_pipeline_stays_paused_until_it_is_set_again() {
 async fn postgres_an_archived_pipeline_stays_paused_until_it_is_set_again() {
     an_archived_pipeline_stays_paused_until_it_is_set_again(postgres_store().await).await;
 }
+
+async fn pipelines_are_listed_in_the_order_set_and_new_ones_go_last(store: Store) {
+    let config = parse_pipeline(CONFIG).unwrap().config;
+    for (i, name) in ["a", "b", "c"].iter().enumerate() {
+        store
+            .set_pipeline("main", name, &config, None, T0 + i as i64)
+            .await
+            .unwrap();
+    }
+    let names = |ps: Vec<crate::PipelineRecord>| -> Vec<String> {
+        ps.into_iter().map(|p| p.name).collect()
+    };
+    assert_eq!(
+        names(store.pipelines("main").await.unwrap()),
+        ["a", "b", "c"]
+    );
+    store
+        .order_pipelines("main", &["c".into(), "a".into()])
+        .await
+        .unwrap();
+    assert_eq!(
+        names(store.pipelines("main").await.unwrap()),
+        ["c", "a", "b"]
+    );
+    store
+        .set_pipeline("main", "d", &config, None, T0 + 9)
+        .await
+        .unwrap();
+    assert_eq!(
+        names(store.pipelines("main").await.unwrap()),
+        ["c", "a", "b", "d"]
+    );
+    // An unknown name changes nothing.
+    assert!(matches!(
+        store
+            .order_pipelines("main", &["b".into(), "nope".into()])
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(
+        names(store.pipelines("main").await.unwrap()),
+        ["c", "a", "b", "d"]
+    );
+}
+
+#[tokio::test]
+async fn sqlite_pipelines_are_listed_in_the_order_set() {
+    pipelines_are_listed_in_the_order_set_and_new_ones_go_last(sqlite_store().await).await;
+}
+
+#[tokio::test]
+async fn postgres_pipelines_are_listed_in_the_order_set() {
+    pipelines_are_listed_in_the_order_set_and_new_ones_go_last(postgres_store().await).await;
+}

@@ -365,7 +365,8 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO pipelines (team_id, name, paused, config_version, created_at, updated_at, \
-             instance_vars) VALUES ($1, $2, $3, 1, $4, $4, $5) \
+             instance_vars, ordering) VALUES ($1, $2, $3, 1, $4, $4, $5, \
+             (SELECT COALESCE(MAX(o.ordering), 0) + 1 FROM pipelines o WHERE o.team_id = $1)) \
              ON CONFLICT (team_id, name, instance_vars) DO NOTHING RETURNING id",
         )
         .bind(team_id)
@@ -505,7 +506,7 @@ impl Store {
         let team_id = self.team_id(team).await?;
         let rows = sqlx::query(&format!(
             "SELECT {PIPELINE_COLUMNS} FROM pipelines p JOIN teams t ON t.id = p.team_id \
-             WHERE p.team_id = $1 ORDER BY p.id"
+             WHERE p.team_id = $1 ORDER BY p.ordering, p.id"
         ))
         .bind(team_id)
         .fetch_all(&self.pool)
@@ -513,11 +514,49 @@ impl Store {
         rows.iter().map(pipeline_from_row).collect()
     }
 
-    /// Every team's pipelines, by team name, each team's oldest first.
+    /// Orders a team's pipelines (Concourse's `order-pipelines`): those
+    /// named in `names` first, in that order (an instance group moves
+    /// whole), then the others as they were. A name the team has no
+    /// pipeline of is [`StoreError::NotFound`], and nothing changes.
+    pub async fn order_pipelines(&self, team: &str, names: &[String]) -> Result<(), StoreError> {
+        let current = self.pipelines(team).await?;
+        if let Some(missing) = names
+            .iter()
+            .find(|n| !current.iter().any(|p| &p.name == *n))
+        {
+            return Err(StoreError::NotFound(format!(
+                "pipeline {team}/{missing} not found"
+            )));
+        }
+        let mut order: Vec<&str> = Vec::new();
+        for name in names
+            .iter()
+            .map(String::as_str)
+            .chain(current.iter().map(|p| p.name.as_str()))
+        {
+            if !order.contains(&name) {
+                order.push(name);
+            }
+        }
+        let team_id = self.team_id(team).await?;
+        let mut tx = self.pool.begin().await?;
+        for (i, name) in order.iter().enumerate() {
+            sqlx::query("UPDATE pipelines SET ordering = $1 WHERE team_id = $2 AND name = $3")
+                .bind(i64::try_from(i).unwrap_or(i64::MAX) + 1)
+                .bind(team_id)
+                .bind(*name)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Every team's pipelines, by team name, each team's in its order.
     pub async fn all_pipelines(&self) -> Result<Vec<PipelineRecord>, StoreError> {
         let rows = sqlx::query(&format!(
             "SELECT {PIPELINE_COLUMNS} FROM pipelines p JOIN teams t ON t.id = p.team_id \
-             ORDER BY t.name, p.id"
+             ORDER BY t.name, p.ordering, p.id"
         ))
         .fetch_all(&self.pool)
         .await?;

@@ -129,6 +129,10 @@ enum Command {
     /// set-pipeline brings it back.
     #[command(visible_alias = "ap")]
     ArchivePipeline(cmd::pipelines::ArchiveArgs),
+    /// Order a team's pipelines: -p NAME… first, in that order, or
+    /// --alphabetical.
+    #[command(visible_alias = "op")]
+    OrderPipelines(cmd::pipelines::OrderArgs),
     /// Make a pipeline readable by anyone, logged in or not (its builds'
     /// logs and its config too).
     #[command(visible_alias = "ep")]
@@ -266,6 +270,7 @@ fn main() -> std::process::ExitCode {
             Command::ExposePipeline(args) => cmd::pipelines::expose(args).await,
             Command::RerunBuild(args) => cmd::pipelines::rerun_build(args).await,
             Command::ArchivePipeline(args) => cmd::pipelines::archive(args).await,
+            Command::OrderPipelines(args) => cmd::pipelines::order(args).await,
             Command::ValidatePipeline(args) => cmd::validate_pipeline::run(args).await,
             Command::FormatPipeline(args) => cmd::validate_pipeline::format(args).await,
             Command::HidePipeline(args) => cmd::pipelines::hide(args).await,

@@ -116,6 +116,7 @@ actions! {
     ExposePipeline,
     HidePipeline,
     ArchivePipeline,
+    OrderPipelines,
     PausePipeline,
     UnpausePipeline,
     ListJobs,
@@ -180,7 +181,7 @@ impl Action {
             | ListResourceVersions | GetCheck | GetPin => Access::PipelineRead,
             GetConfig | ListJobInputs => Access::Team(Viewer),
             SaveConfig | DeletePipeline | RenamePipeline | ExposePipeline | HidePipeline
-            | ArchivePipeline => Access::Team(Member),
+            | ArchivePipeline | OrderPipelines => Access::Team(Member),
             PausePipeline
             | UnpausePipeline
             | PauseJob

@@ -106,7 +106,12 @@ fn pipeline_routes() -> Router<Web> {
     const JOB: &str = "/{name}/jobs/{job}";
     Router::new()
         .route("/", get(pipelines::list))
-        .route("/{name}", get(pipelines::show).delete(pipelines::destroy))
+        .route(
+            "/{name}",
+            get(pipelines::show)
+                .delete(pipelines::destroy)
+                .put(pipelines::order),
+        )
         .route(
             "/{name}/config",
             limited(

@@ -318,6 +318,36 @@ pub(super) async fn unpause(
     set_paused(&web, &team, &name, false).await
 }
 
+/// The most pipeline names one ordering may list.
+const MAX_ORDERED: usize = 10_000;
+
+/// `PUT /teams/{team}/pipelines/ordering` (Concourse's, for
+/// `order-pipelines`): the named pipelines first, in that order. It shares
+/// its path with a pipeline's, which has no PUT of its own: a pipeline
+/// named `ordering` is still read and destroyed as any other.
+pub(super) async fn order(
+    State(web): State<Web>,
+    Path((team, name)): Path<(String, String)>,
+    allowed: Allowed<act::OrderPipelines>,
+    crate::json::Json(names): crate::json::Json<Vec<String>>,
+) -> Result<StatusCode, ApiError> {
+    if name != "ordering" {
+        return Err(ApiError::not_found("no such route"));
+    }
+    check_team(&team)?;
+    if names.len() > MAX_ORDERED {
+        return Err(ApiError::bad_request(format!(
+            "at most {MAX_ORDERED} pipelines are ordered at once"
+        )));
+    }
+    for n in &names {
+        check("pipeline name", n)?;
+    }
+    web.store().order_pipelines(&team, &names).await?;
+    tracing::info!(%team, by = %allowed.caller().describe(), "pipelines ordered");
+    Ok(crate::answer::NO_CONTENT)
+}
+
 /// Archives a pipeline (`fly archive-pipeline`): nothing checks or builds
 /// until it is set again; its history stays.
 pub(super) async fn archive(

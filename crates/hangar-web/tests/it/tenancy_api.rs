@@ -296,6 +296,12 @@ async fn every_route_answers_each_role_as_concourse_s_table_says(store: Store) {
         ),
         (
             Method::PUT,
+            "/teams/a/pipelines/ordering".into(),
+            Some(json!(["p"])),
+            Needs::Member,
+        ),
+        (
+            Method::PUT,
             "/teams/a/pipelines/nope/rename".into(),
             Some(json!({"name": "q"})),
             Needs::Member,

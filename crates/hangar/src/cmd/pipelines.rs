@@ -193,6 +193,50 @@ pub(crate) async fn destroy(args: DestroyArgs) -> anyhow::Result<ExitCode> {
 }
 
 #[derive(clap::Args, Debug)]
+pub(crate) struct OrderArgs {
+    #[command(flatten)]
+    pub team: TeamArgs,
+    /// A pipeline's name, in the order wanted (repeat); the others follow
+    /// as they were.
+    #[arg(
+        short = 'p',
+        long = "pipeline",
+        required_unless_present = "alphabetical"
+    )]
+    pub pipelines: Vec<String>,
+    /// Order every pipeline by name.
+    #[arg(short = 'a', long, conflicts_with = "pipelines")]
+    pub alphabetical: bool,
+}
+
+pub(crate) async fn order(args: OrderArgs) -> anyhow::Result<ExitCode> {
+    let team = &args.team.name()?;
+    let client = args.team.target.client()?;
+    let names = if args.alphabetical {
+        let mut names: Vec<String> = client
+            .pipelines(team)
+            .await?
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    } else {
+        for p in &args.pipelines {
+            check_name("pipeline", p)?;
+        }
+        args.pipelines.clone()
+    };
+    client.order_pipelines(team, &names).await?;
+    println!("ordered pipelines");
+    for name in &names {
+        println!("  - {name}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args, Debug)]
 pub(crate) struct ArchiveArgs {
     #[command(flatten)]
     pub team: TeamArgs,

@@ -159,6 +159,33 @@ fn e2e_fly_verbs_answer_by_their_aliases_and_say_what_they_found() {
         "history kept: {builds}"
     );
 
+    // op: the listing in the order set; --alphabetical; an unknown name
+    // refused, the order as it was.
+    let q = c.dir.path().join("q.yml");
+    std::fs::write(&q, PIPELINE.replace("((who))", "q")).unwrap();
+    ok(
+        &c,
+        &["sp", "-p", "a-first", "-c", q.to_str().unwrap(), "-n"],
+    );
+    let listed = |c: &Cluster| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(&ok(c, &["ps", "--json"])).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(listed(&c), ["p", "a-first"]);
+    ok(&c, &["op", "-p", "a-first"]);
+    assert_eq!(listed(&c), ["a-first", "p"]);
+    ok(&c, &["order-pipelines", "--alphabetical"]);
+    assert_eq!(listed(&c), ["a-first", "p"]);
+    ok(&c, &["op", "-p", "p"]);
+    let o = c.cli(&["op", "-p", "a-first", "-p", "nope"]);
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("not found"), "{:?}", text(&o));
+    assert_eq!(listed(&c), ["p", "a-first"]);
+
     // Errors that say what to do.
     let o = c.cli(&["ps", "--url", c.url.trim_start_matches("http://")]);
     let (_, err) = text(&o);
