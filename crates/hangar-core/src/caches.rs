@@ -76,6 +76,14 @@ fn canonical(value: &Value) -> String {
     out
 }
 
+/// Whose task caches a step's are: its team's job's task. The team is part
+/// of it: two teams' pipelines may name a job and a task alike, and one
+/// team's build must never mount (read, or poison) another team's cache on
+/// a shared worker.
+pub fn task_cache_scope(team: &str, job: &str, task: &str) -> String {
+    format!("{team}/{job}/{task}")
+}
+
 /// A task cache: one directory of one step of one job, kept across builds.
 pub fn task_cache_key(scope: &str, path: &str) -> String {
     format!("{scope}:{}", digest(path.as_bytes()))
@@ -137,6 +145,11 @@ mod tests {
         assert_ne!(a, c);
         assert_ne!(a, d);
         assert!(a.starts_with("git@") && a.len() == 4 + 32, "{a}");
+        assert_ne!(
+            task_cache_key(&task_cache_scope("a", "job", "t"), "go"),
+            task_cache_key(&task_cache_scope("b", "job", "t"), "go"),
+            "another team's job and task of the same names have other caches"
+        );
         assert_ne!(
             task_cache_key("job/t", "go"),
             task_cache_key("job/t", "npm")

@@ -10,7 +10,7 @@ use hangar_core::backoff::{Backoff, Change};
 use hangar_core::build::{
     full_disk_failure, BuildEventKind, StepFailure, StepKind, StepState, WorkerSeen,
 };
-use hangar_core::caches::task_cache_key;
+use hangar_core::caches::{task_cache_key, task_cache_scope};
 use hangar_core::engine::{
     call_failure, import_failure, input_call_failure, read_file_failure, InputCheck, Observed,
 };
@@ -261,7 +261,7 @@ async fn attempt(
         }
         tags.extend(image_chain.iter().flat_map(|t| t.tags.iter().cloned()));
     }
-    let scope = format!("{}/{}", ctx.job, step.task);
+    let scope = task_cache_scope(&ctx.team, &ctx.job, &step.task);
     let cache_keys: Vec<(String, String)> = config
         .caches
         .iter()

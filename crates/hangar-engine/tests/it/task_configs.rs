@@ -256,3 +256,46 @@ async fn cpu_shares_are_brought_into_the_kernel_s_range_and_old_attempts_still_r
     assert_eq!(h.finished(id).await, BuildStatus::Succeeded);
     assert_eq!(h.fake.container_specs()[0].1.cpu_shares, Some(2));
 }
+
+#[tokio::test]
+async fn another_team_s_job_of_the_same_names_never_gets_this_team_s_cache() {
+    let h = Harness::new(&["w1"]).await;
+    let first = h.submit(cached_plan(None)).await;
+    assert_eq!(h.finished(first).await, BuildStatus::Succeeded);
+    // Team other's build is named alike, runs a task named alike with the
+    // same cache path, on the same worker: a cache of its own.
+    h.store.create_team("other", now()).await.unwrap();
+    let theirs = h
+        .store
+        .create_build(
+            "job",
+            Some("other"),
+            &cached_plan(None).to_string(),
+            "{}",
+            now(),
+        )
+        .await
+        .unwrap()
+        .id;
+    h.engine.wake();
+    assert_eq!(h.finished(theirs).await, BuildStatus::Succeeded);
+    let log = h.log(theirs, &["infra"]).await;
+    assert!(!log.iter().any(|l| l.contains("reusing cache")), "{log:#?}");
+    let caches: Vec<String> = h
+        .store
+        .list_volumes(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|v| v.owner_kind.as_str() == "task-cache" && v.state.as_str() == "created")
+        .map(|v| v.owner_id.unwrap_or_default())
+        .collect();
+    assert_eq!(caches.len(), 2, "{caches:?}");
+    // And the first team's next build still finds its own.
+    let again = h.submit(cached_plan(None)).await;
+    assert_eq!(h.finished(again).await, BuildStatus::Succeeded);
+    assert!(h
+        .log(again, &["infra"])
+        .await
+        .contains(&"infra: reusing cache deps on worker w1".to_string()));
+}
