@@ -104,6 +104,12 @@ pub struct Job {
     pub next_build: Option<JobBuildSummary>,
 }
 
+/// What `clear-task-cache` removed (Concourse's answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachesRemoved {
+    pub caches_removed: u64,
+}
+
 /// A job's build, as a job's listing names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobBuildSummary {

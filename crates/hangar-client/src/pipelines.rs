@@ -109,6 +109,22 @@ impl Client {
             .await
     }
 
+    /// Removes a job's task step's caches (one cache path, or all).
+    pub async fn clear_task_cache(
+        &self,
+        team: &str,
+        pipeline: &str,
+        job: &str,
+        step: &str,
+        cache_path: Option<&str>,
+    ) -> Result<hangar_api::pipelines::CachesRemoved, ClientError> {
+        let mut url = self.pipelines_url(team, &[pipeline, "jobs", job, "tasks", step, "cache"]);
+        if let Some(path) = cache_path {
+            url.query_pairs_mut().append_pair("cache_path", path);
+        }
+        self.call::<(), _>(Method::DELETE, url, None).await
+    }
+
     /// Puts the team's pipelines named in `names` first, in that order.
     pub async fn order_pipelines(&self, team: &str, names: &[String]) -> Result<(), ClientError> {
         self.call_no_content(

@@ -76,6 +76,17 @@ fn canonical(value: &Value) -> String {
     out
 }
 
+/// The job part of a task cache's scope: a job build's job (by id, so the
+/// caches outlive a rename, as Concourse's), else a one-off build's name.
+/// A job build's name holds its number, which would give every build
+/// caches of its own.
+pub fn cache_job(job_id: Option<i64>, build_name: &str) -> String {
+    match job_id {
+        Some(id) => format!("job-{id}"),
+        None => build_name.to_string(),
+    }
+}
+
 /// Whose task caches a step's are: its team's job's task. The team is part
 /// of it: two teams' pipelines may name a job and a task alike, and one
 /// team's build must never mount (read, or poison) another team's cache on

@@ -19,7 +19,8 @@ use crate::Engine;
 pub(crate) struct BuildContext {
     pub engine: Engine,
     pub build_id: i64,
-    /// The job's name, for task caches that persist across its builds.
+    /// Whose task caches the build's are: its job's, across its builds
+    /// (`hangar_core::caches::cache_job`).
     pub job: String,
     /// Artifacts produced so far: name → volume handle.
     pub artifacts: Mutex<BTreeMap<String, String>>,

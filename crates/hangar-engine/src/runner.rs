@@ -232,7 +232,7 @@ async fn run_plan(
     let ctx = BuildContext {
         engine: engine.clone(),
         build_id: build.id,
-        job: build.name.clone(),
+        job: hangar_core::caches::cache_job(job_build.as_ref().map(|j| j.job_id), &build.name),
         artifacts: Mutex::new(artifacts),
         producers: hangar_core::plan::leaf_steps(&plan)
             .into_iter()

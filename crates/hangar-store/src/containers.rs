@@ -292,6 +292,29 @@ impl Store {
         }
         Ok(out)
     }
+
+    /// The handles of the live volumes of `owner_kind` whose owner id
+    /// starts with `prefix` (a task step's caches: `team/job/task:`).
+    pub async fn volumes_by_owner_prefix(
+        &self,
+        owner_kind: &str,
+        prefix: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        // substr, not LIKE: a prefix holding `%` or `_` is matched as
+        // written.
+        let rows = sqlx::query(
+            "SELECT handle, owner_id FROM volumes WHERE owner_kind = $1 \
+             AND state IN ('created', 'failed') AND substr(owner_id, 1, $2) = $3 ORDER BY handle",
+        )
+        .bind(owner_kind)
+        .bind(i64::try_from(prefix.chars().count()).unwrap_or(i64::MAX))
+        .bind(prefix)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("handle")?, r.try_get("owner_id")?)))
+            .collect()
+    }
 }
 
 /// Deletes every container row of `worker` and returns how many there were.

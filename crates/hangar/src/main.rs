@@ -133,6 +133,9 @@ enum Command {
     /// --alphabetical.
     #[command(visible_alias = "op")]
     OrderPipelines(cmd::pipelines::OrderArgs),
+    /// Remove a job's task step's caches: -j PIPELINE/JOB -s STEP [-c PATH].
+    #[command(visible_alias = "ctc")]
+    ClearTaskCache(cmd::pipelines::ClearTaskCacheArgs),
     /// Make a pipeline readable by anyone, logged in or not (its builds'
     /// logs and its config too).
     #[command(visible_alias = "ep")]
@@ -271,6 +274,7 @@ fn main() -> std::process::ExitCode {
             Command::RerunBuild(args) => cmd::pipelines::rerun_build(args).await,
             Command::ArchivePipeline(args) => cmd::pipelines::archive(args).await,
             Command::OrderPipelines(args) => cmd::pipelines::order(args).await,
+            Command::ClearTaskCache(args) => cmd::pipelines::clear_task_cache(args).await,
             Command::ValidatePipeline(args) => cmd::validate_pipeline::run(args).await,
             Command::FormatPipeline(args) => cmd::validate_pipeline::format(args).await,
             Command::HidePipeline(args) => cmd::pipelines::hide(args).await,

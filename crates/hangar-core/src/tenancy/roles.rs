@@ -117,6 +117,7 @@ actions! {
     HidePipeline,
     ArchivePipeline,
     OrderPipelines,
+    ClearTaskCache,
     PausePipeline,
     UnpausePipeline,
     ListJobs,
@@ -181,7 +182,7 @@ impl Action {
             | ListResourceVersions | GetCheck | GetPin => Access::PipelineRead,
             GetConfig | ListJobInputs => Access::Team(Viewer),
             SaveConfig | DeletePipeline | RenamePipeline | ExposePipeline | HidePipeline
-            | ArchivePipeline | OrderPipelines => Access::Team(Member),
+            | ArchivePipeline | OrderPipelines | ClearTaskCache => Access::Team(Member),
             PausePipeline
             | UnpausePipeline
             | PauseJob

@@ -210,6 +210,65 @@ pub(super) async fn rerun(
     ))))
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ClearCacheQuery {
+    /// One cache path of the step; none: all of them.
+    cache_path: Option<String>,
+}
+
+/// Removes a job's task step's caches (Concourse's `clear-task-cache`): on
+/// every worker, all of them or the one at `cache_path`. The step's next
+/// run starts with an empty cache.
+pub(super) async fn clear_task_cache(
+    State(web): State<Web>,
+    Path((team, pipeline, job, step)): Path<(String, String, String, String)>,
+    query: Result<Query<ClearCacheQuery>, QueryRejection>,
+    allowed: Allowed<act::ClearTaskCache>,
+) -> Result<axum::Json<hangar_api::pipelines::CachesRemoved>, ApiError> {
+    check_path(&team, &pipeline, &job)?;
+    check_name("step", &step).map_err(ApiError::bad_request)?;
+    let Query(q) =
+        query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let p = web.store().pipeline(&team, &pipeline).await?;
+    let pipeline = p.reference();
+    // The job must exist (a typo removes nothing and says so).
+    let j = web.store().job(&team, &pipeline, &job).await?;
+    // As the engine scopes them (`BuildContext::job`).
+    let scope = hangar_core::caches::task_cache_scope(
+        &team,
+        &hangar_core::caches::cache_job(Some(j.id), ""),
+        &step,
+    );
+    let wanted = q
+        .cache_path
+        .as_deref()
+        .map(|path| hangar_core::caches::task_cache_key(&scope, path));
+    let mut removed = 0;
+    for (handle, key) in web
+        .store()
+        .volumes_by_owner_prefix(
+            hangar_core::volumes::OwnerKind::TaskCache.as_str(),
+            &format!("{scope}:"),
+        )
+        .await?
+    {
+        if wanted.as_ref().is_some_and(|w| *w != key) {
+            continue;
+        }
+        match web.store().destroy_volume(&handle).await {
+            Ok(_) => removed += 1,
+            // Gone meanwhile, or mounted by a running step: left for GC.
+            Err(StoreError::NotFound(_) | StoreError::Conflict(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    tracing::info!(%team, %pipeline, %job, %step, removed, by = %allowed.caller().describe(), "task caches cleared");
+    Ok(axum::Json(hangar_api::pipelines::CachesRemoved {
+        caches_removed: removed,
+    }))
+}
+
 /// A job planned now, as a manual trigger plans it: its inputs resolved as
 /// the scheduler's are (every input, `trigger` or not).
 struct JobNow {

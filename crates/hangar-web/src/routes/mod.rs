@@ -138,6 +138,10 @@ fn pipeline_routes() -> Router<Web> {
             get(job_builds::show).post(job_builds::rerun),
         )
         .route(&format!("{JOB}/inputs"), get(job_builds::inputs))
+        .route(
+            &format!("{JOB}/tasks/{{step}}/cache"),
+            axum::routing::delete(job_builds::clear_task_cache),
+        )
         .route("/{name}/resources", get(pipelines::resources))
         .route(
             "/{name}/resources/{resource}/versions",

@@ -301,6 +301,12 @@ async fn every_route_answers_each_role_as_concourse_s_table_says(store: Store) {
             Needs::Member,
         ),
         (
+            Method::DELETE,
+            format!("{pl}/jobs/nope/tasks/t/cache"),
+            None,
+            Needs::Member,
+        ),
+        (
             Method::PUT,
             "/teams/a/pipelines/nope/rename".into(),
             Some(json!({"name": "q"})),

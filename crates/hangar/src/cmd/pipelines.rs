@@ -193,6 +193,51 @@ pub(crate) async fn destroy(args: DestroyArgs) -> anyhow::Result<ExitCode> {
 }
 
 #[derive(clap::Args, Debug)]
+pub(crate) struct ClearTaskCacheArgs {
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// The task step whose caches go.
+    #[arg(short = 's', long = "step")]
+    pub step: String,
+    /// Only the cache at this path (as the task's `caches:` names it).
+    #[arg(short = 'c', long = "cache-path")]
+    pub cache_path: Option<String>,
+    /// Clear without asking. Off a terminal it is required.
+    #[arg(short = 'n', long = "non-interactive")]
+    pub non_interactive: bool,
+}
+
+/// `clear-task-cache -j P/J -s STEP [-c PATH]`: the step's next run starts
+/// with empty caches.
+pub(crate) async fn clear_task_cache(args: ClearTaskCacheArgs) -> anyhow::Result<ExitCode> {
+    let (pipeline, job) = split_flag("job", &args.job.job)?;
+    check_name("step", &args.step)?;
+    let what = match &args.cache_path {
+        Some(p) => format!("the cache {p} of step {} of {pipeline}/{job}", args.step),
+        None => format!("every cache of step {} of {pipeline}/{job}", args.step),
+    };
+    if !args.non_interactive && !confirm(&format!("remove {what}?")).await? {
+        println!("bailing out");
+        return Ok(ExitCode::FAILURE);
+    }
+    let removed = args
+        .job
+        .team
+        .target
+        .client()?
+        .clear_task_cache(
+            &args.job.team.name()?,
+            &pipeline,
+            &job,
+            &args.step,
+            args.cache_path.as_deref(),
+        )
+        .await?;
+    println!("{} caches removed", removed.caches_removed);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args, Debug)]
 pub(crate) struct OrderArgs {
     #[command(flatten)]
     pub team: TeamArgs,

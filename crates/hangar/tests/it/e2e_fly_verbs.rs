@@ -20,6 +20,20 @@ jobs:
       run: {path: sh, args: [-c, "echo hello from ((who))"]}
 "#;
 
+/// A task with a cache that says whether it found it filled.
+const CACHED: &str = r#"
+jobs:
+- name: build
+  plan:
+  - task: fill
+    config:
+      platform: linux
+      caches: [{path: deps}]
+      run:
+        path: sh
+        args: [-c, "if [ -f deps/seen ]; then echo cache-was-warm; else echo cache-was-cold; fi; touch deps/seen"]
+"#;
+
 fn ok(c: &Cluster, args: &[&str]) -> String {
     let o = c.cli(args);
     let (out, err) = text(&o);
@@ -185,6 +199,48 @@ fn e2e_fly_verbs_answer_by_their_aliases_and_say_what_they_found() {
     assert!(!o.status.success());
     assert!(text(&o).1.contains("not found"), "{:?}", text(&o));
     assert_eq!(listed(&c), ["p", "a-first"]);
+
+    // ctc: a task's cache, warm on the second run, cold after it is
+    // cleared.
+    let cached = c.dir.path().join("cached.yml");
+    std::fs::write(&cached, CACHED).unwrap();
+    ok(
+        &c,
+        &["sp", "-p", "cached", "-c", cached.to_str().unwrap(), "-n"],
+    );
+    ok(&c, &["up", "-p", "cached"]);
+    let run = |c: &Cluster| ok(c, &["tj", "-j", "cached/build", "-w"]);
+    let first = run(&c);
+    assert!(first.contains("cache-was-cold"), "{first}");
+    let second = run(&c);
+    assert!(
+        second.contains("cache-was-warm"),
+        "{second}\n{}",
+        ok(&c, &["volumes"])
+    );
+    let out = ok(
+        &c,
+        &[
+            "ctc",
+            "-j",
+            "cached/build",
+            "-s",
+            "fill",
+            "-c",
+            "other",
+            "-n",
+        ],
+    );
+    assert_eq!(out, "0 caches removed\n");
+    assert!(run(&c).contains("cache-was-warm"), "a path not named stays");
+    let out = ok(
+        &c,
+        &["clear-task-cache", "-j", "cached/build", "-s", "fill", "-n"],
+    );
+    assert_eq!(out, "1 caches removed\n");
+    assert!(run(&c).contains("cache-was-cold"));
+    let o = c.cli(&["ctc", "-j", "cached/nope", "-s", "fill", "-n"]);
+    assert!(!o.status.success(), "{:?}", text(&o));
 
     // Errors that say what to do.
     let o = c.cli(&["ps", "--url", c.url.trim_start_matches("http://")]);
