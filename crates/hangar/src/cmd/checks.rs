@@ -172,6 +172,7 @@ async fn run(
     // when the command first saw it.
     let mut said: Option<String> = None;
     let mut since = (Stand::Waiting(None), tokio::time::Instant::now());
+    let spinner = crate::cmd::progress::Spinner::start(&format!("checking {pipeline}/{name}"));
     let status: CheckStatus = loop {
         let status = client
             .check_status(&team.name()?, pipeline, what, name)
@@ -180,7 +181,7 @@ async fn run(
         match &now {
             Stand::Ended => break status,
             Stand::Waiting(Some(why)) if said.as_deref() != Some(why) => {
-                println!("{}", waiting_line(why, &status));
+                spinner.println(&waiting_line(why, &status));
                 said = Some(why.clone());
             }
             _ => {}
@@ -212,6 +213,7 @@ async fn run(
         }
         tokio::time::sleep(POLL).await;
     };
+    drop(spinner);
     match status.check_error {
         None => {
             println!("succeeded");

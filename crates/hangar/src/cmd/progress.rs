@@ -91,3 +91,38 @@ impl Drop for Transfer {
         }
     }
 }
+
+/// A spinner on stderr while a command waits (a check, a build not yet
+/// started), on a terminal only; cleared when dropped.
+pub(crate) struct Spinner(Option<ProgressBar>);
+
+impl Spinner {
+    pub(crate) fn start(what: &str) -> Spinner {
+        if !on_terminal() {
+            return Spinner(None);
+        }
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        let style = ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner());
+        bar.set_style(style);
+        bar.set_message(what.to_string());
+        bar.enable_steady_tick(Duration::from_millis(100));
+        Spinner(Some(bar))
+    }
+
+    /// Prints `line` above the spinner (or as is, off a terminal).
+    pub(crate) fn println(&self, line: &str) {
+        match &self.0 {
+            Some(bar) => bar.println(line),
+            None => println!("{line}"),
+        }
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -85,8 +85,17 @@ fn print_versions(build: &hangar_api::builds::Build) {
 /// on stderr) until the build ends; exits with the build's exit code.
 pub(crate) async fn follow(client: &Client, id: i64) -> anyhow::Result<ExitCode> {
     let mut after = 0;
+    // Until the build says anything (it waits for a worker, its inputs,
+    // its turn), a spinner on a terminal shows it is waited for.
+    let mut waiting = Some(crate::cmd::progress::Spinner::start(&format!(
+        "waiting for build {id} to start"
+    )));
     loop {
         let page = client.build_events(id, after, 25_000).await?;
+        if !page.events.is_empty() || page.status.is_final() {
+            // Cleared before anything is printed.
+            drop(waiting.take());
+        }
         for e in &page.events {
             after = e.id;
             match e.kind {
