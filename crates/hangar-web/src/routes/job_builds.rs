@@ -64,43 +64,26 @@ pub(super) async fn trigger(
         inputs_pending,
         planned,
     } = plan_job_now(&web, j.id, &pipeline, &job, p.id, config).await?;
-    validate_stored(
-        &web,
-        &planned.stored,
-        &Default::default(),
-        &team,
-        Some(&pipeline),
-    )
-    .await
-    .map_err(|mut e| {
-        e.message = format!("{pipeline}/{job}: {}", e.message);
-        e
-    })?;
     let fixed_inputs: &[_] = if inputs_pending {
         &[]
     } else {
         &decision.planned
     };
-    let created = web
-        .store()
-        .create_scheduled_build(
-            j.id,
-            &format!("{pipeline}/{job}"),
-            &planned.stored.to_string(),
-            fixed_inputs,
-            inputs_pending,
-            None,
-            web.now(),
-        )
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("job {pipeline}/{job} not found")))?;
+    let created = create_job_build(
+        &web,
+        &team,
+        (&pipeline, &job, j.id),
+        &planned,
+        fixed_inputs,
+        inputs_pending,
+    )
+    .await?;
     if let NextBuild::Wait(w) = &decision.next {
         web.store()
             .set_job_waiting(j.id, Some(&waiting_json(w, &job_ids)))
             .await?;
     }
-    start_now(&web, &p, &config, &job_ids).await?;
-    web.engine().wake();
+    release(&web, &p, &config, &job_ids).await?;
     tracing::info!(build = created.build.id, %pipeline, %job, number = created.number, "job build created");
     Ok(crate::answer::created(axum::Json(build_to_api(
         created.build,
@@ -160,31 +143,15 @@ pub(super) async fn rerun(
     let planned = hangar_control::plan_with(web.store(), &config, job_config, &planned_inputs)
         .await?
         .map_err(|e| ApiError::conflict(format!("{pipeline}/{job} #{number}: {e}")))?;
-    validate_stored(
+    let created = create_job_build(
         &web,
-        &planned.stored,
-        &Default::default(),
         &team,
-        Some(&pipeline),
+        (&pipeline, &job, j.id),
+        &planned,
+        &planned_inputs,
+        false,
     )
-    .await
-    .map_err(|mut e| {
-        e.message = format!("{pipeline}/{job}: {}", e.message);
-        e
-    })?;
-    let created = web
-        .store()
-        .create_scheduled_build(
-            j.id,
-            &format!("{pipeline}/{job}"),
-            &planned.stored.to_string(),
-            &planned_inputs,
-            false,
-            None,
-            web.now(),
-        )
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("job {pipeline}/{job} not found")))?;
+    .await?;
     web.store()
         .append_build_event(
             created.build.id,
@@ -201,8 +168,7 @@ pub(super) async fn rerun(
         .into_iter()
         .map(|(id, name, _)| (name, id))
         .collect();
-    start_now(&web, &p, &config, &job_ids).await?;
-    web.engine().wake();
+    release(&web, &p, &config, &job_ids).await?;
     tracing::info!(build = created.build.id, %pipeline, %job, number = created.number, rerun_of = number, "job build rerun");
     Ok(crate::answer::created(axum::Json(build_to_api(
         created.build,
@@ -267,6 +233,57 @@ pub(super) async fn clear_task_cache(
     Ok(axum::Json(hangar_api::pipelines::CachesRemoved {
         caches_removed: removed,
     }))
+}
+
+/// Creates a job build (a trigger's, a rerun's) of `planned`, its plan
+/// checked first as `POST /builds` checks one; `inputs` are the versions it
+/// takes when they are fixed. [`release`] starts it.
+async fn create_job_build(
+    web: &Web,
+    team: &str,
+    (pipeline, job, job_id): (&str, &str, i64),
+    planned: &hangar_core::plan::planner::JobPlan,
+    inputs: &[hangar_store::PlannedInput],
+    inputs_pending: bool,
+) -> Result<hangar_store::JobBuildRecord, ApiError> {
+    validate_stored(
+        web,
+        &planned.stored,
+        &Default::default(),
+        team,
+        Some(pipeline),
+    )
+    .await
+    .map_err(|mut e| {
+        e.message = format!("{pipeline}/{job}: {}", e.message);
+        e
+    })?;
+    Ok(web
+        .store()
+        .create_scheduled_build(
+            job_id,
+            &format!("{pipeline}/{job}"),
+            &planned.stored.to_string(),
+            inputs,
+            inputs_pending,
+            None,
+            web.now(),
+        )
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("job {pipeline}/{job} not found")))?)
+}
+
+/// Releases a new job build at once where start limits allow, and wakes
+/// the engine.
+async fn release(
+    web: &Web,
+    p: &PipelineRecord,
+    config: &PipelineConfig,
+    job_ids: &BTreeMap<String, i64>,
+) -> Result<(), ApiError> {
+    start_now(web, p, config, job_ids).await?;
+    web.engine().wake();
+    Ok(())
 }
 
 /// A job planned now, as a manual trigger plans it: its inputs resolved as

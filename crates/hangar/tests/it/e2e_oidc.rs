@@ -12,10 +12,10 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-use crate::common::{hangar, text, Cluster};
+use crate::common::{hangar, text, user_cli as user, Cluster};
 use fantoccini::{Client, Locator};
 use hangar_testkit::browser::{self, artifact_dir, click, fail, start_driver, Step};
 use hangar_testkit::openbao::{Bao, OidcProvider, User};
@@ -30,18 +30,6 @@ jobs:
   - task: t
     config: {platform: linux, run: {path: \"true\"}}
 ";
-
-/// The CLI as a user runs it: no admin token, the targets file in `rc`.
-fn user(c: &Cluster, rc: &Path, args: &[&str]) -> Output {
-    hangar()
-        .args(args)
-        .current_dir(c.dir.path())
-        .env_remove("HANGAR_TOKEN")
-        .env_remove("HANGAR_URL")
-        .env("HANGAR_RC", rc)
-        .output()
-        .unwrap()
-}
 
 async fn wait_for(c: &Client, css: &str, want: &[&str]) -> Result<String, String> {
     browser::wait_for(c, Locator::Css(css), want, Duration::from_secs(30)).await

@@ -10,9 +10,8 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Output;
 
-use crate::common::{hangar, text, Cluster};
+use crate::common::{hangar, text, user_cli as user, Cluster};
 use serde_json::Value;
 
 const PASSWORD: &str = "test-password-1";
@@ -29,19 +28,6 @@ jobs:
   plan:
   - get: repo
 ";
-
-/// The CLI as a user runs it: no admin token in the environment, the
-/// targets file in `rc`.
-fn user(c: &Cluster, rc: &Path, args: &[&str]) -> Output {
-    hangar()
-        .args(args)
-        .current_dir(c.dir.path())
-        .env_remove("HANGAR_TOKEN")
-        .env_remove("HANGAR_URL")
-        .env("HANGAR_RC", rc)
-        .output()
-        .unwrap()
-}
 
 fn ok(c: &Cluster, rc: &Path, args: &[&str]) -> String {
     let o = user(c, rc, args);

@@ -374,6 +374,19 @@ pub(crate) fn static_busybox() -> &'static Path {
         .expect("busybox-static is needed for runc tests: scripts/install-deps installs it")
 }
 
+/// The CLI as a user runs it: no admin token or URL in the environment,
+/// the targets file in `rc`.
+pub(crate) fn user_cli(c: &Cluster, rc: &Path, args: &[&str]) -> Output {
+    hangar()
+        .args(args)
+        .current_dir(c.dir.path())
+        .env_remove("HANGAR_TOKEN")
+        .env_remove("HANGAR_URL")
+        .env("HANGAR_RC", rc)
+        .output()
+        .unwrap()
+}
+
 /// A command's stdout and stderr as text.
 pub(crate) fn text(o: &Output) -> (String, String) {
     (
