@@ -2,7 +2,6 @@
 //! built as one test binary: linking a binary per file cost more build
 //! time than the tests take to run.
 
-mod bao;
 mod dir;
 mod kube;
 mod vault;

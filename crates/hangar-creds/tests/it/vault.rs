@@ -10,7 +10,7 @@ use hangar_creds::vault::{Auth, VaultConfig, VaultSecrets};
 use hangar_creds::{Credentials, CredsError, Manager};
 use serde_json::{json, Value};
 
-use crate::bao::Bao;
+use hangar_testkit::openbao::Bao;
 
 fn creds(vault: &VaultSecrets) -> Credentials {
     Credentials::new(Manager::Vault(vault.clone()), Cache::off())

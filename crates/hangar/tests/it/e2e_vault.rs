@@ -11,7 +11,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::common::{hangar, has, text, wait_for, Cluster, Proc, ADMIN, KEY};
+use crate::common::{hangar, has, text, Cluster, Proc, ADMIN, KEY};
 use hangar_api::builds::CreateBuild;
 use hangar_client::{Client, ClientError};
 
@@ -42,55 +42,29 @@ jobs:
           echo "t=$TOKEN p=$DB_PASSWORD"
 "#;
 
-/// A `bao server -dev` on a free loopback port, killed with the test.
+/// A `bao server -dev` (`hangar_testkit::openbao`), driven here with the
+/// `bao` CLI as an operator would; killed with the test.
 struct Bao {
-    _proc: Proc,
+    server: hangar_testkit::openbao::Bao,
     url: String,
-    root: String,
     home: tempfile::TempDir,
+    // The server's process was spawned on it.
+    _rt: tokio::runtime::Runtime,
 }
 
 impl Bao {
     fn start() -> Bao {
-        let home = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        // A root token nobody guesses (the hasher's keys are random).
-        let root = {
-            use std::hash::BuildHasher;
-            let h = std::collections::hash_map::RandomState::new();
-            format!("root-{:016x}", h.hash_one(home.path()))
-        };
-        let log = std::fs::File::create(home.path().join("bao.log")).unwrap();
-        let child = Command::new("bao")
-            .args([
-                "server",
-                "-dev",
-                &format!("-dev-root-token-id={root}"),
-                &format!("-dev-listen-address=127.0.0.1:{port}"),
-            ])
-            .env("HOME", home.path())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("`bao` (OpenBao) is not on PATH: run scripts/install-deps");
-        let bao = Bao {
-            _proc: Proc {
-                child,
-                name: "bao".into(),
-            },
-            url: format!("http://127.0.0.1:{port}"),
-            root,
-            home,
-        };
-        wait_for("bao to answer", Duration::from_secs(30), || {
-            bao.cmd(&["status"]).status.success().then_some(())
-        });
-        bao
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = rt.block_on(hangar_testkit::openbao::Bao::start());
+        Bao {
+            url: server.url.clone(),
+            server,
+            home: tempfile::tempdir().unwrap(),
+            _rt: rt,
+        }
     }
 
     /// `bao ARGS` as root against this server.
@@ -98,7 +72,7 @@ impl Bao {
         Command::new("bao")
             .args(args)
             .env("BAO_ADDR", &self.url)
-            .env("BAO_TOKEN", &self.root)
+            .env("BAO_TOKEN", &self.server.root)
             .env("HOME", self.home.path())
             .output()
             .unwrap()
