@@ -251,6 +251,32 @@ fn json_rejection(rejection: JsonRejection, limit: Option<BodyLimit>) -> ApiErro
     }
 }
 
+/// Whether a request asks to be upgraded to an `intercept` session
+/// ([`crate::intercept`]).
+pub fn wants_session(headers: &axum::http::HeaderMap) -> bool {
+    let has = |name: header::HeaderName, want: &str| {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|v| v.trim().eq_ignore_ascii_case(want))
+    };
+    has(header::CONNECTION, "upgrade") && has(header::UPGRADE, crate::intercept::UPGRADE_PROTOCOL)
+}
+
+/// The `101` that starts an `intercept` session.
+pub fn switching() -> Response {
+    let mut res = axum::http::StatusCode::SWITCHING_PROTOCOLS.into_response();
+    let h = res.headers_mut();
+    h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    h.insert(
+        header::UPGRADE,
+        HeaderValue::from_static(crate::intercept::UPGRADE_PROTOCOL),
+    );
+    res
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

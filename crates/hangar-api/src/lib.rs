@@ -23,6 +23,7 @@ pub mod containers;
 pub mod credentials;
 #[cfg(feature = "server")]
 pub mod http;
+pub mod intercept;
 pub mod pins;
 pub mod pipelines;
 pub mod resources;

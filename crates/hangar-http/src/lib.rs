@@ -27,7 +27,6 @@ use axum::extract::Request;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tower::Service;
@@ -130,7 +129,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let open = Arc::new(Mutex::new(Open::default()));
-    let graceful = GracefulShutdown::new();
+    // Each connection watches this; at shutdown it finishes its request
+    // and closes, and `closed` says when all have.
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
@@ -166,17 +167,31 @@ pub async fn serve(
             let mut router = router.clone();
             async move { Ok::<_, Infallible>(router.call(req).await.unwrap_or_else(|e| match e {})) }
         });
-        let conn = http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
-        let conn = graceful.watch(conn);
+        // With upgrades: `intercept` sessions leave HTTP on their connection.
+        let conn = http
+            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
+            .with_upgrades();
+        let mut stopping = stop_rx.clone();
         tokio::spawn(async move {
             let _admitted = admitted;
-            if let Err(e) = conn.await {
+            let mut conn = std::pin::pin!(conn);
+            let ended = tokio::select! {
+                ended = conn.as_mut() => ended,
+                () = async { drop(stopping.wait_for(|s| *s).await) } => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
+            drop(stopping);
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    drop(stop_rx);
+    let _ = stop.send(true);
+    stop.closed().await;
     Ok(())
 }
 

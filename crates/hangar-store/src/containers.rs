@@ -328,3 +328,73 @@ pub(crate) async fn invalidate_worker_containers(
         .await?;
     Ok(done.rows_affected())
 }
+
+/// A team's container as `hangar containers` lists it: the row with the
+/// build, step, job and pipeline it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeamContainer {
+    pub container: ContainerRecord,
+    pub build_name: String,
+    /// The job build's number, for a job's build.
+    pub build_number: Option<i64>,
+    pub step_name: Option<String>,
+    pub step_kind: Option<String>,
+    pub attempt: Option<i64>,
+    pub job: Option<String>,
+    pub pipeline: Option<String>,
+}
+
+impl Store {
+    /// The containers of `team`'s builds (a one-off build's too), oldest
+    /// first; only `handle`'s when given.
+    pub async fn team_containers(
+        &self,
+        team: &str,
+        handle: Option<&str>,
+    ) -> Result<Vec<TeamContainer>, StoreError> {
+        let only = if handle.is_some() {
+            " AND c.handle = $2"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT c.handle, c.worker_name, c.state, c.build_id, c.step_id, c.created_at, \
+                    c.missing_since, b.name AS build_name, jb.build_number, s.name AS step_name, \
+                    s.kind AS step_kind, s.attempt, j.name AS job_name, p.name AS pipeline_name \
+             FROM containers c \
+             JOIN builds b ON b.id = c.build_id \
+             LEFT JOIN build_steps s ON s.build_id = c.build_id AND s.step_id = c.step_id \
+             LEFT JOIN job_builds jb ON jb.build_id = b.id \
+             LEFT JOIN jobs j ON j.id = jb.job_id \
+             LEFT JOIN pipelines p ON p.id = j.pipeline_id \
+             WHERE b.team = $1{only} ORDER BY c.created_at, c.handle"
+        );
+        let mut query = sqlx::query(&sql).bind(team);
+        if let Some(h) = handle {
+            query = query.bind(h);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(TeamContainer {
+                    container: ContainerRecord {
+                        handle: r.try_get("handle")?,
+                        worker: r.try_get("worker_name")?,
+                        state: decode(r, "containers", &["handle"], "state")?,
+                        build_id: r.try_get("build_id")?,
+                        step_id: r.try_get("step_id")?,
+                        created_at: r.try_get("created_at")?,
+                        missing_since: r.try_get("missing_since")?,
+                    },
+                    build_name: r.try_get("build_name")?,
+                    build_number: r.try_get("build_number")?,
+                    step_name: r.try_get("step_name")?,
+                    step_kind: r.try_get("step_kind")?,
+                    attempt: r.try_get("attempt")?,
+                    job: r.try_get("job_name")?,
+                    pipeline: r.try_get("pipeline_name")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -55,7 +55,7 @@ pub use builds::{AbortRequest, BuildEventRecord, BuildRecord, StepRecord};
 pub use bulk::{fleet_volume, fleet_volume_handle};
 pub use bulk_history::HistoricBuild;
 pub use checks::{CheckMember, CheckStatus, ClaimedCheck, CLAIM_MARGIN_MS};
-pub use containers::ContainerRecord;
+pub use containers::{ContainerRecord, TeamContainer};
 pub use db::{Backend, Store};
 pub use error::StoreError;
 pub use exposure::BuildExposure;

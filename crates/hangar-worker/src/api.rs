@@ -162,7 +162,8 @@ pub fn router(api: VolumeApi) -> Router {
             get(|| async { Json(serde_json::json!({"ok": true})) }),
         );
     if let Some(containers) = api.containers.clone() {
-        authed = authed.merge(crate::containers_api::routes().with_state(containers));
+        authed = authed.merge(crate::containers_api::routes().with_state(containers.clone()));
+        authed = authed.merge(crate::exec_api::routes().with_state(containers));
     }
     // Every other body is JSON, and small.
     let authed = limited_router(authed, MAX_JSON_BODY)

@@ -14,6 +14,7 @@ pub mod containers;
 mod containers_api;
 pub mod disk;
 pub mod error;
+pub mod exec_api;
 mod file_writes;
 pub mod health;
 pub mod kube;

@@ -133,6 +133,13 @@ enum Command {
     /// --alphabetical.
     #[command(visible_alias = "op")]
     OrderPipelines(cmd::pipelines::OrderArgs),
+    /// Run a command, or a shell on a terminal, in a step's running
+    /// container (-j PIPELINE/JOB, -b BUILD, -s STEP, --handle H).
+    #[command(visible_aliases = ["hijack", "i"])]
+    Intercept(cmd::intercept::InterceptArgs),
+    /// List the team's containers.
+    #[command(visible_alias = "cs")]
+    Containers(cmd::intercept::ContainersArgs),
     /// Remove a job's task step's caches: -j PIPELINE/JOB -s STEP [-c PATH].
     #[command(visible_alias = "ctc")]
     ClearTaskCache(cmd::pipelines::ClearTaskCacheArgs),
@@ -274,6 +281,8 @@ fn main() -> std::process::ExitCode {
             Command::RerunBuild(args) => cmd::pipelines::rerun_build(args).await,
             Command::ArchivePipeline(args) => cmd::pipelines::archive(args).await,
             Command::OrderPipelines(args) => cmd::pipelines::order(args).await,
+            Command::Intercept(args) => cmd::intercept::intercept(args).await,
+            Command::Containers(args) => cmd::intercept::containers(args).await,
             Command::ClearTaskCache(args) => cmd::pipelines::clear_task_cache(args).await,
             Command::ValidatePipeline(args) => cmd::validate_pipeline::run(args).await,
             Command::FormatPipeline(args) => cmd::validate_pipeline::format(args).await,

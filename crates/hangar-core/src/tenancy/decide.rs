@@ -197,6 +197,8 @@ mod tests {
             ArchivePipeline,
             OrderPipelines,
             ClearTaskCache,
+            ListContainers,
+            InterceptContainer,
             CreateBuild,
             CreateArtifact,
             GetBuildArtifact,

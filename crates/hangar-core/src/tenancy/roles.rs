@@ -118,6 +118,9 @@ actions! {
     ArchivePipeline,
     OrderPipelines,
     ClearTaskCache,
+    ListContainers,
+    /// A process in a step's container (`intercept`, fly's `hijack`).
+    InterceptContainer,
     PausePipeline,
     UnpausePipeline,
     ListJobs,
@@ -183,6 +186,9 @@ impl Action {
             GetConfig | ListJobInputs => Access::Team(Viewer),
             SaveConfig | DeletePipeline | RenamePipeline | ExposePipeline | HidePipeline
             | ArchivePipeline | OrderPipelines | ClearTaskCache => Access::Team(Member),
+            // As Concourse's ListContainers and HijackContainer: a
+            // container holds the build's inputs and its secrets' values.
+            ListContainers | InterceptContainer => Access::Team(Member),
             PausePipeline
             | UnpausePipeline
             | PauseJob

@@ -4,6 +4,7 @@
 mod artifacts;
 mod builds;
 mod checks;
+mod containers;
 mod events;
 mod info;
 mod job_builds;
@@ -76,6 +77,11 @@ pub(crate) fn router(web: Web) -> Router {
             get(teams::show).put(teams::set).delete(teams::destroy),
         )
         .route("/teams/{team}/rename", put(teams::rename))
+        .route("/teams/{team}/containers", get(containers::list))
+        .route(
+            "/teams/{team}/containers/{handle}/intercept",
+            get(containers::intercept),
+        )
         .nest("/teams/{team}/pipelines", pipeline_routes())
         // Every route above: no request answers 2xx from a lost database.
         .layer(axum::middleware::from_fn_with_state(

@@ -307,6 +307,18 @@ async fn every_route_answers_each_role_as_concourse_s_table_says(store: Store) {
             Needs::Member,
         ),
         (
+            Method::GET,
+            "/teams/a/containers".into(),
+            None,
+            Needs::Member,
+        ),
+        (
+            Method::GET,
+            "/teams/a/containers/nope/intercept?process=%7B%22path%22%3A%22sh%22%7D".into(),
+            None,
+            Needs::Member,
+        ),
+        (
             Method::PUT,
             "/teams/a/pipelines/nope/rename".into(),
             Some(json!({"name": "q"})),

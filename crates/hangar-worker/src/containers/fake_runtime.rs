@@ -292,6 +292,28 @@ impl ContainerRuntime for FakeRuntime {
         Ok(())
     }
 
+    fn exec_runc(
+        &self,
+        handle: &str,
+        process_file: &Path,
+        _scratch: &Path,
+    ) -> io::Result<Vec<std::ffi::OsString>> {
+        Ok(vec![
+            "runc".into(),
+            "exec".into(),
+            "--process".into(),
+            process_file.into(),
+            handle.into(),
+        ])
+    }
+
+    fn cgroup_procs(&self, cg: &CgroupRef, _cpu_shares: bool) -> Vec<PathBuf> {
+        vec![PathBuf::from(format!(
+            "/fake-cgroups/{}/cgroup.procs",
+            cg.path
+        ))]
+    }
+
     fn start(&self, start: Start<'_>) -> io::Result<Box<dyn Wrapper>> {
         let call = Call::Start {
             container: start.handle.into(),

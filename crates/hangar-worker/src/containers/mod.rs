@@ -30,6 +30,7 @@
 
 mod cgroup;
 mod create;
+mod exec;
 mod exit;
 #[cfg(test)]
 mod fake_runtime;
@@ -69,6 +70,7 @@ use hangar_api::containers::{ContainerSpec, RunState};
 use hangar_volumes::{VolumeError, VolumeManager};
 
 pub use cgroup::DEFAULT_CGROUP_ROOT;
+pub use exec::ExecPlan;
 pub use image_action::ActionRuntime;
 pub(crate) use image_action::{
     prepare as prepare_image_action, ActionRoot, ActionSpec, ID_PREFIX as ACTION_ID_PREFIX,
@@ -123,6 +125,9 @@ pub enum ContainerError {
     InvalidSpec { field: String, reason: String },
     #[error("container {handle:?} not found")]
     NotFound { handle: String },
+    /// Its program has ended: nothing more runs in it.
+    #[error("container {handle:?} is not running (its process has exited)")]
+    NotRunning { handle: String },
     #[error("container {handle:?} already exists")]
     AlreadyExists { handle: String },
     /// A volume the spec names is not on this worker.

@@ -435,6 +435,58 @@ pub(crate) fn find_runc() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// `runc --root <state> exec --process <file> <id>`: one more process, as
+/// the file describes it, in the running container `id`, in the
+/// foreground (`intercept`).
+pub(crate) fn exec_command(runc: &Path, state: &Path, process: &Path, id: &str) -> Vec<OsString> {
+    vec![
+        runc.into(),
+        "--root".into(),
+        state.into(),
+        "exec".into(),
+        "--process".into(),
+        process.into(),
+        id.into(),
+    ]
+}
+
+/// For a container in a user namespace of its own and a network namespace
+/// made outside it: that network's path, and runc's record of the
+/// container without it (runc 1.1 joins the user namespace first, and
+/// from inside it the network cannot be joined). `None`: a plain
+/// `runc exec` joins everything.
+pub(crate) fn exec_around_network(state: &Value) -> Option<(String, Value)> {
+    let kind = |n: &Value| n.get("type").and_then(Value::as_str).map(str::to_string);
+    let namespaces = state.pointer("/config/namespaces")?.as_array()?;
+    namespaces
+        .iter()
+        .find(|n| kind(n).as_deref() == Some("NEWUSER"))?;
+    let net = namespaces
+        .iter()
+        .find(|n| kind(n).as_deref() == Some("NEWNET"))?;
+    // The live one (runc's record of the running container), else the
+    // one the container was made in.
+    let path = state
+        .pointer("/namespace_paths/NEWNET")
+        .or_else(|| net.get("path"))
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())?
+        .to_string();
+    let mut shadow = state.clone();
+    // runc joins what the config lists, at the paths of the live init.
+    shadow
+        .pointer_mut("/config/namespaces")?
+        .as_array_mut()?
+        .retain(|n| kind(n).as_deref() != Some("NEWNET"));
+    if let Some(paths) = shadow
+        .get_mut("namespace_paths")
+        .and_then(Value::as_object_mut)
+    {
+        paths.remove("NEWNET");
+    }
+    Some((path, shadow))
+}
+
 /// `runc --root <state> run --keep --bundle <bundle> <id>`: the program the
 /// wrapper runs. `--keep` leaves the stopped container (and so its cgroup,
 /// with the OOM counter) until [`delete`].
@@ -568,6 +620,36 @@ mod tests {
             &env_of(&spec),
             &sandbox(),
         )
+    }
+
+    #[test]
+    fn an_exec_joins_a_host_made_network_from_outside_its_user_namespace() {
+        let state = json!({"id": "c", "init_process_pid": 42,
+            "config": {"namespaces": [
+                {"type": "NEWUSER", "path": ""},
+                {"type": "NEWNET", "path": "/var/run/netns/c"},
+                {"type": "NEWPID", "path": ""}]},
+            "namespace_paths": {
+                "NEWUSER": "/proc/42/ns/user", "NEWNET": "/proc/42/ns/net",
+                "NEWPID": "/proc/42/ns/pid"}});
+        let (net, shadow) = exec_around_network(&state).unwrap();
+        assert_eq!(net, "/proc/42/ns/net");
+        assert_eq!(
+            shadow["config"]["namespaces"],
+            json!([{"type": "NEWUSER", "path": ""}, {"type": "NEWPID", "path": ""}])
+        );
+        assert_eq!(
+            shadow["namespace_paths"],
+            json!({"NEWUSER": "/proc/42/ns/user", "NEWPID": "/proc/42/ns/pid"})
+        );
+        assert_eq!(
+            shadow["init_process_pid"], 42,
+            "the rest of the record stays"
+        );
+        // Without a user namespace runc joins the network itself.
+        let plain = json!({"config": {"namespaces": [{"type": "NEWNET", "path": "/x"}]}});
+        assert!(exec_around_network(&plain).is_none());
+        assert!(exec_around_network(&json!({})).is_none());
     }
 
     #[test]

@@ -157,6 +157,18 @@ pub(crate) trait ContainerRuntime: Send + Sync {
     /// SIGKILLs the wrapper's process group `pgid` and waits a while for
     /// every member to be gone.
     fn kill_group(&self, pgid: u32);
+    /// The command that runs the OCI process in `process_file` in the live
+    /// runc container `handle` (`runc exec`), in the foreground; files it
+    /// may make for that go under `scratch`, which the caller removes.
+    fn exec_runc(
+        &self,
+        handle: &str,
+        process_file: &Path,
+        scratch: &Path,
+    ) -> io::Result<Vec<OsString>>;
+    /// The files a host program writes its pid to, to join `cg` (and its
+    /// cpu twin on cgroup v1 when `cpu_shares`).
+    fn cgroup_procs(&self, cg: &CgroupRef, cpu_shares: bool) -> Vec<PathBuf>;
     /// SIGKILLs every process of runc container `handle`; one runc does
     /// not know is fine.
     fn kill_runc(&self, handle: &str) -> Result<(), String>;

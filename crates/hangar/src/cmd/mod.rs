@@ -9,6 +9,7 @@ pub(crate) mod events;
 pub(crate) mod exec_as;
 pub(crate) mod execute;
 pub(crate) mod http_flags;
+pub(crate) mod intercept;
 pub(crate) mod login;
 pub(crate) mod pins;
 pub(crate) mod pipelines;

@@ -29,6 +29,7 @@ mod e2e_fly_verbs;
 mod e2e_get_local_vars;
 mod e2e_health_needs_root;
 mod e2e_instanced_pipelines;
+mod e2e_intercept;
 mod e2e_isolation_needs_root;
 mod e2e_job_builds;
 mod e2e_job_lifecycle;

@@ -1,0 +1,256 @@
+//! `intercept` (fly's `hijack`) and `containers` end to end, against a
+//! real web and worker: a command in a running task's container sees the
+//! task's files, runs as the task's user in the task's sandbox (not the
+//! host's), passes its exit status and stdin through; an interactive shell
+//! through a pseudo-terminal driven from here, resized on SIGWINCH; and
+//! nothing once the build is over.
+
+// Tests block freely: each runs on a thread of its own, and these drive
+// processes and wait for them.
+#![allow(clippy::disallowed_methods)]
+
+use std::io::{Read, Write};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::common::{hangar, has, text, wait_for, Cluster, ADMIN};
+
+/// A task that leaves a mark and its user's id in its working dir, says
+/// so, and waits.
+const PIPELINE: &str = r#"
+jobs:
+- name: build
+  plan:
+  - task: work
+    config:
+      platform: linux
+      run:
+        path: sh
+        args: [-c, "echo secret-of-the-task > marker; id -u > task-uid; echo ready; exec sleep 300"]
+"#;
+
+/// `f` until it answers, within `within`; the panic says its last error.
+fn retry<T>(what: &str, within: Duration, mut f: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) if std::time::Instant::now() > deadline => {
+                panic!("timed out waiting for {what}: {e}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+fn ok(c: &Cluster, args: &[&str]) -> String {
+    let o = c.cli(args);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{args:?}: {out}\n{err}");
+    out
+}
+
+const SELECT: [&str; 6] = ["-j", "p/build", "-b", "1", "-s", "work"];
+
+fn intercept(c: &Cluster, command: &[&str]) -> std::process::Output {
+    let mut args = vec!["intercept"];
+    args.extend(SELECT);
+    args.push("--");
+    args.extend(command);
+    c.cli(&args)
+}
+
+#[test]
+fn e2e_intercept_runs_in_the_tasks_container_as_the_task() {
+    let c = Cluster::start();
+    let _w = c.worker("icpt-w1");
+    c.wait_until("the worker runs", |ws| has(ws, "icpt-w1", "running"));
+    let file = c.dir.path().join("p.yml");
+    std::fs::write(&file, PIPELINE).unwrap();
+    ok(&c, &["sp", "-p", "p", "-c", file.to_str().unwrap(), "-n"]);
+    ok(&c, &["up", "-p", "p"]);
+    ok(&c, &["tj", "-j", "p/build"]);
+
+    // The task has started and left its mark.
+    let out = retry("the task's mark", Duration::from_secs(60), || {
+        let o = intercept(&c, &["cat", "marker"]);
+        let (out, err) = text(&o);
+        if o.status.success() {
+            Ok(out)
+        } else {
+            let listed = text(&c.cli(&["containers", "--json"]));
+            Err(format!("{err} (containers: {} {})", listed.0, listed.1))
+        }
+    });
+    assert_eq!(out, "secret-of-the-task\n");
+
+    // `containers` (`cs`) lists it as fly does.
+    let out = ok(&c, &["cs"]);
+    let row = out
+        .lines()
+        .find(|l| l.contains("icpt-w1"))
+        .unwrap_or_else(|| panic!("{out}"));
+    for cell in ["p", "build", "task", "work", "created"] {
+        assert!(row.split_whitespace().any(|w| w == cell), "{cell}: {row}");
+    }
+
+    // The task's user, not the worker's; the task's process tree, not the
+    // host's (its pid 1 is the task's own program).
+    let o = intercept(
+        &c,
+        &[
+            "sh",
+            "-c",
+            "id -u; cat task-uid; cat /proc/1/cmdline | tr '\\0' ' '",
+        ],
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0], lines[1],
+        "the intercepted process runs as the task: {out}"
+    );
+    if nix::unistd::geteuid().is_root() {
+        // A root worker sandboxes tasks: a user namespace and a PID
+        // namespace of their own.
+        assert_eq!(lines[2].trim(), "sleep 300", "pid 1 is the task's: {out}");
+        let host_ns = std::fs::read_link("/proc/self/ns/user").unwrap();
+        let o = intercept(&c, &["readlink", "/proc/self/ns/user"]);
+        let (ns, _) = text(&o);
+        assert_ne!(
+            ns.trim(),
+            host_ns.to_str().unwrap(),
+            "not the host's user namespace"
+        );
+    }
+
+    // The exit status comes back as the CLI's own; stdin goes in.
+    let o = intercept(&c, &["sh", "-c", "echo to-stderr >&2; exit 7"]);
+    assert_eq!(o.status.code(), Some(7));
+    assert_eq!(text(&o).1, "to-stderr\n", "stderr stays stderr");
+    let mut child = hangar()
+        .args(["hijack"])
+        .args(SELECT)
+        .args(["--", "sh", "-c", "tr a-z A-Z > shouted; cat shouted"])
+        .env("HANGAR_URL", &c.url)
+        .env("HANGAR_TOKEN", ADMIN)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"through stdin\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "THROUGH STDIN\n");
+    let out = wait_for("the file in the task's dir", Duration::from_secs(5), || {
+        let o = intercept(&c, &["cat", "shouted"]);
+        o.status.success().then(|| text(&o).0)
+    });
+    assert_eq!(
+        out, "THROUGH STDIN\n",
+        "the session wrote in the task's own dir"
+    );
+
+    interactive_session(&c);
+
+    // Several containers would match nothing wrong, but none matches this.
+    let o = c.cli(&["intercept", "-j", "p/build", "-s", "nope", "--", "true"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).1.contains("no running container matches"),
+        "{}",
+        text(&o).1
+    );
+
+    // Once the build is over its container is gone, and so is intercept.
+    let list: serde_json::Value = serde_json::from_str(&ok(&c, &["containers", "--json"])).unwrap();
+    let id = list[0]["build_id"].as_i64().unwrap().to_string();
+    ok(&c, &["ab", "-b", &id]);
+    wait_for("the container to go", Duration::from_secs(30), || {
+        let o = intercept(&c, &["true"]);
+        (!o.status.success()).then_some(())
+    });
+}
+
+/// A shell on a pseudo-terminal made here: what is typed runs, the
+/// terminal's size reaches the container's, a SIGWINCH resizes it, and
+/// `exit 3` ends the CLI with 3.
+fn interactive_session(c: &Cluster) {
+    let size = nix::pty::Winsize {
+        ws_row: 30,
+        ws_col: 100,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&size), None).unwrap();
+    let slave = std::fs::File::from(pty.slave);
+    let mut master = std::fs::File::from(pty.master);
+    let mut child = hangar()
+        .args(["i"])
+        .args(SELECT)
+        .args(["--", "sh"])
+        .env("HANGAR_URL", &c.url)
+        .env("HANGAR_TOKEN", ADMIN)
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let mut reader = master.try_clone().unwrap();
+    let sink = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let wait_seen = |what: &str| {
+        wait_for(what, Duration::from_secs(20), || {
+            seen.lock().unwrap().contains(what).then_some(())
+        })
+    };
+    // The arithmetic happens in the container's shell: the echo of what
+    // was typed does not hold the answer.
+    master.write_all(b"echo hi-$((40+2))\r").unwrap();
+    wait_seen("hi-42");
+    master.write_all(b"stty size; cat marker\r").unwrap();
+    wait_seen("30 100");
+    wait_seen("secret-of-the-task");
+    // A resize: the terminal here, then the signal a terminal emulator's
+    // resize sends its foreground process.
+    let bigger = rustix::termios::Winsize {
+        ws_row: 40,
+        ws_col: 120,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    rustix::termios::tcsetwinsize(&master, bigger).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGWINCH,
+    )
+    .unwrap();
+    wait_for("the new size inside", Duration::from_secs(20), || {
+        master.write_all(b"stty size\r").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        seen.lock().unwrap().contains("40 120").then_some(())
+    });
+    master.write_all(b"exit 3\r").unwrap();
+    let status = wait_for("the CLI to end", Duration::from_secs(20), || {
+        child.try_wait().unwrap()
+    });
+    assert_eq!(status.code(), Some(3), "{}", seen.lock().unwrap());
+}
