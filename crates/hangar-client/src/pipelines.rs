@@ -125,6 +125,23 @@ impl Client {
         self.call::<(), _>(Method::DELETE, url, None).await
     }
 
+    /// Removes the caches a pipeline resource's gets made: every version's,
+    /// or those having all of `version`'s fields.
+    pub async fn clear_resource_cache(
+        &self,
+        team: &str,
+        pipeline: &str,
+        resource: &str,
+        version: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<hangar_api::pipelines::CachesRemoved, ClientError> {
+        let mut url = self.pipelines_url(team, &[pipeline, "resources", resource, "cache"]);
+        if let Some(v) = version {
+            url.query_pairs_mut()
+                .append_pair("version", &serde_json::Value::Object(v.clone()).to_string());
+        }
+        self.call::<(), _>(Method::DELETE, url, None).await
+    }
+
     /// Puts the team's pipelines named in `names` first, in that order.
     pub async fn order_pipelines(&self, team: &str, names: &[String]) -> Result<(), ClientError> {
         self.call_no_content(

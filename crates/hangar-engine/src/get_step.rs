@@ -72,6 +72,7 @@ pub(crate) async fn run(
                 handle,
                 version,
                 metadata,
+                key,
             }) => {
                 ctx.add_artifact(&step.get, &handle);
                 ctx.set_local_var(&step.get, metadata_var(&metadata), true);
@@ -85,6 +86,7 @@ pub(crate) async fn run(
                 if let Value::Object(version) = &version {
                     record_input(ctx, step_id, step, version, &metadata).await?;
                 }
+                note_cache(ctx, step, &key, &version).await;
                 return Ok(StepEnd {
                     state: StepState::Succeeded,
                     exit_code: Some(0),
@@ -199,6 +201,8 @@ struct Got {
     version: Value,
     /// The version's metadata, `[{name, value}]`.
     metadata: Value,
+    /// The resource cache's key.
+    key: String,
 }
 
 /// Runs a resource action on the step's worker, watched and cancellable,
@@ -375,6 +379,28 @@ async fn record_input(
     crate::build_versions::record(ctx, step_id, resource, version, metadata, role).await
 }
 
+/// Notes which resource cache a pipeline resource's get used, so
+/// `clear-resource-cache` finds it; a note that cannot be written leaves
+/// that cache to its retention.
+async fn note_cache(ctx: &BuildContext, step: &GetStep, key: &str, version: &Value) {
+    let (Some(resource), Some(job)) = (&step.resource, &ctx.job_build) else {
+        return;
+    };
+    let store = ctx.engine.store();
+    let noted = match store.pipeline_resource_id(job.pipeline_id, resource).await {
+        Ok(Some(id)) => {
+            store
+                .note_resource_cache(id, key, &version.to_string())
+                .await
+        }
+        Ok(None) => Ok(()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = noted {
+        tracing::warn!(build = ctx.build_id, %resource, error = %e, "cannot note the resource's cache");
+    }
+}
+
 /// The version a finished get step saved (none from a run before
 /// versions were saved with get steps).
 fn recorded_version(record: &hangar_store::StepRecord) -> Option<serde_json::Map<String, Value>> {
@@ -437,6 +463,7 @@ async fn attempt(
         handle: fetched.handle,
         version: fetched.version,
         metadata: fetched.metadata,
+        key: fetched.key,
     })
 }
 

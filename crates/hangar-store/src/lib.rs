@@ -31,6 +31,7 @@ mod pins;
 mod pipelines;
 mod placements;
 mod records;
+mod resource_caches;
 mod scheduling;
 mod scopes;
 mod sessions;

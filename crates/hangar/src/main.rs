@@ -133,6 +133,10 @@ enum Command {
     /// --alphabetical.
     #[command(visible_alias = "op")]
     OrderPipelines(cmd::pipelines::OrderArgs),
+    /// Remove the caches a resource's gets made: -r PIPELINE/RESOURCE
+    /// [-v KEY:VALUE]; its next get fetches again.
+    #[command(visible_alias = "crc")]
+    ClearResourceCache(cmd::pipelines::ClearResourceCacheArgs),
     /// Run a command, or a shell on a terminal, in a step's running
     /// container (-j PIPELINE/JOB, -b BUILD, -s STEP, --handle H).
     #[command(visible_aliases = ["hijack", "i"])]
@@ -281,6 +285,7 @@ fn main() -> std::process::ExitCode {
             Command::RerunBuild(args) => cmd::pipelines::rerun_build(args).await,
             Command::ArchivePipeline(args) => cmd::pipelines::archive(args).await,
             Command::OrderPipelines(args) => cmd::pipelines::order(args).await,
+            Command::ClearResourceCache(args) => cmd::pipelines::clear_resource_cache(args).await,
             Command::Intercept(args) => cmd::intercept::intercept(args).await,
             Command::Containers(args) => cmd::intercept::containers(args).await,
             Command::ClearTaskCache(args) => cmd::pipelines::clear_task_cache(args).await,

@@ -197,6 +197,7 @@ mod tests {
             ArchivePipeline,
             OrderPipelines,
             ClearTaskCache,
+            ClearResourceCache,
             ListContainers,
             InterceptContainer,
             CreateBuild,

@@ -118,6 +118,7 @@ actions! {
     ArchivePipeline,
     OrderPipelines,
     ClearTaskCache,
+    ClearResourceCache,
     ListContainers,
     /// A process in a step's container (`intercept`, fly's `hijack`).
     InterceptContainer,
@@ -185,7 +186,9 @@ impl Action {
             | ListResourceVersions | GetCheck | GetPin => Access::PipelineRead,
             GetConfig | ListJobInputs => Access::Team(Viewer),
             SaveConfig | DeletePipeline | RenamePipeline | ExposePipeline | HidePipeline
-            | ArchivePipeline | OrderPipelines | ClearTaskCache => Access::Team(Member),
+            | ArchivePipeline | OrderPipelines | ClearTaskCache | ClearResourceCache => {
+                Access::Team(Member)
+            }
             // As Concourse's ListContainers and HijackContainer: a
             // container holds the build's inputs and its secrets' values.
             ListContainers | InterceptContainer => Access::Team(Member),

@@ -235,6 +235,87 @@ pub(super) async fn clear_task_cache(
     }))
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ClearResourceCacheQuery {
+    /// A version's fields as JSON (`{"ref":"abc"}`): only the caches of the
+    /// versions that have them all; none: every cache.
+    version: Option<String>,
+}
+
+/// Removes the caches a pipeline resource's gets made (Concourse's
+/// `clear-resource-cache`): every version's, or those `version` matches.
+/// Its next get runs `in` again. A cache is shared by every get of the
+/// same type, source, params and version (another pipeline's too), so it
+/// goes for them as well, as in Concourse.
+pub(super) async fn clear_resource_cache(
+    State(web): State<Web>,
+    Path((team, pipeline, resource)): Path<(String, String, String)>,
+    query: Result<Query<ClearResourceCacheQuery>, QueryRejection>,
+    allowed: Allowed<act::ClearResourceCache>,
+) -> Result<axum::Json<hangar_api::pipelines::CachesRemoved>, ApiError> {
+    check_name("team", &team).map_err(ApiError::bad_request)?;
+    check_name("resource", &resource).map_err(ApiError::bad_request)?;
+    let Query(q) =
+        query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
+    let wanted = match q.version.as_deref() {
+        None => None,
+        Some(v) => match serde_json::from_str::<serde_json::Value>(v) {
+            Ok(serde_json::Value::Object(m)) => Some(m),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "version: a JSON object of the version's fields",
+                ))
+            }
+        },
+    };
+    let p = web.store().pipeline(&team, &pipeline).await?;
+    let Some(resource_id) = web.store().pipeline_resource_id(p.id, &resource).await? else {
+        return Err(ApiError::not_found(format!(
+            "resource {resource} not found in pipeline {}",
+            p.reference()
+        )));
+    };
+    let mut removed = 0;
+    for (key, version) in web.store().resource_cache_keys(resource_id).await? {
+        let version: serde_json::Value = serde_json::from_str(&version).unwrap_or_default();
+        if !wanted
+            .as_ref()
+            .is_none_or(|w| w.iter().all(|(k, v)| version.get(k) == Some(v)))
+        {
+            continue;
+        }
+        let mut kept = false;
+        for (handle, owner) in web
+            .store()
+            .volumes_by_owner_prefix(
+                hangar_core::volumes::OwnerKind::ResourceCache.as_str(),
+                &key,
+            )
+            .await?
+        {
+            // The key itself, or a fetch of it under way (`KEY/fetching/…`).
+            if owner != key && !owner.starts_with(&format!("{key}/")) {
+                continue;
+            }
+            match web.store().destroy_volume(&handle).await {
+                Ok(_) => removed += 1,
+                // Mounted by a running step: left, and noted again.
+                Err(StoreError::Conflict(_)) => kept = true,
+                Err(StoreError::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !kept {
+            web.store().forget_resource_cache(resource_id, &key).await?;
+        }
+    }
+    tracing::info!(%team, pipeline = %p.reference(), %resource, removed, by = %allowed.caller().describe(), "resource caches cleared");
+    Ok(axum::Json(hangar_api::pipelines::CachesRemoved {
+        caches_removed: removed,
+    }))
+}
+
 /// Creates a job build (a trigger's, a rerun's) of `planned`, its plan
 /// checked first as `POST /builds` checks one; `inputs` are the versions it
 /// takes when they are fixed. [`release`] starts it.

@@ -150,6 +150,10 @@ fn pipeline_routes() -> Router<Web> {
         )
         .route("/{name}/resources", get(pipelines::resources))
         .route(
+            "/{name}/resources/{resource}/cache",
+            axum::routing::delete(job_builds::clear_resource_cache),
+        )
+        .route(
             "/{name}/resources/{resource}/versions",
             get(pipelines::versions),
         )

@@ -307,6 +307,12 @@ async fn every_route_answers_each_role_as_concourse_s_table_says(store: Store) {
             Needs::Member,
         ),
         (
+            Method::DELETE,
+            format!("{pl}/resources/nope/cache"),
+            None,
+            Needs::Member,
+        ),
+        (
             Method::GET,
             "/teams/a/containers".into(),
             None,

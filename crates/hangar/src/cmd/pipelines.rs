@@ -238,6 +238,52 @@ pub(crate) async fn clear_task_cache(args: ClearTaskCacheArgs) -> anyhow::Result
 }
 
 #[derive(clap::Args, Debug)]
+pub(crate) struct ClearResourceCacheArgs {
+    #[command(flatten)]
+    pub team: TeamArgs,
+    /// The resource: PIPELINE/RESOURCE.
+    #[arg(short = 'r', long = "resource")]
+    pub resource: String,
+    /// Only the caches of versions with this field, KEY:VALUE (repeat for
+    /// more).
+    #[arg(short = 'v', long = "version")]
+    pub version: Vec<String>,
+    /// Clear without asking. Off a terminal it is required.
+    #[arg(short = 'n', long = "non-interactive")]
+    pub non_interactive: bool,
+}
+
+/// `clear-resource-cache -r P/R [-v K:V]…`: the resource's next get runs
+/// `in` again.
+pub(crate) async fn clear_resource_cache(args: ClearResourceCacheArgs) -> anyhow::Result<ExitCode> {
+    let (pipeline, resource) = split_flag("resource", &args.resource)?;
+    let version = if args.version.is_empty() {
+        None
+    } else {
+        Some(hangar_api::pins::parse_version_flags(&args.version).map_err(anyhow::Error::msg)?)
+    };
+    let what = match &version {
+        Some(_) => format!(
+            "the caches of {pipeline}/{resource} at {}",
+            args.version.join(", ")
+        ),
+        None => format!("every cache of {pipeline}/{resource}"),
+    };
+    if !args.non_interactive && !confirm(&format!("remove {what}?")).await? {
+        println!("bailing out");
+        return Ok(ExitCode::FAILURE);
+    }
+    let removed = args
+        .team
+        .target
+        .client()?
+        .clear_resource_cache(&args.team.name()?, &pipeline, &resource, version.as_ref())
+        .await?;
+    println!("{} caches removed", removed.caches_removed);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args, Debug)]
 pub(crate) struct OrderArgs {
     #[command(flatten)]
     pub team: TeamArgs,

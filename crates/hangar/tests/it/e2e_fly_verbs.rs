@@ -255,3 +255,59 @@ fn e2e_fly_verbs_answer_by_their_aliases_and_say_what_they_found() {
     );
     assert!(err.contains("is web running there?"), "{err}");
 }
+
+const FETCHED: &str = r#"
+resources:
+- name: r
+  type: mock
+  source: {metadata: [{name: m, value: v}]}
+jobs:
+- name: build
+  plan:
+  - get: r
+"#;
+
+/// `crc` (`clear-resource-cache`): a get found in the cache the second
+/// time is fetched again once its resource's caches are cleared; a version
+/// filter that matches nothing removes nothing.
+#[test]
+fn e2e_clear_resource_cache_makes_the_next_get_fetch_again() {
+    let c = Cluster::start();
+    let _w = c.worker("crc-w1");
+    c.wait_until("the worker runs", |ws| has(ws, "crc-w1", "running"));
+    let file = c.dir.path().join("p.yml");
+    std::fs::write(&file, FETCHED).unwrap();
+    ok(&c, &["sp", "-p", "p", "-c", file.to_str().unwrap(), "-n"]);
+    ok(&c, &["up", "-p", "p"]);
+    let run = |c: &Cluster| {
+        let o = c.cli(&["tj", "-j", "p/build", "-w"]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{out}\n{err}");
+        format!("{out}\n{err}")
+    };
+    let first = run(&c);
+    assert!(first.contains("fetched version"), "{first}");
+    let second = run(&c);
+    assert!(second.contains("found in the cache"), "{second}");
+
+    let out = ok(&c, &["crc", "-r", "p/r", "-v", "no-such-field:x", "-n"]);
+    assert_eq!(out, "0 caches removed\n");
+    assert!(
+        run(&c).contains("found in the cache"),
+        "an unmatched version stays"
+    );
+    let out = ok(&c, &["clear-resource-cache", "-r", "p/r", "-n"]);
+    assert_eq!(out, "1 caches removed\n");
+    let third = run(&c);
+    assert!(
+        third.contains("fetched version") && !third.contains("found in the cache"),
+        "{third}"
+    );
+    let o = c.cli(&["crc", "-r", "p/nope", "-n"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).1.contains("resource nope not found"),
+        "{:?}",
+        text(&o)
+    );
+}
