@@ -214,6 +214,36 @@ impl WorkerCondition {
     pub fn memory_free(&self) -> u64 {
         self.memory_limit.saturating_sub(self.memory_reserved)
     }
+
+    /// Memory, disk, pressure and health in one line, what is wrong first:
+    /// `ok mem 1.2 GiB/4 GiB (512 MiB promised) disk 40%` (the CLI's
+    /// `workers` and the dashboard's fleet say it alike).
+    pub fn summary(&self) -> String {
+        let human = hangar_core::build::human_bytes;
+        let disk = (self.disk_used * 100)
+            .checked_div(self.disk_total)
+            .unwrap_or(0);
+        let state = if !self.healthy {
+            format!(
+                "unhealthy ({})",
+                self.unhealthy_reason.as_deref().unwrap_or("?")
+            )
+        } else if self.pressure != Pressure::None {
+            format!(
+                "pressure {} ({})",
+                self.pressure,
+                self.pressure_reason.as_deref().unwrap_or("?")
+            )
+        } else {
+            "ok".into()
+        };
+        format!(
+            "{state} mem {}/{} ({} promised) disk {disk}%",
+            human(self.memory_used),
+            human(self.memory_limit),
+            human(self.memory_reserved)
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -56,6 +56,10 @@ pub(crate) struct Viewer {
     pub caller: Caller,
     /// The session's token, for the API requests its actions make.
     session: String,
+    /// Whether the page knows who is looking: an error page does not (it
+    /// is made where the viewer was not read), so its header offers
+    /// neither "log in" nor "log out".
+    pub known: bool,
 }
 
 impl Viewer {
@@ -65,6 +69,15 @@ impl Viewer {
             csrf: String::new(),
             caller: Caller::Anonymous,
             session: String::new(),
+            known: true,
+        }
+    }
+
+    /// Someone the page did not identify (an error page's viewer).
+    pub(crate) fn unknown() -> Viewer {
+        Viewer {
+            known: false,
+            ..Viewer::anonymous()
         }
     }
 
@@ -128,6 +141,7 @@ impl FromRequestParts<Web> for Viewer {
         match crate::authz::session_of(web, session).await {
             Ok(Some(caller)) => Ok(Viewer {
                 logged_in: true,
+                known: true,
                 csrf: csrf_value(session),
                 caller,
                 session: session.to_string(),
@@ -419,14 +433,10 @@ pub(crate) async fn act_through_api(
     let body = axum::body::to_bytes(response.into_body(), 64 * 1024)
         .await
         .unwrap_or_default();
-    let message = serde_json::from_slice::<serde_json::Value>(&body)
-        .ok()
-        .and_then(|v| {
-            v.get("message")
-                .and_then(|m| m.as_str())
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
+    // The API's error shape: its message alone is shown.
+    let message = serde_json::from_slice::<hangar_api::ErrorBody>(&body)
+        .map(|b| b.error.message)
+        .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned());
     Err(ApiError::passed_on(status, message).into())
 }
 

@@ -49,7 +49,7 @@ pub(crate) fn page(title: &str, viewer: &Viewer, body: Markup) -> Markup {
                             (csrf_field(viewer))
                             button type="submit" { "log out" }
                         }
-                    } @else {
+                    } @else if viewer.known {
                         a href="/login" style="margin-left:auto" { "log in" }
                     }
                 }
@@ -61,10 +61,10 @@ pub(crate) fn page(title: &str, viewer: &Viewer, body: Markup) -> Markup {
 
 /// The page for an error, with a way on.
 pub(crate) fn error_page(error: &ApiError) -> Markup {
-    let anonymous = Viewer::anonymous();
+    let unknown = Viewer::unknown();
     page(
         error.status.as_str(),
-        &anonymous,
+        &unknown,
         html! {
             h1 { (error.status) }
             p.error { (error.message) }
@@ -156,5 +156,18 @@ mod tests {
             </p>
             </main>"#]]
         .assert_eq(&missing);
+    }
+
+    /// An error page does not know who is looking: its header neither
+    /// offers a logged-in person "log in" nor a stranger "log out".
+    #[test]
+    fn an_error_page_s_header_claims_no_session() {
+        let html = error_page(&ApiError::not_found("x")).into_string();
+        let header = &html[html.find("<header>").unwrap()..html.find("</header>").unwrap()];
+        assert!(header.contains("pipelines"), "{header}");
+        assert!(
+            !header.contains("log in") && !header.contains("log out"),
+            "{header}"
+        );
     }
 }

@@ -97,3 +97,8 @@ impl IntoResponse for PageError {
 }
 
 type PageResult = Result<Html<String>, PageError>;
+
+/// Any path outside the API that names no page.
+pub(crate) async fn not_found() -> PageError {
+    PageError::not_found("no such page")
+}

@@ -17,19 +17,14 @@ use crate::Web;
 const EVENTS_SHOWN: i64 = 200;
 
 fn condition(worker: &WorkerRecord) -> Markup {
-    // The worker's own report, as it sent it; shown as its fields.
-    let parsed = worker
-        .condition
-        .as_deref()
-        .and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok());
-    match parsed {
-        Some(serde_json::Value::Object(fields)) => html! {
-            @for (key, value) in &fields {
-                span { (key) ": " (value.to_string()) } " "
-            }
-        },
-        Some(other) => html! { (other.to_string()) },
-        None => html! { "–" },
+    // The worker's own report, read as the CLI reads it; one that does
+    // not parse is shown as it came rather than hidden.
+    let Some(raw) = worker.condition.as_deref() else {
+        return html! { "–" };
+    };
+    match serde_json::from_str::<hangar_api::WorkerCondition>(raw) {
+        Ok(c) => html! { (c.summary()) },
+        Err(_) => html! { (raw) },
     }
 }
 

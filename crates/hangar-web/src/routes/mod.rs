@@ -98,7 +98,8 @@ pub(crate) fn router(web: Web) -> Router {
         .route("/metrics", get(info::metrics))
         // The browser's pages, outside the API (see `crate::dashboard`).
         .merge(crate::dashboard::router())
-        .fallback(not_found);
+        // Outside the API a browser asked: a page, not JSON.
+        .fallback(crate::dashboard::not_found);
     // Each route's own limit (above) replaces this one, and its 413 names
     // it; outermost, axum's own rejections (a path parameter or query that
     // does not parse, a missing method) are put in the error shape.

@@ -179,6 +179,16 @@ async fn only_exposed_pipelines_are_readable_without_login(store: Store) {
         admin.get("/teams/main/pipelines/nope").await.0,
         StatusCode::NOT_FOUND
     );
+    // A path that names no page is a page too (the API's 404 stays JSON).
+    let (status, html) = admin.get("/no/such/page").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        html.starts_with("<!DOCTYPE html>") && html.contains("no such page"),
+        "{html}"
+    );
+    let (status, body) = admin.get("/api/v1/no-such-route").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body.contains("\"error\""), "{body}");
     // A job build of an exposed pipeline: readable when its job is public.
     t.admin.trigger_job("main", "open", "unit").await.unwrap();
     t.admin.trigger_job("main", "open", "deploy").await.unwrap();
@@ -232,7 +242,17 @@ async fn actions_need_the_cookie_and_the_csrf_token(store: Store) {
     assert!(t.admin.job("main", "p", "unit").await.unwrap().paused);
     let r = admin.act(trigger).await;
     assert_eq!(r.status(), StatusCode::CONFLICT);
-    assert!(r.text().await.unwrap().contains("is paused"));
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    let page = r.text().await.unwrap();
+    // The API's message alone, not its JSON (escaped or not) in the page.
+    assert!(page.contains("is paused"), "{page}");
+    assert!(
+        !page.contains("&quot;error&quot;") && !page.contains("{\"error\""),
+        "{page}"
+    );
     assert_eq!(build_count(&t).await, 1);
     let r = admin
         .act("/teams/main/pipelines/p/jobs/unit/frobnicate")
@@ -255,7 +275,30 @@ async fn actions_need_the_cookie_and_the_csrf_token(store: Store) {
 async fn every_page_renders_and_hostile_text_stays_text(store: Store) {
     let t = TestWeb::start(store).await;
     set(&t, "p").await;
-    t.register("w1", "disk-1").await;
+    let generation = t.register("w1", "disk-1").await;
+    // Its condition, as a person reads it on the fleet page.
+    t.as_worker("w1")
+        .heartbeat(
+            "w1",
+            &hangar_api::Heartbeat {
+                generation,
+                containers: 0,
+                volumes: 0,
+                condition: Some(hangar_api::WorkerCondition {
+                    pressure: hangar_api::Pressure::Soft,
+                    pressure_reason: Some("disk 91% used".into()),
+                    healthy: true,
+                    unhealthy_reason: None,
+                    memory_used: 1 << 30,
+                    memory_limit: 4 << 30,
+                    memory_reserved: 512 << 20,
+                    disk_used: 91,
+                    disk_total: 100,
+                }),
+            },
+        )
+        .await
+        .unwrap();
     let build = t.admin.trigger_job("main", "p", "unit").await.unwrap();
     let store = t.web.store();
     store
@@ -302,7 +345,14 @@ async fn every_page_renders_and_hostile_text_stays_text(store: Store) {
     let b = Browser::logged_in(&t).await;
     let pages = [
         ("/", vec!["unit", "deploy", "pending"]),
-        ("/workers", vec!["w1", "running"]),
+        (
+            "/workers",
+            vec![
+                "w1",
+                "running",
+                "pressure soft (disk 91% used) mem 1 GiB/4 GiB (512 MiB promised) disk 91%",
+            ],
+        ),
         ("/builds", vec!["p/unit #1", "pending"]),
         (
             "/workers/w1",

@@ -60,7 +60,9 @@ async fn a_bad_path_parameter_and_a_missing_method_answer_in_the_error_shape(sto
     assert!(allow.is_some(), "the 405 keeps its allow header");
     let resp = t
         .raw
-        .get(format!("{}/no/such/route", t.url))
+        // Under the API; outside it a path that names nothing is the
+        // dashboard's page (`dashboard.rs`).
+        .get(format!("{}/api/v1/no/such/route", t.url))
         .send()
         .await
         .unwrap();

@@ -79,32 +79,10 @@ fn listing(workers: &[hangar_api::Worker], now: i64) -> String {
     )
 }
 
-/// Memory, disk, pressure and health in one cell: `ok mem 1.2 GiB/4 GiB
-/// (512 MiB promised) disk 40%`, or what is wrong first.
+/// Memory, disk, pressure and health in one cell (see
+/// `WorkerCondition::summary`).
 fn condition(c: Option<&hangar_api::WorkerCondition>) -> String {
-    let Some(c) = c else { return "unknown".into() };
-    let human = hangar_core::build::human_bytes;
-    let disk = (c.disk_used * 100).checked_div(c.disk_total).unwrap_or(0);
-    let state = if !c.healthy {
-        format!(
-            "unhealthy ({})",
-            c.unhealthy_reason.as_deref().unwrap_or("?")
-        )
-    } else if c.pressure != hangar_api::Pressure::None {
-        format!(
-            "pressure {} ({})",
-            c.pressure,
-            c.pressure_reason.as_deref().unwrap_or("?")
-        )
-    } else {
-        "ok".into()
-    };
-    format!(
-        "{state} mem {}/{} ({} promised) disk {disk}%",
-        human(c.memory_used),
-        human(c.memory_limit),
-        human(c.memory_reserved)
-    )
+    c.map_or_else(|| "unknown".into(), hangar_api::WorkerCondition::summary)
 }
 
 #[cfg(test)]
