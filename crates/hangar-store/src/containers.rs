@@ -22,6 +22,19 @@ pub struct ContainerRecord {
     pub missing_since: Option<UnixMillis>,
 }
 
+/// A container row's own columns.
+fn container_record(r: &sqlx::any::AnyRow) -> Result<ContainerRecord, StoreError> {
+    Ok(ContainerRecord {
+        handle: r.try_get("handle")?,
+        worker: r.try_get("worker_name")?,
+        state: decode(r, "containers", &["handle"], "state")?,
+        build_id: r.try_get("build_id")?,
+        step_id: r.try_get("step_id")?,
+        created_at: r.try_get("created_at")?,
+        missing_since: r.try_get("missing_since")?,
+    })
+}
+
 impl Store {
     pub async fn create_container_row(
         &self,
@@ -126,19 +139,7 @@ impl Store {
                     .await?
             }
         };
-        rows.iter()
-            .map(|r| {
-                Ok(ContainerRecord {
-                    handle: r.try_get("handle")?,
-                    worker: r.try_get("worker_name")?,
-                    state: decode(r, "containers", &["handle"], "state")?,
-                    build_id: r.try_get("build_id")?,
-                    step_id: r.try_get("step_id")?,
-                    created_at: r.try_get("created_at")?,
-                    missing_since: r.try_get("missing_since")?,
-                })
-            })
-            .collect()
+        rows.iter().map(container_record).collect()
     }
 
     /// Appends a chunk of a step's container log to the build log and moves
@@ -377,15 +378,7 @@ impl Store {
         rows.iter()
             .map(|r| {
                 Ok(TeamContainer {
-                    container: ContainerRecord {
-                        handle: r.try_get("handle")?,
-                        worker: r.try_get("worker_name")?,
-                        state: decode(r, "containers", &["handle"], "state")?,
-                        build_id: r.try_get("build_id")?,
-                        step_id: r.try_get("step_id")?,
-                        created_at: r.try_get("created_at")?,
-                        missing_since: r.try_get("missing_since")?,
-                    },
+                    container: container_record(r)?,
                     build_name: r.try_get("build_name")?,
                     build_number: r.try_get("build_number")?,
                     step_name: r.try_get("step_name")?,

@@ -9,13 +9,13 @@
 //! and its cgroup.
 
 use std::ffi::OsString;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 
 use hangar_api::intercept::ExecRequest;
 use serde_json::Value;
 
-use super::{io_err, isolation, spec, store, ContainerError, ContainerManager};
+use super::{io_err, isolation, spec, store, write_private, ContainerError, ContainerManager};
 
 /// How to start the process; [`ContainerManager::exec_plan`] makes it.
 #[derive(Debug)]
@@ -97,15 +97,7 @@ impl ContainerManager {
         let checked = spec::validate_spec_with(&rec.spec, true)?;
         let mut argv = isolation::drop_prefix(&inner.features().isolation, rec.meta.user);
         argv.extend(args.into_iter().map(OsString::from));
-        let home = rec.dir.join(store::WORK_DIR).display().to_string();
-        let mut env: Vec<(String, String)> = [
-            ("PATH".to_string(), isolation::TASK_PATH.to_string()),
-            ("HOME".to_string(), home),
-        ]
-        .into_iter()
-        .filter(|(k, _)| !rec.spec.env.contains_key(k))
-        .chain(rec.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())))
-        .collect();
+        let mut env = super::lifecycle::host_program_env(&rec);
         if req.tty {
             env.push(("TERM".into(), "xterm".into()));
         }
@@ -155,18 +147,6 @@ fn exec_process(config: &Value, args: Vec<String>, req: &ExecRequest) -> Option<
         }
     }
     serde_json::to_vec(&process).ok()
-}
-
-fn write_private(path: &std::path::Path, bytes: &[u8]) -> Result<(), ContainerError> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io_err(format!("write {}", path.display())))?;
-    f.write_all(bytes)
-        .map_err(io_err(format!("write {}", path.display())))
 }
 
 #[cfg(test)]

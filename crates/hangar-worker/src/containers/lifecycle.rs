@@ -11,6 +11,21 @@ use super::runtime::{Program, Start};
 use super::store::{self, Meta, DESTROYING_PREFIX};
 use super::{io_err, isolation, spec, ContainerError, Inner, Record, KILL_WAIT, RELEASE_GRACE};
 
+/// The whole environment of a host program of container `rec` (its own,
+/// or one `intercept` runs beside it): built from nothing, the task's
+/// params over a minimal base, never the worker's own environment.
+pub(super) fn host_program_env(rec: &Record) -> Vec<(String, String)> {
+    let home = rec.dir.join(store::WORK_DIR).display().to_string();
+    [
+        ("PATH".to_string(), isolation::TASK_PATH.to_string()),
+        ("HOME".to_string(), home),
+    ]
+    .into_iter()
+    .filter(|(k, _)| !rec.spec.env.contains_key(k))
+    .chain(rec.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())))
+    .collect()
+}
+
 impl Inner {
     /// Frees what an ended container holds outside its dir: runc's record
     /// and the cgroup. Processes the program left behind keep the cgroup
@@ -59,17 +74,7 @@ impl Inner {
             let mut argv = isolation::drop_prefix(&self.features().isolation, rec.meta.user);
             argv.push(rec.spec.path.clone().into());
             argv.extend(rec.spec.args.iter().map(Into::into));
-            // Built from nothing: the task's params over a minimal base,
-            // never the worker's own environment.
-            let home = rec.dir.join(store::WORK_DIR).display().to_string();
-            let env = [
-                ("PATH".to_string(), isolation::TASK_PATH.to_string()),
-                ("HOME".to_string(), home),
-            ]
-            .into_iter()
-            .filter(|(k, _)| !rec.spec.env.contains_key(k))
-            .chain(rec.spec.env.iter().map(|(k, v)| (k.clone(), v.clone())))
-            .collect();
+            let env = host_program_env(rec);
             Program::Process {
                 cwd: &cwd,
                 argv,
