@@ -391,3 +391,85 @@ impl Store {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod team_tests {
+    use crate::test_db::{postgres_store, sqlite_store};
+    use crate::{Store, WorkerInfo};
+
+    async fn a_team_lists_its_own_builds_containers_only(store: Store) {
+        store
+            .register_worker(
+                &WorkerInfo {
+                    name: "w1".into(),
+                    state_identity: "i".into(),
+                    platform: "linux".into(),
+                    tags: vec![],
+                    team: None,
+                    version: "0".into(),
+                    resource_types_json: "[]".into(),
+                    ephemeral: false,
+                    containers: 0,
+                    volumes: 0,
+                    api_url: None,
+                    allow_privileged: false,
+                },
+                1,
+            )
+            .await
+            .unwrap();
+        let a = store
+            .create_build("one-off", Some("a"), "{}", "{}", 1)
+            .await
+            .unwrap();
+        let b = store
+            .create_build("other", Some("b"), "{}", "{}", 1)
+            .await
+            .unwrap();
+        for (handle, build, at) in [("ca", a.id, 2), ("cb", b.id, 3), ("ca2", a.id, 4)] {
+            store
+                .create_container_row(handle, "w1", Some(build), Some("0"), at)
+                .await
+                .unwrap();
+        }
+        // A row of no build (a resource type's) belongs to no team.
+        store
+            .create_container_row("loose", "w1", None, None, 5)
+            .await
+            .unwrap();
+        let handles = |list: Vec<crate::TeamContainer>| -> Vec<String> {
+            list.into_iter().map(|c| c.container.handle).collect()
+        };
+        assert_eq!(
+            handles(store.team_containers("a", None).await.unwrap()),
+            ["ca", "ca2"]
+        );
+        let one = store.team_containers("a", Some("ca2")).await.unwrap();
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].build_name, "one-off");
+        assert_eq!((one[0].job.as_deref(), one[0].build_number), (None, None));
+        // Another team's handle reads as missing.
+        assert!(store
+            .team_containers("a", Some("cb"))
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(store.team_containers("c", None).await.unwrap().is_empty());
+        // A hostile handle is a value, not SQL.
+        assert!(store
+            .team_containers("a", Some("' OR 1=1 --"))
+            .await
+            .unwrap()
+            .is_empty());
+    }
+
+    #[tokio::test]
+    async fn sqlite_a_team_lists_its_own_builds_containers_only() {
+        a_team_lists_its_own_builds_containers_only(sqlite_store().await).await;
+    }
+
+    #[tokio::test]
+    async fn postgres_a_team_lists_its_own_builds_containers_only() {
+        a_team_lists_its_own_builds_containers_only(postgres_store().await).await;
+    }
+}
