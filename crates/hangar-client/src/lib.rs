@@ -11,6 +11,7 @@ use hangar_api::{
 mod body_reader;
 mod builds;
 mod checks;
+pub mod chunks;
 pub mod intercept;
 mod pins;
 mod pipelines;

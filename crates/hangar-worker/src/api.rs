@@ -512,7 +512,8 @@ async fn stream_out(
     // The archive is written a 512-byte header and a small file at a time:
     // gathered into large chunks, so the response carries a few of them
     // rather than three per file.
-    let (mut writer, body) = crate::chunks::body();
+    let (mut writer, body) = hangar_client::chunks::chunked();
+    let body = axum::body::Body::from_stream(body);
     // Owned by the response: when the client goes away the channel closes
     // and the blocking writer returns.
     tokio::task::spawn_blocking(move || {

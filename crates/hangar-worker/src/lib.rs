@@ -9,7 +9,6 @@ mod action_output;
 mod agent;
 mod answer;
 pub mod api;
-mod chunks;
 pub mod containers;
 mod containers_api;
 pub mod disk;

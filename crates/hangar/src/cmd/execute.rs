@@ -14,7 +14,6 @@ use hangar_client::Client;
 use hangar_core::task::parse_task_value;
 use hangar_core::vars::{find_unresolved, interpolate_with, Lookup, VarLookup, VarRef, Vars};
 use indicatif::ProgressBar;
-use tokio_util::io::{ReaderStream, SyncIoBridge};
 
 use crate::cmd::progress::{self, Transfer};
 use crate::cmd::watch;
@@ -485,10 +484,10 @@ async fn upload(
         &format!("uploaded {name}"),
         total,
     );
-    let (writer, reader) = tokio::io::duplex(UPLOAD_CHUNK);
-    // Headers and small files gathered into large writes: a few large
-    // chunks on the wire rather than three per file.
-    let writer = std::io::BufWriter::with_capacity(UPLOAD_CHUNK, SyncIoBridge::new(writer));
+    // Headers and small files gathered into large chunks handed straight
+    // to the body: a few on the wire rather than three per file, and no
+    // pipe copying every byte twice more.
+    let (writer, chunks) = hangar_client::chunks::chunked();
     let root = dir.to_path_buf();
     let counter = transfer.counter();
     let encoding = encoding_for(client);
@@ -512,7 +511,7 @@ async fn upload(
         std::io::Write::flush(&mut writer)
     });
     let sent = Arc::new(AtomicU64::new(0));
-    let stream = ReaderStream::with_capacity(reader, UPLOAD_CHUNK).map({
+    let stream = chunks.map({
         let sent = sent.clone();
         move |chunk| {
             if let Ok(c) = &chunk {
@@ -660,10 +659,6 @@ fn encoding_for(client: &Client) -> &'static str {
     let web = client.base_url().host_str().unwrap_or_default();
     hangar_core::volumes::transfer::copy_encoding("localhost", web)
 }
-
-/// The pipe, write buffer and body chunk of an upload (`ReaderStream`'s
-/// default is 4 KiB).
-const UPLOAD_CHUNK: usize = 256 * 1024;
 
 /// A tar stream's compression on the way out.
 enum Packed<W: std::io::Write> {

@@ -1,28 +1,32 @@
-//! A blocking writer whose bytes become a response body: gathered into
-//! chunks of [`CHUNK`] and handed to the body's stream through a bounded
-//! channel. A pipe between the two (a duplex and a reader of it) copied
-//! every byte twice more and woke the runtime for each write.
+//! A blocking writer whose bytes become an HTTP body (a worker's stream-out
+//! response, the CLI's upload request): gathered into chunks of [`CHUNK`]
+//! and handed to the body's stream through a bounded channel. A pipe
+//! between the two (a duplex and a reader of it) copied every byte twice
+//! more and woke the runtime for each write.
 
 use std::io::{self, Write};
 
-use axum::body::{Body, Bytes};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
+use futures_util::Stream;
 use tokio::sync::mpsc;
 
 /// The size of a chunk of the body.
-pub(crate) const CHUNK: usize = 256 * 1024;
+pub const CHUNK: usize = 256 * 1024;
 /// Chunks written and not yet sent: the writer waits past this many.
 const IN_FLIGHT: usize = 4;
 
-pub(crate) struct ChunkWriter {
+pub struct ChunkWriter {
     tx: mpsc::Sender<io::Result<Bytes>>,
     buf: BytesMut,
 }
 
-/// A writer for the blocking pool and the body it feeds. The body ends
-/// when the writer is dropped; when the client goes away, the writer's
-/// next chunk fails with `BrokenPipe`.
-pub(crate) fn body() -> (ChunkWriter, Body) {
+/// A writer for the blocking pool and the stream of the body it feeds.
+/// The stream ends when the writer is dropped; when the stream is dropped
+/// (the peer went away), the writer's next chunk fails with `BrokenPipe`.
+pub fn chunked() -> (
+    ChunkWriter,
+    impl Stream<Item = io::Result<Bytes>> + Send + 'static,
+) {
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(IN_FLIGHT);
     let stream =
         futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
@@ -30,7 +34,7 @@ pub(crate) fn body() -> (ChunkWriter, Body) {
         tx,
         buf: BytesMut::with_capacity(CHUNK),
     };
-    (writer, Body::from_stream(stream))
+    (writer, stream)
 }
 
 impl ChunkWriter {
@@ -41,14 +45,14 @@ impl ChunkWriter {
         let chunk = std::mem::replace(&mut self.buf, BytesMut::with_capacity(CHUNK)).freeze();
         self.tx
             .blocking_send(Ok(chunk))
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the peer went away"))
     }
 }
 
 impl ChunkWriter {
     /// Ends the body as broken rather than complete: the client sees its
     /// stream fail, not a shorter archive that ends as if whole.
-    pub(crate) fn abort(mut self, why: String) {
+    pub fn abort(mut self, why: String) {
         self.buf.clear();
         let _ = self.tx.blocking_send(Err(io::Error::other(why)));
     }
@@ -83,7 +87,7 @@ mod tests {
 
     #[tokio::test]
     async fn what_is_written_arrives_in_order_in_chunks_of_at_most_chunk() {
-        let (mut w, body) = body();
+        let (mut w, body) = chunked();
         let data: Vec<u8> = (0..CHUNK * 3 + 1000).map(|i| (i % 253) as u8).collect();
         let sent = data.clone();
         let writer = tokio::task::spawn_blocking(move || {
@@ -94,7 +98,7 @@ mod tests {
         });
         let mut got = Vec::new();
         let mut sizes = Vec::new();
-        let mut body = body.into_data_stream();
+        let mut body = Box::pin(body);
         while let Some(chunk) = futures_util::StreamExt::next(&mut body).await {
             let chunk = chunk.unwrap();
             sizes.push(chunk.len());
@@ -107,14 +111,14 @@ mod tests {
 
     #[tokio::test]
     async fn an_aborted_writer_breaks_the_body_rather_than_end_it() {
-        let (mut w, body) = body();
+        let (mut w, body) = chunked();
         tokio::task::spawn_blocking(move || {
             w.write_all(b"part of an archive").unwrap();
             w.abort("the disk failed".into());
         })
         .await
         .unwrap();
-        let mut body = body.into_data_stream();
+        let mut body = Box::pin(body);
         let mut results = Vec::new();
         while let Some(chunk) = futures_util::StreamExt::next(&mut body).await {
             results.push(chunk.map(|b| b.len()).map_err(|e| e.to_string()));
@@ -125,7 +129,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_writer_whose_body_is_gone_fails_with_a_broken_pipe() {
-        let (mut w, body) = body();
+        let (mut w, body) = chunked();
         drop(body);
         let err =
             tokio::task::spawn_blocking(move || w.write_all(&vec![0u8; CHUNK * 2]).unwrap_err())
