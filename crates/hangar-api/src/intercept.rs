@@ -45,6 +45,15 @@ pub struct ExecRequest {
 }
 
 impl ExecRequest {
+    /// The request in a session's `process` query parameter, checked: what
+    /// web and the worker both take.
+    pub fn from_query(process: &str) -> Result<ExecRequest, String> {
+        let req: ExecRequest =
+            serde_json::from_str(process).map_err(|e| format!("process: {e}"))?;
+        req.check().map_err(|why| format!("process: {why}"))?;
+        Ok(req)
+    }
+
     /// Why the request cannot run, if it cannot.
     pub fn check(&self) -> Result<(), String> {
         if self.path.is_empty() {
@@ -386,8 +395,19 @@ mod tests {
         assert!(bad(|r| r.args = vec!["a\0b".into()]).contains("NUL"));
         assert!(bad(|r| r.cols = Some(0)).contains("zero"));
         assert!(bad(|r| r.tty = false).contains("only with tty"));
-        let unknown: Result<ExecRequest, _> =
-            serde_json::from_str(r#"{"path":"sh","privileged":true}"#);
-        assert!(unknown.is_err(), "an unknown field is refused");
+        let unknown = ExecRequest::from_query(r#"{"path":"sh","privileged":true}"#);
+        assert!(
+            unknown.unwrap_err().contains("privileged"),
+            "an unknown field is refused"
+        );
+        assert!(ExecRequest::from_query(r#"{"path":""}"#)
+            .unwrap_err()
+            .contains("path: empty"));
+        assert_eq!(
+            ExecRequest::from_query(r#"{"path":"ls","args":["-l"]}"#)
+                .unwrap()
+                .args,
+            ["-l"]
+        );
     }
 }

@@ -58,8 +58,7 @@ async fn exec(
     mut req: Request,
 ) -> Result<Response, ApiError> {
     let Query(q) = query.map_err(bad_query)?;
-    let process: ExecRequest = serde_json::from_str(&q.process)
-        .map_err(|e| ApiError::bad_request(format!("process: {e}")))?;
+    let process = ExecRequest::from_query(&q.process).map_err(ApiError::bad_request)?;
     if !wants_session(req.headers()) {
         return Err(ApiError::bad_request(format!(
             "exec is a session: send Connection: upgrade and Upgrade: {UPGRADE_PROTOCOL}"

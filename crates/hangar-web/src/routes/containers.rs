@@ -69,11 +69,7 @@ pub(super) async fn intercept(
     check_name("team", &team).map_err(ApiError::bad_request)?;
     let Query(q) =
         query.map_err(|e| ApiError::bad_request(format!("invalid query: {}", e.body_text())))?;
-    let process: ExecRequest = serde_json::from_str(&q.process)
-        .map_err(|e| ApiError::bad_request(format!("process: {e}")))?;
-    process
-        .check()
-        .map_err(|why| ApiError::bad_request(format!("process: {why}")))?;
+    let process = ExecRequest::from_query(&q.process).map_err(ApiError::bad_request)?;
     if !wants_session(req.headers()) {
         return Err(ApiError::bad_request(format!(
             "intercept is a session: send Connection: upgrade and Upgrade: {}",

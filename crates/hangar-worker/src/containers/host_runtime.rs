@@ -316,37 +316,31 @@ impl ContainerRuntime for HostRuntime {
         let runc = self
             .runc()
             .ok_or_else(|| io::Error::other("no runc binary"))?;
-        let state = self.runc_state.join(handle).join("state.json");
-        let state: serde_json::Value = serde_json::from_slice(&std::fs::read(&state)?)?;
-        if !self.features.root {
-            return Ok(runc::exec_command(
-                runc,
-                &self.runc_state,
-                process_file,
-                handle,
-            ));
-        }
-        match runc::exec_around_network(&state) {
+        // A rootless worker's runc made the network inside the container's
+        // user namespace: a plain `runc exec` joins it.
+        if self.features.root {
+            let state = self.runc_state.join(handle).join("state.json");
+            let state: serde_json::Value = serde_json::from_slice(&std::fs::read(&state)?)?;
             // runc joins the user namespace first, and from inside it a
             // network namespace the host made (the task network's) cannot
             // be joined: runc execs from inside that network instead, on
             // a copy of its record that does not ask to join it.
-            Some((net, shadow)) => {
+            if let Some((net, shadow)) = runc::exec_around_network(&state) {
                 let dir = scratch.join(handle);
                 std::fs::create_dir_all(&dir)?;
                 std::fs::write(dir.join("state.json"), serde_json::to_vec(&shadow)?)?;
                 let mut argv: Vec<OsString> =
                     vec!["nsenter".into(), format!("--net={net}").into(), "--".into()];
                 argv.extend(runc::exec_command(runc, scratch, process_file, handle));
-                Ok(argv)
+                return Ok(argv);
             }
-            None => Ok(runc::exec_command(
-                runc,
-                &self.runc_state,
-                process_file,
-                handle,
-            )),
         }
+        Ok(runc::exec_command(
+            runc,
+            &self.runc_state,
+            process_file,
+            handle,
+        ))
     }
 
     fn cgroup_procs(&self, cg: &CgroupRef, cpu_shares: bool) -> Vec<PathBuf> {

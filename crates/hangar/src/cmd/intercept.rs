@@ -9,7 +9,7 @@ use hangar_api::intercept::{ExecRequest, Frame, TeamContainer};
 use hangar_client::intercept::{read_frame, write_frame};
 
 use super::pipelines::{split_flag, TeamArgs};
-use crate::format::{ago, table};
+use crate::format::{ago, now_ms, table};
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ContainersArgs {
@@ -30,13 +30,6 @@ pub(crate) async fn containers(args: ContainersArgs) -> anyhow::Result<ExitCode>
     }
     print!("{}", listing(&list, now_ms()));
     Ok(ExitCode::SUCCESS)
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 fn listing(list: &[TeamContainer], now: i64) -> String {
