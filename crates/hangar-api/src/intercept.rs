@@ -102,6 +102,10 @@ pub struct TeamContainer {
     #[serde(default)]
     pub attempt: Option<i64>,
     pub created_at: i64,
+    /// A failed task's container, its program exited, kept for `intercept`
+    /// until then (Unix ms) or until its job's next build starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_until: Option<i64>,
 }
 
 /// One message of a session.

@@ -197,6 +197,17 @@ impl StepFailure {
         }
     }
 
+    /// The step's own program failed (an exit, a signal, its memory
+    /// limit), not the infrastructure: what a user may want to look into.
+    pub fn is_the_programs_own(&self) -> bool {
+        matches!(
+            self,
+            StepFailure::Exited { .. }
+                | StepFailure::Signaled { .. }
+                | StepFailure::OutOfMemory { .. }
+        )
+    }
+
     /// Whether the step's worker may be past answering (so cleaning up on
     /// it is left to its next report). A worker with a full disk answers,
     /// and destroying the step's container is what frees its space.

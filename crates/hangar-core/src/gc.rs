@@ -27,7 +27,11 @@
 //! - **failed-containers**: a `failed` container row becomes `destroying`.
 //! - **build-containers**: a `creating` or `created` container row whose
 //!   build is final (succeeded, failed, errored, aborted) or whose build row
-//!   is gone becomes `destroying`.
+//!   is gone becomes `destroying` — unless it is kept for `intercept` (a
+//!   failed task step's, see `Store::keep_container`): a kept row goes once
+//!   its keep-until has passed, its job's next build has started or its
+//!   build succeeded after all, as Concourse keeps a failed build's
+//!   containers until the next build.
 //! - **orphan-volumes**: a `created`, present volume owned by `container`
 //!   (a step's scratch: copy-on-write inputs, outputs not yet artifacts, a
 //!   rootfs copy) with no live children becomes `destroying` when all hold:
@@ -252,6 +256,8 @@ pub struct GcContainer {
     pub missing_since: Option<UnixMillis>,
     /// Read so that collectors can page their candidates oldest first.
     pub created_at: UnixMillis,
+    /// Kept for `intercept` until then (a failed task step's container).
+    pub kept_until: Option<UnixMillis>,
 }
 
 /// What the collectors need of one build.
@@ -259,6 +265,9 @@ pub struct GcContainer {
 pub struct GcBuild {
     pub status: BuildStatus,
     pub finished_at: Option<UnixMillis>,
+    /// A later build of the same job has started: what the build kept
+    /// for debugging is no longer the job's latest failure.
+    pub superseded: bool,
 }
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {
@@ -307,17 +316,30 @@ pub fn plan_failed_containers(containers: &[GcContainer]) -> Vec<String> {
 }
 
 /// build-containers: `creating` or `created` rows of final builds, or of
-/// builds whose row is gone. Rows without a build are left alone.
+/// builds whose row is gone, but for kept rows whose keep-until is still
+/// ahead and whose job has not started a next build. Rows without a build
+/// are left alone.
 pub fn plan_build_containers(
     containers: &[GcContainer],
     builds: &HashMap<i64, GcBuild>,
+    now: UnixMillis,
 ) -> Vec<String> {
     sorted(
         containers
             .iter()
             .filter(|c| matches!(c.state, ContainerState::Creating | ContainerState::Created))
             .filter(|c| match c.build_id {
-                Some(id) => builds.get(&id).is_none_or(|b| b.status.is_final()),
+                Some(id) => match builds.get(&id) {
+                    None => true,
+                    Some(b) => {
+                        // A build that succeeded after all (the failure
+                        // was in a `try`, or retried) has nothing to debug.
+                        let kept = c.kept_until.is_some_and(|until| now < until)
+                            && !b.superseded
+                            && b.status != BuildStatus::Succeeded;
+                        b.status.is_final() && !kept
+                    }
+                },
                 None => false,
             })
             .map(|c| c.handle.clone())

@@ -87,7 +87,20 @@ pub struct EngineConfig {
     /// unreachable (a hung or rogue worker does not hold a build for
     /// ever).
     pub unanswered_for: Duration,
+    /// How long a job build's failed task container is kept for
+    /// `intercept` at most (it goes sooner when the job's next build
+    /// starts); 0 keeps none.
+    pub keep_failed_containers_for: Duration,
+    /// How long a one-off build's failed task container is kept; 0 keeps
+    /// none.
+    pub keep_failed_one_off_containers_for: Duration,
 }
+
+/// The default of [`EngineConfig::keep_failed_containers_for`].
+pub const DEFAULT_KEEP_FAILED_CONTAINERS_FOR: Duration = Duration::from_secs(24 * 3600);
+/// The default of [`EngineConfig::keep_failed_one_off_containers_for`]:
+/// Concourse's one-off grace period.
+pub const DEFAULT_KEEP_FAILED_ONE_OFF_CONTAINERS_FOR: Duration = Duration::from_secs(5 * 60);
 
 /// The default of [`EngineConfig::unanswered_for`]: long past any pause an
 /// honest worker's API takes under load.
@@ -105,6 +118,8 @@ impl EngineConfig {
             no_worker_timeout: DEFAULT_NO_WORKER_TIMEOUT,
             placement: Default::default(),
             unanswered_for: DEFAULT_UNANSWERED_FOR,
+            keep_failed_containers_for: DEFAULT_KEEP_FAILED_CONTAINERS_FOR,
+            keep_failed_one_off_containers_for: DEFAULT_KEEP_FAILED_ONE_OFF_CONTAINERS_FOR,
         }
     }
 }

@@ -835,8 +835,9 @@ const IMAGE_METADATA: &str = "metadata.json";
 const NO_RUN_PATH: &str =
     "run.path: not given, and the image's metadata.json (its ENTRYPOINT/CMD) cannot be read";
 
-/// Ends an attempt: the container goes, and its outputs become artifacts or
-/// are released.
+/// Ends an attempt: the container goes (or, when the task's own program
+/// failed, is kept a while for `intercept`), and its outputs become
+/// artifacts or are released.
 async fn finish_attempt(
     ctx: &BuildContext,
     worker: &str,
@@ -845,10 +846,18 @@ async fn finish_attempt(
     outputs: BTreeMap<String, String>,
     scratch: &mut Scratch,
 ) -> Attempt<Outputs> {
+    let failure = match exit {
+        Ok(exit) => exit_failure(&exit),
+        Err(f) => Some(f),
+    };
     // A worker that failed the step will not answer; its next report (or
     // its state-lost registration) settles the container instead.
-    let worker_failed = matches!(&exit, Err(f) if f.worker_may_not_answer());
-    if !worker_failed {
+    let worker_failed = failure.as_ref().is_some_and(|f| f.worker_may_not_answer());
+    let kept = match &failure {
+        Some(f) if f.is_the_programs_own() => keep_container(ctx, handle).await,
+        _ => false,
+    };
+    if !worker_failed && !kept {
         let destroy = ctx.engine.workers().destroy_container(worker, handle);
         // Stopped here, the resumed build re-attaches, finds the container
         // exited and finishes the attempt again.
@@ -863,14 +872,12 @@ async fn finish_attempt(
             }
         }
     }
-    if let Err(e) = ctx.engine.store().delete_container_row(handle).await {
-        // The garbage collector finds the row and destroys it later.
-        tracing::warn!(%handle, error = %e, "cannot delete the finished container's row");
+    if !kept {
+        if let Err(e) = ctx.engine.store().delete_container_row(handle).await {
+            // The garbage collector finds the row and destroys it later.
+            tracing::warn!(%handle, error = %e, "cannot delete the finished container's row");
+        }
     }
-    let failure = match exit {
-        Ok(exit) => exit_failure(&exit),
-        Err(f) => Some(f),
-    };
     match failure {
         None => {
             for h in outputs.values() {
@@ -887,8 +894,38 @@ async fn finish_attempt(
             Ok(outputs)
         }
         Some(f) => {
+            // A kept container's volumes are released too: its worker keeps
+            // on disk every volume a container it has mounts, and destroys
+            // them once the container is collected.
             scratch.release.extend(outputs.into_values());
             Err(f)?
+        }
+    }
+}
+
+/// Keeps a failed task's container for `intercept`: a job build's until
+/// its job's next build starts or the configured while has passed, a
+/// one-off build's for its grace period. False when not kept (keeping is
+/// off, or the row cannot be marked): then it goes now.
+async fn keep_container(ctx: &BuildContext, handle: &str) -> bool {
+    let config = ctx.engine.config();
+    let keep_for = if ctx.job_build.is_some() {
+        config.keep_failed_containers_for
+    } else {
+        config.keep_failed_one_off_containers_for
+    };
+    if keep_for.is_zero() {
+        return false;
+    }
+    let until = ctx.engine.now() + keep_for.as_millis() as i64;
+    match ctx.engine.store().keep_container(handle, until).await {
+        Ok(()) => {
+            tracing::info!(%handle, build = ctx.build_id, until, "the failed task's container is kept for intercept");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(%handle, error = %e, "cannot keep the failed task's container; destroying it");
+            false
         }
     }
 }

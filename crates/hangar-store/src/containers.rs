@@ -20,6 +20,9 @@ pub struct ContainerRecord {
     pub step_id: Option<String>,
     pub created_at: UnixMillis,
     pub missing_since: Option<UnixMillis>,
+    /// A failed task step's container kept for `intercept` after its step
+    /// ended (see [`Store::keep_container`]).
+    pub kept_until: Option<UnixMillis>,
 }
 
 /// A container row's own columns.
@@ -32,6 +35,7 @@ fn container_record(r: &sqlx::any::AnyRow) -> Result<ContainerRecord, StoreError
         step_id: r.try_get("step_id")?,
         created_at: r.try_get("created_at")?,
         missing_since: r.try_get("missing_since")?,
+        kept_until: r.try_get("kept_until")?,
     })
 }
 
@@ -111,6 +115,39 @@ impl Store {
         }
     }
 
+    /// Keeps `created` container `handle` after its step ended, for
+    /// `intercept`, until `until` (or until its job's next build starts):
+    /// the build-containers collector leaves it until then. A row in any
+    /// other state is a [`StoreError::Conflict`]; a missing one
+    /// [`StoreError::NotFound`].
+    pub async fn keep_container(&self, handle: &str, until: UnixMillis) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE containers SET kept_until = $1 WHERE handle = $2 AND state = 'created'",
+        )
+        .bind(until)
+        .bind(handle)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 1 {
+            return Ok(());
+        }
+        let found = sqlx::query("SELECT state FROM containers WHERE handle = $1")
+            .bind(handle)
+            .fetch_optional(&self.pool)
+            .await?;
+        match found {
+            None => Err(StoreError::NotFound(format!(
+                "container {handle} not found"
+            ))),
+            Some(row) => {
+                let state: ContainerState = decode(&row, "containers", &["handle"], "state")?;
+                Err(StoreError::Conflict(format!(
+                    "container {handle} is {state}, not created: not kept"
+                )))
+            }
+        }
+    }
+
     pub async fn delete_container_row(&self, handle: &str) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM containers WHERE handle = $1")
             .bind(handle)
@@ -123,7 +160,7 @@ impl Store {
         &self,
         worker: Option<&str>,
     ) -> Result<Vec<ContainerRecord>, StoreError> {
-        let base = "SELECT handle, worker_name, state, build_id, step_id, created_at, missing_since FROM containers";
+        let base = "SELECT handle, worker_name, state, build_id, step_id, created_at, missing_since, kept_until FROM containers";
         let rows = match worker {
             Some(w) => {
                 sqlx::query(&format!(
@@ -360,7 +397,7 @@ impl Store {
         };
         let sql = format!(
             "SELECT c.handle, c.worker_name, c.state, c.build_id, c.step_id, c.created_at, \
-                    c.missing_since, b.name AS build_name, jb.build_number, s.name AS step_name, \
+                    c.missing_since, c.kept_until, b.name AS build_name, jb.build_number, s.name AS step_name, \
                     s.kind AS step_kind, s.attempt, j.name AS job_name, p.name AS pipeline_name \
              FROM containers c \
              JOIN builds b ON b.id = c.build_id \

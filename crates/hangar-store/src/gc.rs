@@ -96,6 +96,7 @@ pub(crate) fn gc_container(r: &AnyRow) -> Result<GcContainer, StoreError> {
         build_id: r.try_get("build_id")?,
         missing_since: r.try_get("missing_since")?,
         created_at: r.try_get("created_at")?,
+        kept_until: r.try_get("kept_until")?,
     })
 }
 
@@ -103,6 +104,7 @@ fn gc_build(r: &AnyRow) -> Result<GcBuild, StoreError> {
     Ok(GcBuild {
         status: decode(r, "builds", &["id"], "status")?,
         finished_at: r.try_get("finished_at")?,
+        superseded: r.try_get::<i64, _>("superseded")? != 0,
     })
 }
 
@@ -119,7 +121,7 @@ impl Store {
             Collector::AbandonedVolumes => self.gc_abandoned_volumes(config, now).await,
             Collector::FailedVolumes => self.gc_failed_volumes(config).await,
             Collector::FailedContainers => self.gc_failed_containers(config).await,
-            Collector::BuildContainers => self.gc_build_containers(config).await,
+            Collector::BuildContainers => self.gc_build_containers(config, now).await,
             Collector::OrphanVolumes => self.gc_orphan_volumes(config, now).await,
             Collector::Caches => self.gc_caches(config, now).await,
             Collector::Artifacts => self.gc_artifacts(config, now).await,
@@ -146,10 +148,16 @@ impl Store {
         let mut out = HashMap::new();
         for chunk in ids.chunks(CHUNK) {
             let sql = format!(
-                "SELECT id, status, finished_at FROM builds WHERE id IN ({})",
-                placeholders(1, chunk.len())
+                "SELECT b.id, b.status, b.finished_at, \
+                        CASE WHEN EXISTS (SELECT 1 FROM job_builds jb \
+                            JOIN job_builds nb ON nb.job_id = jb.job_id AND nb.build_id > jb.build_id \
+                            JOIN builds n ON n.id = nb.build_id \
+                            WHERE jb.build_id = b.id AND n.status <> $1) \
+                        THEN 1 ELSE 0 END AS superseded \
+                 FROM builds b WHERE b.id IN ({})",
+                placeholders(2, chunk.len())
             );
-            let mut q = sqlx::query(&sql);
+            let mut q = sqlx::query(&sql).bind(BuildStatus::Pending.as_str());
             for id in chunk {
                 q = q.bind(*id);
             }
@@ -302,7 +310,11 @@ impl Store {
         .await
     }
 
-    async fn gc_build_containers(&self, config: &GcConfig) -> Result<CollectorStats, StoreError> {
+    async fn gc_build_containers(
+        &self,
+        config: &GcConfig,
+        now: UnixMillis,
+    ) -> Result<CollectorStats, StoreError> {
         // The containers of builds still running stay, and there are many:
         // they are left out here rather than read and kept on every pass.
         let mut builds = HashMap::new();
@@ -320,7 +332,7 @@ impl Store {
             ids.dedup();
             ids.retain(|id| !builds.contains_key(id));
             builds.extend(self.gc_builds(&ids).await?);
-            let doomed = gc::plan_build_containers(&page, &builds);
+            let doomed = gc::plan_build_containers(&page, &builds, now);
             stats.add(
                 self.apply_chunks(
                     Collector::BuildContainers,

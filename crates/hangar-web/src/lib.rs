@@ -85,6 +85,10 @@ pub struct WebConfig {
     pub no_worker_timeout: Duration,
     /// How the engine places steps on workers (`--container-placement-strategy`).
     pub placement: hangar_core::placement::Placement,
+    /// How long a failed task's container is kept for `intercept`: a job
+    /// build's (at most; the job's next build ends it), a one-off build's
+    /// (`--keep-failed-containers-for`, `--gc-one-off-grace-period`).
+    pub keep_failed_containers: KeepFailedContainers,
     /// Who logs in (local users), main's auth, and how long sessions last.
     pub auth: AuthConfig,
     /// Team → the key that team's workers register with (workers of that
@@ -98,6 +102,22 @@ pub struct WebConfig {
     pub token_review: Option<TokenReviewConfig>,
     /// The HTTP server's deadlines and connection caps (`--http-*`).
     pub http_limits: hangar_http::Limits,
+}
+
+/// See [`WebConfig::keep_failed_containers`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepFailedContainers {
+    pub job_builds: Duration,
+    pub one_off_builds: Duration,
+}
+
+impl Default for KeepFailedContainers {
+    fn default() -> Self {
+        KeepFailedContainers {
+            job_builds: hangar_engine::DEFAULT_KEEP_FAILED_CONTAINERS_FOR,
+            one_off_builds: hangar_engine::DEFAULT_KEEP_FAILED_ONE_OFF_CONTAINERS_FOR,
+        }
+    }
 }
 
 impl std::fmt::Debug for WebConfig {
@@ -119,6 +139,7 @@ impl std::fmt::Debug for WebConfig {
             .field("scheduler_interval", &self.scheduler_interval)
             .field("no_worker_timeout", &self.no_worker_timeout)
             .field("placement", &self.placement)
+            .field("keep_failed_containers", &self.keep_failed_containers)
             .field("auth", &self.auth)
             .field(
                 "team_worker_keys",
@@ -254,6 +275,9 @@ impl Web {
             .unwrap_or(1_000);
         engine_config.no_worker_timeout = config.no_worker_timeout;
         engine_config.placement = config.placement.clone();
+        engine_config.keep_failed_containers_for = config.keep_failed_containers.job_builds;
+        engine_config.keep_failed_one_off_containers_for =
+            config.keep_failed_containers.one_off_builds;
         let engine = hangar_engine::Engine::new(
             store.clone(),
             Arc::new(workers.clone()),

@@ -34,6 +34,7 @@ fn container(handle: &str, state: ContainerState, build: Option<i64>) -> GcConta
         build_id: build,
         missing_since: None,
         created_at: 0,
+        kept_until: None,
     }
 }
 
@@ -112,6 +113,7 @@ fn containers_of_final_builds_are_collected_by_the_table() {
             GcBuild {
                 status,
                 finished_at: None,
+                superseded: false,
             },
         )
     })
@@ -129,9 +131,48 @@ fn containers_of_final_builds_are_collected_by_the_table() {
         (Failed, Some(2), false), // the failed collector's
     ];
     for (i, (state, build, collected)) in cases.into_iter().enumerate() {
-        let got = plan_build_containers(&[container("c", state, build)], &builds);
+        let got = plan_build_containers(&[container("c", state, build)], &builds, NOW);
         assert_eq!(!got.is_empty(), collected, "case {i}: {state} of {build:?}");
     }
+}
+
+#[test]
+fn a_kept_container_stays_until_its_time_or_its_jobs_next_build() {
+    let build = |status, superseded| GcBuild {
+        status,
+        finished_at: Some(NOW - 1),
+        superseded,
+    };
+    let kept = |until: Option<UnixMillis>| GcContainer {
+        kept_until: until,
+        ..container("c", ContainerState::Created, Some(1))
+    };
+    // (keep-until, build status, a next build started) => collected
+    let cases = [
+        (Some(NOW + 1), BuildStatus::Failed, false, false),
+        (Some(NOW), BuildStatus::Failed, false, true), // its time has come
+        (Some(NOW - 1), BuildStatus::Failed, false, true),
+        (Some(NOW + 1), BuildStatus::Failed, true, true), // the next build started
+        (None, BuildStatus::Failed, false, true),         // never kept
+        (Some(NOW + 1), BuildStatus::Errored, false, false),
+        (Some(NOW + 1), BuildStatus::Aborted, false, false),
+        // The failure was in a `try` (or retried): nothing to debug.
+        (Some(NOW + 1), BuildStatus::Succeeded, false, true),
+        // A kept row of a build that has not finished (a step failed, the
+        // build runs its hooks) stays like any running build's.
+        (Some(NOW + 1), BuildStatus::Started, false, false),
+        (Some(NOW - 1), BuildStatus::Started, true, false),
+    ];
+    for (i, (until, status, superseded, collected)) in cases.into_iter().enumerate() {
+        let builds = HashMap::from([(1, build(status, superseded))]);
+        let got = plan_build_containers(&[kept(until)], &builds, NOW);
+        assert_eq!(!got.is_empty(), collected, "case {i}");
+    }
+    // Its build row gone, a kept row goes too.
+    assert_eq!(
+        plan_build_containers(&[kept(Some(NOW + 1))], &HashMap::new(), NOW),
+        ["c"]
+    );
 }
 
 #[test]
@@ -311,6 +352,7 @@ fn artifacts_of_finished_builds_and_old_uploads_are_collected_by_the_table() {
             GcBuild {
                 status,
                 finished_at,
+                superseded: false,
             },
         )
     })
@@ -555,6 +597,7 @@ fn missing_containers_go_after_the_grace_in_batches() {
     ]
     .into_iter()
     .map(|(h, m)| GcContainer {
+        kept_until: None,
         missing_since: m,
         ..container(h, ContainerState::Created, None)
     })

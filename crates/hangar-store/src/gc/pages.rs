@@ -36,7 +36,8 @@ impl Candidate for GcVolume {
 
 impl Candidate for GcContainer {
     fn select() -> String {
-        "SELECT v.handle, v.state, v.build_id, v.missing_since, v.created_at FROM containers v"
+        "SELECT v.handle, v.state, v.build_id, v.missing_since, v.created_at, v.kept_until \
+         FROM containers v"
             .to_string()
     }
     fn from_row(row: &AnyRow) -> Result<Self, StoreError> {

@@ -741,7 +741,119 @@ async fn one_node_at_a_time_collects_garbage(store: Store) {
     }
 }
 
+/// A failed task's kept container stays past its build's end until its
+/// keep-until passes or its job's next build starts; a one-off build's
+/// until its keep-until.
+async fn a_kept_container_goes_at_its_time_or_at_its_jobs_next_build(store: Store) {
+    use hangar_core::containers::ContainerState::{Created, Creating};
+    worker(&store, "w1").await;
+    let config = hangar_core::pipeline::parse_pipeline(
+        "jobs:\n- {name: j, plan: [{task: t, config: {platform: linux, run: {path: x}}}]}\n",
+    )
+    .unwrap()
+    .config;
+    store
+        .set_pipeline("main", "p", &config, None, T0)
+        .await
+        .unwrap();
+    let job = store.job("main", "p", "j").await.unwrap();
+    let first = store
+        .create_job_build(job.id, "p/j", "[]", T0)
+        .await
+        .unwrap()
+        .build;
+    let one_off = store.create_build("b", None, "[]", "{}", T0).await.unwrap();
+    for (handle, build) in [("c-job", first.id), ("c-one-off", one_off.id)] {
+        store
+            .create_container_row(handle, "w1", Some(build), Some("0"), T0)
+            .await
+            .unwrap();
+        store
+            .set_container_state(handle, Creating, Created)
+            .await
+            .unwrap();
+    }
+    store.keep_container("c-job", T0 + HOUR).await.unwrap();
+    store.keep_container("c-one-off", T0 + MIN).await.unwrap();
+    // Only a created row is kept; a missing one is said so.
+    store
+        .create_container_row("c-new", "w1", Some(first.id), Some("1"), T0)
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.keep_container("c-new", T0 + HOUR).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        store.keep_container("nope", T0 + HOUR).await,
+        Err(StoreError::NotFound(_))
+    ));
+    store.delete_container_row("c-new").await.unwrap();
+    let listed = store.list_containers(Some("w1")).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|c| c.kept_until).collect::<Vec<_>>(),
+        [Some(T0 + HOUR), Some(T0 + MIN)]
+    );
+    for _ in 0..2 {
+        store.claim_build("node", T0, 60_000).await.unwrap().unwrap();
+    }
+    for b in [first.id, one_off.id] {
+        assert!(store
+            .finish_build(b, 1, BuildStatus::Failed, Some(1), None, T0)
+            .await
+            .unwrap());
+    }
+    let config = GcConfig::default();
+    let states = |store: Store| async move {
+        container_rows(&store)
+            .await
+            .into_iter()
+            .map(|(h, (s, _))| (h, s))
+            .collect::<Vec<(String, String)>>()
+    };
+    // Both builds are over; both containers are kept.
+    assert_eq!(
+        collect(&store, Collector::BuildContainers, &config, T0 + 1).await,
+        stats(0, 0, 0)
+    );
+    // The one-off's time passes.
+    assert_eq!(
+        collect(&store, Collector::BuildContainers, &config, T0 + MIN).await,
+        stats(1, 1, 0)
+    );
+    assert_eq!(
+        states(store.clone()).await,
+        [
+            ("c-job".to_string(), "created".to_string()),
+            ("c-one-off".to_string(), "destroying".to_string()),
+        ]
+    );
+    // The job's next build, still pending, changes nothing; started, it
+    // ends the keep.
+    let next = store
+        .create_job_build(job.id, "p/j", "[]", T0 + 2 * MIN)
+        .await
+        .unwrap()
+        .build;
+    assert_eq!(
+        collect(&store, Collector::BuildContainers, &config, T0 + 2 * MIN).await,
+        stats(0, 0, 0)
+    );
+    let claimed = store
+        .claim_build("node", T0 + 2 * MIN, 60_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.id, next.id);
+    assert_eq!(
+        collect(&store, Collector::BuildContainers, &config, T0 + 2 * MIN).await,
+        stats(1, 1, 0)
+    );
+    assert_eq!(states(store.clone()).await[0].1, "destroying");
+}
+
 on_both_databases!(
+    a_kept_container_goes_at_its_time_or_at_its_jobs_next_build,
     a_container_report_is_diffed_both_ways_and_applied,
     a_missing_base_with_live_children_is_collected_with_unrelated_ones,
     a_reported_again_root_is_not_collected,

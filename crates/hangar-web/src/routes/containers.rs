@@ -37,6 +37,7 @@ fn wire(c: hangar_store::TeamContainer) -> TeamContainer {
         step_type: c.step_kind,
         attempt: c.attempt,
         created_at: c.container.created_at,
+        kept_until: c.container.kept_until,
     }
 }
 
@@ -90,7 +91,7 @@ pub(super) async fn intercept(
     let c = found.container;
     if c.state != ContainerState::Created {
         return Err(ApiError::conflict(format!(
-            "container {handle} is {}: only a running container can be intercepted",
+            "container {handle} is {}: only a running container, or a failed step's kept one, can be intercepted",
             c.state
         )));
     }

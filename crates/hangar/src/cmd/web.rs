@@ -53,6 +53,15 @@ pub(crate) struct Lifecycle {
     /// create a volume time out after half of it.
     #[arg(long, env = "HANGAR_GC_ABANDONED_CREATION_TIMEOUT", default_value = "20m", value_parser = duration::parse)]
     pub gc_abandoned_creation_timeout: Duration,
+    /// How long a job build's failed task container is kept for
+    /// `intercept` at most: it goes as soon as the job's next build starts
+    /// (as in Concourse) or its build succeeds after all; 0 keeps none.
+    #[arg(long, env = "HANGAR_KEEP_FAILED_CONTAINERS_FOR", default_value = "24h", value_parser = duration::parse)]
+    pub keep_failed_containers_for: Duration,
+    /// How long a one-off build's (`execute`) failed task container is
+    /// kept for `intercept`; 0 keeps none.
+    #[arg(long, env = "HANGAR_GC_ONE_OFF_GRACE_PERIOD", default_value = "5m", value_parser = duration::parse)]
+    pub gc_one_off_grace_period: Duration,
     /// Start on this database deliberately although it is not the one the
     /// fleet knew: the marker beside the SQLite file names another (the file
     /// is missing or was replaced), or workers arrive with generations it
@@ -109,6 +118,10 @@ impl Lifecycle {
             scheduler_interval: Some(self.scheduler_interval),
             no_worker_timeout: self.no_worker_timeout,
             placement: Default::default(),
+            keep_failed_containers: hangar_web::KeepFailedContainers {
+                job_builds: self.keep_failed_containers_for,
+                one_off_builds: self.gc_one_off_grace_period,
+            },
             auth: Default::default(),
             team_worker_keys: Default::default(),
             named_worker_keys: Default::default(),

@@ -77,6 +77,7 @@ impl TestWeb {
             check_interval: None,
             scheduler_interval: None,
             no_worker_timeout: hangar_web::DEFAULT_NO_WORKER_TIMEOUT,
+            keep_failed_containers: Default::default(),
             placement: Default::default(),
             accept_new_database: false,
             metrics_require_token: false,
