@@ -77,9 +77,8 @@ async fn exec(
     })?;
     let upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
-        let _plan = plan;
         match upgrade.await {
-            Ok(upgraded) => run_session(TokioIo::new(upgraded), child).await,
+            Ok(upgraded) => run_session(TokioIo::new(upgraded), child, plan).await,
             Err(e) => {
                 tracing::debug!(error = %e, "the exec session's upgrade failed");
                 child.kill();
@@ -194,8 +193,14 @@ fn spawn(plan: &ExecPlan, req: &ExecRequest) -> std::io::Result<Child> {
 }
 
 /// Pumps a session until the process has ended and all it wrote is sent,
-/// or the client has gone (then the process is ended).
-async fn run_session<S: AsyncRead + AsyncWrite + Send + 'static>(io: S, mut child: Child) {
+/// or the client has gone (then the process is ended). The plan is
+/// finished before the exit goes out: a client that starts its next
+/// session at once finds an exited container free again.
+async fn run_session<S: AsyncRead + AsyncWrite + Send + 'static>(
+    io: S,
+    mut child: Child,
+    plan: ExecPlan,
+) {
     let (mut from_client, mut to_client) = tokio::io::split(io);
     let (out_tx, mut out_rx) = mpsc::channel::<Frame>(16);
     let mut readers = Vec::new();
@@ -301,6 +306,9 @@ async fn run_session<S: AsyncRead + AsyncWrite + Send + 'static>(io: S, mut chil
         for r in &readers {
             r.abort();
         }
+    }
+    if let Err(e) = tokio::task::spawn_blocking(move || plan.finish()).await {
+        tracing::warn!(error = %e, "finishing an exec session's plan failed");
     }
     let Ok(Some(mut to_client)) = writer.await else {
         return;

@@ -1,5 +1,6 @@
-//! One more process in a running container (`intercept`): in the same
-//! sandbox as the container's own program.
+//! One more process in a container (`intercept`): in the same sandbox as
+//! the container's own program. A container whose program has exited (a
+//! failed step's, kept for debugging) is entered again (see `reenter`).
 //!
 //! A runc container gets `runc exec` of its own `process` from the bundle
 //! (its user, environment, working directory, capabilities, seccomp and
@@ -30,6 +31,22 @@ pub struct ExecPlan {
     /// A dir of files made for this process only; it goes with the plan,
     /// which its holder keeps until the process has ended.
     pub scratch: Option<PathBuf>,
+    /// An exited container entered again: undone when the plan goes.
+    pub(super) reentry: Option<super::reenter::Reentry>,
+}
+
+impl ExecPlan {
+    /// Ends what the plan holds now, on this thread (it blocks): its
+    /// scratch files go, and an exited container entered again is left,
+    /// free for the next session.
+    pub fn finish(mut self) {
+        if let Some(d) = self.scratch.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+        if let Some(r) = self.reentry.take() {
+            r.leave();
+        }
+    }
 }
 
 impl Drop for ExecPlan {
@@ -37,11 +54,14 @@ impl Drop for ExecPlan {
         if let Some(d) = self.scratch.take() {
             let _ = std::fs::remove_dir_all(d);
         }
+        // After the scratch: it may hold runc's bundle for the reentry.
+        drop(self.reentry.take());
     }
 }
 
 impl ContainerManager {
-    /// How to run `req` in container `handle`, which must be running.
+    /// How to run `req` in container `handle`: beside its program, or,
+    /// once that has exited, in the container entered again.
     pub fn exec_plan(&self, handle: &str, req: &ExecRequest) -> Result<ExecPlan, ContainerError> {
         req.check().map_err(|why| ContainerError::InvalidSpec {
             field: "process".into(),
@@ -53,13 +73,14 @@ impl ContainerManager {
         };
         hangar_volumes::validate_handle(handle).map_err(|_| not_found())?;
         let rec = inner.load(handle)?.ok_or_else(not_found)?;
-        if inner.status(&rec)?.exit.is_some() {
-            return Err(ContainerError::NotRunning {
-                handle: handle.to_string(),
-            });
-        }
+        let exited = inner.status(&rec)?.exit.is_some();
         let mut args = vec![req.path.clone()];
         args.extend(req.args.iter().cloned());
+        let reentry = if exited {
+            Some(inner.reenter(&rec)?)
+        } else {
+            None
+        };
         if rec.meta.runc {
             let bundle = rec.dir.join(store::BUNDLE_DIR).join("config.json");
             let config: Value = store::read_json(&bundle)
@@ -68,11 +89,11 @@ impl ContainerManager {
                     handle: handle.to_string(),
                     reason: "no bundle".into(),
                 })?;
-            let process =
-                exec_process(&config, args, req).ok_or_else(|| ContainerError::Corrupt {
-                    handle: handle.to_string(),
-                    reason: "the bundle has no process".into(),
-                })?;
+            let no_process = || ContainerError::Corrupt {
+                handle: handle.to_string(),
+                reason: "the bundle has no process".into(),
+            };
+            let process = exec_process(&config, args, req).ok_or_else(no_process)?;
             let scratch = rec.dir.join(format!("exec-{}", store::random_suffix()));
             std::fs::DirBuilder::new()
                 .mode(0o700)
@@ -84,9 +105,27 @@ impl ContainerManager {
                 cwd: rec.dir.clone(),
                 cgroup_procs: vec![],
                 scratch: Some(scratch.clone()),
+                reentry,
             };
+            if plan.reentry.is_some() {
+                // A bundle of its own in the scratch dir: `runc run` of
+                // the container's config with this process.
+                let config = super::runc::reentry_config(&config, process, |source| {
+                    std::path::Path::new(source).exists()
+                })
+                .ok_or_else(no_process)?;
+                write_private(
+                    &scratch.join("config.json"),
+                    &serde_json::to_vec_pretty(&config).expect("json"),
+                )?;
+                plan.argv = inner
+                    .runtime
+                    .run_runc(handle, &scratch)
+                    .map_err(io_err("runc run"))?;
+                return Ok(plan);
+            }
             let file = scratch.join("process.json");
-            write_private(&file, &process)?;
+            write_private(&file, &serde_json::to_vec(&process).expect("json"))?;
             plan.argv = inner
                 .runtime
                 .exec_runc(handle, &file, &scratch.join("state"))
@@ -117,13 +156,14 @@ impl ContainerManager {
             cwd: rec.dir.join(store::WORK_DIR).join(&checked.dir),
             cgroup_procs,
             scratch: None,
+            reentry,
         })
     }
 }
 
 /// The container's own OCI `process` with `args`, on a terminal when the
 /// request asks (with its size, and a `TERM` when the image sets none).
-fn exec_process(config: &Value, args: Vec<String>, req: &ExecRequest) -> Option<Vec<u8>> {
+fn exec_process(config: &Value, args: Vec<String>, req: &ExecRequest) -> Option<Value> {
     let mut process = config.get("process")?.clone();
     let obj = process.as_object_mut()?;
     obj.insert("args".into(), args.into());
@@ -146,7 +186,7 @@ fn exec_process(config: &Value, args: Vec<String>, req: &ExecRequest) -> Option<
             }
         }
     }
-    serde_json::to_vec(&process).ok()
+    Some(process)
 }
 
 #[cfg(test)]
@@ -171,9 +211,7 @@ mod tests {
             "capabilities": {"bounding": ["CAP_CHOWN"]}, "noNewPrivileges": true,
             "terminal": false,
         }});
-        let out: Value =
-            serde_json::from_slice(&exec_process(&config, vec!["sh".into()], &req(false)).unwrap())
-                .unwrap();
+        let out = exec_process(&config, vec!["sh".into()], &req(false)).unwrap();
         assert_eq!(out["args"], serde_json::json!(["sh"]));
         assert_eq!(out["user"], config["process"]["user"]);
         assert_eq!(out["cwd"], "/tmp/build/work");
@@ -187,9 +225,7 @@ mod tests {
     #[test]
     fn a_terminal_gets_its_size_and_a_term() {
         let config = serde_json::json!({"process": {"args": ["x"], "env": ["PATH=/bin"]}});
-        let out: Value =
-            serde_json::from_slice(&exec_process(&config, vec!["sh".into()], &req(true)).unwrap())
-                .unwrap();
+        let out = exec_process(&config, vec!["sh".into()], &req(true)).unwrap();
         assert_eq!(out["terminal"], true);
         assert_eq!(
             out["consoleSize"],
@@ -198,9 +234,7 @@ mod tests {
         assert_eq!(out["env"], serde_json::json!(["PATH=/bin", "TERM=xterm"]));
         // The image's own TERM stays.
         let config = serde_json::json!({"process": {"args": ["x"], "env": ["TERM=vt100"]}});
-        let out: Value =
-            serde_json::from_slice(&exec_process(&config, vec!["sh".into()], &req(true)).unwrap())
-                .unwrap();
+        let out = exec_process(&config, vec!["sh".into()], &req(true)).unwrap();
         assert_eq!(out["env"], serde_json::json!(["TERM=vt100"]));
         assert!(exec_process(&serde_json::json!({}), vec![], &req(true)).is_none());
     }

@@ -307,6 +307,16 @@ impl ContainerRuntime for FakeRuntime {
         ])
     }
 
+    fn run_runc(&self, handle: &str, bundle: &Path) -> io::Result<Vec<std::ffi::OsString>> {
+        Ok(vec![
+            "runc".into(),
+            "run".into(),
+            "--bundle".into(),
+            bundle.into(),
+            handle.into(),
+        ])
+    }
+
     fn cgroup_procs(&self, cg: &CgroupRef, _cpu_shares: bool) -> Vec<PathBuf> {
         vec![PathBuf::from(format!(
             "/fake-cgroups/{}/cgroup.procs",

@@ -343,6 +343,13 @@ impl ContainerRuntime for HostRuntime {
         ))
     }
 
+    fn run_runc(&self, handle: &str, bundle: &Path) -> io::Result<Vec<OsString>> {
+        let runc = self
+            .runc()
+            .ok_or_else(|| io::Error::other("no runc binary"))?;
+        Ok(runc::run_command(runc, &self.runc_state, bundle, handle))
+    }
+
     fn cgroup_procs(&self, cg: &CgroupRef, cpu_shares: bool) -> Vec<PathBuf> {
         self.cgroups.procs_files(cg, cpu_shares)
     }

@@ -48,6 +48,7 @@ mod open;
 mod options;
 mod process;
 mod recover;
+mod reenter;
 mod rootless;
 mod runc;
 mod runtime;
@@ -130,6 +131,9 @@ pub enum ContainerError {
     NotRunning { handle: String },
     #[error("container {handle:?} already exists")]
     AlreadyExists { handle: String },
+    /// An exited container is entered by one session at a time.
+    #[error("container {handle:?} has exited and is being entered by another session; an exited container takes one at a time")]
+    InUse { handle: String },
     /// A volume the spec names is not on this worker.
     #[error("volume {volume:?} of {field} not found")]
     VolumeNotFound { volume: String, field: String },
@@ -208,6 +212,8 @@ struct Inner {
     ended: (Mutex<u64>, Condvar),
     /// Room kept for the results of containers that end on a full disk.
     disk: DiskReserve,
+    /// Exited containers entered again right now (see `reenter`).
+    reentered: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Inner {

@@ -86,6 +86,7 @@ impl ContainerManager {
             ops: Mutex::new(()),
             ended: (Mutex::new(0), Condvar::new()),
             disk,
+            reentered: Mutex::new(Default::default()),
         });
         let report = inner.recover()?;
         let features = inner.features();

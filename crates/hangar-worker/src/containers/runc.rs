@@ -490,6 +490,45 @@ pub(crate) fn exec_around_network(state: &Value) -> Option<(String, Value)> {
 /// `runc --root <state> run --keep --bundle <bundle> <id>`: the program the
 /// wrapper runs. `--keep` leaves the stopped container (and so its cgroup,
 /// with the OOM counter) until [`delete`].
+/// The bundle config that enters an exited container again (`intercept`
+/// after its step): `config`, the container's own, with its `process`
+/// replaced, a network namespace of its own instead of the task network's
+/// (that one went when the program exited: the process gets loopback
+/// only), and without the bind mounts whose source is gone (`exists` says).
+/// Everything else stays: the root, the volumes, the user namespace, the
+/// cgroup, the capabilities, seccomp. `None` when `config` is not a bundle
+/// config.
+pub(crate) fn reentry_config(
+    config: &Value,
+    process: Value,
+    exists: impl Fn(&str) -> bool,
+) -> Option<Value> {
+    let mut config = config.clone();
+    let obj = config.as_object_mut()?;
+    obj.get("root")?;
+    obj.insert("process".into(), process);
+    if let Some(namespaces) = obj
+        .get_mut("linux")
+        .and_then(|l| l.get_mut("namespaces"))
+        .and_then(Value::as_array_mut)
+    {
+        for ns in namespaces.iter_mut() {
+            if ns.get("type").and_then(Value::as_str) == Some("network") {
+                if let Some(ns) = ns.as_object_mut() {
+                    ns.remove("path");
+                }
+            }
+        }
+    }
+    if let Some(mounts) = obj.get_mut("mounts").and_then(Value::as_array_mut) {
+        mounts.retain(|m| {
+            m.get("type").and_then(Value::as_str) != Some("bind")
+                || m.get("source").and_then(Value::as_str).is_some_and(&exists)
+        });
+    }
+    Some(config)
+}
+
 pub(crate) fn run_command(runc: &Path, state: &Path, bundle: &Path, id: &str) -> Vec<OsString> {
     vec![
         runc.into(),
@@ -1004,5 +1043,47 @@ mod tests {
         assert_eq!(bounding_set("CapBnd:\tzz\n"), None);
         assert_eq!(ALL_CAPABILITIES[21], "CAP_SYS_ADMIN");
         assert_eq!(ALL_CAPABILITIES[40], "CAP_CHECKPOINT_RESTORE");
+    }
+
+    #[test]
+    fn reentry_keeps_the_sandbox_but_the_network_and_gone_binds() {
+        let config = json!({
+            "root": {"path": "/r", "readonly": false},
+            "process": {"args": ["/bin/task"], "user": {"uid": 5}},
+            "mounts": [
+                {"destination": "/proc", "type": "proc", "source": "proc"},
+                {"destination": "/in", "type": "bind", "source": "/v/in", "options": ["rbind"]},
+                {"destination": "/etc/resolv.conf", "type": "bind", "source": "/net/gone"},
+            ],
+            "linux": {
+                "namespaces": [{"type": "pid"}, {"type": "network", "path": "/run/netns/x"},
+                               {"type": "user"}],
+                "cgroupsPath": "/hangar/c/ctr",
+                "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
+            },
+        });
+        let process = json!({"args": ["sh"], "user": {"uid": 5}, "terminal": true});
+        let out = reentry_config(&config, process.clone(), |s| s != "/net/gone").unwrap();
+        assert_eq!(out["process"], process);
+        assert_eq!(out["root"], config["root"]);
+        assert_eq!(
+            out["linux"]["namespaces"],
+            json!([{"type": "pid"}, {"type": "network"}, {"type": "user"}])
+        );
+        assert_eq!(out["linux"]["cgroupsPath"], "/hangar/c/ctr");
+        assert_eq!(out["linux"]["uidMappings"], config["linux"]["uidMappings"]);
+        let dests: Vec<&str> = out["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["destination"].as_str().unwrap())
+            .collect();
+        assert_eq!(dests, ["/proc", "/in"]);
+        // The host's network (a privileged step's) stays the host's.
+        let host = json!({"root": {"path": "/r"}, "linux": {"namespaces": [{"type": "pid"}]}});
+        let out = reentry_config(&host, json!({}), |_| true).unwrap();
+        assert_eq!(out["linux"]["namespaces"], json!([{"type": "pid"}]));
+        assert!(reentry_config(&json!({"process": {}}), json!({}), |_| true).is_none());
+        assert!(reentry_config(&json!([1]), json!({}), |_| true).is_none());
     }
 }

@@ -166,6 +166,9 @@ pub(crate) trait ContainerRuntime: Send + Sync {
         process_file: &Path,
         scratch: &Path,
     ) -> io::Result<Vec<OsString>>;
+    /// The command that runs the bundle in `bundle` as runc container
+    /// `handle` (`runc run`), in the foreground.
+    fn run_runc(&self, handle: &str, bundle: &Path) -> io::Result<Vec<OsString>>;
     /// The files a host program writes its pid to, to join `cg` (and its
     /// cpu twin on cgroup v1 when `cpu_shares`).
     fn cgroup_procs(&self, cg: &CgroupRef, cpu_shares: bool) -> Vec<PathBuf>;

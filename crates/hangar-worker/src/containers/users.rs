@@ -221,18 +221,7 @@ impl Inner {
         if rec.meta.user.is_none_or(|ids| ids.uid == 0) {
             return;
         }
-        let mut others = std::collections::BTreeSet::new();
-        for handle in self.handles().unwrap_or_default() {
-            if handle == rec.handle {
-                continue;
-            }
-            if let Ok(Some(other)) = self.load(&handle) {
-                if other.dir.join(store::RESULT_FILE).exists() {
-                    continue;
-                }
-                others.extend(other.spec.mounts.iter().map(|m| m.volume.clone()));
-            }
-        }
+        let others = self.mounted_by_running(&rec.handle);
         for m in rec
             .spec
             .mounts
