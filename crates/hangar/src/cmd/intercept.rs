@@ -47,7 +47,7 @@ fn listing(list: &[TeamContainer], now: i64) -> String {
                 dash(&c.step_type),
                 dash(&c.step),
                 c.attempt.map_or("-".into(), |a| a.to_string()),
-                c.state.clone(),
+                state(c, now),
                 ago(now, c.created_at),
             ]
         })
@@ -59,6 +59,28 @@ fn listing(list: &[TeamContainer], now: i64) -> String {
         ],
         &rows,
     )
+}
+
+/// The row's state, or for a failed step's kept container how long it
+/// stays.
+fn state(c: &TeamContainer, now: i64) -> String {
+    match c.kept_until {
+        Some(until) if c.state == "created" => {
+            format!("exited, kept {}", in_time(until.saturating_sub(now)))
+        }
+        _ => c.state.clone(),
+    }
+}
+
+/// `ms` from now, roughly: `for 23h`, `for 4m`, `a moment more`.
+fn in_time(ms: i64) -> String {
+    let s = ms / 1000;
+    match s {
+        ..=0 => "a moment more".into(),
+        1..=59 => format!("for {s}s"),
+        60..=3599 => format!("for {}m", s / 60),
+        _ => format!("for {}h", s / 3600),
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -128,8 +150,8 @@ impl Selector {
     }
 }
 
-/// The containers of `list` the selector takes, and only running ones
-/// (`created`): nothing can run in the others.
+/// The containers of `list` the selector takes, and only running or kept
+/// ones (`created`): nothing can run in the others.
 fn select<'a>(list: &'a [TeamContainer], s: &Selector) -> Vec<&'a TeamContainer> {
     list.iter()
         .filter(|c| c.state == "created" && s.matches(c))
@@ -153,6 +175,9 @@ fn describe(c: &TeamContainer) -> String {
         parts.push(format!("attempt {a}"));
     }
     parts.push(format!("on {}", c.worker));
+    if c.kept_until.is_some() {
+        parts.push("exited (kept after the failure)".into());
+    }
     parts.join(", ")
 }
 
@@ -196,7 +221,7 @@ pub(crate) async fn intercept(args: InterceptArgs) -> anyhow::Result<ExitCode> {
     let chosen = select(&list, &selector);
     let container = match chosen.as_slice() {
         [] => {
-            bail!("no running container matches (team {team}; `hangar containers` lists them all)")
+            bail!("no running or kept container matches (team {team}; `hangar containers` lists them all)")
         }
         [one] => *one,
         many => choose(many).await?,
@@ -380,6 +405,7 @@ mod tests {
             step_type: Some("task".into()),
             attempt: Some(1),
             created_at: 0,
+            kept_until: None,
         }
     }
 
@@ -389,6 +415,9 @@ mod tests {
         gone.state = "destroying".into();
         let mut retried = c("h6", Some(("p", "unit")), (12, "3"), "test");
         retried.attempt = Some(2);
+        // A failed step's container, kept: it can be entered.
+        let mut kept = c("h7", Some(("p", "unit")), (9, "0"), "test");
+        kept.kept_until = Some(1);
         let list = vec![
             c("h1", Some(("p", "unit")), (10, "1"), "test"),
             c("h2", Some(("p", "unit")), (11, "2"), "test"),
@@ -396,19 +425,23 @@ mod tests {
             c("h4", None, (2, "2"), "test"),
             gone,
             retried,
+            kept,
         ];
         let job = |p: &str, j: &str| Some((p.to_string(), j.to_string()));
         let handles = |s: Selector| -> Vec<String> {
             select(&list, &s).iter().map(|c| c.handle.clone()).collect()
         };
         let cases: Vec<(Selector, Vec<&str>)> = vec![
-            (Selector::default(), vec!["h1", "h2", "h3", "h4", "h6"]),
+            (
+                Selector::default(),
+                vec!["h1", "h2", "h3", "h4", "h6", "h7"],
+            ),
             (
                 Selector {
                     pipeline_job: job("p", "unit"),
                     ..Default::default()
                 },
-                vec!["h1", "h2", "h6"],
+                vec!["h1", "h2", "h6", "h7"],
             ),
             // Within a job, -b is the build's number.
             (
@@ -501,5 +534,13 @@ mod tests {
         ] {
             assert!(row.contains(cell), "{cell} in {row}");
         }
+        let mut kept = c("h2", None, (3, "one-off"), "test");
+        kept.kept_until = Some(5_000 + 2 * 3600 * 1000 + 5);
+        let out = listing(&[kept.clone()], 5_000);
+        assert!(out.contains("exited, kept for 2h"), "{out}");
+        assert!(describe(&kept).ends_with("exited (kept after the failure)"));
+        assert_eq!(in_time(0), "a moment more");
+        assert_eq!(in_time(59_999), "for 59s");
+        assert_eq!(in_time(60_000), "for 1m");
     }
 }

@@ -164,7 +164,7 @@ fn e2e_intercept_runs_in_the_tasks_container_as_the_task() {
     let o = c.cli(&["intercept", "-j", "p/build", "-s", "nope", "--", "true"]);
     assert!(!o.status.success());
     assert!(
-        text(&o).1.contains("no running container matches"),
+        text(&o).1.contains("no running or kept container matches"),
         "{}",
         text(&o).1
     );
@@ -253,4 +253,185 @@ fn interactive_session(c: &Cluster) {
         child.try_wait().unwrap()
     });
     assert_eq!(status.code(), Some(3), "{}", seen.lock().unwrap());
+}
+
+/// A task that fails after leaving what a user would want to look at in
+/// its output (its working dir itself is its private `/tmp`, which goes
+/// with the program).
+const FAILING: &str = r#"
+jobs:
+- name: flaky
+  plan:
+  - task: work
+    config:
+      platform: linux
+      outputs: [{name: out}]
+      run:
+        path: sh
+        args: [-c, "echo evidence-of-the-failure > out/marker; id -u > out/task-uid; exit 1"]
+"#;
+
+const KEPT: [&str; 6] = ["-j", "p/flaky", "-b", "1", "-s", "work"];
+
+fn intercept_kept(c: &Cluster, command: &[&str]) -> std::process::Output {
+    let mut args = vec!["intercept"];
+    args.extend(KEPT);
+    args.push("--");
+    args.extend(command);
+    c.cli(&args)
+}
+
+#[test]
+fn e2e_a_failed_tasks_container_is_entered_after_the_build_and_collected_at_the_next() {
+    let c = Cluster::start_with(&["--gc-interval", "1s"]);
+    let _w = c.worker("kept-w1");
+    c.wait_until("the worker runs", |ws| has(ws, "kept-w1", "running"));
+    let file = c.dir.path().join("p.yml");
+    std::fs::write(&file, FAILING).unwrap();
+    ok(&c, &["sp", "-p", "p", "-c", file.to_str().unwrap(), "-n"]);
+    ok(&c, &["up", "-p", "p"]);
+    let o = c.cli(&["tj", "-j", "p/flaky", "-w"]);
+    assert!(!o.status.success(), "the build fails: {}", text(&o).0);
+
+    // The build is over; its failed task's container stays, listed as such.
+    let out = ok(&c, &["cs"]);
+    let row = out
+        .lines()
+        .find(|l| l.contains("kept-w1"))
+        .unwrap_or_else(|| panic!("the failed task's container is listed: {out}"));
+    assert!(row.contains("exited, kept for"), "{row}");
+    let list: serde_json::Value = serde_json::from_str(&ok(&c, &["cs", "--json"])).unwrap();
+    let first = list[0]["handle"].as_str().unwrap().to_string();
+
+    // Entered after its program exited: its files, its user.
+    let o = intercept_kept(&c, &["sh", "-c", "cat out/marker; id -u; cat out/task-uid"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "evidence-of-the-failure", "{out}");
+    assert_eq!(lines[1], lines[2], "the session runs as the task: {out}");
+    if nix::unistd::geteuid().is_root() {
+        let host_ns = std::fs::read_link("/proc/self/ns/user").unwrap();
+        let o = intercept_kept(&c, &["readlink", "/proc/self/ns/user"]);
+        assert!(o.status.success(), "{}", text(&o).1);
+        assert_ne!(text(&o).0.trim(), host_ns.to_str().unwrap(), "sandboxed");
+    }
+    // What one session leaves, the next finds; a status comes back.
+    let o = intercept_kept(&c, &["sh", "-c", "echo looked > out/notes; exit 4"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o).1);
+    assert_eq!(
+        text(&intercept_kept(&c, &["cat", "out/notes"])).0,
+        "looked\n"
+    );
+
+    // One session at a time in an exited container; the next once it ends.
+    let mut holder = hangar()
+        .arg("intercept")
+        .args(KEPT)
+        .args(["--", "sleep", "120"])
+        .env("HANGAR_URL", &c.url)
+        .env("HANGAR_TOKEN", ADMIN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let refused = retry("a second session refused", Duration::from_secs(30), || {
+        let o = intercept_kept(&c, &["true"]);
+        let err = text(&o).1;
+        if !o.status.success() && err.contains("one at a time") {
+            Ok(err)
+        } else {
+            let first = match holder.try_wait() {
+                Ok(Some(status)) => {
+                    let mut said = String::new();
+                    if let Some(mut e) = holder.stderr.take() {
+                        let _ = e.read_to_string(&mut said);
+                    }
+                    // What the worker did meanwhile, newest first.
+                    let log = std::fs::read_to_string(c.dir.path().join("kept-w1.log"))
+                        .unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(15).collect();
+                    format!("ended {status}: {said}; the worker's log: {tail:#?}")
+                }
+                other => format!("{other:?}"),
+            };
+            Err(format!(
+                "status {:?}: {err} (the first session: {first})",
+                o.status.code()
+            ))
+        }
+    });
+    assert!(refused.contains("another session"), "{refused}");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    retry(
+        "a session after the first ended",
+        Duration::from_secs(30),
+        || {
+            let o = intercept_kept(&c, &["cat", "out/marker"]);
+            o.status.success().then_some(()).ok_or_else(|| text(&o).1)
+        },
+    );
+
+    // The job's next build starts: the kept container goes, on web and on
+    // the worker; the new failure's is kept in its place.
+    let o = c.cli(&["tj", "-j", "p/flaky", "-w"]);
+    assert!(!o.status.success());
+    wait_for(
+        "the first build's container to go",
+        Duration::from_secs(60),
+        || {
+            let list: serde_json::Value = serde_json::from_str(&ok(&c, &["cs", "--json"])).unwrap();
+            let handles: Vec<&str> = list
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c["handle"].as_str())
+                .collect();
+            (!handles.contains(&first.as_str()) && handles.len() == 1).then_some(())
+        },
+    );
+    let o = intercept_kept(&c, &["true"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).1.contains("no running or kept container matches"),
+        "{}",
+        text(&o).1
+    );
+    let on_disk = |root: &std::path::Path| {
+        walk(root, 4)
+            .into_iter()
+            .any(|p| p.file_name().is_some_and(|n| n == first.as_str()))
+    };
+    wait_for("the worker to destroy it", Duration::from_secs(60), || {
+        (!on_disk(&c.work_dir("kept-w1"))).then_some(())
+    });
+    let o = c.cli(&[
+        "intercept",
+        "-j",
+        "p/flaky",
+        "-b",
+        "2",
+        "--",
+        "cat",
+        "out/marker",
+    ]);
+    assert_eq!(text(&o).0, "evidence-of-the-failure\n", "{}", text(&o).1);
+}
+
+/// Every path under `root`, `depth` levels down.
+fn walk(root: &std::path::Path, depth: usize) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if depth == 0 {
+        return out;
+    }
+    for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(walk(&path, depth - 1));
+        }
+        out.push(path);
+    }
+    out
 }
