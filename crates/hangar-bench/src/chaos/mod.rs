@@ -1090,6 +1090,12 @@ async fn run_in(
         // within the quiet period.
         "--gc-abandoned-creation-timeout".into(),
         "30s".into(),
+        // The run's own-failure builds are one-off builds: their failed
+        // task containers would be kept for intercept, holding their
+        // volumes' dirs past their rows, and the settle check compares
+        // rows with dirs. Keeping is tested on its own (e2e_intercept).
+        "--gc-one-off-grace-period".into(),
+        "0s".into(),
     ];
     let mut pg = None;
     let mut postgres_url = cfg.postgres_url.clone();

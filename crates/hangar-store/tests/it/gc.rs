@@ -795,7 +795,11 @@ async fn a_kept_container_goes_at_its_time_or_at_its_jobs_next_build(store: Stor
         [Some(T0 + HOUR), Some(T0 + MIN)]
     );
     for _ in 0..2 {
-        store.claim_build("node", T0, 60_000).await.unwrap().unwrap();
+        store
+            .claim_build("node", T0, 60_000)
+            .await
+            .unwrap()
+            .unwrap();
     }
     for b in [first.id, one_off.id] {
         assert!(store
