@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod backoff;
 pub mod build;
+pub mod build_log;
 pub mod caches;
 pub mod checks;
 pub mod containers;

@@ -13,12 +13,13 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Form;
 use futures_util::Stream;
-use hangar_core::build::BuildEventKind;
-use hangar_store::{BuildEventRecord, BuildRecord};
+use hangar_core::build::{BuildEventKind, StepState};
+use hangar_core::build_log::{clock_words, line_pieces};
+use hangar_store::{BuildEventRecord, BuildRecord, StepRecord};
 use maud::{html, Markup, PreEscaped};
 use serde::Deserialize;
 
-use super::auth::{act_through_api, ActionForm, Viewer};
+use super::auth::{act_through_api, segment, ActionForm, Viewer};
 use super::layout::{action_button, moment, page as shell, seg, status, took};
 use super::pipeline::readable;
 use super::{PageError, PageResult};
@@ -70,7 +71,7 @@ pub(crate) async fn page(
         .get_build(id)
         .await?
         .ok_or_else(|| PageError::not_found(format!("no build {id}")))?;
-    render(&web, &viewer, build, html! {}).await
+    render(&web, &viewer, build, html! {}, None).await
 }
 
 pub(crate) async fn job_build_page(
@@ -92,7 +93,13 @@ pub(crate) async fn job_build_page(
             a href={"/teams/" (seg(&team)) "/pipelines/" (seg(&name)) "/jobs/" (seg(&job))} { (job) } " / #" (number)
         }
     };
-    render(&web, &viewer, b.build, crumbs).await
+    let rerun = format!(
+        "/teams/{}/pipelines/{}/jobs/{}/builds/{number}/rerun",
+        seg(&team),
+        seg(&name),
+        seg(&job)
+    );
+    render(&web, &viewer, b.build, crumbs, Some(rerun)).await
 }
 
 fn line_class(kind: BuildEventKind) -> &'static str {
@@ -104,43 +111,90 @@ fn line_class(kind: BuildEventKind) -> &'static str {
     }
 }
 
-fn log_line(e: &BuildEventRecord) -> Markup {
-    html! { span class=(line_class(e.kind)) { (e.payload) @if e.kind != BuildEventKind::Log { "\n" } } }
+/// One entry of the log, each line it begins with its time before it
+/// (shown when the timestamps box is ticked).
+fn log_line(e: &BuildEventRecord, starts_line: bool) -> Markup {
+    let class = line_class(e.kind);
+    if e.kind != BuildEventKind::Log {
+        return html! {
+            @if starts_line { span.t { (clock_words(e.at)) " " } }
+            span class=(class) { (e.payload) "\n" }
+        };
+    }
+    html! {
+        @for (stamp, piece) in line_pieces(&e.payload, starts_line) {
+            @if stamp { span.t { (clock_words(e.at)) " " } }
+            span { (piece) }
+        }
+    }
 }
 
-async fn render(web: &Web, viewer: &Viewer, build: BuildRecord, crumbs: Markup) -> PageResult {
+/// Whether a step's section starts open: what a person came to look at
+/// (a step running, failed or cut short), not the ones that went well.
+fn opens(state: StepState) -> bool {
+    state != StepState::Succeeded
+}
+
+/// A step's summary line: what it is and how it went, each part in an
+/// element the live script updates by its class.
+fn step_summary(s: &StepRecord, now: i64) -> Markup {
+    html! {
+        (status(s.state.as_str()))
+        " " span.kind { (s.kind.as_str()) } " " strong { (s.name) }
+        " " span.attempt { @if s.attempt > 1 { "attempt " (s.attempt) } }
+        " " span.where { @if let Some(w) = &s.worker { "on " a href={"/workers/" (seg(w))} { (w) } } }
+        " " span.took { (took(s.started_at, s.finished_at, now)) }
+        " " span.exit { @if let Some(c) = s.exit_code { "exit " (c) } }
+        " " span.error { (s.error.as_deref().unwrap_or("")) }
+    }
+}
+
+/// The page of `build`; `rerun` is where its rerun button posts (a job
+/// build's page only).
+async fn render(
+    web: &Web,
+    viewer: &Viewer,
+    build: BuildRecord,
+    crumbs: Markup,
+    rerun: Option<String>,
+) -> PageResult {
     let store = web.store();
     let steps = store.build_steps(build.id).await?;
     let events = store.build_events(build.id, 0, RENDERED).await?;
+    let (inputs, outputs) = store.build_versions_shown(build.id).await?;
     let last = events.last().map_or(0, |e| e.id);
     let infra: Vec<&BuildEventRecord> = events
         .iter()
         .filter(|e| e.kind == BuildEventKind::Infra)
         .collect();
     let now = web.now();
+    let step_ids: Vec<&str> = steps.iter().map(|s| s.step_id.as_str()).collect();
+    let named: Vec<Option<&str>> = events.iter().map(|e| e.step.as_deref()).collect();
+    let sections = hangar_core::build_log::sections(&step_ids, &named);
     let body = html! {
+        style { (PreEscaped(STYLE)) }
         (crumbs)
         h1 { "build " (build.name) " " span #build-status { (status(build.status.as_str())) } }
         p {
-            "created " (moment(Some(build.created_at))) " · ran " (took(build.started_at, build.finished_at, now))
+            "created " (moment(Some(build.created_at), now)) " · ran " (took(build.started_at, build.finished_at, now))
             @if let Some(code) = build.exit_code { " · exit " (code) }
             @if viewer.logged_in && !build.status.is_final() {
                 " " (action_button(viewer, &format!("/builds/{}/abort", build.id), "abort"))
             }
+            @if let (true, Some(rerun)) = (viewer.logged_in, &rerun) {
+                " " (action_button(viewer, rerun, "rerun with the same inputs"))
+            }
         }
         @if let Some(e) = &build.error { p.error { (e) } }
         @if build.logs_reaped_at.is_some() { p.notice { "this build's log was removed by build_log_retention" } }
-        h2 { "steps" }
-        table {
-            tr { th { "step" } th { "name" } th { "kind" } th { "state" } th { "attempt" } th { "worker" } th { "exit" } th { "duration" } th { "error" } }
-            @for s in &steps {
-                tr {
-                    td { (s.step_id) } td { (s.name) } td { (s.kind.as_str()) }
-                    td { (status(s.state.as_str())) } td { (s.attempt) }
-                    td { @if let Some(w) = &s.worker { a href={"/workers/" (seg(w))} { (w) } } @else { "–" } }
-                    td { (s.exit_code.map_or("–".to_string(), |c| c.to_string())) }
-                    td { (took(s.started_at, s.finished_at, now)) }
-                    td { (s.error.as_deref().unwrap_or("")) }
+        @if !inputs.is_empty() || !outputs.is_empty() {
+            table #versions {
+                tr { th { "" } th { "resource" } th { "version" } }
+                @for v in &inputs {
+                    tr { td { "input " (v.name.as_deref().unwrap_or("")) } td { (v.resource) } td { code { (v.version) } } }
+                }
+                @for v in &outputs {
+                    tr { td { "output" } td { (v.resource) } td { code { (v.version) } } }
                 }
             }
         }
@@ -149,7 +203,7 @@ async fn render(web: &Web, viewer: &Viewer, build: BuildRecord, crumbs: Markup) 
             ul #infra {
                 @for e in &infra {
                     li.infra {
-                        (moment(Some(e.at))) " step " (e.step.as_deref().unwrap_or("–")) ": " (e.payload)
+                        (moment(Some(e.at), now)) " step " (e.step.as_deref().unwrap_or("–")) ": " (e.payload)
                         // Where the step went: its latest attempt (the
                         // log says which worker each attempt lost).
                         @if let Some(s) = steps.iter().find(|s| Some(&s.step_id) == e.step.as_ref()) {
@@ -161,9 +215,32 @@ async fn render(web: &Web, viewer: &Viewer, build: BuildRecord, crumbs: Markup) 
                 }
             }
         }
-        h2 { "log" }
-        pre.log #log data-build=(build.id) data-after=(last) data-final=(build.status.is_final()) {
-            @for e in &events { (log_line(e)) }
+        h2 { "steps" }
+        // Ticked, every line shows when it was written (CSS only: no
+        // script needed).
+        input #timestamps type="checkbox";
+        label for="timestamps" { " timestamps (UTC)" }
+        div #log data-build=(build.id) data-after=(last) data-final=(build.status.is_final()) {
+            @for section in &sections {
+                @let record = steps.iter().find(|s| Some(&s.step_id) == section.step.as_ref());
+                @let entries: Vec<&BuildEventRecord> = section.entries.iter().map(|&i| &events[i]).collect();
+                // Any line but output's is shown whole, ending its line.
+                @let starts = hangar_core::build_log::line_starts(entries.iter().map(|e| {
+                    if e.kind == BuildEventKind::Log { e.payload.as_str() } else { "\n" }
+                }));
+                details.step data-step=(section.step.as_deref().unwrap_or("")) open[record.is_none_or(|r| opens(r.state))] {
+                    summary {
+                        @match (record, &section.step) {
+                            (Some(r), _) => { (step_summary(r, now)) }
+                            (None, Some(id)) => { "step " (id) }
+                            (None, None) => { "build" }
+                        }
+                    }
+                    pre.log {
+                        @for (e, stamp) in entries.iter().zip(&starts) { (log_line(e, *stamp)) }
+                    }
+                }
+            }
         }
         script { (PreEscaped(LIVE_LOG)) }
     };
@@ -172,26 +249,86 @@ async fn render(web: &Web, viewer: &Viewer, build: BuildRecord, crumbs: Markup) 
     ))
 }
 
-/// Appends what the stream sends as text nodes (never as HTML), keeps the
-/// view at the bottom while it was there, and reloads at the end so the
-/// steps table shows the final states.
+/// The build page's own look: sections, their summaries, the stamps.
+const STYLE: &str = "
+details.step{border:1px solid #333;margin:.4em 0}
+details.step>summary{padding:.3em .6em;cursor:pointer;background:#23282d}
+details.step>summary:focus-visible{outline:2px solid #7cc4ff}
+details.step pre.log{margin:0;max-height:60vh}
+span.t{display:none;color:#9b9b9b}
+#timestamps:checked~#log span.t{display:inline}
+small.abs{color:#9b9b9b}
+";
+
+/// Appends what the stream sends into its step's section, as text nodes
+/// (never as HTML), with a stamp where a line begins; keeps a section at
+/// the bottom while it was there; updates each step's summary as the
+/// steps change (a new step gets its section), and reloads at the end so
+/// everything shows its final state.
 const LIVE_LOG: &str = r#"
 (function () {
   var log = document.getElementById("log");
   if (log.dataset.final === "true") return;
   var source = new EventSource("/builds/" + log.dataset.build + "/log?after=" + log.dataset.after);
   var classes = {infra: "infra", error: "error", step: "notice", status: "notice"};
+  function section(step) {
+    var id = step || "";
+    var found = Array.prototype.find.call(log.querySelectorAll("details.step"),
+      function (d) { return d.dataset.step === id; });
+    if (found) return found;
+    var d = document.createElement("details");
+    d.className = "step"; d.dataset.step = id; d.open = true;
+    var s = document.createElement("summary");
+    s.textContent = id ? "step " + id : "build";
+    var pre = document.createElement("pre"); pre.className = "log";
+    d.appendChild(s); d.appendChild(pre); log.appendChild(d);
+    return d;
+  }
+  function lineEnded(pre) {
+    var last = pre.lastChild;
+    return !last || last.textContent.slice(-1) === "\n";
+  }
+  function clock(ms) { return new Date(ms).toISOString().slice(11, 19) + " "; }
   source.addEventListener("events", function (m) {
-    var atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
-    var fragment = document.createDocumentFragment();
     JSON.parse(m.data).forEach(function (e) {
-      var span = document.createElement("span");
-      if (classes[e.kind]) span.className = classes[e.kind];
-      span.textContent = e.kind === "log" ? e.payload : e.payload + "\n";
-      fragment.appendChild(span);
+      var pre = section(e.step).querySelector("pre");
+      var atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      var text = e.kind === "log" ? e.payload : e.payload + "\n";
+      // Each line that begins here gets its stamp.
+      text.split(/(?<=\n)/).forEach(function (piece) {
+        if (!piece) return;
+        if (lineEnded(pre)) {
+          var t = document.createElement("span");
+          t.className = "t"; t.textContent = clock(e.at);
+          pre.appendChild(t);
+        }
+        var span = document.createElement("span");
+        if (classes[e.kind]) span.className = classes[e.kind];
+        span.textContent = piece;
+        pre.appendChild(span);
+      });
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
     });
-    log.appendChild(fragment);
-    if (atBottom) log.scrollTop = log.scrollHeight;
+  });
+  source.addEventListener("steps", function (m) {
+    JSON.parse(m.data).forEach(function (s) {
+      var summary = section(s.id).querySelector("summary");
+      if (!summary.querySelector(".status")) {
+        summary.textContent = "";
+        ["status", "kind", "name", "attempt", "where", "took", "exit", "error"].forEach(function (c) {
+          var part = document.createElement(c === "name" ? "strong" : "span");
+          part.className = c; summary.appendChild(part); summary.appendChild(document.createTextNode(" "));
+        });
+      }
+      var badge = summary.querySelector(".status");
+      badge.className = "status " + s.state; badge.textContent = s.state;
+      summary.querySelector(".kind").textContent = s.kind;
+      summary.querySelector("strong").textContent = s.name;
+      summary.querySelector(".attempt").textContent = s.attempt > 1 ? "attempt " + s.attempt : "";
+      summary.querySelector(".where").textContent = s.worker ? "on " + s.worker : "";
+      summary.querySelector(".exit").textContent = s.exit_code === null ? "" : "exit " + s.exit_code;
+      summary.querySelector(".error").textContent = s.error || "";
+    });
   });
   source.addEventListener("end", function (m) {
     source.close();
@@ -210,12 +347,31 @@ pub(crate) struct After {
     after: i64,
 }
 
-/// What the stream is at: the last event sent, and whether it ended.
+/// What the stream is at: the last event sent, the steps as last sent,
+/// and whether it ended.
 struct Cursor {
     web: Web,
     id: i64,
     after: i64,
+    steps: String,
     ended: bool,
+}
+
+/// The steps as the page's script reads them.
+fn steps_json(steps: &[StepRecord]) -> String {
+    serde_json::Value::Array(
+        steps
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "id": s.step_id, "name": s.name, "kind": s.kind.as_str(),
+                    "state": s.state.as_str(), "attempt": s.attempt, "worker": s.worker,
+                    "exit_code": s.exit_code, "error": s.error,
+                })
+            })
+            .collect(),
+    )
+    .to_string()
 }
 
 pub(crate) async fn log_stream(
@@ -242,6 +398,7 @@ pub(crate) async fn log_stream(
         web,
         id,
         after,
+        steps: String::new(),
         ended: false,
     };
     Ok(Sse::new(events(cursor))
@@ -261,8 +418,9 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<Event, Infallible>> {
             let notified = web.build_events().notified();
             let build = c.web.store().get_build(c.id).await;
             let batch = c.web.store().build_events(c.id, c.after, BATCH).await;
-            match (build, batch) {
-                (Ok(Some(build)), Ok(batch)) => {
+            let steps = c.web.store().build_steps(c.id).await;
+            match (build, batch, steps) {
+                (Ok(Some(build)), Ok(batch), Ok(steps)) => {
                     if let Some(last) = batch.last() {
                         c.after = last.id;
                         let data = serde_json::Value::Array(
@@ -270,7 +428,7 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<Event, Infallible>> {
                                 .iter()
                                 .map(|e| {
                                     serde_json::json!({
-                                        "id": e.id, "step": e.step,
+                                        "id": e.id, "step": e.step, "at": e.at,
                                         "kind": e.kind.as_str(), "payload": e.payload,
                                     })
                                 })
@@ -282,14 +440,22 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<Event, Infallible>> {
                             .data(data.to_string());
                         return Some((Ok(event), c));
                     }
+                    // The steps as they change (a state, an attempt, a
+                    // worker), after the lines that led there.
+                    let steps = steps_json(&steps);
+                    if steps != c.steps {
+                        c.steps = steps;
+                        let event = Event::default().event("steps").data(c.steps.clone());
+                        return Some((Ok(event), c));
+                    }
                     if build.status.is_final() {
                         c.ended = true;
                         let event = Event::default().event("end").data(build.status.as_str());
                         return Some((Ok(event), c));
                     }
                 }
-                (Ok(None), _) => return None,
-                (Err(e), _) | (_, Err(e)) => {
+                (Ok(None), _, _) => return None,
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                     tracing::warn!(build = c.id, error = %e, "cannot read a build's log");
                 }
             }
@@ -303,6 +469,31 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<Event, Infallible>> {
             }
         }
     })
+}
+
+/// Reruns a job build with its inputs (the API's rerun), back to the
+/// job's page, where the rerun is the newest build.
+pub(crate) async fn rerun(
+    State(web): State<Web>,
+    viewer: Viewer,
+    Path((team, name, job, number)): Path<(String, String, String, i64)>,
+    Form(form): Form<ActionForm>,
+) -> Result<Response, PageError> {
+    viewer.check_action(&form)?;
+    let base = format!(
+        "/teams/{}/pipelines/{}/jobs/{}",
+        segment(&team),
+        segment(&name),
+        segment(&job)
+    );
+    act_through_api(
+        &web,
+        &viewer,
+        Method::POST,
+        &format!("{base}/builds/{number}"),
+        &base,
+    )
+    .await
 }
 
 pub(crate) async fn abort(

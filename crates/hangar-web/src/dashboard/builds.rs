@@ -39,7 +39,7 @@ pub(crate) async fn page(State(web): State<Web>, viewer: Viewer) -> PageResult {
                     td { a href={"/builds/" (b.id)} { (b.id) } }
                     td { (b.name) }
                     td { (status(b.status.as_str())) }
-                    td { (moment(Some(b.created_at))) }
+                    td { (moment(Some(b.created_at), now)) }
                     td { (took(b.started_at, b.finished_at, now)) }
                 }
             }

@@ -59,7 +59,7 @@ pub(crate) async fn page(
                 tr {
                     td { a href={(base) "/builds/" (b.number)} { "#" (b.number) } }
                     td { (status(b.build.status.as_str())) }
-                    td { (moment(b.build.started_at)) }
+                    td { (moment(b.build.started_at, now)) }
                     td { (took(b.build.started_at, b.build.finished_at, now)) }
                     td {
                         @for i in inputs {

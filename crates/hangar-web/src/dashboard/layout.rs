@@ -3,6 +3,7 @@
 //! it interpolates, so a `<script>` in a job name or log line is text.
 
 use crate::ApiError;
+use hangar_core::build_log::ago_words;
 use hangar_core::dashboard::{duration_words, utc_words};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
@@ -93,11 +94,21 @@ pub(crate) fn status(word: &str) -> Markup {
     html! { span class={"status " (word)} { (word) } }
 }
 
-pub(crate) fn moment(ms: Option<i64>) -> Markup {
+/// A moment as words relative to `now` (`5m ago`) and, beside them, as
+/// the UTC time an operator lines up with other logs.
+pub(crate) fn moment(ms: Option<i64>, now: i64) -> Markup {
     match ms {
-        Some(ms) => html! { time { (utc_words(ms)) } },
+        Some(ms) => html! {
+            time datetime=(iso(ms)) title={(utc_words(ms)) " UTC"} { (ago_words(ms, now)) }
+            " " small.abs { (utc_words(ms)) }
+        },
         None => html! { "–" },
     }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ`, for `<time datetime>`.
+fn iso(ms: i64) -> String {
+    format!("{}Z", utc_words(ms).replacen(' ', "T", 1))
 }
 
 /// How long something ran: to its end, or so far.
@@ -160,6 +171,18 @@ mod tests {
 
     /// An error page does not know who is looking: its header neither
     /// offers a logged-in person "log in" nor a stranger "log out".
+    #[test]
+    fn a_moment_reads_relative_and_absolute() {
+        let now = 1_700_000_000_000;
+        let html = moment(Some(now - 300_000), now).into_string();
+        assert_eq!(
+            html,
+            "<time datetime=\"2023-11-14T22:08:20Z\" title=\"2023-11-14 22:08:20 UTC\">5m ago</time> \
+             <small class=\"abs\">2023-11-14 22:08:20</small>"
+        );
+        assert_eq!(moment(None, now).into_string(), "–");
+    }
+
     #[test]
     fn an_error_page_s_header_claims_no_session() {
         let html = error_page(&ApiError::not_found("x")).into_string();

@@ -41,6 +41,10 @@ pub(crate) fn router() -> Router<Web> {
             &format!("{JOB}/builds/{{number}}"),
             get(build::job_build_page),
         )
+        .route(
+            &format!("{JOB}/builds/{{number}}/rerun"),
+            post(build::rerun),
+        )
         .route("/builds", get(builds::page))
         .route("/builds/{id}", get(build::page))
         .route("/builds/{id}/log", get(build::log_stream))

@@ -66,7 +66,7 @@ pub(crate) async fn list_page(State(web): State<Web>, viewer: Viewer) -> PageRes
                     td { (w.restarts) }
                     td {
                         @if let Some(r) = &w.last_restart {
-                            (r.kind.as_str()) ": " (r.cause) " (" (moment(Some(r.at))) ")"
+                            (r.kind.as_str()) ": " (r.cause) " (" (moment(Some(r.at), now)) ")"
                         } @else { "–" }
                     }
                     td { (condition(w)) }
@@ -93,17 +93,18 @@ pub(crate) async fn worker_page(
     if worker.is_none() && events.is_empty() {
         return Err(PageError::not_found(format!("no worker {name:?}")));
     }
+    let now = web.now();
     let body = html! {
         h1 { "worker " (name) }
         @match &worker {
             Some(w) => {
                 table {
-                    tr { th { "state" } td { (w.state.as_str()) " since " (moment(Some(w.state_changed_at))) } }
+                    tr { th { "state" } td { (w.state.as_str()) " since " (moment(Some(w.state_changed_at), now)) } }
                     tr { th { "generation" } td { (w.generation) } }
                     tr { th { "restarts" } td { (w.restarts) } }
-                    tr { th { "first registered" } td { (moment(Some(w.first_registered_at))) } }
-                    tr { th { "registered" } td { (moment(Some(w.registered_at))) } }
-                    tr { th { "last heartbeat" } td { (moment(Some(w.last_heartbeat_at))) } }
+                    tr { th { "first registered" } td { (moment(Some(w.first_registered_at), now)) } }
+                    tr { th { "registered" } td { (moment(Some(w.registered_at), now)) } }
+                    tr { th { "last heartbeat" } td { (moment(Some(w.last_heartbeat_at), now)) } }
                     tr { th { "condition" } td { (condition(w)) } }
                     tr { th { "containers" } td { (w.info.containers) } }
                     tr { th { "volumes" } td { (w.info.volumes) } }
@@ -119,7 +120,7 @@ pub(crate) async fn worker_page(
             tr { th { "at" } th { "event" } th { "generation" } th { "cause" } }
             @for e in &events {
                 tr {
-                    td { (moment(Some(e.at))) }
+                    td { (moment(Some(e.at), now)) }
                     td { (e.kind.as_str()) }
                     td { (e.generation) }
                     td { (e.cause) }

@@ -697,7 +697,194 @@ async fn an_admin_token_session_ends_when_the_token_is_rotated(store: Store) {
     rotated.stop().await;
 }
 
+fn step(build_id: i64, id: &str, name: &str, kind: StepKind, state: StepState) -> StepRecord {
+    StepRecord {
+        build_id,
+        step_id: id.into(),
+        name: name.into(),
+        kind,
+        state,
+        attempt: 1,
+        worker: Some("w1".into()),
+        container: None,
+        log_offset: 0,
+        exit_code: None,
+        outputs: "{}".into(),
+        error: None,
+        started_at: Some(1_000),
+        finished_at: None,
+        version: None,
+    }
+}
+
+/// The part of `html` from the first `from` on.
+fn from<'a>(html: &'a str, from: &str) -> &'a str {
+    &html[html
+        .find(from)
+        .unwrap_or_else(|| panic!("{from} in {html}"))..]
+}
+
+/// A build's page: a section per step in the plan's order (the ones that
+/// went well closed, the failed one open, each with its own lines), a
+/// stamp where each line begins, the versions it used, and a rerun button
+/// that reruns it with them; the log stream sends the steps as they change.
+async fn a_build_page_has_a_section_per_step_its_versions_and_a_rerun(store: Store) {
+    let t = TestWeb::start(store).await;
+    set(&t, "p").await;
+    let build = t.admin.trigger_job("main", "p", "unit").await.unwrap();
+    let store = t.web.store().clone();
+    let repo = store.resource("main", "p", "repo").await.unwrap();
+    let job = store.job("main", "p", "unit").await.unwrap();
+    let v = store
+        .save_resource_version(
+            repo.id,
+            &serde_json::json!({"ref": "abc123"}),
+            &serde_json::json!([]),
+            1,
+        )
+        .await
+        .unwrap();
+    store
+        .record_build_input(build.id, job.id, "repo", repo.id, v.id)
+        .await
+        .unwrap();
+    let mut get = step(build.id, "0", "repo", StepKind::Get, StepState::Succeeded);
+    get.finished_at = Some(2_000);
+    store.save_step(&get).await.unwrap();
+    let mut task = step(build.id, "1", "test", StepKind::Task, StepState::Failed);
+    task.exit_code = Some(2);
+    task.attempt = 2;
+    store.save_step(&task).await.unwrap();
+    // (step, kind, text, at): the task's output comes in chunks that end
+    // mid-line.
+    let lines: [(Option<&str>, BuildEventKind, &str, i64); 6] = [
+        (Some("0"), BuildEventKind::Log, "fetched abc123\n", 1_500),
+        (Some("1"), BuildEventKind::Log, "compi", 61_000),
+        (Some("1"), BuildEventKind::Log, "ling\n", 62_000),
+        (
+            Some("1"),
+            BuildEventKind::Infra,
+            "worker w9 was lost (stalled); retrying task test (attempt 2 of 3)",
+            3_723_000,
+        ),
+        (Some("1"), BuildEventKind::Log, "FAIL: a test\n", 3_724_000),
+        (None, BuildEventKind::Status, "failed", 3_725_000),
+    ];
+    for (step, kind, text, at) in lines {
+        store
+            .append_build_event(build.id, step, kind, text, at)
+            .await
+            .unwrap();
+    }
+    let b = Browser::logged_in(&t).await;
+    let (status, html) = b.get("/teams/main/pipelines/p/jobs/unit/builds/1").await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    // The build's own lines, then the steps in the plan's order.
+    let build_at = html
+        .find("<details class=\"step\" data-step=\"\" open>")
+        .expect("the build's section");
+    let get_at = html
+        .find("<details class=\"step\" data-step=\"0\">")
+        .expect("the get's section, closed");
+    let task_at = html
+        .find("<details class=\"step\" data-step=\"1\" open>")
+        .expect("the task's section, open");
+    assert!(build_at < get_at && get_at < task_at, "{html}");
+    let task_section = &from(&html, "data-step=\"1\"")
+        [..from(&html, "data-step=\"1\"").find("</details>").unwrap()];
+    for want in [
+        "failed",
+        "task",
+        "<strong>test</strong>",
+        "attempt 2",
+        "on <a href=\"/workers/w1\">w1</a>",
+        "exit 2",
+        "FAIL: a test",
+        "worker w9 was lost",
+    ] {
+        assert!(task_section.contains(want), "{want} in {task_section}");
+    }
+    assert!(!task_section.contains("fetched abc123"), "{task_section}");
+    // A stamp where each line begins, none inside the split line.
+    assert_eq!(
+        task_section.matches("<span class=\"t\">").count(),
+        3,
+        "{task_section}"
+    );
+    for stamp in ["00:01:01 ", "01:02:03 ", "01:02:04 "] {
+        assert!(task_section.contains(stamp), "{stamp} in {task_section}");
+    }
+    assert!(!task_section.contains("00:01:02 "), "{task_section}");
+    assert!(
+        html.contains("id=\"timestamps\" type=\"checkbox\""),
+        "{html}"
+    );
+    // The versions it used.
+    let versions = from(&html, "id=\"versions\"");
+    assert!(
+        versions.contains("input repo")
+            && versions.contains("{&quot;ref&quot;:&quot;abc123&quot;}"),
+        "{versions}"
+    );
+    // Rerun: a new build of the job with the same input.
+    let rerun = "/teams/main/pipelines/p/jobs/unit/builds/1/rerun";
+    assert!(html.contains(&format!("action=\"{rerun}\"")), "{html}");
+    let r = b.act(rerun).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()[LOCATION], "/teams/main/pipelines/p/jobs/unit");
+    let builds = store.job_builds(job.id, 10).await.unwrap();
+    assert_eq!(builds.len(), 2);
+    let (inputs, _) = store.build_versions(builds[0].build.id).await.unwrap();
+    assert_eq!(
+        inputs.iter().map(|i| i.version_id).collect::<Vec<_>>(),
+        [v.id]
+    );
+    // Without the CSRF token nothing is rerun.
+    let r = b.post_form(rerun, &[]).await;
+    assert_ne!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(store.job_builds(job.id, 10).await.unwrap().len(), 2);
+    // The stream sends the steps as they are, then again as they change.
+    let r = b
+        .with_cookie(
+            b.http
+                .get(format!("{}/builds/{}/log?after=999999", t.url, build.id)),
+        )
+        .send()
+        .await
+        .unwrap();
+    let id = build.id;
+    let writer = store.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let mut task = step(id, "1", "test", StepKind::Task, StepState::Running);
+        task.attempt = 3;
+        writer.save_step(&task).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        writer.request_build_abort(id, 2).await.unwrap();
+    });
+    let body = tokio::time::timeout(std::time::Duration::from_secs(20), r.text())
+        .await
+        .expect("the stream ends with the build")
+        .unwrap();
+    let steps: Vec<serde_json::Value> = body
+        .split("event: steps\ndata: ")
+        .skip(1)
+        .map(|rest| serde_json::from_str(rest.lines().next().unwrap()).unwrap())
+        .collect();
+    assert!(steps.len() >= 2, "{body}");
+    assert_eq!(steps[0][1]["attempt"], 2);
+    assert_eq!(steps[0][1]["exit_code"], 2);
+    assert!(
+        steps
+            .iter()
+            .any(|s| s[1]["attempt"] == 3 && s[1]["state"] == "running"),
+        "{body}"
+    );
+    t.stop().await;
+}
+
 on_both_databases!(
+    a_build_page_has_a_section_per_step_its_versions_and_a_rerun,
     an_admin_token_session_ends_when_the_token_is_rotated,
     users_see_their_teams_only_and_logging_out_ends_the_session,
     login_sets_a_strict_http_only_cookie,

@@ -41,6 +41,16 @@ fn row_xpath(worker: &str) -> String {
     format!("//div[@id='fleet']//tr[td/a[@href='/workers/{worker}']]")
 }
 
+/// Saves what the browser shows now as `e2e-dashboard-<name>.png` under
+/// the artifact dir: every page the journey visits leaves its picture.
+async fn shot(c: &Client, name: &str) -> Step {
+    let dir = artifact_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("make {}: {e}", dir.display()))?;
+    let png = c.screenshot().await.map_err(fail("screenshot"))?;
+    let path = dir.join(format!("e2e-dashboard-{name}.png"));
+    std::fs::write(&path, png).map_err(|e| format!("write {}: {e}", path.display()))
+}
+
 async fn journey(cluster: &Cluster, workers: &mut Vec<Proc>, c: &Client) -> Step {
     let base = &cluster.url;
     c.goto(&format!("{base}/login"))
@@ -94,6 +104,7 @@ async fn journey(cluster: &Cluster, workers: &mut Vec<Proc>, c: &Client) -> Step
     killed.signal(Signal::SIGKILL);
     drop(killed);
 
+    shot(c, "build-running").await?;
     // The retry, with the lost worker's name and why, streams in live.
     let log = wait_for(
         c,
@@ -109,6 +120,15 @@ async fn journey(cluster: &Cluster, workers: &mut Vec<Proc>, c: &Client) -> Step
     if !(retry.contains("stalled") || retry.contains("could not be reached")) {
         return Err(format!("the retry line gives no cause: {retry:?}"));
     }
+    // The step's summary follows without a reload: its second attempt,
+    // on the other worker.
+    wait_for(
+        c,
+        Locator::Css("details.step[data-step='0'] summary"),
+        &["attempt 2", &format!("on {survivor}")],
+    )
+    .await?;
+    shot(c, "build-retried").await?;
     // The second attempt's log streams to its end and the build succeeds.
     wait_for(c, Locator::Css("#log"), &["line-1999", "task-finished"]).await?;
     wait_for(c, Locator::Css("#build-status"), &["succeeded"]).await?;
@@ -124,6 +144,57 @@ async fn journey(cluster: &Cluster, workers: &mut Vec<Proc>, c: &Client) -> Step
     )
     .await?;
 
+    // After the reload the step that went well is closed: its lines are
+    // not shown until its summary is opened (a click, or the keyboard).
+    let section = "details.step[data-step='0']";
+    let closed = c
+        .find(Locator::Css(section))
+        .await
+        .map_err(fail("the step's section"))?
+        .attr("open")
+        .await
+        .map_err(fail("open attribute"))?;
+    if closed.is_some() {
+        return Err("a succeeded step's section starts open".into());
+    }
+    let hidden = c
+        .find(Locator::Css(&format!("{section} pre")))
+        .await
+        .map_err(fail("the step's log"))?;
+    if hidden.is_displayed().await.map_err(fail("displayed"))? {
+        return Err("a closed section shows its log".into());
+    }
+    click(c, &format!("{section} summary")).await?;
+    wait_for(
+        c,
+        Locator::Css(&format!("{section} pre")),
+        &["line-1999", "task-finished"],
+    )
+    .await?;
+    // Timestamps: hidden until the box is ticked, then one per line.
+    let stamp = format!("{section} span.t");
+    let first = c
+        .find(Locator::Css(&stamp))
+        .await
+        .map_err(fail("a stamp"))?;
+    if first.is_displayed().await.map_err(fail("displayed"))? {
+        return Err("stamps show before the box is ticked".into());
+    }
+    click(c, "label[for=timestamps]").await?;
+    if !first.is_displayed().await.map_err(fail("displayed"))? {
+        return Err("ticking the box shows no stamps".into());
+    }
+    let text = first.text().await.map_err(fail("stamp text"))?;
+    let clock = text.trim();
+    if !(clock.len() == 8 && clock.as_bytes()[2] == b':' && clock.as_bytes()[5] == b':') {
+        return Err(format!("a stamp reads {text:?}, not HH:MM:SS"));
+    }
+    shot(c, "build-finished").await?;
+    click(c, &format!("{section} summary")).await?;
+    if hidden.is_displayed().await.map_err(fail("displayed"))? {
+        return Err("a section closed again still shows its log".into());
+    }
+
     // The workers page: the killed worker stalled, then, restarted on its
     // work dir, running again, without reloading the page.
     click(c, "a[href='/workers']").await?;
@@ -133,6 +204,7 @@ async fn journey(cluster: &Cluster, workers: &mut Vec<Proc>, c: &Client) -> Step
     workers.push(cluster.worker(&victim));
     wait_for(c, Locator::XPath(&state), &["running"]).await?;
     wait_for(c, Locator::XPath(&row), &["restarted"]).await?;
+    shot(c, "workers").await?;
     Ok(())
 }
 
