@@ -179,7 +179,31 @@ pub struct DatabaseFigures {
     pub database: String,
     pub seed_seconds: f64,
     pub pages: Vec<PageFigures>,
+    pub live: LiveFigures,
 }
+
+/// Pages left open on `/live` while the fleet changes: what web spends
+/// on their streams and on the fetches each `change` makes them do.
+#[derive(Debug, Clone, Serialize)]
+pub struct LiveFigures {
+    pub pages_open: usize,
+    pub seconds: f64,
+    /// Changes made (a job paused or unpaused each second).
+    pub changes: usize,
+    /// `change` events the pages heard, and the page fetches they did.
+    pub events: usize,
+    /// Web's CPU with the pages open and nothing changing (the streams'
+    /// own cost and the watcher's reads), in cores: the target's figure.
+    pub quiet_cores: f64,
+    /// Web's CPU while the job changes each second: the streams and every
+    /// page's fetch of the pipeline page after each `change`.
+    pub busy_cores: f64,
+}
+
+/// What the live streams may cost web, in cores, with 100 pages open.
+pub const LIVE_TARGET_CORES: f64 = 0.1;
+/// How many pages are left open.
+pub const LIVE_PAGES: usize = 100;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DashboardReport {
@@ -214,6 +238,23 @@ impl DashboardReport {
                 } else {
                     "NOT met"
                 },
+            ));
+            let l = &d.live;
+            out.push_str(&format!(
+                "  live: {} pages open: quiet, the streams cost web {:.3} cores (target {}) {}; \
+                 with a change each second for {:.0} s ({} changes, {} change events, each a page fetch) {:.3} cores\n",
+                l.pages_open,
+                l.quiet_cores,
+                LIVE_TARGET_CORES,
+                if l.quiet_cores <= LIVE_TARGET_CORES {
+                    "met"
+                } else {
+                    "NOT met"
+                },
+                l.seconds,
+                l.changes,
+                l.events,
+                l.busy_cores,
             ));
             for p in &d.pages {
                 out.push_str(&format!(
@@ -330,9 +371,11 @@ async fn run_database(
             bytes[i] = body.len();
         }
     }
+    let live = live_cost(&http, &spec.url(), &cookie, web.pid()).await?;
     web.stop(Duration::from_secs(15)).await;
     Ok(DatabaseFigures {
         database: kind,
+        live,
         seed_seconds,
         pages: pages
             .into_iter()
@@ -344,5 +387,86 @@ async fn run_database(
                 ms: Summary::of(&t),
             })
             .collect(),
+    })
+}
+
+/// Opens [`LIVE_PAGES`] `/live` streams, each fetching the shown
+/// pipeline's page on every `change` as a browser does; reads web's CPU
+/// for 10 s of quiet, then for 20 s of a job paused and unpaused each
+/// second.
+async fn live_cost(
+    http: &reqwest::Client,
+    url: &str,
+    cookie: &str,
+    web_pid: Option<u32>,
+) -> anyhow::Result<LiveFigures> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let pid = web_pid.ok_or_else(|| anyhow::anyhow!("web has no pid"))?;
+    let events = Arc::new(AtomicUsize::new(0));
+    let page = format!("{url}/teams/main/pipelines/{SHOWN_PIPELINE}");
+    let mut pages = Vec::new();
+    for _ in 0..LIVE_PAGES {
+        let mut r = http
+            .get(format!("{url}/live"))
+            .header("cookie", cookie)
+            .send()
+            .await?;
+        anyhow::ensure!(r.status().is_success(), "/live answered {}", r.status());
+        let (http, page, cookie, events) = (
+            http.clone(),
+            page.clone(),
+            cookie.to_string(),
+            Arc::clone(&events),
+        );
+        pages.push(tokio::spawn(async move {
+            let mut seen = String::new();
+            while let Ok(Some(chunk)) = r.chunk().await {
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(at) = seen.find("event: change") {
+                    seen.drain(..at + "event: change".len());
+                    events.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(r) = http.get(&page).header("cookie", &cookie).send().await {
+                        let _ = r.bytes().await;
+                    }
+                }
+            }
+        }));
+    }
+    // The watcher's first read, then 10 s of nothing changing.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let quiet_started = Instant::now();
+    let quiet_before = crate::procfs::cpu_seconds(pid).unwrap_or(0.0);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let quiet_cores = (crate::procfs::cpu_seconds(pid).unwrap_or(0.0) - quiet_before)
+        / quiet_started.elapsed().as_secs_f64();
+    let api = format!("{url}/api/v1/teams/main/pipelines/{SHOWN_PIPELINE}/jobs/job-0");
+    let cpu_before = crate::procfs::cpu_seconds(pid).unwrap_or(0.0);
+    let started = Instant::now();
+    let mut changes = 0;
+    let window = Duration::from_secs(20);
+    while started.elapsed() < window {
+        let verb = if changes % 2 == 0 { "pause" } else { "unpause" };
+        let r = http
+            .put(format!("{api}/{verb}"))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await?;
+        anyhow::ensure!(r.status().is_success(), "{verb} answered {}", r.status());
+        changes += 1;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu = crate::procfs::cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
+    for p in pages {
+        p.abort();
+    }
+    Ok(LiveFigures {
+        pages_open: LIVE_PAGES,
+        seconds,
+        changes,
+        events: events.load(Ordering::Relaxed),
+        quiet_cores,
+        busy_cores: cpu / seconds,
     })
 }

@@ -25,6 +25,7 @@ mod health;
 mod heartbeats;
 mod job_builds;
 mod latest_builds;
+mod live;
 mod log_retention;
 mod packed;
 mod pins;

@@ -246,6 +246,8 @@ struct WebInner {
     oidc: Option<oidc::Oidc>,
     /// The API server that vouches for pods' tokens, if configured.
     token_reviewer: Option<token_review::TokenReviewer>,
+    /// What open dashboard pages wait on to refresh (`dashboard::live`).
+    live: dashboard::Live,
 }
 
 impl Web {
@@ -334,6 +336,7 @@ impl Web {
                 presences: Default::default(),
                 oidc,
                 token_reviewer,
+                live: dashboard::Live::default(),
             }),
         })
     }
@@ -463,6 +466,10 @@ impl Web {
     /// Cancelled once this node begins to stop serving.
     pub(crate) fn stopping(&self) -> &CancellationToken {
         &self.inner.stopping
+    }
+
+    pub(crate) fn live(&self) -> &dashboard::Live {
+        &self.inner.live
     }
 
     pub(crate) fn presences(&self) -> &presence::Presences {

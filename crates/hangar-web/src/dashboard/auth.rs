@@ -215,7 +215,8 @@ pub(crate) fn login_form(
         "log in",
         viewer,
         html! {
-            h1 { "log in" }
+            // What a person types here must not be swapped away.
+            h1 data-live="off" { "log in" }
             @if cli.is_some() { p #cli { "logging in the hangar CLI: once you log in here, it carries on" } }
             @if let Some(e) = &refused { p.error { (e.message) } }
             @if let Some(oidc) = web.oidc() {

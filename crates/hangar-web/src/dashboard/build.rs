@@ -220,7 +220,8 @@ async fn render(
         // script needed).
         input #timestamps type="checkbox";
         label for="timestamps" { " timestamps (UTC)" }
-        div #log data-build=(build.id) data-after=(last) data-final=(build.status.is_final()) {
+        // The page's own stream updates it (`LIVE_LOG`), not the shell's.
+        div #log data-live="off" data-build=(build.id) data-after=(last) data-final=(build.status.is_final()) {
             @for section in &sections {
                 @let record = steps.iter().find(|s| Some(&s.step_id) == section.step.as_ref());
                 @let entries: Vec<&BuildEventRecord> = section.entries.iter().map(|&i| &events[i]).collect();

@@ -55,6 +55,7 @@ pub(crate) fn page(title: &str, viewer: &Viewer, body: Markup) -> Markup {
                     }
                 }
                 main { (body) }
+                script { (PreEscaped(super::live::SCRIPT)) }
             }
         }
     }

@@ -1,6 +1,6 @@
 //! The web dashboard: server-rendered HTML pages (maud) served by web
-//! itself, outside `/api/v1`, with one small inline script for the live
-//! build log (server-sent events). One file per page; `layout` is the
+//! itself, outside `/api/v1`, live through two small inline scripts over
+//! server-sent events: the build log's, and every other page's (`live`). One file per page; `layout` is the
 //! shell every page shares, `auth` the login cookie, CSRF and actions.
 
 mod auth;
@@ -9,6 +9,8 @@ pub(crate) use build::build_is_public;
 mod builds;
 mod job;
 mod layout;
+mod live;
+pub(crate) use live::Live;
 mod oidc;
 mod pipeline;
 mod pipelines;
@@ -49,6 +51,7 @@ pub(crate) fn router() -> Router<Web> {
         .route("/builds/{id}", get(build::page))
         .route("/builds/{id}/log", get(build::log_stream))
         .route("/builds/{id}/abort", post(build::abort))
+        .route("/live", get(live::stream))
 }
 
 /// Why a page could not be shown, rendered as a page (never JSON: a

@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use axum::response::Html;
 use hangar_core::dashboard::duration_words;
 use hangar_store::WorkerRecord;
-use maud::{html, Markup, PreEscaped};
+use maud::{html, Markup};
 
 use super::auth::Viewer;
 use super::layout::{moment, page, seg};
@@ -27,23 +27,6 @@ fn condition(worker: &WorkerRecord) -> Markup {
         Err(_) => html! { (raw) },
     }
 }
-
-/// Keeps the fleet table current without reloading the page (so the
-/// scroll position stays): every few seconds the page is fetched again
-/// and its `#fleet` swapped in. The fetched HTML is web's own, escaped
-/// when rendered, and DOMParser runs no script in it.
-const REFRESH: &str = r#"
-setInterval(function () {
-  fetch(location.href, {credentials: "same-origin"})
-    .then(function (r) { return r.ok ? r.text() : null; })
-    .then(function (text) {
-      if (!text) return;
-      var fresh = new DOMParser().parseFromString(text, "text/html").getElementById("fleet");
-      if (fresh) document.getElementById("fleet").replaceWith(fresh);
-    })
-    .catch(function () {});
-}, 3000);
-"#;
 
 pub(crate) async fn list_page(State(web): State<Web>, viewer: Viewer) -> PageResult {
     viewer.may_see_workers()?;
@@ -77,7 +60,6 @@ pub(crate) async fn list_page(State(web): State<Web>, viewer: Viewer) -> PageRes
             }
         }
         }
-        script { (PreEscaped(REFRESH)) }
     };
     Ok(Html(page("workers", &viewer, body).into_string()))
 }

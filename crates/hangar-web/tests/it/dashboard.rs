@@ -883,7 +883,69 @@ async fn a_build_page_has_a_section_per_step_its_versions_and_a_rerun(store: Sto
     t.stop().await;
 }
 
+/// `/live` says `change` once something a page shows changes (here a
+/// build is made, then a job paused), and every page carries the script
+/// that listens to it (but the build page, which has its own stream).
+async fn open_pages_hear_of_changes(store: Store) {
+    let t = TestWeb::start(store).await;
+    set(&t, "p").await;
+    let b = Browser::logged_in(&t).await;
+    for page in [
+        "/",
+        "/teams/main/pipelines/p",
+        "/teams/main/pipelines/p/jobs/unit",
+        "/workers",
+        "/builds",
+    ] {
+        let (_, html) = b.get(page).await;
+        assert!(
+            html.contains("new EventSource(\"/live\")"),
+            "{page}: {html}"
+        );
+    }
+    let mut r = b
+        .with_cookie(b.http.get(format!("{}/live", t.url)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let mut seen = String::new();
+    async fn next_change(r: &mut Response, seen: &mut String) -> u64 {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            if let Some(at) = seen.find("event: change\ndata: ") {
+                let rest = &seen[at + "event: change\ndata: ".len()..];
+                if let Some(end) = rest.find('\n') {
+                    let generation = rest[..end].parse().unwrap();
+                    *seen = rest[end..].to_string();
+                    return generation;
+                }
+            }
+            let chunk = tokio::time::timeout_at(deadline, r.chunk())
+                .await
+                .expect("a change within 20s")
+                .unwrap()
+                .expect("the stream goes on");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+    // The watcher reads its first fingerprint a second after the stream
+    // opened; a change before that would go unseen.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    t.admin.trigger_job("main", "p", "unit").await.unwrap();
+    let first = next_change(&mut r, &mut seen).await;
+    t.admin
+        .pause_job("main", "p", "deploy", true)
+        .await
+        .unwrap();
+    let second = next_change(&mut r, &mut seen).await;
+    assert!(second > first, "{first} then {second}");
+    t.stop().await;
+}
+
 on_both_databases!(
+    open_pages_hear_of_changes,
     a_build_page_has_a_section_per_step_its_versions_and_a_rerun,
     an_admin_token_session_ends_when_the_token_is_rotated,
     users_see_their_teams_only_and_logging_out_ends_the_session,

@@ -205,6 +205,39 @@ async fn journey(cluster: &Cluster, workers: &mut Vec<Proc>, c: &Client) -> Step
     wait_for(c, Locator::XPath(&state), &["running"]).await?;
     wait_for(c, Locator::XPath(&row), &["restarted"]).await?;
     shot(c, "workers").await?;
+
+    // A page left open follows a build from its start to its end without
+    // a reload (a reload would drop the mark set here).
+    c.goto(&format!("{base}/builds"))
+        .await
+        .map_err(fail("goto builds"))?;
+    wait_for(c, Locator::Css("main"), &["dashboard-e2e"]).await?;
+    c.execute("window.leftOpen = 1", vec![])
+        .await
+        .map_err(fail("mark the page"))?;
+    let quick = api
+        .create_build(&CreateBuild {
+            resource_types: serde_json::Value::Null,
+            name: Some("left-open".into()),
+            plan: json!([{"task": "quick", "config": {"platform": "linux",
+                "run": {"path": "sh", "args": ["-c", "sleep 3"]}}}]),
+            artifacts: Default::default(),
+            team: None,
+        })
+        .await
+        .map_err(fail("create the second build"))?;
+    let row = format!("//main//tr[td/a[@href='/builds/{}']]", quick.id);
+    wait_for(c, Locator::XPath(&row), &["left-open", "started"]).await?;
+    shot(c, "builds-started").await?;
+    wait_for(c, Locator::XPath(&row), &["succeeded"]).await?;
+    shot(c, "builds-finished").await?;
+    let mark = c
+        .execute("return window.leftOpen", vec![])
+        .await
+        .map_err(fail("read the mark"))?;
+    if mark != json!(1) {
+        return Err("the builds page was reloaded rather than updated".into());
+    }
     Ok(())
 }
 
