@@ -1,7 +1,11 @@
 //! What the web dashboard computes without I/O: the column each job of a
-//! pipeline's graph stands in, and how long things took, in words.
+//! pipeline's graph stands in (and the whole graph's layout, [`graph`]),
+//! names shortened to fit a box, and how long things took, in words.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+
+pub mod graph;
 
 /// Each job's column in the pipeline graph: 0 for a job no `passed`
 /// constraint feeds, else one more than the deepest job it passes from.
@@ -48,6 +52,16 @@ fn depth_of<'a>(
     on_path.pop();
     depth.insert(job, d);
     d
+}
+
+/// A name cut to at most `max` characters, its end replaced by `…` when
+/// it had to be cut (the page shows the whole name beside it, in a title).
+pub fn shorten(name: &str, max: usize) -> Cow<'_, str> {
+    if name.chars().count() <= max {
+        return Cow::Borrowed(name);
+    }
+    let kept: String = name.chars().take(max.saturating_sub(1)).collect();
+    Cow::Owned(format!("{kept}…"))
 }
 
 /// A duration as a person reads it: `850ms`, `42s`, `3m 05s`, `2h 10m`.
@@ -135,6 +149,20 @@ mod tests {
                 want,
                 "{jobs:?} {edges:?}"
             );
+        }
+    }
+
+    #[test]
+    fn long_names_are_cut_with_an_ellipsis() {
+        for (name, max, want) in [
+            ("unit", 10, "unit"),
+            ("exactly-10", 10, "exactly-10"),
+            ("one-too-long", 11, "one-too-lo…"),
+            // Characters, not bytes: a cut never splits one.
+            ("ééééé", 3, "éé…"),
+            ("xy", 1, "…"),
+        ] {
+            assert_eq!(shorten(name, max), want, "{name} {max}");
         }
     }
 
