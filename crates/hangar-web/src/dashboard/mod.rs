@@ -7,6 +7,7 @@ mod auth;
 mod build;
 pub(crate) use build::build_is_public;
 mod builds;
+mod graph;
 mod job;
 mod layout;
 mod oidc;
