@@ -64,6 +64,20 @@ pub fn shorten(name: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{kept}…"))
 }
 
+/// Whether a version (its JSON) is the one a pin (its JSON) names: every
+/// field of the pin has the version's value. A config's `version:` may
+/// name fewer fields than the versions have, as Concourse allows.
+pub fn pin_names_version(pin: &str, version: &str) -> bool {
+    let parse =
+        |text: &str| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text);
+    match (parse(pin), parse(version)) {
+        (Ok(pin), Ok(version)) => {
+            !pin.is_empty() && pin.iter().all(|(k, v)| version.get(k) == Some(v))
+        }
+        _ => false,
+    }
+}
+
 /// A duration as a person reads it: `850ms`, `42s`, `3m 05s`, `2h 10m`.
 pub fn duration_words(ms: i64) -> String {
     let ms = ms.max(0);
@@ -163,6 +177,20 @@ mod tests {
             ("xy", 1, "…"),
         ] {
             assert_eq!(shorten(name, max), want, "{name} {max}");
+        }
+    }
+
+    #[test]
+    fn a_pin_names_the_versions_holding_its_fields() {
+        for (pin, version, want) in [
+            (r#"{"ref":"a"}"#, r#"{"ref":"a"}"#, true),
+            (r#"{"ref":"a"}"#, r#"{"ref":"a","tag":"v1"}"#, true),
+            (r#"{"ref":"a"}"#, r#"{"ref":"b"}"#, false),
+            (r#"{"ref":"a","tag":"v1"}"#, r#"{"ref":"a"}"#, false),
+            (r#"{}"#, r#"{"ref":"a"}"#, false),
+            ("not json", r#"{"ref":"a"}"#, false),
+        ] {
+            assert_eq!(pin_names_version(pin, version), want, "{pin} {version}");
         }
     }
 

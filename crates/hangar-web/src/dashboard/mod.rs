@@ -13,6 +13,7 @@ mod layout;
 mod oidc;
 mod pipeline;
 mod pipelines;
+mod resource;
 mod workers;
 
 use axum::response::{Html, IntoResponse, Response};
@@ -26,6 +27,7 @@ use crate::{ApiError, Web};
 pub(crate) fn router() -> Router<Web> {
     const PIPELINE: &str = "/teams/{team}/pipelines/{name}";
     const JOB: &str = "/teams/{team}/pipelines/{name}/jobs/{job}";
+    const RESOURCE: &str = "/teams/{team}/pipelines/{name}/resources/{resource}";
     Router::new()
         .route("/", get(pipelines::page))
         .route("/login", get(auth::login_page).post(auth::login))
@@ -36,6 +38,8 @@ pub(crate) fn router() -> Router<Web> {
         .route("/workers/{worker}", get(workers::worker_page))
         .route(PIPELINE, get(pipeline::page))
         .route(&format!("{PIPELINE}/{{action}}"), post(pipeline::act))
+        .route(RESOURCE, get(resource::page))
+        .route(&format!("{RESOURCE}/{{action}}"), post(resource::act))
         .route(JOB, get(job::page))
         .route(&format!("{JOB}/{{action}}"), post(job::act))
         .route(
