@@ -46,6 +46,8 @@ const MARGIN: u32 = 12;
 /// is known here: this many characters fit a node with its padding.
 const JOB_CHARS: usize = 22;
 const RESOURCE_CHARS: usize = 21;
+/// How much of a failing check's error a resource's title holds.
+const ERROR_IN_TITLE: usize = 400;
 
 /// The graph, `base` being the pipeline page's path.
 pub(crate) fn svg(
@@ -176,7 +178,11 @@ fn resource_node(n: &Node, base: &str, state: Option<&ResourceState>, at: &Geome
     if let Some(error) = &s.check_error {
         class.push_str(" check-failed");
         marks.push("check failed");
-        title.push_str(&format!("\ncheck failed: {error}"));
+        // A tooltip is no place for a whole log: the resource page has it.
+        title.push_str(&format!(
+            "\ncheck failed: {}",
+            shorten(error, ERROR_IN_TITLE)
+        ));
     }
     if let Some(version) = &s.pinned {
         class.push_str(" pinned");

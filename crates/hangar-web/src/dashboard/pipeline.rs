@@ -25,6 +25,8 @@ use crate::Web;
 
 /// How many versions of each resource the page lists.
 const VERSIONS_SHOWN: i64 = 5;
+/// How much of a failing check's error the page shows, in characters.
+const ERROR_SHOWN: usize = 400;
 
 /// The pipeline, if this viewer may read it: a role in its team, or exposed.
 pub(crate) async fn readable(
@@ -158,7 +160,7 @@ pub(crate) async fn page(
                 }
             }
         }
-        h2 { "jobs" }
+        h2 { "jobs and resources" }
         @if graph.nodes.is_empty() { p.notice { "no jobs" } }
         @else { (svg(&graph, &base, &job_states, &resource_states)) }
         p.notice {
@@ -188,7 +190,11 @@ pub(crate) async fn page(
                             None => { span.notice { "not checked yet" } }
                         }
                         @if let Some(error) = check.and_then(|c| c.error.as_deref()) {
-                            pre.check-error { "check failed: " (error) }
+                            // The start of it: the whole is on the resource's page.
+                            pre.check-error { "check failed: " (shorten(error, ERROR_SHOWN)) }
+                            @if error.chars().count() > ERROR_SHOWN {
+                                a href={(base) "/resources/" (seg(&r.name))} { "the whole error" }
+                            }
                         }
                         @if let Some(why) = check.and_then(|c| c.waiting_reason.as_deref()) {
                             div.check-waiting { "check waiting: " (why) }

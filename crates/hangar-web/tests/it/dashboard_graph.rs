@@ -493,6 +493,14 @@ async fn a_failing_check_shows_its_whole_error_on_the_resource_page(store: Store
         "{html}"
     );
     assert!(html.contains("no versions yet"), "{html}");
+    // The pipeline page shows its start, and the way to the whole.
+    let (_, html) = b.get("/teams/main/pipelines/p").await;
+    assert!(html.contains("check failed: exit 1: xxx"), "{html}");
+    assert!(!html.contains(&"x".repeat(1000)), "{html}");
+    assert!(
+        html.contains("<a href=\"/teams/main/pipelines/p/resources/release\">the whole error</a>"),
+        "{html}"
+    );
     t.stop().await;
 }
 
