@@ -148,6 +148,7 @@ pub fn pages(build: i64) -> Vec<String> {
         "/builds".into(),
         p.clone(),
         format!("{p}/jobs/job-0"),
+        format!("{p}/resources/repo"),
         format!("{p}/jobs/job-0/builds/1"),
         format!("/builds/{build}"),
     ]

@@ -1,7 +1,11 @@
 //! What the web dashboard computes without I/O: the column each job of a
-//! pipeline's graph stands in, and how long things took, in words.
+//! pipeline's graph stands in (and the whole graph's layout, [`graph`]),
+//! names shortened to fit a box, and how long things took, in words.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+
+pub mod graph;
 
 /// Each job's column in the pipeline graph: 0 for a job no `passed`
 /// constraint feeds, else one more than the deepest job it passes from.
@@ -48,6 +52,30 @@ fn depth_of<'a>(
     on_path.pop();
     depth.insert(job, d);
     d
+}
+
+/// A name cut to at most `max` characters, its end replaced by `…` when
+/// it had to be cut (the page shows the whole name beside it, in a title).
+pub fn shorten(name: &str, max: usize) -> Cow<'_, str> {
+    if name.chars().count() <= max {
+        return Cow::Borrowed(name);
+    }
+    let kept: String = name.chars().take(max.saturating_sub(1)).collect();
+    Cow::Owned(format!("{kept}…"))
+}
+
+/// Whether a version (its JSON) is the one a pin (its JSON) names: every
+/// field of the pin has the version's value. A config's `version:` may
+/// name fewer fields than the versions have, as Concourse allows.
+pub fn pin_names_version(pin: &str, version: &str) -> bool {
+    let parse =
+        |text: &str| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text);
+    match (parse(pin), parse(version)) {
+        (Ok(pin), Ok(version)) => {
+            !pin.is_empty() && pin.iter().all(|(k, v)| version.get(k) == Some(v))
+        }
+        _ => false,
+    }
 }
 
 /// A duration as a person reads it: `850ms`, `42s`, `3m 05s`, `2h 10m`.
@@ -135,6 +163,34 @@ mod tests {
                 want,
                 "{jobs:?} {edges:?}"
             );
+        }
+    }
+
+    #[test]
+    fn long_names_are_cut_with_an_ellipsis() {
+        for (name, max, want) in [
+            ("unit", 10, "unit"),
+            ("exactly-10", 10, "exactly-10"),
+            ("one-too-long", 11, "one-too-lo…"),
+            // Characters, not bytes: a cut never splits one.
+            ("ééééé", 3, "éé…"),
+            ("xy", 1, "…"),
+        ] {
+            assert_eq!(shorten(name, max), want, "{name} {max}");
+        }
+    }
+
+    #[test]
+    fn a_pin_names_the_versions_holding_its_fields() {
+        for (pin, version, want) in [
+            (r#"{"ref":"a"}"#, r#"{"ref":"a"}"#, true),
+            (r#"{"ref":"a"}"#, r#"{"ref":"a","tag":"v1"}"#, true),
+            (r#"{"ref":"a"}"#, r#"{"ref":"b"}"#, false),
+            (r#"{"ref":"a","tag":"v1"}"#, r#"{"ref":"a"}"#, false),
+            (r#"{}"#, r#"{"ref":"a"}"#, false),
+            ("not json", r#"{"ref":"a"}"#, false),
+        ] {
+            assert_eq!(pin_names_version(pin, version), want, "{pin} {version}");
         }
     }
 

@@ -346,6 +346,23 @@ impl PipelineConfig {
             .collect()
     }
 
+    /// The jobs a group's `jobs` names, patterns (with `{a,b}`) expanded,
+    /// each once, in config order. (Validation refused a pattern that does
+    /// not compile.)
+    pub fn group_jobs(&self, group: &Group) -> Vec<&str> {
+        let globs: Vec<glob::Glob> = group
+            .jobs
+            .iter()
+            .filter(|p| glob::is_pattern(p))
+            .filter_map(|p| glob::Glob::compile_with_braces(p).ok())
+            .collect();
+        self.jobs
+            .iter()
+            .filter(|j| group.jobs.contains(&j.name) || globs.iter().any(|g| g.matches(&j.name)))
+            .map(|j| j.name.as_str())
+            .collect()
+    }
+
     /// The pipeline's custom types as a build carries them.
     pub fn build_resource_types(&self) -> Vec<crate::resource_types::ResourceType> {
         self.resource_types

@@ -71,6 +71,17 @@ pub fn artifact_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
 }
 
+/// Saves what the browser shows as `<artifact_dir>/<name>.png`; answers
+/// the file's path.
+pub async fn screenshot(c: &Client, name: &str) -> Result<PathBuf, String> {
+    let dir = artifact_dir();
+    std::fs::create_dir_all(&dir).map_err(fail("create the artifact dir"))?;
+    let path = dir.join(format!("{name}.png"));
+    let png = c.screenshot().await.map_err(fail("screenshot"))?;
+    std::fs::write(&path, png).map_err(fail("write the screenshot"))?;
+    Ok(path)
+}
+
 /// Turns an error into a step's failure, saying what was being done.
 pub fn fail<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> String {
     move |e| format!("{what}: {e:?}")

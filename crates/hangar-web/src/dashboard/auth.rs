@@ -26,7 +26,7 @@ use std::net::SocketAddr;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, FromRequestParts, Query, State};
-use axum::http::header::{AUTHORIZATION, COOKIE, RETRY_AFTER};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, RETRY_AFTER};
 use axum::http::request::Parts;
 use axum::http::{Extensions, HeaderValue, Method, Request};
 use axum::response::{Html, IntoResponse, Response};
@@ -417,12 +417,30 @@ pub(crate) async fn act_through_api(
     path: &str,
     back: &str,
 ) -> Result<Response, PageError> {
+    act_through_api_with(web, viewer, method, path, None, back).await
+}
+
+/// [`act_through_api`] with a JSON body, for the requests that take one
+/// (pin a version, enable one).
+pub(crate) async fn act_through_api_with(
+    web: &Web,
+    viewer: &Viewer,
+    method: Method,
+    path: &str,
+    json: Option<serde_json::Value>,
+    back: &str,
+) -> Result<Response, PageError> {
     let request = Request::builder()
         .method(method)
         .uri(format!("{}{path}", hangar_api::API_PREFIX))
-        .header(AUTHORIZATION, format!("Bearer {}", viewer.session))
-        .body(Body::empty())
-        .map_err(|e| PageError::bad_request(e.to_string()))?;
+        .header(AUTHORIZATION, format!("Bearer {}", viewer.session));
+    let request = match json {
+        Some(json) => request
+            .header(CONTENT_TYPE, "application/json")
+            .body(Body::from(json.to_string())),
+        None => request.body(Body::empty()),
+    }
+    .map_err(|e| PageError::bad_request(e.to_string()))?;
     let response = crate::routes::router(web.clone())
         .oneshot(request)
         .await

@@ -18,15 +18,52 @@ main{padding:1em}
 a{color:#7cc4ff}
 table{border-collapse:collapse}td,th{padding:.25em .6em;border-bottom:1px solid #333;text-align:left;vertical-align:top}
 .status{padding:.1em .5em;border-radius:3px;font-size:.9em}
-.succeeded{background:#11c560;color:#000}.failed{background:#ed4b35}.errored{background:#f5a623;color:#000}
-.aborted{background:#8b572a}.started,.running{background:#fbdb00;color:#000}.pending{background:#9b9b9b;color:#000}
-.paused{background:#3d7bd9}.none{background:#444}
-.graph{display:flex;gap:2em;align-items:flex-start}.column{display:flex;flex-direction:column;gap:.8em}
-.job{border:1px solid #555;padding:.4em .6em;min-width:10em}.job ul{margin:.2em 0;padding-left:1.2em;font-size:.85em}
+.graph-scroll{overflow:auto;max-width:100%;border:1px solid #333;background:#15181b}
+.node text{font:12px ui-monospace,DejaVu Sans Mono,monospace}.node .state{font-size:11px}
+.node rect{stroke:#111;stroke-width:1}.node:hover rect,.node:focus rect{stroke:#fff;stroke-width:2}
+.node.running rect{stroke:#fff;stroke-width:3;animation:pulse 1.2s ease-in-out infinite}
+@keyframes pulse{50%{stroke-opacity:.15}}@media (prefers-reduced-motion:reduce){.node.running rect{animation:none}}
+.node.pinned rect{stroke:#c792ea;stroke-width:3}.node.checks-off rect{stroke-dasharray:5 3;stroke:#9b9b9b;stroke-width:2}
+.node.check-failed rect{stroke:#ff5c47;stroke-width:3}
+.edge{fill:none;stroke:#8a96a3;stroke-width:1.5}.edge.untriggered{stroke-dasharray:5 4}#arrow path{fill:#8a96a3}
+nav.tabs{display:flex;gap:.3em;margin:.5em 0}nav.tabs a{padding:.3em .8em;border:1px solid #333;text-decoration:none}
+nav.tabs a[aria-current]{background:#e6e6e6;color:#111;font-weight:600}
+pre.check-error{white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%;color:#ff8a7a}
+.pinned-badge{background:#c792ea;color:#000}tr.pinned td{background:#2a2335}
 pre.log{background:#000;padding:.6em;white-space:pre-wrap;max-height:70vh;overflow:auto}
 .infra{color:#f5a623}.error{color:#ed4b35}.notice{color:#9b9b9b}
 form.inline{display:inline}
 ";
+
+/// Each status's fill and the text written on it, for badges and graph
+/// nodes alike; every pair is WCAG AA (4.5:1) readable (see the test).
+/// `paused` comes last: a paused job is drawn paused whatever its builds.
+const PALETTE: &[(&str, &str, &str)] = &[
+    ("succeeded", "#11c560", "#000"),
+    ("failed", "#ed4b35", "#000"),
+    ("errored", "#f5a623", "#000"),
+    ("aborted", "#8b572a", "#fff"),
+    ("started", "#fbdb00", "#000"),
+    ("running", "#fbdb00", "#000"),
+    ("pending", "#9b9b9b", "#000"),
+    ("none", "#3a3f45", "#e6e6e6"),
+    ("resource", "#2b3036", "#e6e6e6"),
+    ("paused", "#3d7bd9", "#000"),
+];
+
+/// The palette as CSS: a badge's background and text, a node's fill and
+/// its text's (SVG text takes `fill`, not a link's `color`).
+fn palette_css() -> String {
+    PALETTE
+        .iter()
+        .map(|(class, fill, text)| {
+            format!(
+                ".{class}{{background:{fill};color:{text}}}\
+                 .node.{class} rect{{fill:{fill}}}.node.{class} text{{fill:{text}}}\n"
+            )
+        })
+        .collect()
+}
 
 /// A whole page: `title` in the tab, `body` under the navigation.
 pub(crate) fn page(title: &str, viewer: &Viewer, body: Markup) -> Markup {
@@ -37,7 +74,7 @@ pub(crate) fn page(title: &str, viewer: &Viewer, body: Markup) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · hangar" }
-                style { (PreEscaped(STYLE)) }
+                style { (PreEscaped(STYLE)) (PreEscaped(palette_css())) }
             }
             body {
                 header {
@@ -168,6 +205,67 @@ mod tests {
             </p>
             </main>"#]]
         .assert_eq(&missing);
+    }
+
+    /// WCAG 2's relative luminance of `#rgb` or `#rrggbb`.
+    fn luminance(hex: &str) -> f64 {
+        let hex = hex.trim_start_matches('#');
+        let hex: String = if hex.len() == 3 {
+            hex.chars().flat_map(|c| [c, c]).collect()
+        } else {
+            hex.to_string()
+        };
+        let channel = |i: usize| {
+            let c = f64::from(u8::from_str_radix(&hex[i..i + 2], 16).unwrap()) / 255.0;
+            if c <= 0.03928 {
+                c / 12.92
+            } else {
+                ((c + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        0.2126 * channel(0) + 0.7152 * channel(2) + 0.0722 * channel(4)
+    }
+
+    fn contrast(a: &str, b: &str) -> f64 {
+        let (la, lb) = (luminance(a), luminance(b));
+        (la.max(lb) + 0.05) / (la.min(lb) + 0.05)
+    }
+
+    #[test]
+    fn the_contrast_formula_is_wcag_s() {
+        assert!((contrast("#000", "#fff") - 21.0).abs() < 1e-9);
+        assert!((contrast("#777", "#777") - 1.0).abs() < 1e-9);
+        // WebAIM's checker: #767676 on white is 4.54:1.
+        assert!((contrast("#767676", "#ffffff") - 4.54).abs() < 0.01);
+    }
+
+    /// Text on every status fill, and the page's own text and links on
+    /// its background, meet WCAG AA for normal text.
+    #[test]
+    fn every_fill_and_its_text_meet_wcag_aa() {
+        let others = [
+            ("#1b1f23", "#e6e6e6"), // the page's text
+            ("#1b1f23", "#7cc4ff"), // its links
+            ("#15181b", "#7cc4ff"), // links around the graph
+            ("#1b1f23", "#ff8a7a"), // a check's error
+            ("#2a2335", "#e6e6e6"), // the pinned version's row
+            ("#2a2335", "#7cc4ff"),
+            ("#c792ea", "#000"), // the pinned badge
+            ("#e6e6e6", "#111"), // the group tab shown
+        ];
+        for (fill, text) in PALETTE.iter().map(|(_, f, t)| (*f, *t)).chain(others) {
+            let ratio = contrast(fill, text);
+            assert!(ratio >= 4.5, "{text} on {fill}: {ratio:.2}:1");
+        }
+        let css = palette_css();
+        for (class, fill, text) in PALETTE {
+            assert!(
+                css.contains(&format!(
+                    ".node.{class} rect{{fill:{fill}}}.node.{class} text{{fill:{text}}}"
+                )),
+                "{css}"
+            );
+        }
     }
 
     /// An error page does not know who is looking: its header neither

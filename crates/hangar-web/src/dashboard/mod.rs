@@ -7,6 +7,7 @@ mod auth;
 mod build;
 pub(crate) use build::build_is_public;
 mod builds;
+mod graph;
 mod job;
 mod layout;
 mod live;
@@ -14,6 +15,7 @@ pub(crate) use live::Live;
 mod oidc;
 mod pipeline;
 mod pipelines;
+mod resource;
 mod workers;
 
 use axum::response::{Html, IntoResponse, Response};
@@ -27,6 +29,7 @@ use crate::{ApiError, Web};
 pub(crate) fn router() -> Router<Web> {
     const PIPELINE: &str = "/teams/{team}/pipelines/{name}";
     const JOB: &str = "/teams/{team}/pipelines/{name}/jobs/{job}";
+    const RESOURCE: &str = "/teams/{team}/pipelines/{name}/resources/{resource}";
     Router::new()
         .route("/", get(pipelines::page))
         .route("/login", get(auth::login_page).post(auth::login))
@@ -37,6 +40,8 @@ pub(crate) fn router() -> Router<Web> {
         .route("/workers/{worker}", get(workers::worker_page))
         .route(PIPELINE, get(pipeline::page))
         .route(&format!("{PIPELINE}/{{action}}"), post(pipeline::act))
+        .route(RESOURCE, get(resource::page))
+        .route(&format!("{RESOURCE}/{{action}}"), post(resource::act))
         .route(JOB, get(job::page))
         .route(&format!("{JOB}/{{action}}"), post(job::act))
         .route(

@@ -1,26 +1,32 @@
-//! `/teams/{team}/pipelines/{name}`: the pipeline's jobs as a graph
-//! (columns by `passed` depth, each job with its gets and puts), its
-//! resources with their newest versions, last check and a failing
-//! check's error, and its paused/exposed state.
+//! `/teams/{team}/pipelines/{name}`: the pipeline's jobs and resources as
+//! a graph (`graph.rs`; one group at a time, as tabs, when the config has
+//! groups), its resources with their newest versions, pin, last check and
+//! a failing check's error, and its paused/exposed state.
 
-use std::collections::BTreeMap;
+use std::collections::{HashMap, HashSet};
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::Method;
 use axum::response::{Html, Response};
 use axum::Form;
-use hangar_core::dashboard::job_columns;
-use hangar_core::pipeline::parse_pipeline_value;
+use hangar_core::build::BuildStatus;
+use hangar_core::dashboard::graph::{layout, NodeKind};
+use hangar_core::dashboard::shorten;
+use hangar_core::pipeline::{parse_pipeline_value, CheckEvery};
 use hangar_store::{PipelineRecord, StoreError, VersionPage};
 use maud::html;
+use serde::Deserialize;
 
 use super::auth::{act_through_api, segment, ActionForm, Viewer};
+use super::graph::{svg, JobState, ResourceState};
 use super::layout::{action_button, page as shell, seg, status};
 use super::{PageError, PageResult};
 use crate::Web;
 
 /// How many versions of each resource the page lists.
 const VERSIONS_SHOWN: i64 = 5;
+/// How much of a failing check's error the page shows, in characters.
+const ERROR_SHOWN: usize = 400;
 
 /// The pipeline, if this viewer may read it: a role in its team, or exposed.
 pub(crate) async fn readable(
@@ -44,10 +50,17 @@ pub(crate) async fn readable(
     }
 }
 
+/// `?group=NAME`: the tab shown, of a pipeline with groups.
+#[derive(Deserialize)]
+pub(crate) struct GroupQuery {
+    group: Option<String>,
+}
+
 pub(crate) async fn page(
     State(web): State<Web>,
     viewer: Viewer,
     Path((team, name)): Path<(String, String)>,
+    Query(query): Query<GroupQuery>,
 ) -> PageResult {
     let p = readable(&web, &viewer, &team, &name).await?;
     let store = web.store();
@@ -55,26 +68,43 @@ pub(crate) async fn page(
     let config = parse_pipeline_value(&config)
         .map_err(|e| StoreError::Corrupt(format!("the config of pipeline {name}: {e}")))?
         .config;
+    // The first group unless one is asked for; a group the pipeline does
+    // not have is a missing page, not silently another tab.
+    let group = match (&query.group, config.groups.first()) {
+        (None, first) => first,
+        (Some(asked), _) => Some(config.groups.iter().find(|g| &g.name == asked).ok_or_else(
+            || PageError::not_found(format!("pipeline {name} has no group {asked:?}")),
+        )?),
+    };
+    let graph = layout(&config, group);
     let latest = store.latest_job_builds(&team).await?;
     let jobs = store.jobs(&team, &name, false).await?;
-    let names: Vec<String> = config.jobs.iter().map(|j| j.name.clone()).collect();
-    let passed: BTreeMap<String, Vec<String>> = config
-        .jobs
+    let job_states: HashMap<&str, JobState> = jobs
         .iter()
         .map(|j| {
-            let upstream = j
-                .inputs()
-                .iter()
-                .flat_map(|g| config.passed_jobs(g))
-                .map(str::to_string)
-                .collect();
-            (j.name.clone(), upstream)
+            let b = latest.get(&j.id);
+            let state = JobState {
+                status: b.map_or("none", |b| b.status.as_str()),
+                number: b.map(|b| b.number),
+                running: b.is_some_and(|b| b.status == BuildStatus::Started),
+                paused: j.paused,
+            };
+            (j.name.as_str(), state)
         })
         .collect();
     let checks = store.pipeline_check_statuses(p.id).await?;
     let api_pins = store.api_pins(p.id).await?;
+    let in_graph: HashSet<&str> = graph
+        .nodes
+        .iter()
+        .filter(|n| n.kind != NodeKind::Job)
+        .map(|n| n.name.as_str())
+        .collect();
     let mut resources = Vec::new();
     for r in store.resources(&team, &name).await? {
+        if !in_graph.contains(r.name.as_str()) {
+            continue;
+        }
         let page = VersionPage {
             limit: VERSIONS_SHOWN,
             ..VersionPage::default()
@@ -82,6 +112,27 @@ pub(crate) async fn page(
         let versions = store.resource_versions(&team, &name, &r.name, page).await?;
         resources.push((r, versions));
     }
+    let resource_states: HashMap<&str, ResourceState> = resources
+        .iter()
+        .map(|(r, _)| {
+            let check = r.scope_id.and_then(|s| checks.get(&s));
+            let state = ResourceState {
+                resource_type: r.resource_type.clone(),
+                pinned: r
+                    .pinned
+                    .clone()
+                    .or_else(|| api_pins.get(&r.id).map(|(v, _)| v.clone())),
+                check_error: check.and_then(|c| c.error.clone()),
+                checks_off: matches!(
+                    config
+                        .resource(&r.name)
+                        .and_then(|c| c.check_every.as_ref()),
+                    Some(CheckEvery::Never)
+                ),
+            };
+            (r.name.as_str(), state)
+        })
+        .collect();
     let exposed = store.exposed_pipeline_ids().await?.contains(&p.id);
     let base = format!("/teams/{}/pipelines/{}", seg(&team), seg(&name));
     let body = html! {
@@ -99,37 +150,21 @@ pub(crate) async fn page(
                 @else { (action_button(&viewer, &format!("{base}/expose"), "expose")) }
             }
         }
-        h2 { "jobs" }
-        div.graph {
-            @for column in job_columns(&names, &passed) {
-                div.column {
-                    @for job_name in &column {
-                        @let record = jobs.iter().find(|j| &j.name == job_name);
-                        @let word = match record.and_then(|j| latest.get(&j.id)) {
-                            Some(b) => b.status.as_str(),
-                            None => "none",
-                        };
-                        div class={"job " (word)} {
-                            a href={(base) "/jobs/" (seg(job_name))} { (job_name) }
-                            @if record.is_some_and(|j| j.paused) { " (paused)" }
-                            @if let Some(job) = config.job(job_name) {
-                                ul {
-                                    @for get in job.inputs() {
-                                        li {
-                                            "get " (get.resource.as_deref().unwrap_or(&get.name))
-                                            @let up = config.passed_jobs(get);
-                                            @if !up.is_empty() { " ← passed " (up.join(", ")) }
-                                        }
-                                    }
-                                    @for put in job.outputs() {
-                                        li { "put " (put.resource.as_deref().unwrap_or(&put.name)) }
-                                    }
-                                }
-                            }
-                        }
+        @if !config.groups.is_empty() {
+            nav.tabs aria-label="groups" {
+                @for g in &config.groups {
+                    @let current = group.is_some_and(|shown| shown.name == g.name);
+                    a href={(base) "?group=" (seg(&g.name))} aria-current=[current.then_some("page")] {
+                        (shorten(&g.name, 40))
                     }
                 }
             }
+        }
+        h2 { "jobs and resources" }
+        @if graph.nodes.is_empty() { p.notice { "no jobs" } }
+        @else { (svg(&graph, &base, &job_states, &resource_states)) }
+        p.notice {
+            "Dashed edges do not trigger; an edge between jobs carries versions that passed the first."
         }
         h2 { "resources" }
         table {
@@ -137,7 +172,7 @@ pub(crate) async fn page(
             @for (r, versions) in &resources {
                 @let check = r.scope_id.and_then(|s| checks.get(&s));
                 tr {
-                    td { (r.name) }
+                    td { a href={(base) "/resources/" (seg(&r.name))} { (r.name) } }
                     td { (r.resource_type) }
                     td {
                         @match (r.pinned.as_deref(), api_pins.get(&r.id)) {
@@ -155,7 +190,11 @@ pub(crate) async fn page(
                             None => { span.notice { "not checked yet" } }
                         }
                         @if let Some(error) = check.and_then(|c| c.error.as_deref()) {
-                            pre.check-error { "check failed: " (error) }
+                            // The start of it: the whole is on the resource's page.
+                            pre.check-error { "check failed: " (shorten(error, ERROR_SHOWN)) }
+                            @if error.chars().count() > ERROR_SHOWN {
+                                a href={(base) "/resources/" (seg(&r.name))} { "the whole error" }
+                            }
                         }
                         @if let Some(why) = check.and_then(|c| c.waiting_reason.as_deref()) {
                             div.check-waiting { "check waiting: " (why) }

@@ -30,14 +30,14 @@ jobs:
 const HOSTILE: &str = "<script>alert('owned')</script>";
 
 /// A browser-like client: no redirects followed, the cookie sent by hand.
-struct Browser {
-    http: reqwest::Client,
-    url: String,
-    cookie: Option<String>,
+pub(crate) struct Browser {
+    pub(crate) http: reqwest::Client,
+    pub(crate) url: String,
+    pub(crate) cookie: Option<String>,
 }
 
 impl Browser {
-    fn new(t: &TestWeb) -> Browser {
+    pub(crate) fn new(t: &TestWeb) -> Browser {
         Browser {
             http: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
@@ -48,7 +48,7 @@ impl Browser {
         }
     }
 
-    async fn logged_in(t: &TestWeb) -> Browser {
+    pub(crate) async fn logged_in(t: &TestWeb) -> Browser {
         let mut b = Browser::new(t);
         let r = b.post_form("/login", &[("token", ADMIN)]).await;
         assert_eq!(r.status(), StatusCode::SEE_OTHER);
@@ -57,14 +57,14 @@ impl Browser {
         b
     }
 
-    fn with_cookie(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    pub(crate) fn with_cookie(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         match &self.cookie {
             Some(c) => rb.header(COOKIE, c),
             None => rb,
         }
     }
 
-    async fn get(&self, path: &str) -> (StatusCode, String) {
+    pub(crate) async fn get(&self, path: &str) -> (StatusCode, String) {
         let r = self
             .with_cookie(self.http.get(format!("{}{path}", self.url)))
             .send()
@@ -74,7 +74,7 @@ impl Browser {
         (status, r.text().await.unwrap())
     }
 
-    async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> Response {
+    pub(crate) async fn post_form(&self, path: &str, form: &[(&str, &str)]) -> Response {
         self.with_cookie(self.http.post(format!("{}{path}", self.url)))
             .form(form)
             .send()
@@ -83,14 +83,14 @@ impl Browser {
     }
 
     /// The CSRF token a page rendered for this browser carries.
-    async fn csrf(&self) -> String {
+    pub(crate) async fn csrf(&self) -> String {
         let (_, html) = self.get("/").await;
         let at = html.find("name=\"csrf\" value=\"").expect("a CSRF field") + 19;
         html[at..at + 64].to_string()
     }
 
     /// An action as the page's button sends it.
-    async fn act(&self, path: &str) -> Response {
+    pub(crate) async fn act(&self, path: &str) -> Response {
         let csrf = self.csrf().await;
         self.post_form(path, &[("csrf", &csrf)]).await
     }
@@ -360,7 +360,11 @@ async fn every_page_renders_and_hostile_text_stays_text(store: Store) {
         ),
         (
             "/teams/main/pipelines/p",
-            vec!["get repo", "passed unit", "mock"],
+            vec![
+                "data-node=\"job:unit\"",
+                "data-from=\"job:unit\" data-to=\"job:deploy\"",
+                "mock",
+            ],
         ),
         (
             "/teams/main/pipelines/p/jobs/unit",

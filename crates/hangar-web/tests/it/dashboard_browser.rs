@@ -2,7 +2,11 @@
 //! chromedriver (WebDriver) against web served in-process on a real
 //! store. Logs in, opens the pipelines page, triggers a job from its
 //! page, watches the build's log stream in (with a lost worker's retry
-//! and its cause) to its end, and sees the workers page update. On
+//! and its cause) to its end, and sees the workers page update. A second
+//! journey follows the pipeline graph: its nodes and edges, a job node to
+//! the job's page, a resource node to the resource's page, pins a version
+//! there, and reads a long check error that must not widen the page; it
+//! saves a screenshot of every page it visits (`target/graph-*.png`). On
 //! failure a screenshot is saved under `target/`.
 //!
 //! Builds are not run here (no worker runs steps in this test): the test
@@ -14,8 +18,8 @@ use std::time::Duration;
 
 use crate::common::TestWeb;
 use fantoccini::{Client, Locator};
-use hangar_core::build::BuildEventKind;
-use hangar_testkit::browser::{self, artifact_dir, click, fail, start_driver, Step};
+use hangar_core::build::{BuildEventKind, BuildStatus};
+use hangar_testkit::browser::{self, click, fail, screenshot, start_driver, Step};
 use serde_json::json;
 
 const CONFIG: &str = "
@@ -130,8 +134,8 @@ async fn journey(t: &TestWeb, c: &Client) -> Step {
     Ok(())
 }
 
-#[tokio::test]
-async fn a_browser_logs_in_triggers_a_job_and_watches_its_log() {
+/// Web with Olga, a pipeline operator of team main, and pipeline `p`.
+async fn web_with_olga(config: &str) -> TestWeb {
     let t = TestWeb::start_with(hangar_testkit::sqlite_store().await, |c| {
         let hash = bcrypt::hash(PASSWORD, 4).unwrap();
         c.auth = hangar_web::AuthConfig {
@@ -147,24 +151,244 @@ async fn a_browser_logs_in_triggers_a_job_and_watches_its_log() {
     })
     .await;
     t.admin
-        .set_pipeline("main", "p", CONFIG, None)
+        .set_pipeline("main", "p", config, None)
         .await
         .unwrap();
     t.admin.pause_pipeline("main", "p", false).await.unwrap();
-    t.register("w1", "disk-1").await;
+    t
+}
+
+/// Runs `journey` in a fresh browser; on failure saves what it showed as
+/// `<failure>.png` and fails the test.
+async fn in_browser<'a, F, Fut>(t: &'a TestWeb, failure: &str, journey: F)
+where
+    F: FnOnce(&'a TestWeb, Client) -> Fut,
+    Fut: std::future::Future<Output = Step> + 'a,
+{
     let driver = start_driver().await;
     let c = browser::browser(&driver).await;
-    let outcome = journey(&t, &c).await;
+    let outcome = journey(t, c.clone()).await;
     if let Err(e) = &outcome {
-        let dir = artifact_dir();
-        let _ = std::fs::create_dir_all(&dir);
-        let shot = dir.join("dashboard-browser-failure.png");
-        if let Ok(png) = c.screenshot().await {
-            let _ = std::fs::write(&shot, png);
-        }
+        let shot = screenshot(&c, failure)
+            .await
+            .map_or_else(|why| why, |path| path.display().to_string());
         let _ = c.clone().close().await;
-        panic!("{e} (screenshot: {})", shot.display());
+        panic!("{e} (screenshot: {shot})");
     }
     c.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_browser_logs_in_triggers_a_job_and_watches_its_log() {
+    let t = web_with_olga(CONFIG).await;
+    t.register("w1", "disk-1").await;
+    in_browser(&t, "dashboard-browser-failure", |t, c| async move {
+        journey(t, &c).await
+    })
+    .await;
+    t.stop().await;
+}
+
+async fn log_in(t: &TestWeb, c: &Client) -> Step {
+    c.goto(&format!("{}/login", t.url))
+        .await
+        .map_err(fail("goto"))?;
+    for (field, text) in [("username", "olga"), ("password", PASSWORD)] {
+        c.find(Locator::Css(&format!("input[name={field}]")))
+            .await
+            .map_err(fail("login field"))?
+            .send_keys(text)
+            .await
+            .map_err(fail("type into the login form"))?;
+    }
+    click(c, "main form[action='/login'] button[type=submit]").await?;
+    wait_for_text(c, "#user", "user local:olga").await
+}
+
+async fn count(c: &Client, css: &str) -> Result<usize, String> {
+    Ok(c.find_all(Locator::Css(css))
+        .await
+        .map_err(fail("find all"))?
+        .len())
+}
+
+/// Answers the script's result, which must be `true`, or says `what`.
+async fn holds(c: &Client, what: &str, script: &str) -> Step {
+    let answer = c.execute(script, vec![]).await.map_err(fail("execute"))?;
+    if answer == json!(true) {
+        Ok(())
+    } else {
+        Err(format!("{what}: the page answered {answer}"))
+    }
+}
+
+/// Nodes drawn apart, and nothing wider than the window.
+const NODES_APART: &str = "
+    const boxes = [...document.querySelectorAll('svg.pipeline-graph a[data-node] rect')]
+        .map(r => r.getBoundingClientRect());
+    for (let i = 0; i < boxes.length; i++)
+        for (let j = i + 1; j < boxes.length; j++) {
+            const a = boxes[i], b = boxes[j];
+            if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom)
+                return false;
+        }
+    return boxes.length > 0;";
+const FITS_THE_WINDOW: &str = "return document.documentElement.scrollWidth <= window.innerWidth;";
+
+async fn graph_journey(t: &TestWeb, c: &Client) -> Step {
+    log_in(t, c).await?;
+    let base = format!("{}/teams/main/pipelines/p", t.url);
+    c.goto(&base).await.map_err(fail("goto the pipeline"))?;
+    wait_for_text(c, "h1", "pipeline p").await?;
+    screenshot(c, "graph-1-pipeline").await?;
+    for (css, want) in [
+        ("svg.pipeline-graph a[data-node^='job:']", 3),
+        ("svg.pipeline-graph a[data-node^='resource:']", 2),
+        ("svg.pipeline-graph path.edge", 4),
+        (
+            "path.edge.get[data-from='resource:repo'][data-to='job:unit']",
+            1,
+        ),
+        (
+            "path.edge.passed[data-from='job:unit'][data-to='job:integration']",
+            1,
+        ),
+        (
+            "path.edge.passed[data-from='job:integration'][data-to='job:ship']",
+            1,
+        ),
+        (
+            "path.edge.put[data-from='job:ship'][data-to='resource:release']",
+            1,
+        ),
+        ("a.node.job.running[data-node='job:unit']", 1),
+        ("a.node.job.failed[data-node='job:integration']", 1),
+        (
+            "a.node.resource.check-failed[data-node='resource:release']",
+            1,
+        ),
+    ] {
+        let n = count(c, css).await?;
+        if n != want {
+            return Err(format!("{css}: {n} found, {want} wanted"));
+        }
+    }
+    holds(c, "nodes overlap", NODES_APART).await?;
+    holds(
+        c,
+        "the pipeline page is wider than the window",
+        FITS_THE_WINDOW,
+    )
+    .await?;
+    // What the palette says is what the browser draws: black text on the
+    // failed job's red, the running job's border pulsing.
+    holds(
+        c,
+        "the failed job's text is not black",
+        "return getComputedStyle(document.querySelector(\"a[data-node='job:integration'] text\")).fill === 'rgb(0, 0, 0)';",
+    )
+    .await?;
+    holds(
+        c,
+        "the running job does not pulse",
+        "return getComputedStyle(document.querySelector(\"a[data-node='job:unit'] rect\")).animationName === 'pulse';",
+    )
+    .await?;
+    // A job's node leads to its page.
+    click(c, "svg.pipeline-graph a[data-node='job:unit']").await?;
+    wait_for_text(c, "h1", "p / unit").await?;
+    screenshot(c, "graph-2-job").await?;
+    // A resource's node leads to its page, its versions newest first.
+    c.goto(&base).await.map_err(fail("back to the pipeline"))?;
+    click(c, "svg.pipeline-graph a[data-node='resource:repo']").await?;
+    wait_for_text(c, "h1", "p / repo").await?;
+    wait_for_text(c, "table.versions", "{\"ref\":\"b\"}").await?;
+    screenshot(c, "graph-3-resource").await?;
+    // Pin the newest version with a comment.
+    c.find(Locator::Css("table.versions input[name=comment]"))
+        .await
+        .map_err(fail("the comment box"))?
+        .send_keys("holding for the release")
+        .await
+        .map_err(fail("type a comment"))?;
+    click(
+        c,
+        "table.versions form[action$='/resources/repo/pin'] button",
+    )
+    .await?;
+    wait_for_text(c, "main", "holding for the release").await?;
+    screenshot(c, "graph-4-pinned").await?;
+    let pin = t
+        .admin
+        .resource_pin("main", "p", "repo")
+        .await
+        .map_err(fail("read the pin"))?;
+    if pin.as_ref().map(|p| &p.version) != Some(&json!({"ref": "b"})) {
+        return Err(format!("the pin is {pin:?}"));
+    }
+    // A long check error wraps inside the window.
+    c.goto(&format!("{base}/resources/release"))
+        .await
+        .map_err(fail("goto the failing resource"))?;
+    wait_for_text(c, "pre.check-error", "check failed").await?;
+    holds(c, "the check error widens the page", FITS_THE_WINDOW).await?;
+    screenshot(c, "graph-5-failing-check").await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_browser_follows_the_pipeline_graph_to_jobs_and_resources() {
+    let t = web_with_olga(crate::dashboard_graph::THREE_JOBS).await;
+    let store = t.web.store().clone();
+    // Versions for repo; release's check fails with a long error.
+    for (resource, versions, error) in [
+        ("repo", vec![json!({"ref": "a"}), json!({"ref": "b"})], None),
+        (
+            "release",
+            vec![],
+            Some(format!("exit 1: {}", "0123456789".repeat(400))),
+        ),
+    ] {
+        let scope = store
+            .resource("main", "p", resource)
+            .await
+            .unwrap()
+            .scope_id
+            .unwrap();
+        store.request_check(scope, None, 10).await.unwrap();
+        store.claim_due_checks("test", 11, 10).await.unwrap();
+        store
+            .finish_check(scope, "test", &versions, error.as_deref(), 12)
+            .await
+            .unwrap();
+    }
+    // integration failed; unit runs.
+    let integration = t
+        .admin
+        .trigger_job("main", "p", "integration")
+        .await
+        .unwrap();
+    let unit = t.admin.trigger_job("main", "p", "unit").await.unwrap();
+    store
+        .release_held_builds(&[integration.id, unit.id])
+        .await
+        .unwrap();
+    let claimed = store.claim_build("test", 1, 60_000).await.unwrap().unwrap();
+    store
+        .finish_build(
+            claimed.id,
+            claimed.lease_token,
+            BuildStatus::Failed,
+            Some(1),
+            None,
+            2,
+        )
+        .await
+        .unwrap();
+    store.claim_build("test", 3, 60_000).await.unwrap().unwrap();
+    in_browser(&t, "dashboard-graph-browser-failure", |t, c| async move {
+        graph_journey(t, &c).await
+    })
+    .await;
     t.stop().await;
 }

@@ -68,6 +68,18 @@ async fn every_page_answers_whole_at_1000_workers_and_100_pipelines(store: Store
     for j in 0..5 {
         assert!(graph.contains(&format!("/jobs/job-{j}\"")), "job-{j}");
     }
+    // Each job and the resource a node of the graph, each get and passed
+    // an edge.
+    for j in 0..5 {
+        assert!(
+            graph.contains(&format!("data-node=\"job:job-{j}\"")),
+            "job-{j}"
+        );
+    }
+    assert!(graph.contains("data-node=\"resource:repo\""));
+    assert_eq!(graph.matches("<path class=\"edge").count(), 5);
+    let resource = &html[&format!("/teams/main/pipelines/{SHOWN_PIPELINE}/resources/repo")];
+    assert!(resource.contains("versions, newest first"));
     let build = &html[&format!("/builds/{}", seeded.shown_build)];
     for i in [0, LOG_LINES - 1] {
         assert!(

@@ -17,6 +17,7 @@ mod credentials;
 mod credentials_api;
 mod dashboard;
 mod dashboard_browser;
+mod dashboard_graph;
 mod dashboard_rules;
 mod dashboard_scale;
 mod database_health;
