@@ -19,7 +19,7 @@ use serde::Deserialize;
 
 use super::auth::{act_through_api, segment, ActionForm, Viewer};
 use super::graph::{svg, JobState, ResourceState};
-use super::layout::{action_button, page as shell, seg, status};
+use super::layout::{action_button, moment, page as shell, seg, status};
 use super::{PageError, PageResult};
 use crate::Web;
 
@@ -64,6 +64,7 @@ pub(crate) async fn page(
 ) -> PageResult {
     let p = readable(&web, &viewer, &team, &name).await?;
     let store = web.store();
+    let now = web.now();
     let (_, config) = store.pipeline_config(&team, &name, None).await?;
     let config = parse_pipeline_value(&config)
         .map_err(|e| StoreError::Corrupt(format!("the config of pipeline {name}: {e}")))?
@@ -186,7 +187,7 @@ pub(crate) async fn page(
                     }
                     td.check {
                         @match check.and_then(|c| c.last_finished_at) {
-                            Some(at) => { (hangar_core::dashboard::utc_words(at)) }
+                            Some(at) => { (moment(Some(at), now)) }
                             None => { span.notice { "not checked yet" } }
                         }
                         @if let Some(error) = check.and_then(|c| c.error.as_deref()) {

@@ -43,6 +43,7 @@ pub(crate) async fn page(
         })?),
     };
     let store = web.store();
+    let now = web.now();
     let r = store.resource(&team, &name, &resource).await?;
     let page = VersionPage {
         limit: VERSIONS_SHOWN,
@@ -80,8 +81,8 @@ pub(crate) async fn page(
                 None => { p.notice { "not checked yet" } }
                 Some(c) => {
                     p {
-                        "last check finished: " (moment(c.last_finished_at))
-                        @if let Some(started) = c.last_started_at { " (started " (utc_words(started)) ")" }
+                        "last check finished: " (moment(c.last_finished_at, now))
+                        @if let Some(started) = c.last_started_at {  " (started " (moment(Some(started), now)) ")" }
                         @if c.checking { " · " (status("started")) " checking now" }
                         @if c.requested_at.is_some() { " · a check is asked for" }
                         @if let Some(next) = c.next_check_at { " · next due " (utc_words(next)) }
@@ -115,7 +116,7 @@ pub(crate) async fn page(
                     tr.pinned[pinned] data-version=(v.version) {
                         td { code { (v.version) } }
                         td { (metadata(&v.metadata)) }
-                        td { (utc_words(v.created_at)) }
+                        td { (moment(Some(v.created_at), now)) }
                         td {
                             @if v.enabled { "enabled" } @else { strong { "disabled" } }
                             @if pinned { " · pinned" }
