@@ -38,6 +38,7 @@ pub mod tenancy;
 pub mod users;
 pub mod vars;
 pub mod volumes;
+pub mod worker_timeline;
 pub mod yaml;
 pub mod yaml_write;
 

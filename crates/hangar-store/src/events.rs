@@ -61,3 +61,56 @@ impl Store {
         rows.iter().map(event_from_row).collect()
     }
 }
+
+/// A build step the infrastructure retried because of a worker: a line of
+/// its build's log naming the worker (see `StepFailure::describe`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerRetry {
+    pub build_id: i64,
+    pub build_name: String,
+    pub step: Option<String>,
+    pub line: String,
+    pub at: UnixMillis,
+}
+
+impl Store {
+    /// The newest `limit` infrastructure lines of build logs that name
+    /// worker `name` (`worker NAME …`): the steps it lost and where they
+    /// went. Read through the index of infrastructure lines.
+    pub async fn worker_retries(
+        &self,
+        name: &str,
+        limit: i64,
+    ) -> Result<Vec<WorkerRetry>, StoreError> {
+        use sqlx::Row;
+        // `_` and `%` are common in names: escaped, they match themselves.
+        let escaped: String = name
+            .chars()
+            .flat_map(|c| match c {
+                '!' | '%' | '_' => vec!['!', c],
+                c => vec![c],
+            })
+            .collect();
+        let rows = sqlx::query(
+            "SELECT e.build_id, b.name AS build_name, e.step, e.payload, e.at \
+             FROM build_events e JOIN builds b ON b.id = e.build_id \
+             WHERE e.kind = 'infra' AND e.payload LIKE $1 ESCAPE '!' \
+             ORDER BY e.id DESC LIMIT $2",
+        )
+        .bind(format!("%worker {escaped} %"))
+        .bind(limit.clamp(1, MAX_EVENTS_PER_PAGE))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(WorkerRetry {
+                    build_id: r.try_get("build_id")?,
+                    build_name: r.try_get("build_name")?,
+                    step: r.try_get("step")?,
+                    line: r.try_get("payload")?,
+                    at: r.try_get("at")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -60,6 +60,7 @@ pub use checks::{CheckMember, CheckStatus, ClaimedCheck, CLAIM_MARGIN_MS};
 pub use containers::{ContainerRecord, TeamContainer};
 pub use db::{Backend, Store};
 pub use error::StoreError;
+pub use events::WorkerRetry;
 pub use exposure::BuildExposure;
 pub use gc::GcTurn;
 pub use heartbeats::HeartbeatRecord;

@@ -948,7 +948,96 @@ async fn open_pages_hear_of_changes(store: Store) {
     t.stop().await;
 }
 
+/// A worker's page draws its life: its registrations (the state lost in
+/// the second), and the steps retried elsewhere because of it (only its
+/// own, though `_` in its name is a LIKE wildcard and another worker's
+/// name begins with its); the fleet page shows memory, disk and
+/// containers as bars.
+async fn a_workers_page_draws_its_timeline_and_the_fleet_its_bars(store: Store) {
+    let t = TestWeb::start(store).await;
+    set(&t, "p").await;
+    let store = t.web.store().clone();
+    let info = |identity: &str| hangar_store::WorkerInfo {
+        name: "w_1".into(),
+        state_identity: identity.into(),
+        platform: "linux".into(),
+        tags: vec![],
+        team: None,
+        version: "0".into(),
+        resource_types_json: "[]".into(),
+        ephemeral: false,
+        containers: 3,
+        volumes: 4,
+        api_url: None,
+        allow_privileged: false,
+    };
+    let now = hangar_engine::system_now_ms();
+    store
+        .register_worker(&info("disk-a"), now - 600_000)
+        .await
+        .unwrap();
+    store
+        .register_worker(&info("disk-b"), now - 60_000)
+        .await
+        .unwrap();
+    let build = t.admin.trigger_job("main", "p", "unit").await.unwrap();
+    for (who, at) in [
+        ("w_1", now - 120_000),
+        ("wx1", now - 110_000),
+        ("w_10", now - 100_000),
+    ] {
+        store
+            .append_build_event(
+                build.id,
+                Some("0"),
+                BuildEventKind::Infra,
+                &format!("worker {who} stalled (stopped heartbeating) while the step ran; retrying get repo (attempt 2 of 3)"),
+                at,
+            )
+            .await
+            .unwrap();
+    }
+    let b = Browser::logged_in(&t).await;
+    let (status, html) = b.get("/workers/w_1").await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    let svg = from(&html, "<svg id=\"timeline\"");
+    let svg = &svg[..svg.find("</svg>").unwrap()];
+    for kind in ["registered", "restarted-state-lost"] {
+        assert!(
+            svg.contains(&format!("data-kind=\"{kind}\"")),
+            "{kind}: {svg}"
+        );
+    }
+    assert!(svg.contains("mark tone-bad"), "{svg}");
+    assert_eq!(svg.matches("data-build=").count(), 1, "{svg}");
+    assert!(
+        svg.contains(&format!("href=\"/builds/{}\"", build.id)),
+        "{svg}"
+    );
+    let history = from(&html, "id=\"history\"");
+    assert!(history.contains("step retried: "), "{history}");
+    assert!(history.contains("restarted-state-lost"), "{history}");
+    assert!(
+        !history.contains("worker wx1") && !history.contains("worker w_10"),
+        "{history}"
+    );
+    // Newest first: the restart, then the retry, then the first registration.
+    let (restart, retry, first) = (
+        history.find("restarted-state-lost").unwrap(),
+        history.find("step retried").unwrap(),
+        history.find(">registered<").unwrap(),
+    );
+    assert!(restart < retry && retry < first, "{history}");
+    let (_, fleet) = b.get("/workers").await;
+    assert!(
+        fleet.contains("<meter min=\"0\" max=\"3\" value=\"3\""),
+        "{fleet}"
+    );
+    t.stop().await;
+}
+
 on_both_databases!(
+    a_workers_page_draws_its_timeline_and_the_fleet_its_bars,
     open_pages_hear_of_changes,
     a_build_page_has_a_section_per_step_its_versions_and_a_rerun,
     an_admin_token_session_ends_when_the_token_is_rotated,

@@ -201,10 +201,42 @@ async fn journey(cluster: &Cluster, workers: &mut Vec<Proc>, c: &Client) -> Step
     let row = row_xpath(&victim);
     let state = format!("{row}/td[2]");
     wait_for(c, Locator::XPath(&state), &["stalled"]).await?;
+    // Recreated under its name with its work dir wiped, as a pod whose
+    // emptyDir went with it.
+    let dir = cluster.work_dir(&victim);
+    std::fs::remove_dir_all(&dir).map_err(|e| format!("wipe {}: {e}", dir.display()))?;
     workers.push(cluster.worker(&victim));
     wait_for(c, Locator::XPath(&state), &["running"]).await?;
-    wait_for(c, Locator::XPath(&row), &["restarted"]).await?;
+    wait_for(c, Locator::XPath(&row), &["restarted-state-lost"]).await?;
     shot(c, "workers").await?;
+
+    // Its page tells the incident on one line: stalled, the step retried
+    // elsewhere (a link to the build), back with its state lost.
+    click(c, &format!("a[href='/workers/{victim}']")).await?;
+    let retried = format!("#timeline a[href='/builds/{}'] .retry", build.id);
+    for mark in [
+        "#timeline [data-kind=registered]",
+        "#timeline [data-kind=stalled]",
+        "#timeline [data-kind=restarted-state-lost]",
+        &retried,
+    ] {
+        c.wait()
+            .at_most(Duration::from_secs(20))
+            .for_element(Locator::Css(mark))
+            .await
+            .map_err(|e| format!("the timeline's {mark}: {e}"))?;
+    }
+    wait_for(
+        c,
+        Locator::Css("#history"),
+        &[
+            "restarted-state-lost",
+            "stalled",
+            "step retried: dashboard-e2e",
+        ],
+    )
+    .await?;
+    shot(c, "worker-timeline").await?;
 
     // A page left open follows a build from its start to its end without
     // a reload (a reload would drop the mark set here).
