@@ -57,14 +57,17 @@ async fn journey(t: &TestWeb, c: &Client) -> Step {
             .await
             .map_err(fail("type into the login form"))?;
     }
+    screenshot(c, "journey-1-login").await?;
     click(c, "main form[action='/login'] button[type=submit]").await?;
     // The pipelines page, with the workers link only a login shows, and
     // who is logged in.
     wait_for_text(c, "main", "pipelines").await?;
     wait_for_text(c, "header", "workers").await?;
     wait_for_text(c, "#user", "user local:olga").await?;
+    screenshot(c, "journey-2-pipelines").await?;
     click(c, "a[href='/teams/main/pipelines/p/jobs/unit']").await?;
     wait_for_text(c, "h1", "unit").await?;
+    screenshot(c, "journey-3-job").await?;
     // Trigger from the job's page; the build appears in its list.
     click(c, "form[action$='/jobs/unit/trigger'] button").await?;
     click(c, "a[href='/teams/main/pipelines/p/jobs/unit/builds/1']").await?;
@@ -126,11 +129,68 @@ async fn journey(t: &TestWeb, c: &Client) -> Step {
     wait_for_text(c, "#build-status", "aborted").await?;
     // After the end the page reloads: the retry is listed with its cause.
     wait_for_text(c, "#infra", "OOMKilled").await?;
+    screenshot(c, "journey-4-build").await?;
+    // A build of 100,000 lines: the page holds them all, and its sections
+    // still close and open at a click.
+    let long = t
+        .admin
+        .trigger_job("main", "p", "unit")
+        .await
+        .map_err(fail("trigger"))?;
+    let chunk =
+        |from: usize| -> String { (from..from + 100).map(|i| format!("line {i}\n")).collect() };
+    for event in 0..1000 {
+        t.web
+            .store()
+            .append_build_event(
+                long.id,
+                Some("0"),
+                BuildEventKind::Log,
+                &chunk(event * 100),
+                4,
+            )
+            .await
+            .map_err(fail("long log"))?;
+    }
+    t.web
+        .store()
+        .request_build_abort(long.id, 5)
+        .await
+        .map_err(fail("abort the long build"))?;
+    c.goto(&format!("{base}/builds/{}", long.id))
+        .await
+        .map_err(fail("goto the long build"))?;
+    wait_for_text(c, "#build-status", "aborted").await?;
+    let lines = c
+        .execute(
+            "return document.querySelector(\"details.step[data-step='0'] pre\").textContent.split('\\n').length - 1",
+            vec![],
+        )
+        .await
+        .map_err(fail("count the lines"))?;
+    if lines != json!(100_000) {
+        return Err(format!(
+            "the long build's page holds {lines} lines, not 100000"
+        ));
+    }
+    click(c, "details.step[data-step='0'] summary").await?;
+    let open = c
+        .execute(
+            "return document.querySelector(\"details.step[data-step='0']\").open",
+            vec![],
+        )
+        .await
+        .map_err(fail("read open"))?;
+    if open != json!(false) {
+        return Err("the long step's section did not close".into());
+    }
+    screenshot(c, "journey-5-long-build").await?;
     // The workers page, which updates itself as the fleet changes.
     click(c, "a[href='/workers']").await?;
     wait_for_text(c, "main", "w1").await?;
     t.register("w2", "disk-2").await;
     wait_for_text(c, "#fleet", "w2").await?;
+    screenshot(c, "journey-6-workers").await?;
     Ok(())
 }
 

@@ -44,11 +44,9 @@ fn row_xpath(worker: &str) -> String {
 /// Saves what the browser shows now as `e2e-dashboard-<name>.png` under
 /// the artifact dir: every page the journey visits leaves its picture.
 async fn shot(c: &Client, name: &str) -> Step {
-    let dir = artifact_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| format!("make {}: {e}", dir.display()))?;
-    let png = c.screenshot().await.map_err(fail("screenshot"))?;
-    let path = dir.join(format!("e2e-dashboard-{name}.png"));
-    std::fs::write(&path, png).map_err(|e| format!("write {}: {e}", path.display()))
+    browser::screenshot(c, &format!("e2e-dashboard-{name}"))
+        .await
+        .map(|_| ())
 }
 
 async fn journey(cluster: &Cluster, workers: &mut Vec<Proc>, c: &Client) -> Step {
