@@ -98,21 +98,26 @@ impl Store {
         if done.rows_affected() == 1 {
             return Ok(());
         }
-        let found = sqlx::query("SELECT handle, state FROM containers WHERE handle = $1")
+        Err(self
+            .why_unchanged(handle, &format!("not {from}: not moved to {to}"))
+            .await?)
+    }
+
+    /// Why an update of container `handle` that required a state touched
+    /// nothing: it is missing ([`StoreError::NotFound`]), or in another
+    /// state ([`StoreError::Conflict`] naming it, then `what`).
+    async fn why_unchanged(&self, handle: &str, what: &str) -> Result<StoreError, StoreError> {
+        let found = sqlx::query("SELECT state FROM containers WHERE handle = $1")
             .bind(handle)
             .fetch_optional(&self.pool)
             .await?;
-        match found {
-            None => Err(StoreError::NotFound(format!(
-                "container {handle} not found"
-            ))),
+        Ok(match found {
+            None => StoreError::NotFound(format!("container {handle} not found")),
             Some(row) => {
                 let state: ContainerState = decode(&row, "containers", &["handle"], "state")?;
-                Err(StoreError::Conflict(format!(
-                    "container {handle} is {state}, not {from}: not moved to {to}"
-                )))
+                StoreError::Conflict(format!("container {handle} is {state}, {what}"))
             }
-        }
+        })
     }
 
     /// Keeps `created` container `handle` after its step ended, for
@@ -131,21 +136,7 @@ impl Store {
         if done.rows_affected() == 1 {
             return Ok(());
         }
-        let found = sqlx::query("SELECT state FROM containers WHERE handle = $1")
-            .bind(handle)
-            .fetch_optional(&self.pool)
-            .await?;
-        match found {
-            None => Err(StoreError::NotFound(format!(
-                "container {handle} not found"
-            ))),
-            Some(row) => {
-                let state: ContainerState = decode(&row, "containers", &["handle"], "state")?;
-                Err(StoreError::Conflict(format!(
-                    "container {handle} is {state}, not created: not kept"
-                )))
-            }
-        }
+        Err(self.why_unchanged(handle, "not created: not kept").await?)
     }
 
     pub async fn delete_container_row(&self, handle: &str) -> Result<(), StoreError> {
