@@ -389,7 +389,8 @@ impl Store {
         let sql = format!(
             "SELECT c.handle, c.worker_name, c.state, c.build_id, c.step_id, c.created_at, \
                     c.missing_since, c.kept_until, b.name AS build_name, jb.build_number, s.name AS step_name, \
-                    s.kind AS step_kind, s.attempt, j.name AS job_name, p.name AS pipeline_name \
+                    s.kind AS step_kind, s.attempt, j.name AS job_name, p.name AS pipeline_name, \
+                    p.instance_vars AS pipeline_vars \
              FROM containers c \
              JOIN builds b ON b.id = c.build_id \
              LEFT JOIN build_steps s ON s.build_id = c.build_id AND s.step_id = c.step_id \
@@ -413,7 +414,14 @@ impl Store {
                     step_kind: r.try_get("step_kind")?,
                     attempt: r.try_get("attempt")?,
                     job: r.try_get("job_name")?,
-                    pipeline: r.try_get("pipeline_name")?,
+                    // An instance by its reference (`p/branch:main`), as
+                    // `-j` names it.
+                    pipeline: r
+                        .try_get::<Option<String>, _>("pipeline_name")?
+                        .map(|name| {
+                            let vars: Option<String> = r.try_get("pipeline_vars").ok().flatten();
+                            crate::pipelines::reference_text(&name, vars.as_deref().unwrap_or("{}"))
+                        }),
                 })
             })
             .collect()
@@ -489,6 +497,29 @@ mod team_tests {
             .await
             .unwrap()
             .is_empty());
+        // An instanced pipeline's container names the instance, as `-j`
+        // does.
+        let config = hangar_core::pipeline::parse_pipeline(
+            "jobs:\n- {name: j, plan: [{task: t, config: {platform: linux, run: {path: x}}}]}\n",
+        )
+        .unwrap()
+        .config;
+        store
+            .set_pipeline("main", "p/branch:main", &config, None, 1)
+            .await
+            .unwrap();
+        let job = store.job("main", "p/branch:main", "j").await.unwrap();
+        let build = store
+            .create_job_build(job.id, "p/j", "[]", 6)
+            .await
+            .unwrap();
+        store
+            .create_container_row("cj", "w1", Some(build.build.id), Some("0"), 7)
+            .await
+            .unwrap();
+        let listed = store.team_containers("main", Some("cj")).await.unwrap();
+        assert_eq!(listed[0].pipeline.as_deref(), Some("p/branch:main"));
+        assert_eq!(listed[0].job.as_deref(), Some("j"));
     }
 
     #[tokio::test]
