@@ -124,14 +124,25 @@ async fn check_scope(control: Control, claimed: ClaimedCheck, stop: Cancellation
     };
     let store = control.store();
     let recorded = match &end {
-        CheckEnd::Found(versions) => store
-            .finish_check(scope, control.node_id(), versions, None, control.now())
-            .await
-            .map(|new| {
-                if new.unwrap_or(0) > 0 {
-                    control.wake_scheduler();
+        CheckEnd::Found { versions, output } => {
+            match store
+                .finish_check(scope, control.node_id(), versions, None, control.now())
+                .await
+            {
+                Ok(new) => {
+                    if new.unwrap_or(0) > 0 {
+                        control.wake_scheduler();
+                    }
+                    // Only this node's own finish (it still held the scope)
+                    // says what the check printed.
+                    match (new, output.trim_end()) {
+                        (None, _) | (_, "") => Ok(()),
+                        (Some(_), output) => store.set_check_output(scope, output).await,
+                    }
                 }
-            }),
+                Err(e) => Err(e),
+            }
+        }
         CheckEnd::Failed(error) => {
             tracing::info!(scope, %error, "check failed");
             store

@@ -50,8 +50,12 @@ pub struct CheckJob {
 /// How a check ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CheckEnd {
-    /// The versions it printed, oldest first.
-    Found(Vec<Value>),
+    /// The versions it printed, oldest first, and what it said on stderr
+    /// (the end of it, when long).
+    Found {
+        versions: Vec<Value>,
+        output: String,
+    },
     /// The resource's own failure, shown on it.
     Failed(String),
     /// Not run to an end for the infrastructure's sake (no worker fits,
@@ -295,9 +299,11 @@ fn ended(
             format!("check exited with code {}: {stderr}", out.exit_code)
         }));
     }
+    let mut output = streamed + &out.stderr;
+    keep_end(&mut output);
     Ok(
         match hangar_core::checks::versions_from_check(out.response.as_ref()) {
-            Ok(versions) => CheckEnd::Found(versions),
+            Ok(versions) => CheckEnd::Found { versions, output },
             Err(e) => CheckEnd::Failed(e),
         },
     )
@@ -324,7 +330,26 @@ mod tests {
     #[test]
     fn a_check_ends_as_its_exit_and_output_say() {
         let found = ended("w", result(0, Some(json!([{"r": "1"}])), ""), String::new());
-        assert_eq!(found, Ok(CheckEnd::Found(vec![json!({"r": "1"})])));
+        assert_eq!(
+            found,
+            Ok(CheckEnd::Found {
+                versions: vec![json!({"r": "1"})],
+                output: String::new()
+            })
+        );
+        // What it said on the way, streamed then on stderr, is kept.
+        let said = ended(
+            "w",
+            result(0, Some(json!([])), "fetched 3 refs\n"),
+            "cloning\n".into(),
+        );
+        assert_eq!(
+            said,
+            Ok(CheckEnd::Found {
+                versions: vec![],
+                output: "cloning\nfetched 3 refs\n".into()
+            })
+        );
         let failed = ended("w", result(1, None, "no such repo\n"), "cloning\n".into());
         assert_eq!(
             failed,

@@ -65,6 +65,8 @@ pub struct CheckStatus {
     pub last_finished_at: Option<UnixMillis>,
     /// The last check's failure; `None` once a check succeeds.
     pub error: Option<String>,
+    /// What the last check that succeeded printed; `None` after a failure.
+    pub output: Option<String>,
     /// A requested check not yet started.
     pub requested_at: Option<UnixMillis>,
     /// A node holds the scope and is checking it.
@@ -83,7 +85,7 @@ pub struct CheckStatus {
 const CLAIMED_COLUMNS: &str = "id, type, source, check_from, check_requested_at, \
      check_timeout_ms, check_waiting_since, check_waiting_reason";
 const STATUS_COLUMNS: &str = "s.last_check_started_at, s.last_check_finished_at, \
-     s.last_check_error, s.check_requested_at, s.claim_owner, s.next_check_at, \
+     s.last_check_error, s.last_check_output, s.check_requested_at, s.claim_owner, s.next_check_at, \
      s.check_waiting_reason, s.check_waiting_since, s.check_timeout_ms";
 
 fn text_json(row: &AnyRow, column: &str, id: i64) -> Result<Value, StoreError> {
@@ -120,6 +122,7 @@ fn status_from_row(row: &AnyRow) -> Result<CheckStatus, StoreError> {
         last_started_at: row.try_get("last_check_started_at")?,
         last_finished_at: row.try_get("last_check_finished_at")?,
         error: row.try_get("last_check_error")?,
+        output: row.try_get("last_check_output")?,
         requested_at: row.try_get("check_requested_at")?,
         checking: row.try_get::<Option<String>, _>("claim_owner")?.is_some(),
         next_check_at: row.try_get("next_check_at")?,
@@ -295,6 +298,21 @@ impl Store {
     /// made while the check ran is kept, so it gets a check of its own.
     /// Answers how many versions were new, or `None` when `owner` no
     /// longer holds the claim (nothing is written).
+    /// Records what the check that just succeeded printed, right after its
+    /// `finish_check` (which clears it; a failure recorded in between keeps
+    /// it clear). The caller bounds it.
+    pub async fn set_check_output(&self, scope_id: i64, output: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE resource_scopes SET last_check_output = $1 \
+             WHERE id = $2 AND last_check_error IS NULL",
+        )
+        .bind(output)
+        .bind(scope_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     pub async fn finish_check(
         &self,
         scope_id: i64,
@@ -308,6 +326,7 @@ impl Store {
         let kept = "check_requested_at IS NOT NULL AND check_requested_at > last_check_started_at";
         let fenced = sqlx::query(&format!(
             "UPDATE resource_scopes SET last_check_finished_at = $1, last_check_error = $2, \
+             last_check_output = NULL, \
              claim_owner = NULL, claim_until = NULL, check_every_ms = $3, check_timeout_ms = $4, \
              next_check_at = $5, check_waiting_reason = NULL, check_waiting_since = NULL, \
              check_from = CASE WHEN {kept} THEN check_from ELSE NULL END, \

@@ -86,7 +86,19 @@ async fn due_scopes_follow_check_every_and_pauses(store: Store) {
         .finish_check(fast, "a", &[], Some("boom"), T0 + 4)
         .await
         .unwrap();
+    // What a check that succeeded printed is kept; on a failed one it is
+    // not written.
+    store
+        .set_check_output(minute, "fetched 3 refs")
+        .await
+        .unwrap();
+    store.set_check_output(fast, "stale").await.unwrap();
+    assert_eq!(
+        store.check_status(minute).await.unwrap().output.as_deref(),
+        Some("fetched 3 refs")
+    );
     let status = store.check_status(fast).await.unwrap();
+    assert_eq!(status.output, None);
     assert_eq!(status.error.as_deref(), Some("boom"));
     assert_eq!(status.last_finished_at, Some(T0 + 4));
     assert!(!status.checking);
@@ -127,6 +139,8 @@ async fn due_scopes_follow_check_every_and_pauses(store: Store) {
             .await
             .unwrap();
     }
+    // The next check's end clears what the last one printed.
+    assert_eq!(store.check_status(minute).await.unwrap().output, None);
     store
         .set_pipeline_paused("main", "p", true, T0 + 10_000_002)
         .await

@@ -29,6 +29,7 @@ table{border-collapse:collapse}td,th{padding:.25em .6em;border-bottom:1px solid 
 nav.tabs{display:flex;gap:.3em;margin:.5em 0}nav.tabs a{padding:.3em .8em;border:1px solid #333;text-decoration:none}
 nav.tabs a[aria-current]{background:#e6e6e6;color:#111;font-weight:600}
 pre.check-error{white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%;color:#ff8a7a}
+pre.check-output{white-space:pre-wrap;overflow-wrap:anywhere;max-width:100%;background:#000;padding:.4em}
 .pinned-badge{background:#c792ea;color:#000}tr.pinned td{background:#2a2335}
 pre.log{background:#000;padding:.6em;white-space:pre-wrap;max-height:70vh;overflow:auto}
 .infra{color:#f5a623}.error{color:#ed4b35}.notice{color:#9b9b9b}

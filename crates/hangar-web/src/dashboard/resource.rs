@@ -89,6 +89,7 @@ pub(crate) async fn page(
                     }
                     @if let Some(error) = &c.error { pre.check-error { "check failed: " (error) } }
                     @else if c.last_finished_at.is_some() { p { (status("succeeded")) " the last check succeeded" } }
+                    @if let Some(output) = &c.output { pre.check-output { (output) } }
                     @if let Some(why) = &c.waiting_reason { p.check-waiting { "check waiting: " (why) } }
                 }
             }

@@ -298,10 +298,27 @@ async fn the_resource_page_lists_versions_and_its_buttons_act(store: Store) {
         None,
     )
     .await;
+    // What the check printed, as text.
+    let scope = store
+        .resource("main", "p", "repo")
+        .await
+        .unwrap()
+        .scope_id
+        .unwrap();
+    store
+        .set_check_output(scope, "fetched 2 refs <b>from</b> origin")
+        .await
+        .unwrap();
     let b = Browser::logged_in(&t).await;
     let page = "/teams/main/pipelines/p/resources/repo";
     let (status, html) = b.get(page).await;
     assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(
+        html.contains(
+            "<pre class=\"check-output\">fetched 2 refs &lt;b&gt;from&lt;/b&gt; origin</pre>"
+        ),
+        "{html}"
+    );
     // Newest first, each with its buttons.
     let newest = html
         .find("<code>{&quot;ref&quot;:&quot;b&quot;}</code>")
