@@ -325,43 +325,34 @@ fn e2e_a_failed_tasks_container_is_entered_after_the_build_and_collected_at_the_
     );
 
     // One session at a time in an exited container; the next once it ends.
+    // The first says it is in before a second one is tried: started side
+    // by side, either could be the one refused.
     let mut holder = hangar()
         .arg("intercept")
         .args(KEPT)
-        .args(["--", "sleep", "120"])
+        .args(["--", "sh", "-c", "echo entered; exec sleep 120"])
         .env("HANGAR_URL", &c.url)
         .env("HANGAR_TOKEN", ADMIN)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let refused = retry("a second session refused", Duration::from_secs(30), || {
-        let o = intercept_kept(&c, &["true"]);
-        let err = text(&o).1;
-        if !o.status.success() && err.contains("one at a time") {
-            Ok(err)
-        } else {
-            let first = match holder.try_wait() {
-                Ok(Some(status)) => {
-                    let mut said = String::new();
-                    if let Some(mut e) = holder.stderr.take() {
-                        let _ = e.read_to_string(&mut said);
-                    }
-                    // What the worker did meanwhile, newest first.
-                    let log = std::fs::read_to_string(c.dir.path().join("kept-w1.log"))
-                        .unwrap_or_default();
-                    let tail: Vec<&str> = log.lines().rev().take(15).collect();
-                    format!("ended {status}: {said}; the worker's log: {tail:#?}")
-                }
-                other => format!("{other:?}"),
-            };
-            Err(format!(
-                "status {:?}: {err} (the first session: {first})",
-                o.status.code()
-            ))
-        }
-    });
+    let mut first_line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut first_line,
+    )
+    .unwrap();
+    if first_line != "entered\n" {
+        let mut said = String::new();
+        let _ = holder.stderr.take().unwrap().read_to_string(&mut said);
+        panic!("the first session did not get in: {first_line:?} {said}");
+    }
+    let o = intercept_kept(&c, &["true"]);
+    let refused = text(&o).1;
+    assert!(!o.status.success(), "a second session got in");
+    assert!(refused.contains("one at a time"), "{refused}");
     assert!(refused.contains("another session"), "{refused}");
     holder.kill().unwrap();
     holder.wait().unwrap();
