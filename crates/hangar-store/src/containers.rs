@@ -430,30 +430,11 @@ impl Store {
 
 #[cfg(test)]
 mod team_tests {
-    use crate::test_db::{postgres_store, sqlite_store};
-    use crate::{Store, WorkerInfo};
+    use crate::test_db::{postgres_store, sqlite_store, worker_info};
+    use crate::Store;
 
     async fn a_team_lists_its_own_builds_containers_only(store: Store) {
-        store
-            .register_worker(
-                &WorkerInfo {
-                    name: "w1".into(),
-                    state_identity: "i".into(),
-                    platform: "linux".into(),
-                    tags: vec![],
-                    team: None,
-                    version: "0".into(),
-                    resource_types_json: "[]".into(),
-                    ephemeral: false,
-                    containers: 0,
-                    volumes: 0,
-                    api_url: None,
-                    allow_privileged: false,
-                },
-                1,
-            )
-            .await
-            .unwrap();
+        store.register_worker(&worker_info("w1"), 1).await.unwrap();
         let a = store
             .create_build("one-off", Some("a"), "{}", "{}", 1)
             .await

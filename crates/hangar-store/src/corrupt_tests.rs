@@ -4,7 +4,7 @@
 
 use hangar_core::volumes::{OwnerKind, Strategy};
 
-use crate::test_db::{postgres_store, sqlite_store};
+use crate::test_db::{postgres_store, sqlite_store, worker_info};
 use crate::{NewVolume, Store, StoreError, WorkerInfo};
 
 const T0: i64 = 1_700_000_000_000;
@@ -13,18 +13,8 @@ async fn worker_with_a_volume(store: &Store) {
     store
         .register_worker(
             &WorkerInfo {
-                name: "w1".into(),
-                state_identity: "i".into(),
-                platform: "linux".into(),
                 tags: vec!["t".into()],
-                team: None,
-                version: "0".into(),
-                resource_types_json: "[]".into(),
-                ephemeral: false,
-                containers: 0,
-                volumes: 0,
-                api_url: None,
-                allow_privileged: false,
+                ..worker_info("w1")
             },
             T0,
         )

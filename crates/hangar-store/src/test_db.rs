@@ -4,7 +4,7 @@
 
 use sqlx::Connection;
 
-use crate::Store;
+use crate::{Store, WorkerInfo};
 
 /// A new, empty database on the cluster `HANGAR_TEST_POSTGRES_URL` names.
 pub(crate) async fn postgres_store() -> Store {
@@ -30,4 +30,23 @@ pub(crate) async fn postgres_store() -> Store {
 /// A new SQLite database in memory.
 pub(crate) async fn sqlite_store() -> Store {
     Store::open("sqlite::memory:").await.unwrap()
+}
+
+/// A plain linux worker named `name`, as the store's unit tests register
+/// one.
+pub(crate) fn worker_info(name: &str) -> WorkerInfo {
+    WorkerInfo {
+        name: name.into(),
+        state_identity: "i".into(),
+        platform: "linux".into(),
+        tags: vec![],
+        team: None,
+        version: "0".into(),
+        resource_types_json: "[]".into(),
+        ephemeral: false,
+        containers: 0,
+        volumes: 0,
+        api_url: None,
+        allow_privileged: false,
+    }
 }

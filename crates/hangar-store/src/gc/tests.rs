@@ -1,8 +1,8 @@
 //! An error on one subtree never blocks the rest: a trigger refuses to
 //! delete "poison" rows, on both databases.
 
-use crate::test_db::postgres_store;
-use crate::{NewVolume, Store, WorkerInfo};
+use crate::test_db::{postgres_store, worker_info};
+use crate::{NewVolume, Store};
 use hangar_core::gc::{Collector, CollectorStats, GcConfig};
 use hangar_core::volumes::OwnerKind;
 
@@ -51,42 +51,9 @@ async fn chain_on(store: &Store, worker: &str, handles: &[&str]) {
     }
 }
 
-fn info(name: &str) -> WorkerInfo {
-    WorkerInfo {
-        name: name.into(),
-        state_identity: "i".into(),
-        platform: "linux".into(),
-        tags: vec![],
-        team: None,
-        version: "0".into(),
-        resource_types_json: "[]".into(),
-        ephemeral: false,
-        containers: 0,
-        volumes: 0,
-        api_url: None,
-        allow_privileged: false,
-    }
-}
-
 async fn one_bad_subtree_is_counted_and_skipped(store: Store) {
     let g = store
-        .register_worker(
-            &WorkerInfo {
-                name: "w1".into(),
-                state_identity: "i".into(),
-                platform: "linux".into(),
-                tags: vec![],
-                team: None,
-                version: "0".into(),
-                resource_types_json: "[]".into(),
-                ephemeral: false,
-                containers: 0,
-                volumes: 0,
-                api_url: None,
-                allow_privileged: false,
-            },
-            T0,
-        )
+        .register_worker(&worker_info("w1"), T0)
         .await
         .unwrap()
         .generation;
@@ -132,7 +99,7 @@ async fn every_workers_missing_rows_go_whichever_lane_reads_them(store: Store) {
     poison(&store).await;
     for w in ["w1", "w2", "w3", "w4", "w5"] {
         let g = store
-            .register_worker(&info(w), T0)
+            .register_worker(&worker_info(w), T0)
             .await
             .unwrap()
             .generation;
