@@ -17,8 +17,9 @@
 use std::time::Duration;
 
 use crate::common::TestWeb;
+use crate::dashboard_graph::{check, integration_failed_unit_running, THREE_JOBS};
 use fantoccini::{Client, Locator};
-use hangar_core::build::{BuildEventKind, BuildStatus};
+use hangar_core::build::BuildEventKind;
 use hangar_testkit::browser::{self, click, fail, screenshot, start_driver, Step};
 use serde_json::json;
 
@@ -385,54 +386,20 @@ async fn graph_journey(t: &TestWeb, c: &Client) -> Step {
 
 #[tokio::test]
 async fn a_browser_follows_the_pipeline_graph_to_jobs_and_resources() {
-    let t = web_with_olga(crate::dashboard_graph::THREE_JOBS).await;
+    let t = web_with_olga(THREE_JOBS).await;
     let store = t.web.store().clone();
     // Versions for repo; release's check fails with a long error.
-    for (resource, versions, error) in [
-        ("repo", vec![json!({"ref": "a"}), json!({"ref": "b"})], None),
-        (
-            "release",
-            vec![],
-            Some(format!("exit 1: {}", "0123456789".repeat(400))),
-        ),
-    ] {
-        let scope = store
-            .resource("main", "p", resource)
-            .await
-            .unwrap()
-            .scope_id
-            .unwrap();
-        store.request_check(scope, None, 10).await.unwrap();
-        store.claim_due_checks("test", 11, 10).await.unwrap();
-        store
-            .finish_check(scope, "test", &versions, error.as_deref(), 12)
-            .await
-            .unwrap();
-    }
+    let error = format!("exit 1: {}", "0123456789".repeat(400));
+    check(
+        &store,
+        "repo",
+        &[json!({"ref": "a"}), json!({"ref": "b"})],
+        None,
+    )
+    .await;
+    check(&store, "release", &[], Some(&error)).await;
     // integration failed; unit runs.
-    let integration = t
-        .admin
-        .trigger_job("main", "p", "integration")
-        .await
-        .unwrap();
-    let unit = t.admin.trigger_job("main", "p", "unit").await.unwrap();
-    store
-        .release_held_builds(&[integration.id, unit.id])
-        .await
-        .unwrap();
-    let claimed = store.claim_build("test", 1, 60_000).await.unwrap().unwrap();
-    store
-        .finish_build(
-            claimed.id,
-            claimed.lease_token,
-            BuildStatus::Failed,
-            Some(1),
-            None,
-            2,
-        )
-        .await
-        .unwrap();
-    store.claim_build("test", 3, 60_000).await.unwrap().unwrap();
+    integration_failed_unit_running(&t).await;
     in_browser(&t, "dashboard-graph-browser-failure", |t, c| async move {
         graph_journey(t, &c).await
     })

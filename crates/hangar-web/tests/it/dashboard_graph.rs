@@ -85,7 +85,12 @@ async fn set(t: &TestWeb, name: &str, config: &str) {
 }
 
 /// A check of `resource` that finds `versions`, or fails with `error`.
-async fn check(store: &Store, resource: &str, versions: &[serde_json::Value], error: Option<&str>) {
+pub(crate) async fn check(
+    store: &Store,
+    resource: &str,
+    versions: &[serde_json::Value],
+    error: Option<&str>,
+) {
     let scope = store
         .resource("main", "p", resource)
         .await
@@ -101,6 +106,38 @@ async fn check(store: &Store, resource: &str, versions: &[serde_json::Value], er
         .finish_check(scope, "test", versions, error, 12)
         .await
         .unwrap();
+}
+
+/// Integration's build #1 failed and unit's #1 runs, as the scheduler and
+/// the engine leave them.
+pub(crate) async fn integration_failed_unit_running(t: &TestWeb) {
+    let store = t.web.store();
+    let integration = t
+        .admin
+        .trigger_job("main", "p", "integration")
+        .await
+        .unwrap();
+    let unit = t.admin.trigger_job("main", "p", "unit").await.unwrap();
+    // As the scheduler would once their inputs are fixed.
+    store
+        .release_held_builds(&[integration.id, unit.id])
+        .await
+        .unwrap();
+    let claimed = store.claim_build("test", 1, 60_000).await.unwrap().unwrap();
+    assert_eq!(claimed.id, integration.id);
+    store
+        .finish_build(
+            claimed.id,
+            claimed.lease_token,
+            BuildStatus::Failed,
+            Some(1),
+            None,
+            2,
+        )
+        .await
+        .unwrap();
+    let claimed = store.claim_build("test", 3, 60_000).await.unwrap().unwrap();
+    assert_eq!(claimed.id, unit.id);
 }
 
 async fn the_graph_shows_each_job_resource_and_edge_with_its_state(store: Store) {
@@ -132,32 +169,7 @@ async fn the_graph_shows_each_job_resource_and_edge_with_its_state(store: Store)
         .await
         .unwrap();
     // integration failed (#1); unit is running (#1); ship is paused.
-    let integration = t
-        .admin
-        .trigger_job("main", "p", "integration")
-        .await
-        .unwrap();
-    let unit = t.admin.trigger_job("main", "p", "unit").await.unwrap();
-    // As the scheduler would once their inputs are fixed.
-    store
-        .release_held_builds(&[integration.id, unit.id])
-        .await
-        .unwrap();
-    let claimed = store.claim_build("test", 1, 60_000).await.unwrap().unwrap();
-    assert_eq!(claimed.id, integration.id);
-    store
-        .finish_build(
-            claimed.id,
-            claimed.lease_token,
-            BuildStatus::Failed,
-            Some(1),
-            None,
-            2,
-        )
-        .await
-        .unwrap();
-    let claimed = store.claim_build("test", 3, 60_000).await.unwrap().unwrap();
-    assert_eq!(claimed.id, unit.id);
+    integration_failed_unit_running(&t).await;
     t.admin.pause_job("main", "p", "ship", true).await.unwrap();
 
     let b = Browser::logged_in(&t).await;
