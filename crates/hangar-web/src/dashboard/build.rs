@@ -19,8 +19,8 @@ use hangar_store::{BuildEventRecord, BuildRecord, StepRecord};
 use maud::{html, Markup, PreEscaped};
 use serde::Deserialize;
 
-use super::auth::{act_through_api, segment, ActionForm, Viewer};
-use super::layout::{action_button, moment, page as shell, seg, status, took};
+use super::auth::{act_through_api, ActionForm, Viewer};
+use super::layout::{action_button, job_path, moment, page as shell, seg, status, took};
 use super::pipeline::readable;
 use super::{PageError, PageResult};
 use crate::Web;
@@ -93,12 +93,7 @@ pub(crate) async fn job_build_page(
             a href={"/teams/" (seg(&team)) "/pipelines/" (seg(&name)) "/jobs/" (seg(&job))} { (job) } " / #" (number)
         }
     };
-    let rerun = format!(
-        "/teams/{}/pipelines/{}/jobs/{}/builds/{number}/rerun",
-        seg(&team),
-        seg(&name),
-        seg(&job)
-    );
+    let rerun = format!("{}/builds/{number}/rerun", job_path(&team, &name, &job));
     render(&web, &viewer, b.build, crumbs, Some(rerun)).await
 }
 
@@ -481,12 +476,7 @@ pub(crate) async fn rerun(
     Form(form): Form<ActionForm>,
 ) -> Result<Response, PageError> {
     viewer.check_action(&form)?;
-    let base = format!(
-        "/teams/{}/pipelines/{}/jobs/{}",
-        segment(&team),
-        segment(&name),
-        segment(&job)
-    );
+    let base = job_path(&team, &name, &job);
     act_through_api(
         &web,
         &viewer,

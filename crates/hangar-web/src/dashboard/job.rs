@@ -7,8 +7,8 @@ use axum::response::{Html, Response};
 use axum::Form;
 use maud::html;
 
-use super::auth::{act_through_api, segment, ActionForm, Viewer};
-use super::layout::{action_button, moment, page as shell, seg, status, took};
+use super::auth::{act_through_api, ActionForm, Viewer};
+use super::layout::{action_button, job_path, moment, page as shell, seg, status, took};
 use super::pipeline::readable;
 use super::{PageError, PageResult};
 use crate::Web;
@@ -31,12 +31,7 @@ pub(crate) async fn page(
         rows.push((b, inputs));
     }
     let now = web.now();
-    let base = format!(
-        "/teams/{}/pipelines/{}/jobs/{}",
-        seg(&team),
-        seg(&name),
-        seg(&job)
-    );
+    let base = job_path(&team, &name, &job);
     let body = html! {
         h1 {
             a href={"/teams/" (seg(&team)) "/pipelines/" (seg(&name))} { (name) } " / " (job)
@@ -88,12 +83,7 @@ pub(crate) async fn act(
     Form(form): Form<ActionForm>,
 ) -> Result<Response, PageError> {
     viewer.check_action(&form)?;
-    let base = format!(
-        "/teams/{}/pipelines/{}/jobs/{}",
-        segment(&team),
-        segment(&name),
-        segment(&job)
-    );
+    let base = job_path(&team, &name, &job);
     let (method, api_path) = match action.as_str() {
         "trigger" => (Method::POST, format!("{base}/builds")),
         "pause" | "unpause" => (Method::PUT, format!("{base}/{action}")),

@@ -165,6 +165,17 @@ pub(crate) fn seg(name: impl AsRef<str>) -> String {
     super::auth::segment(name.as_ref())
 }
 
+/// A job's page, `/teams/T/pipelines/P/jobs/J`, each name one segment;
+/// its actions and its builds' pages are below it.
+pub(crate) fn job_path(team: &str, pipeline: &str, job: &str) -> String {
+    format!(
+        "/teams/{}/pipelines/{}/jobs/{}",
+        seg(team),
+        seg(pipeline),
+        seg(job)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
