@@ -18,15 +18,51 @@ use crate::Web;
 /// How many lifecycle events a worker's page shows.
 const EVENTS_SHOWN: i64 = 200;
 
-fn condition(worker: &WorkerRecord) -> Markup {
-    // The worker's own report, read as the CLI reads it; one that does
-    // not parse is shown as it came rather than hidden.
+/// A worker's condition as the pages show it, read once: the worker's own
+/// report as the CLI reads it (one that does not parse is shown as it came
+/// rather than hidden), and its memory and disk as bars.
+struct Condition {
+    summary: Markup,
+    memory: Markup,
+    disk: Markup,
+}
+
+fn condition(worker: &WorkerRecord) -> Condition {
+    let none = || html! { "–" };
     let Some(raw) = worker.condition.as_deref() else {
-        return html! { "–" };
+        return Condition {
+            summary: none(),
+            memory: none(),
+            disk: none(),
+        };
     };
     match serde_json::from_str::<hangar_api::WorkerCondition>(raw) {
-        Ok(c) => html! { (c.summary()) },
-        Err(_) => html! { (raw) },
+        Ok(c) => Condition {
+            summary: html! { (c.summary()) },
+            memory: bar(
+                c.memory_used,
+                c.memory_limit,
+                format!(
+                    "memory {} of {}",
+                    hangar_core::build::human_bytes(c.memory_used),
+                    hangar_core::build::human_bytes(c.memory_limit)
+                ),
+            ),
+            disk: bar(
+                c.disk_used,
+                c.disk_total,
+                format!(
+                    "disk {} of {}",
+                    hangar_core::build::human_bytes(c.disk_used),
+                    hangar_core::build::human_bytes(c.disk_total)
+                ),
+            ),
+        },
+        Err(_) => Condition {
+            summary: html! { (raw) },
+            memory: none(),
+            disk: none(),
+        },
     }
 }
 
@@ -62,10 +98,10 @@ pub(crate) async fn list_page(State(web): State<Web>, viewer: Viewer) -> PageRes
                             (r.kind.as_str()) ": " (r.cause) " (" (moment(Some(r.at), now)) ")"
                         } @else { "–" }
                     }
-                    td { (condition(w)) }
-                    @let (memory, disk) = resource_bars(w);
-                    td { (memory) }
-                    td { (disk) }
+                    @let c = condition(w);
+                    td { (c.summary) }
+                    td { (c.memory) }
+                    td { (c.disk) }
                     td {
                         meter min="0" max=(most_containers) value=(w.info.containers) title="containers, against the busiest worker" { (w.info.containers) }
                         " " (w.info.containers)
@@ -89,37 +125,6 @@ fn bar(used: u64, total: u64, words: String) -> Markup {
     html! {
         meter min="0" max=(total) value=(used.min(total)) high=(total / 10 * 9) title=(words) { (words) }
         " " small { (used * 100 / total) "%" }
-    }
-}
-
-/// The worker's memory and disk as bars, from its condition.
-fn resource_bars(worker: &WorkerRecord) -> (Markup, Markup) {
-    let parsed = worker
-        .condition
-        .as_deref()
-        .and_then(|raw| serde_json::from_str::<hangar_api::WorkerCondition>(raw).ok());
-    match parsed {
-        Some(c) => (
-            bar(
-                c.memory_used,
-                c.memory_limit,
-                format!(
-                    "memory {} of {}",
-                    hangar_core::build::human_bytes(c.memory_used),
-                    hangar_core::build::human_bytes(c.memory_limit)
-                ),
-            ),
-            bar(
-                c.disk_used,
-                c.disk_total,
-                format!(
-                    "disk {} of {}",
-                    hangar_core::build::human_bytes(c.disk_used),
-                    hangar_core::build::human_bytes(c.disk_total)
-                ),
-            ),
-        ),
-        None => (html! { "–" }, html! { "–" }),
     }
 }
 
@@ -168,7 +173,7 @@ pub(crate) async fn worker_page(
                     tr { th { "first registered" } td { (moment(Some(w.first_registered_at), now)) } }
                     tr { th { "registered" } td { (moment(Some(w.registered_at), now)) } }
                     tr { th { "last heartbeat" } td { (moment(Some(w.last_heartbeat_at), now)) } }
-                    tr { th { "condition" } td { (condition(w)) } }
+                    tr { th { "condition" } td { (condition(w).summary) } }
                     tr { th { "containers" } td { (w.info.containers) } }
                     tr { th { "volumes" } td { (w.info.volumes) } }
                     tr { th { "platform" } td { (w.info.platform) } }
