@@ -124,9 +124,9 @@ impl From<ContainerError> for ApiError {
             ContainerError::NotFound { .. } | ContainerError::VolumeNotFound { .. } => {
                 (StatusCode::NOT_FOUND, codes::NOT_FOUND)
             }
-            ContainerError::AlreadyExists { .. }
-            | ContainerError::NotRunning { .. }
-            | ContainerError::InUse { .. } => (StatusCode::CONFLICT, codes::CONFLICT),
+            ContainerError::AlreadyExists { .. } | ContainerError::InUse { .. } => {
+                (StatusCode::CONFLICT, codes::CONFLICT)
+            }
             ContainerError::NoRoom { .. } => (StatusCode::SERVICE_UNAVAILABLE, codes::UNAVAILABLE),
             ContainerError::Volumes(v) => return volume(v),
             ContainerError::Io {

@@ -54,7 +54,7 @@ impl Drop for ExecPlan {
         if let Some(d) = self.scratch.take() {
             let _ = std::fs::remove_dir_all(d);
         }
-        // After the scratch: it may hold runc's bundle for the reentry.
+        // A reentry's own drop leaves on a thread of its own.
         drop(self.reentry.take());
     }
 }

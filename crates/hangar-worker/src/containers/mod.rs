@@ -126,9 +126,6 @@ pub enum ContainerError {
     InvalidSpec { field: String, reason: String },
     #[error("container {handle:?} not found")]
     NotFound { handle: String },
-    /// Its program has ended: nothing more runs in it.
-    #[error("container {handle:?} is not running (its process has exited)")]
-    NotRunning { handle: String },
     #[error("container {handle:?} already exists")]
     AlreadyExists { handle: String },
     /// An exited container is entered by one session at a time.
