@@ -608,11 +608,7 @@ async fn the_log_streams_as_server_sent_events_to_the_end(store: Store) {
 async fn users_see_their_teams_only_and_logging_out_ends_the_session(store: Store) {
     const PASSWORD: &str = "a-password-of-vic";
     let t = TestWeb::start_with(store, |c| {
-        let hash = bcrypt::hash(PASSWORD, 4).unwrap();
-        c.auth = hangar_web::AuthConfig {
-            local_users: vec![hangar_web::LocalUser::parse(&format!("vic:{hash}")).unwrap()],
-            ..Default::default()
-        };
+        c.auth.local_users = vec![crate::common::local_user("vic", PASSWORD)];
     })
     .await;
     set(&t, "secret-of-main").await;

@@ -184,9 +184,8 @@ async fn journey(t: &TestWeb, c: &Client) -> Step {
 /// Web with Olga, a pipeline operator of team main, and pipeline `p`.
 async fn web_with_olga(config: &str) -> TestWeb {
     let t = TestWeb::start_with(hangar_testkit::sqlite_store().await, |c| {
-        let hash = bcrypt::hash(PASSWORD, 4).unwrap();
         c.auth = hangar_web::AuthConfig {
-            local_users: vec![hangar_web::LocalUser::parse(&format!("olga:{hash}")).unwrap()],
+            local_users: vec![crate::common::local_user("olga", PASSWORD)],
             main_team: Some(
                 hangar_core::tenancy::TeamAuth::from_config(&json!({"roles": [
                     {"name": "pipeline-operator", "local": {"users": ["olga"]}},

@@ -538,11 +538,7 @@ async fn a_failing_check_shows_its_whole_error_on_the_resource_page(store: Store
 async fn a_resource_nobody_may_see_is_a_page_not_json(store: Store) {
     const PASSWORD: &str = "a-password-of-vic";
     let t = TestWeb::start_with(store, |c| {
-        let hash = bcrypt::hash(PASSWORD, 4).unwrap();
-        c.auth = hangar_web::AuthConfig {
-            local_users: vec![hangar_web::LocalUser::parse(&format!("vic:{hash}")).unwrap()],
-            ..Default::default()
-        };
+        c.auth.local_users = vec![crate::common::local_user("vic", PASSWORD)];
     })
     .await;
     set(&t, "p", THREE_JOBS).await;

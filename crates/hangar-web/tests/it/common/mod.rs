@@ -215,3 +215,10 @@ pub(crate) async fn dashboard_page(t: &TestWeb, path: &str) -> String {
     assert_eq!(page.status(), StatusCode::OK);
     page.text().await.unwrap()
 }
+
+/// A local user `name` with `password` (bcrypt at its cheapest cost: the
+/// tests log in often).
+pub(crate) fn local_user(name: &str, password: &str) -> hangar_web::LocalUser {
+    let hash = bcrypt::hash(password, 4).unwrap();
+    hangar_web::LocalUser::parse(&format!("{name}:{hash}")).unwrap()
+}
