@@ -7,6 +7,7 @@
 //! <root>/volumes/<handle>/data/       what gets mounted into containers
 //! <root>/volumes/<handle>/upper/      overlay children only: their writes
 //! <root>/volumes/<handle>/work/       overlay children only: overlayfs workdir
+//! <root>/volumes/<handle>/owners      who owns the data's entries, when known (see `owners`)
 //! <root>/volumes/.creating-<handle>-<rand>/    a creation in progress
 //! <root>/volumes/.destroying-<handle>-<rand>/  a removal in progress
 //! ```
@@ -113,6 +114,8 @@ pub struct VolumeManager {
     /// content, merge), so that two archives are never each checked against
     /// a volume without the other.
     stream_commit: Mutex<()>,
+    /// The writes each volume had, for its owners stamp (see `owners`).
+    pub(crate) writes: crate::owners::Writes,
     report: OpenReport,
 }
 
@@ -161,6 +164,7 @@ impl VolumeManager {
             os,
             commit: Mutex::new(()),
             stream_commit: Mutex::new(()),
+            writes: Default::default(),
             report: OpenReport::default(),
         };
         mgr.report = mgr.recover()?;
@@ -224,6 +228,12 @@ impl VolumeManager {
             uuid::Uuid::new_v4().simple()
         ));
         let mut driver = self.driver;
+        // Taken before the parent is copied: the child keeps the parent's
+        // owners stamp only if nothing wrote the parent meanwhile.
+        let inherit = match &spec.strategy {
+            Strategy::CopyOnWrite { parent } => Some(self.owners_token(parent)),
+            _ => None,
+        };
         let (plan, parent, kind) = match spec.strategy {
             Strategy::Empty => (Plan::Empty, None, StrategyKind::Empty),
             Strategy::Import { path } => {
@@ -283,7 +293,7 @@ impl VolumeManager {
         self.os
             .create_dir(&staging)
             .ctx_path("create staging dir", &staging)?;
-        if let Err(e) = self.build_and_commit(&staging, &dir, &plan, &meta) {
+        if let Err(e) = self.build_and_commit(&staging, &dir, &plan, &meta, inherit.as_ref()) {
             self.discard(&staging);
             return Err(e);
         }
@@ -312,6 +322,7 @@ impl VolumeManager {
         dir: &Path,
         plan: &Plan,
         meta: &VolumeMeta,
+        inherit: Option<&crate::owners::OwnersToken>,
     ) -> Result<(), VolumeError> {
         let handle = meta.handle.as_str();
         match plan {
@@ -332,6 +343,10 @@ impl VolumeManager {
             self.os
                 .mount_overlay(&m)
                 .ctx(|| format!("mount overlay of volume {handle:?} ({})", m.options()))?;
+        }
+        if let Some(owners) = inherit.and_then(|token| self.inherited_owners(token)) {
+            Self::write_owners_into(staging, owners)
+                .ctx(|| format!("stamp the owners of volume {handle:?}"))?;
         }
         let _guard = self.lock();
         if let Some(parent) = &meta.parent {
@@ -440,6 +455,7 @@ impl VolumeManager {
         }
         // If this fails the volume is already gone from every listing; the
         // `.destroying-*` dir is removed by the next `open`.
+        self.forget_writes(handle);
         self.remove_tree(&trash)?;
         tracing::debug!(handle, "volume destroyed");
         Ok(())
@@ -507,6 +523,29 @@ impl VolumeManager {
             uuid::Uuid::new_v4().simple()
         ));
         fs::create_dir(&staging).ctx_path("create stream-in staging dir", &staging)?;
+        let write = match self.begin_write(handle) {
+            Ok(write) => write,
+            Err(e) => {
+                let _ = fs::remove_dir(&staging);
+                return Err(e);
+            }
+        };
+        // A volume with nothing in it, filled with one owner's entries,
+        // is that owner's after (see `owners`): looked at once the write has
+        // begun, so a write before it is seen or still under way.
+        // Only root gives entries an owner (else they are the worker's).
+        let empty = owner.is_some()
+            && crate::fsutil::running_as_root()
+            && sub.is_empty()
+            && fs::read_dir(&data).is_ok_and(|mut d| {
+                d.all(|e| {
+                    e.is_ok_and(|e| {
+                        e.file_name()
+                            .to_string_lossy()
+                            .starts_with(names::STREAM_STAGING)
+                    })
+                })
+            });
         let target = Target {
             staging: &staging,
             data: &data,
@@ -516,6 +555,10 @@ impl VolumeManager {
             commit: &self.stream_commit,
         };
         let result = tar_in::stream_in(reader, compression, limits, &target);
+        let vouched = owner
+            .filter(|_| empty && result.is_ok())
+            .map(|(uid, gid)| crate::owners::Owners::One { uid, gid });
+        self.end_write(write, vouched);
         if let Err(e) = fs::remove_dir_all(&staging) {
             tracing::warn!(path = %staging.display(), error = %e, "could not remove stream-in staging dir");
         }
@@ -597,7 +640,7 @@ impl VolumeManager {
         self.commit.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn dir(&self, handle: &str) -> PathBuf {
+    pub(crate) fn dir(&self, handle: &str) -> PathBuf {
         self.volumes.join(handle)
     }
 

@@ -324,15 +324,9 @@ async fn execute(
     };
     if req.action == "in" {
         let handle = req.volume.clone().ok_or(ActionError::NoVolume)?;
-        let volumes = runner.volumes.clone();
-        let h = handle.clone();
-        let info = tokio::task::spawn_blocking(move || volumes.get(&h))
-            .await
-            .map_err(ActionError::Panicked)?
-            .map_err(ActionError::Volume)?
-            .ok_or(ActionError::VolumeNotFound(handle))?;
-        command.arg(&info.path);
-        fetched_into = Some(info.path);
+        let path = volume_path(runner, handle.clone()).await?;
+        command.arg(&path);
+        fetched_into = Some((handle, path));
     }
     let input = serde_json::to_vec(&req.request).map_err(ActionError::Input)?;
     let mut inputs = Vec::new();
@@ -416,17 +410,33 @@ fn classify(status: std::process::ExitStatus, trust: Trust) -> Option<ActionFail
 /// the owners, need not copy every file up to change them.
 async fn answer(
     runner: &ResourceRunner,
-    fetched_into: Option<PathBuf>,
+    fetched_into: Option<(String, PathBuf)>,
     status: std::process::ExitStatus,
     out: Vec<u8>,
     trust: Trust,
 ) -> Result<ResourceActionResult, ActionError> {
-    if let (Some(path), Some(ids), true) = (fetched_into, runner.task_user, status.success()) {
+    if let (Some((handle, path)), Some(ids), true) =
+        (fetched_into, runner.task_user, status.success())
+    {
+        let volumes = runner.volumes.clone();
         tokio::task::spawn_blocking(move || {
             if crate::containers::is_image_layout(&path) {
                 return crate::containers::hand_image_to_sandbox(&path, ids);
             }
-            crate::containers::hand_to_task_user(&path, ids)
+            // The action is over: what the walk makes holds until the
+            // next write, and the tasks of copies of it skip theirs.
+            let token = volumes.owners_token(&handle);
+            crate::containers::hand_to_task_user(&path, ids)?;
+            if crate::containers::is_root() {
+                let one = hangar_volumes::Owners::One {
+                    uid: ids.uid,
+                    gid: ids.gid,
+                };
+                if let Err(e) = volumes.set_owners(&token, one) {
+                    tracing::debug!(%handle, error = %e, "cannot stamp a fetched volume's owners; its first container walks it");
+                }
+            }
+            Ok(())
         })
         .await
         .map_err(ActionError::Panicked)?
@@ -441,16 +451,23 @@ async fn answer(
     })
 }
 
-/// Volume `handle`'s data directory.
+/// Volume `handle`'s data directory, for an action that may write it as
+/// any user its resource type runs as: its owners stamp goes.
 async fn volume_path(runner: &ResourceRunner, handle: String) -> Result<PathBuf, ActionError> {
     let volumes = runner.volumes.clone();
     let h = handle.clone();
-    Ok(tokio::task::spawn_blocking(move || volumes.get(&h))
-        .await
-        .map_err(ActionError::Panicked)?
-        .map_err(ActionError::Volume)?
-        .ok_or(ActionError::VolumeNotFound(handle))?
-        .path)
+    let info = tokio::task::spawn_blocking(move || {
+        let info = volumes.get(&h)?;
+        if info.is_some() {
+            volumes.clear_owners(&h)?;
+        }
+        Ok(info)
+    })
+    .await
+    .map_err(ActionError::Panicked)?
+    .map_err(ActionError::Volume)?
+    .ok_or(ActionError::VolumeNotFound(handle))?;
+    Ok(info.path)
 }
 
 /// Kills and forgets an action's container however the action ends: on
@@ -572,7 +589,7 @@ async fn execute_in_container(
     };
     let dest = match (&req.action[..], req.volume.clone()) {
         ("in", None) => return Err(ActionError::NoVolume),
-        ("in", Some(handle)) => Some(volume_path(runner, handle).await?),
+        ("in", Some(handle)) => Some((handle.clone(), volume_path(runner, handle).await?)),
         _ => None,
     };
     let mut inputs = Vec::new();
@@ -607,7 +624,7 @@ async fn execute_in_container(
         let (action_dir, root_path, dest, action, id, runtime) = (
             dir.path().to_path_buf(),
             root_path.clone(),
-            dest.clone(),
+            dest.as_ref().map(|(_, path)| path.clone()),
             req.action.clone(),
             id.clone(),
             runtime.clone(),

@@ -67,6 +67,10 @@ pub(crate) mod names {
     /// Prefix of a stream-in staging dir (inside a volume dir, or inside the
     /// data dir of an overlay child so the final renames stay on one fs).
     pub(crate) const STREAM_STAGING: &str = ".hangar-stream-in-";
+    /// Who owns the data's entries, as far as the worker knows (see
+    /// `owners`); beside the data, never in it.
+    pub(crate) const OWNERS: &str = "owners";
+    pub(crate) const OWNERS_TMP: &str = "owners.tmp";
 }
 
 #[cfg(test)]

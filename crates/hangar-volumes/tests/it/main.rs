@@ -7,4 +7,5 @@
 mod common;
 
 mod hostile_tar;
+mod owners;
 mod volumes;

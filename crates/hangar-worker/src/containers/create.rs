@@ -273,10 +273,21 @@ impl Inner {
                     }
                 }
             }
+            let mounts: Vec<(&str, &Path)> = checked
+                .mounts
+                .iter()
+                .map(|m| m.volume.as_str())
+                .zip(sources.iter().map(PathBuf::as_path))
+                .collect();
             match (user, is_runc) {
-                (Some(ids), true) => self.give_mounts_in_range(&handle, &sources, ids)?,
-                (Some(ids), false) if ids.uid != 0 => self.give_mounts(&handle, &sources, ids)?,
-                _ => {}
+                (Some(ids), true) => self.give_mounts_in_range(&handle, &mounts, ids)?,
+                (Some(ids), false) if ids.uid != 0 => self.give_mounts(&handle, &mounts, ids)?,
+                // Privileged, root, the worker's own user: writes the
+                // worker cannot vouch for.
+                _ => {
+                    let volumes: Vec<&str> = mounts.iter().map(|(v, _)| *v).collect();
+                    self.forget_owners(&handle, &volumes);
+                }
             }
             // The spec holds the task's params: for the worker's eyes only.
             write_private(

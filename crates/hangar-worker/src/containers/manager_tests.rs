@@ -602,3 +602,136 @@ fn a_runc_container_s_network_is_released_once_whether_it_exits_or_is_destroyed_
     drop(w.mgr.inner.lock());
     assert_eq!(w.fake.calls(), vec![]);
 }
+
+/// The tree walks of volumes asked of the host, by path (a process
+/// container's own work dir aside).
+fn walks(calls: &[Call]) -> Vec<PathBuf> {
+    calls
+        .iter()
+        .filter_map(|call| match call {
+            Call::ShiftTree(path) | Call::ChownTree(path, _) => Some(path.clone()),
+            _ => None,
+        })
+        .filter(|path| path.ends_with(std::path::Path::new("data")))
+        .collect()
+}
+
+#[test]
+fn a_volume_stamped_as_the_sandboxs_is_not_walked_until_a_writer_it_cannot_vouch_for_mounts_it() {
+    use hangar_volumes::Owners;
+    let w = worker(
+        sandboxing(),
+        ContainerOptions {
+            allow_privileged: true,
+            ..options()
+        },
+    );
+    let base = DEFAULT_TASK_IDS;
+    let range = Owners::Range {
+        uid: base.uid,
+        gid: base.gid,
+        len: super::sandbox::ID_RANGE,
+    };
+    let input = w.volume("input");
+    let with = |handle: &str, volume: &str| ContainerSpec {
+        mounts: vec![mount(volume, "in")],
+        ..spec(handle)
+    };
+    let run = |spec: ContainerSpec| -> Vec<Call> {
+        let handle = spec.handle.clone();
+        w.fake.take_calls();
+        w.mgr.create(spec).unwrap();
+        let calls = w.fake.take_calls();
+        w.fake.exit(&handle, 0);
+        w.wait_exited(&handle);
+        calls
+    };
+
+    // Unknown owners: walked, then stamped as the sandbox's range.
+    assert_eq!(w.volumes.owners("input").unwrap(), None);
+    assert_eq!(walks(&run(with("a", "input"))), vec![input.clone()]);
+    assert_eq!(w.volumes.owners("input").unwrap(), Some(range));
+    // The next container only gives the top dir to its user.
+    let calls = run(with("b", "input"));
+    assert_eq!(walks(&calls), Vec::<PathBuf>::new());
+    assert!(
+        calls.contains(&Call::OwnDir(input.clone(), base)),
+        "{calls:?}"
+    );
+
+    // A copy-on-write child starts with its parent's stamp.
+    let copy = w
+        .volumes
+        .create(
+            "copy",
+            Strategy::CopyOnWrite {
+                parent: "input".into(),
+            },
+            BTreeMap::new(),
+        )
+        .unwrap()
+        .path;
+    assert_eq!(w.volumes.owners("copy").unwrap(), Some(range));
+    assert_eq!(walks(&run(with("c", "copy"))), Vec::<PathBuf>::new());
+
+    // A privileged container writes as the host's root: the stamp goes,
+    // and the next container walks the tree again.
+    let privileged = ContainerSpec {
+        privileged: true,
+        ..with("p", "input")
+    };
+    assert_eq!(walks(&run(privileged)), Vec::<PathBuf>::new());
+    assert_eq!(w.volumes.owners("input").unwrap(), None);
+    assert_eq!(walks(&run(with("d", "input"))), vec![input.clone()]);
+    assert_eq!(w.volumes.owners("input").unwrap(), Some(range));
+    // The copy made before keeps its own stamp: the parent's later writes
+    // are the parent's.
+    assert_eq!(w.volumes.owners("copy").unwrap(), Some(range));
+    let _ = copy;
+
+    // A volume another live container mounts is not stamped: that one
+    // writes as its own users.
+    w.mgr.create(with("e", "input")).unwrap();
+    w.mgr.create(with("f", "input")).unwrap();
+    assert_eq!(w.volumes.owners("input").unwrap(), None);
+}
+
+#[test]
+fn a_volume_stamped_as_a_process_tasks_user_is_not_walked_for_that_user_only() {
+    use hangar_volumes::Owners;
+    let w = worker(
+        sandboxing(),
+        ContainerOptions {
+            sandbox_process: false,
+            ..options()
+        },
+    );
+    let first = DEFAULT_TASK_IDS;
+    let cache = w.volume("cache");
+    let other = w.volume("other");
+    // As an upload into an empty volume leaves it (`stream_in_as`).
+    let token = w.volumes.owners_token("cache");
+    let one = Owners::One {
+        uid: first.uid,
+        gid: first.gid,
+    };
+    assert!(w.volumes.set_owners(&token, one).unwrap());
+    let stranger = Owners::One { uid: 7, gid: 7 };
+    let token = w.volumes.owners_token("other");
+    assert!(w.volumes.set_owners(&token, stranger).unwrap());
+    w.fake.take_calls();
+    w.mgr
+        .create(ContainerSpec {
+            mounts: vec![mount("cache", "cache"), mount("other", "other")],
+            ..spec("a")
+        })
+        .unwrap();
+    let calls = w.fake.take_calls();
+    // The cache is the user's already; the other is someone else's.
+    assert_eq!(walks(&calls), vec![other.clone()]);
+    assert!(
+        calls.contains(&Call::OwnDir(cache.clone(), first)),
+        "{calls:?}"
+    );
+    assert_eq!(w.volumes.owners("other").unwrap(), Some(one));
+}

@@ -80,7 +80,7 @@ pub use isolation::{
     hand_image_to_sandbox, hand_to_task_user, keep_top_for_root, private_env_keys, Isolation,
     DEFAULT_TASK_IDS,
 };
-pub(crate) use isolation::{pid_namespace_prefix, TASK_PATH};
+pub(crate) use isolation::{is_root, pid_namespace_prefix, TASK_PATH};
 pub use network::NetworkMode;
 pub use options::{ContainerOptions, TaskNetworkConfig, DEFAULT_TASK_BRIDGE, DEFAULT_TASK_SUBNET};
 pub use recover::ContainerOpenReport;

@@ -109,6 +109,10 @@ impl Inner {
     /// creating it did (the entries below were never taken back), but for
     /// those a running container mounts: they are that one's now.
     fn give_back_mounts(&self, rec: &Record, ids: Ids) -> Result<(), ContainerError> {
+        // The volumes' owners stamps may have been made for another
+        // container since: the session's writes void them.
+        let volumes: Vec<&str> = rec.spec.mounts.iter().map(|m| m.volume.as_str()).collect();
+        self.forget_owners(&rec.handle, &volumes);
         let running = self.mounted_by_running(&rec.handle);
         for m in rec
             .spec

@@ -3,11 +3,12 @@
 //! outside the sandbox, and handing volumes to them and back.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use hangar_api::containers::ContainerSpec;
 use hangar_core::users::Ids;
+use hangar_volumes::Owners;
 
 use super::{io_err, isolation, sandbox, store, ContainerError, Inner, Isolation, Record};
 
@@ -67,32 +68,92 @@ impl Inner {
     /// Gives the volumes a sandboxed container mounts to its users: every
     /// entry moved into the sandbox's range (what the host's root owned,
     /// root inside owns), and the top dir to the container's user (`owner`,
-    /// as host ids) alone.
+    /// as host ids) alone. A volume stamped as in the range already (an
+    /// upload, a copy of a task's output) is not walked; see
+    /// [`Self::give_volumes`].
     pub(super) fn give_mounts_in_range(
         &self,
         handle: &str,
-        sources: &[PathBuf],
+        mounts: &[(&str, &Path)],
         owner: Ids,
     ) -> Result<(), ContainerError> {
         let Some(base) = self.sandbox().ids else {
             return Ok(());
         };
+        let range = Owners::Range {
+            uid: base.uid,
+            gid: base.gid,
+            len: sandbox::ID_RANGE,
+        };
+        let changed = self.give_volumes(handle, mounts, range, owner, |source| {
+            self.runtime.shift_tree(source, base)
+        })?;
+        if changed.entries > 0 {
+            tracing::info!(%handle, entries_changed = changed.entries, walked = changed.walked, elapsed_ms = changed.elapsed_ms, "gave the container's volumes to its users");
+        }
+        Ok(())
+    }
+
+    /// Gives each volume's entries to `owners` with `give` (a walk of its
+    /// tree), skipping the walk of one whose owners stamp says they are
+    /// theirs already, and its top dir to `top` (the container's user)
+    /// alone; then stamps each with `owners`: the container about to run
+    /// writes only as them. A volume another live container mounts is not
+    /// stamped, and its stamp goes: that one writes as its own users.
+    fn give_volumes(
+        &self,
+        handle: &str,
+        mounts: &[(&str, &Path)],
+        owners: Owners,
+        top: Ids,
+        give: impl Fn(&Path) -> std::io::Result<u64>,
+    ) -> Result<Given, ContainerError> {
         let started = Instant::now();
-        let mut changed = 0;
-        for source in sources {
-            changed += self
-                .runtime
-                .shift_tree(source, base)
-                .and_then(|n| self.runtime.own_dir(source, owner, 0o700).map(|()| n))
-                .map_err(io_err(format!(
+        let shared = self.mounted_by_running(handle);
+        let mut given = Given::default();
+        for &(volume, source) in mounts {
+            let token = self.volumes.owners_token(volume);
+            let theirs = self
+                .volumes
+                .owners(volume)
+                .ok()
+                .flatten()
+                .is_some_and(|stamp| stamp.within(&owners));
+            if !theirs {
+                given.entries += give(source).map_err(io_err(format!(
                     "give {} to the container's users",
                     source.display()
                 )))?;
+                given.walked += 1;
+            }
+            self.runtime
+                .own_dir(source, top, 0o700)
+                .map_err(io_err(format!(
+                    "give {} to the container's user",
+                    source.display()
+                )))?;
+            let stamped = if shared.contains(volume) {
+                self.volumes.clear_owners(volume).map(|()| false)
+            } else {
+                self.volumes.set_owners(&token, owners)
+            };
+            if let Err(e) = stamped {
+                tracing::warn!(%handle, %volume, error = %e, "cannot stamp a volume's owners; the next container walks it");
+            }
         }
-        if changed > 0 {
-            tracing::info!(%handle, entries_changed = changed, elapsed_ms = started.elapsed().as_millis() as u64, "gave the container's volumes to its users");
+        given.elapsed_ms = started.elapsed().as_millis() as u64;
+        Ok(given)
+    }
+
+    /// Forgets who owns the volumes a container mounts whose writes the
+    /// worker cannot vouch for (a privileged one, one as the worker's own
+    /// user): the next container walks them.
+    pub(super) fn forget_owners(&self, handle: &str, volumes: &[&str]) {
+        for volume in volumes {
+            if let Err(e) = self.volumes.clear_owners(volume) {
+                tracing::warn!(%handle, %volume, error = %e, "cannot remove a volume's owners stamp");
+            }
         }
-        Ok(())
     }
 
     /// The host ids a process container outside the sandbox runs as (see
@@ -182,33 +243,29 @@ impl Inner {
 
     /// Gives the volumes a container mounts to its user: every entry (so
     /// the task may change its inputs, as it could as root), and the top
-    /// dir only it may enter, so other tasks cannot read them.
+    /// dir only it may enter, so other tasks cannot read them. A volume
+    /// stamped as the user's already (an upload, a fetched resource) is not
+    /// walked.
     pub(super) fn give_mounts(
         &self,
         handle: &str,
-        sources: &[PathBuf],
+        mounts: &[(&str, &Path)],
         ids: Ids,
     ) -> Result<(), ContainerError> {
-        let started = Instant::now();
-        let mut changed = 0;
-        for source in sources {
-            changed += self
-                .runtime
-                .chown_tree(source, ids)
-                .and_then(|n| self.runtime.own_dir(source, ids, 0o700).map(|()| n))
-                .map_err(io_err(format!(
-                    "give {} to the task user",
-                    source.display()
-                )))?;
-        }
+        let one = Owners::One {
+            uid: ids.uid,
+            gid: ids.gid,
+        };
+        let changed = self.give_volumes(handle, mounts, one, ids, |source| {
+            self.runtime.chown_tree(source, ids)
+        })?;
         // Worth an operator's eye only when it had work to do (a copy-up of
         // every file on overlay): the health self-check runs one every few
         // seconds with nothing to change.
-        let elapsed_ms = started.elapsed().as_millis() as u64;
-        if changed > 0 {
-            tracing::info!(%handle, uid = ids.uid, entries_changed = changed, elapsed_ms, "gave the container's volumes to its user");
+        if changed.entries > 0 {
+            tracing::info!(%handle, uid = ids.uid, entries_changed = changed.entries, walked = changed.walked, elapsed_ms = changed.elapsed_ms, "gave the container's volumes to its user");
         } else {
-            tracing::debug!(%handle, uid = ids.uid, elapsed_ms, "the container's volumes were its user's already");
+            tracing::debug!(%handle, uid = ids.uid, walked = changed.walked, elapsed_ms = changed.elapsed_ms, "the container's volumes were its user's already");
         }
         Ok(())
     }
@@ -235,4 +292,14 @@ impl Inner {
             }
         }
     }
+}
+
+/// What [`Inner::give_volumes`] did.
+#[derive(Debug, Default)]
+struct Given {
+    /// Entries whose owner changed.
+    entries: u64,
+    /// Volumes walked (the others were stamped as their users' already).
+    walked: usize,
+    elapsed_ms: u64,
 }
