@@ -39,6 +39,7 @@ use anyhow::{bail, Context};
 use hangar_api::builds::{BuildEventKind, CreateBuild};
 use hangar_api::{OwnerKind, VolumeState};
 use hangar_client::Client;
+use hangar_volumes::DriverKind;
 use serde::Serialize;
 use tokio::io::AsyncReadExt;
 
@@ -56,6 +57,9 @@ pub struct ArtifactsConfig {
     /// Timed runs of each contender.
     pub runs: usize,
     pub dir: Option<PathBuf>,
+    /// The workers' volume driver; `None`: overlay where it works here (as
+    /// a worker's `auto`), else naive.
+    pub volume_driver: Option<DriverKind>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -71,6 +75,9 @@ pub struct Contest {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ArtifactsReport {
+    /// The workers' volume driver: on naive a task's copy of its input is
+    /// a copy of every file, on overlay a mount.
+    pub volume_driver: String,
     pub large: Contest,
     pub small: Contest,
     pub upload_large: Contest,
@@ -100,7 +107,8 @@ impl ArtifactsReport {
             "target ≥ 0.80×",
             "target ≥ 0.77×, i.e. time ≤ 1.3× tar | tar",
         );
-        [
+        let head = format!("workers' volume driver: {}\n", self.volume_driver);
+        head + &[
             (&self.large, large),
             (&self.small, small),
             (&self.upload_large, large),
@@ -110,7 +118,7 @@ impl ArtifactsReport {
         ]
         .iter()
         .map(|(c, target)| c.line(target) + "\n")
-        .collect()
+        .collect::<String>()
     }
 }
 
@@ -150,6 +158,9 @@ pub async fn run(cfg: ArtifactsConfig) -> anyhow::Result<ArtifactsReport> {
         cfg.large_mib, cfg.small_files
     );
 
+    let driver = cfg
+        .volume_driver
+        .unwrap_or_else(|| hangar_volumes::best_driver(&dir));
     let mut spec = WebSpec::new(&cfg.bin, &dir)?;
     spec.extra_args.push("--gc-interval=200ms".into());
     let mut web = spec.start().await?;
@@ -161,6 +172,10 @@ pub async fn run(cfg: ArtifactsConfig) -> anyhow::Result<ArtifactsReport> {
         // the wait for the last build's to go is short.
         w.report_interval = Duration::from_millis(500);
         w.extra_args.push("--no-process-sandbox".into());
+        w.volume_driver = match driver {
+            DriverKind::Overlay => "overlay",
+            DriverKind::Naive => "naive",
+        };
         workers.push(w.start()?);
     }
     let client = procs::admin_client(&spec.url(), Duration::from_secs(600))?;
@@ -213,6 +228,7 @@ pub async fn run(cfg: ArtifactsConfig) -> anyhow::Result<ArtifactsReport> {
         let large_what = format!("one {} MiB file", cfg.large_mib);
         let small_what = format!("{} files of 1 KiB", cfg.small_files);
         Ok::<_, anyhow::Error>(ArtifactsReport {
+            volume_driver: driver.to_string(),
             upload_large: contest(
                 format!("execute -i, {large_what}"),
                 large_bytes,
@@ -256,7 +272,21 @@ pub async fn run(cfg: ArtifactsConfig) -> anyhow::Result<ArtifactsReport> {
         w.stop(Duration::from_secs(10)).await;
     }
     web.stop(Duration::from_secs(10)).await;
+    unmount_under(&dir);
     result
+}
+
+/// The overlay mounts the workers leave (a worker keeps its volumes
+/// mounted across restarts), deepest first: else the scratch dir could not
+/// be removed.
+fn unmount_under(dir: &Path) {
+    use hangar_volumes::os::{Os, RealOs};
+    let mounts = RealOs.mounts_under(dir).unwrap_or_default();
+    for mount in mounts {
+        if let Err(e) = RealOs.unmount(&mount) {
+            eprintln!("bench artifacts: cannot unmount {}: {e}", mount.display());
+        }
+    }
 }
 
 fn contest(

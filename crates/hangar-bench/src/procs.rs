@@ -201,6 +201,10 @@ pub struct WorkerSpec {
     pub report_interval: Duration,
     pub tags: Vec<String>,
     pub log: PathBuf,
+    /// `--volume-driver`: naive unless a bench says otherwise. Overlay
+    /// mounts outlive a SIGKILLed worker and would pin its dirs; the naive
+    /// driver keeps every volume a plain directory.
+    pub volume_driver: &'static str,
     pub extra_args: Vec<String>,
 }
 
@@ -215,6 +219,7 @@ impl WorkerSpec {
             report_interval: Duration::from_secs(10),
             tags: Vec::new(),
             log: dir.join("logs").join(format!("{name}.log")),
+            volume_driver: "naive",
             // Harness workers share the machine's disk with everything
             // else on it: only a nearly full disk keeps them from work.
             extra_args: vec![
@@ -240,9 +245,7 @@ impl WorkerSpec {
             ])
             .args(["--report-interval", &flag_duration(self.report_interval)])
             .args(["--api-bind", "127.0.0.1:0"])
-            // Overlay mounts outlive a SIGKILLed worker and would pin its
-            // dirs; the naive driver keeps every volume a plain directory.
-            .args(["--volume-driver", "naive"])
+            .args(["--volume-driver", self.volume_driver])
             .args(&self.extra_args)
             .env("HANGAR_WEB", &self.web_url)
             .env("HANGAR_WORKER_KEY", WORKER_KEY)

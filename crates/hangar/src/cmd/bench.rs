@@ -76,6 +76,10 @@ struct ArtifactsArgs {
     /// Timed runs of each contender.
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// The workers' volume driver: auto (overlay where it works, as a
+    /// worker's default), naive or overlay.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "naive", "overlay"])]
+    volume_driver: String,
     #[command(flatten)]
     out: Output,
 }
@@ -352,6 +356,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 small_files: a.small_files,
                 runs: a.runs,
                 dir: a.out.dir,
+                volume_driver: match a.volume_driver.as_str() {
+                    "naive" => Some(hangar_volumes::DriverKind::Naive),
+                    "overlay" => Some(hangar_volumes::DriverKind::Overlay),
+                    _ => None,
+                },
             })
             .await?;
             write(&a.out.json_out, &report)?;
