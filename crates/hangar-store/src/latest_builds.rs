@@ -22,6 +22,34 @@ pub struct LatestBuild {
     pub finished_at: Option<UnixMillis>,
 }
 
+/// What the dashboard shows of a job, as Concourse does: its colour is
+/// the build that last ended (`finished_build`), and it is marked running
+/// while any build of it runs, a newer one pending or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobBuilds {
+    pub newest: LatestBuild,
+    pub finished: Option<LatestBuild>,
+    /// The newest build that has started and not ended.
+    pub running: Option<LatestBuild>,
+}
+
+impl JobBuilds {
+    /// The build whose status the job is shown in: the last that ended,
+    /// else the one running, else the newest (pending).
+    pub fn shown(&self) -> &LatestBuild {
+        self.finished
+            .as_ref()
+            .or(self.running.as_ref())
+            .unwrap_or(&self.newest)
+    }
+}
+
+/// A newest build of a job among the builds in some states.
+enum Among {
+    Ended,
+    Started,
+}
+
 /// An active job as the pipelines page lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobSummary {
@@ -84,5 +112,75 @@ impl Store {
                 Ok((latest.job_id, latest))
             })
             .collect()
+    }
+
+    /// [`Store::latest_job_builds`], and for a job whose newest build has
+    /// not ended, the build that last ended and the newest running: two
+    /// lookups more per such job, each the first match of the job's
+    /// builds walked newest first.
+    pub async fn job_build_states(
+        &self,
+        team: &str,
+    ) -> Result<HashMap<i64, JobBuilds>, StoreError> {
+        let latest = self.latest_job_builds(team).await?;
+        let mut out = HashMap::with_capacity(latest.len());
+        for (job_id, newest) in latest {
+            let (finished, running) = match newest.status {
+                status if status.is_final() => (Some(newest.clone()), None),
+                BuildStatus::Started => (
+                    self.newest_job_build(job_id, Among::Ended).await?,
+                    Some(newest.clone()),
+                ),
+                _ => (
+                    self.newest_job_build(job_id, Among::Ended).await?,
+                    self.newest_job_build(job_id, Among::Started).await?,
+                ),
+            };
+            out.insert(
+                job_id,
+                JobBuilds {
+                    newest,
+                    finished,
+                    running,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    async fn newest_job_build(
+        &self,
+        job_id: i64,
+        among: Among,
+    ) -> Result<Option<LatestBuild>, StoreError> {
+        let sql = match among {
+            Among::Ended => {
+                "SELECT jb.job_id, jb.build_number, b.id, b.status, b.started_at, b.finished_at \
+                 FROM job_builds jb JOIN builds b ON b.id = jb.build_id \
+                 WHERE jb.job_id = $1 AND b.status IN ('succeeded', 'failed', 'errored', 'aborted') \
+                 ORDER BY jb.build_number DESC LIMIT 1"
+            }
+            Among::Started => {
+                "SELECT jb.job_id, jb.build_number, b.id, b.status, b.started_at, b.finished_at \
+                 FROM job_builds jb JOIN builds b ON b.id = jb.build_id \
+                 WHERE jb.job_id = $1 AND b.status = 'started' \
+                 ORDER BY jb.build_number DESC LIMIT 1"
+            }
+        };
+        let row = sqlx::query(sql)
+            .bind(job_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(LatestBuild {
+                job_id: r.try_get("job_id")?,
+                number: r.try_get("build_number")?,
+                build_id: r.try_get("id")?,
+                status: decode(&r, "builds", &["id"], "status")?,
+                started_at: r.try_get("started_at")?,
+                finished_at: r.try_get("finished_at")?,
+            })
+        })
+        .transpose()
     }
 }

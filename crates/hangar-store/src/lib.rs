@@ -65,7 +65,7 @@ pub use exposure::BuildExposure;
 pub use gc::GcTurn;
 pub use heartbeats::HeartbeatRecord;
 pub use job_builds::{BuildJob, BuildVersionShown, JobBuildRecord};
-pub use latest_builds::{JobSummary, LatestBuild};
+pub use latest_builds::{JobBuilds, JobSummary, LatestBuild};
 pub use pins::ResourcePin;
 pub use pipelines::{
     Created, JobRecord, PipelineRecord, ResourceRecord, ResourceTypeRecord, ResourceVersionRecord,

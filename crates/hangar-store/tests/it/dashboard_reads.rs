@@ -122,7 +122,86 @@ async fn exposing_is_idempotent_and_decides_who_reads_a_build(store: Store) {
     assert!(store.exposed_pipeline_ids().await.unwrap().is_empty());
 }
 
+/// Concourse colours a job by the build that last ended and marks it
+/// running while any build of it runs, a newer one pending or not.
+async fn a_jobs_state_is_its_last_ended_build_and_any_running_one(store: Store) {
+    set(&store, "p").await;
+    set(&store, "q").await;
+    let build = store.job("main", "p", "build").await.unwrap();
+    let test = store.job("main", "p", "test").await.unwrap();
+    let other = store.job("main", "q", "build").await.unwrap();
+    let claim = || async {
+        store
+            .claim_build("test", T0 + 1, 60_000)
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    // build: #1 failed, #2 running, #3 pending behind it.
+    let b1 = store
+        .create_job_build(build.id, "p/build", "[]", T0)
+        .await
+        .unwrap();
+    let claimed = claim().await;
+    assert_eq!(claimed.id, b1.build.id);
+    store
+        .finish_build(
+            claimed.id,
+            claimed.lease_token,
+            BuildStatus::Failed,
+            Some(1),
+            None,
+            T0 + 2,
+        )
+        .await
+        .unwrap();
+    let b2 = store
+        .create_job_build(build.id, "p/build", "[]", T0)
+        .await
+        .unwrap();
+    assert_eq!(claim().await.id, b2.build.id);
+    // test: #1 running, none ended.
+    let t1 = store
+        .create_job_build(test.id, "p/test", "[]", T0)
+        .await
+        .unwrap();
+    assert_eq!(claim().await.id, t1.build.id);
+    store
+        .create_job_build(build.id, "p/build", "[]", T0)
+        .await
+        .unwrap();
+    // q's build: #1 aborted before it ran.
+    let q1 = store
+        .create_job_build(other.id, "q/build", "[]", T0)
+        .await
+        .unwrap();
+    store
+        .request_build_abort(q1.build.id, T0 + 5)
+        .await
+        .unwrap();
+
+    let states = store.job_build_states("main").await.unwrap();
+    assert_eq!(states.len(), 3, "{states:?}");
+    let number = |b: &Option<hangar_store::LatestBuild>| b.as_ref().map(|b| b.number);
+    let s = &states[&build.id];
+    assert_eq!(
+        (s.newest.number, s.newest.status),
+        (3, BuildStatus::Pending)
+    );
+    assert_eq!(number(&s.finished), Some(1));
+    assert_eq!(s.finished.as_ref().unwrap().status, BuildStatus::Failed);
+    assert_eq!(number(&s.running), Some(2));
+    let s = &states[&test.id];
+    assert_eq!((number(&s.finished), number(&s.running)), (None, Some(1)));
+    let s = &states[&other.id];
+    assert_eq!(s.finished.as_ref(), Some(&s.newest));
+    assert_eq!(s.newest.status, BuildStatus::Aborted);
+    assert_eq!(s.running, None);
+    assert!(store.job_build_states("nobody").await.unwrap().is_empty());
+}
+
 on_both_databases!(
+    a_jobs_state_is_its_last_ended_build_and_any_running_one,
     the_newest_build_of_each_job_and_none_for_a_job_never_built,
     exposing_is_idempotent_and_decides_who_reads_a_build,
 );

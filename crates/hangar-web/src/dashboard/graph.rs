@@ -18,10 +18,12 @@ use super::layout::seg;
 
 /// What the graph shows of a job.
 pub(crate) struct JobState {
-    /// The newest build's status word (`none` without builds).
+    /// The status word of the build that last ended (Concourse's
+    /// `finished_build`), else of the newest (`none` without builds).
     pub status: &'static str,
     pub number: Option<i64>,
-    pub running: bool,
+    /// The number of the newest build running, if one is.
+    pub running: Option<i64>,
     pub paused: bool,
 }
 
@@ -133,7 +135,7 @@ fn job_node(n: &Node, base: &str, state: Option<&JobState>, at: &Geometry) -> Ma
     let none = JobState {
         status: "none",
         number: None,
-        running: false,
+        running: None,
         paused: false,
     };
     let s = state.unwrap_or(&none);
@@ -142,13 +144,16 @@ fn job_node(n: &Node, base: &str, state: Option<&JobState>, at: &Geometry) -> Ma
         words.push("paused".to_string());
     }
     words.push(match (s.running, s.number) {
-        (true, Some(number)) => format!("running #{number}"),
-        (_, Some(number)) => format!("{} #{number}", s.status),
-        (_, None) => "no builds".into(),
+        (Some(running), Some(number)) if running != number => {
+            format!("{} #{number} · running #{running}", s.status)
+        }
+        (Some(running), _) => format!("running #{running}"),
+        (None, Some(number)) => format!("{} #{number}", s.status),
+        (None, None) => "no builds".into(),
     });
     let state_line = words.join(" · ");
     let mut class = format!("node job {}", s.status);
-    if s.running {
+    if s.running.is_some() {
         class.push_str(" running");
     }
     if s.paused {

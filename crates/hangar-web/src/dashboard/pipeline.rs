@@ -9,11 +9,10 @@ use axum::extract::{Path, Query, State};
 use axum::http::Method;
 use axum::response::{Html, Response};
 use axum::Form;
-use hangar_core::build::BuildStatus;
 use hangar_core::dashboard::graph::{layout, NodeKind};
 use hangar_core::dashboard::shorten;
 use hangar_core::pipeline::{parse_pipeline_value, CheckEvery};
-use hangar_store::{PipelineRecord, StoreError, VersionPage};
+use hangar_store::{JobBuilds, PipelineRecord, StoreError, VersionPage};
 use maud::html;
 use serde::Deserialize;
 
@@ -78,16 +77,17 @@ pub(crate) async fn page(
         )?),
     };
     let graph = layout(&config, group);
-    let latest = store.latest_job_builds(&team).await?;
+    let builds = store.job_build_states(&team).await?;
     let jobs = store.jobs(&team, &name, false).await?;
     let job_states: HashMap<&str, JobState> = jobs
         .iter()
         .map(|j| {
-            let b = latest.get(&j.id);
+            let b = builds.get(&j.id);
+            let shown = b.map(JobBuilds::shown);
             let state = JobState {
-                status: b.map_or("none", |b| b.status.as_str()),
-                number: b.map(|b| b.number),
-                running: b.is_some_and(|b| b.status == BuildStatus::Started),
+                status: shown.map_or("none", |b| b.status.as_str()),
+                number: shown.map(|b| b.number),
+                running: b.and_then(|b| b.running.as_ref()).map(|r| r.number),
                 paused: j.paused,
             };
             (j.name.as_str(), state)

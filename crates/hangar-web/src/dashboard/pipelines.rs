@@ -24,14 +24,15 @@ pub(crate) async fn page(State(web): State<Web>, viewer: Viewer) -> PageResult {
         // Archived pipelines are off the dashboard, as in Concourse.
         .filter(|p| !p.archived)
         .collect();
-    // Two queries per team shown (its jobs, their newest builds), keyed
-    // by ids that are unique across teams.
+    // Two queries per team shown (its jobs, their newest builds; and two
+    // per job whose newest build has not ended), keyed by ids that are
+    // unique across teams.
     let mut teams: Vec<&str> = pipelines.iter().map(|p| p.team.as_str()).collect();
     teams.dedup();
     let mut latest = HashMap::new();
     let mut jobs_of: HashMap<i64, Vec<JobSummary>> = HashMap::new();
     for team in &teams {
-        latest.extend(store.latest_job_builds(team).await?);
+        latest.extend(store.job_build_states(team).await?);
         for job in store.team_jobs(team).await? {
             jobs_of.entry(job.pipeline_id).or_default().push(job);
         }
@@ -88,8 +89,18 @@ pub(crate) async fn page(State(web): State<Web>, viewer: Viewer) -> PageResult {
                                 @if j.paused { (status("paused")) " " }
                                 @match latest.get(&j.id) {
                                     Some(b) => {
-                                        a href={(base) "/jobs/" (seg(&j.name)) "/builds/" (b.number)} {
-                                            (status(b.status.as_str())) " #" (b.number)
+                                        // The build that last ended, as the
+                                        // graph colours the job, then the
+                                        // one running if another.
+                                        @let shown = b.shown();
+                                        a href={(base) "/jobs/" (seg(&j.name)) "/builds/" (shown.number)} {
+                                            (status(shown.status.as_str())) " #" (shown.number)
+                                        }
+                                        @if let Some(r) = b.running.as_ref().filter(|r| r.number != shown.number) {
+                                            " "
+                                            a href={(base) "/jobs/" (seg(&j.name)) "/builds/" (r.number)} {
+                                                (status(r.status.as_str())) " #" (r.number)
+                                            }
                                         }
                                     }
                                     None => { (status("none")) " no builds" }

@@ -656,7 +656,61 @@ async fn hostile_and_long_names_render_as_text(store: Store) {
     t.stop().await;
 }
 
+/// As Concourse draws a job: filled by the build that last ended, marked
+/// running while any of its builds runs, a newer one pending or not; the
+/// pipelines page says the same.
+async fn a_job_is_drawn_by_its_last_ended_build_and_marked_while_any_runs(store: Store) {
+    let t = TestWeb::start(store).await;
+    set(&t, "p", THREE_JOBS).await;
+    // integration #1 failed, unit #1 running.
+    integration_failed_unit_running(&t).await;
+    let store = t.web.store().clone();
+    // integration #2 runs; unit #2 waits behind unit #1.
+    let second = t
+        .admin
+        .trigger_job("main", "p", "integration")
+        .await
+        .unwrap();
+    let unit_second = t.admin.trigger_job("main", "p", "unit").await.unwrap();
+    store.release_held_builds(&[second.id]).await.unwrap();
+    let claimed = store.claim_build("test", 4, 60_000).await.unwrap().unwrap();
+    assert_eq!(claimed.id, second.id);
+    let pending = t.admin.build(unit_second.id).await.unwrap();
+    assert_eq!(pending.status, BuildStatus::Pending);
+
+    let b = Browser::logged_in(&t).await;
+    let (status, html) = b.get("/teams/main/pipelines/p").await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    let svg = &html[html.find("<svg").unwrap()..html.find("</svg>").unwrap()];
+    for (job, class, words) in [
+        (
+            "integration",
+            "node job failed running",
+            "failed #1 · running #2",
+        ),
+        ("unit", "node job started running", "running #1"),
+    ] {
+        let node = element(svg, "a", &format!("data-node=\"job:{job}\""));
+        assert!(node.contains(&format!("class=\"{class}\"")), "{node}");
+        assert!(node.contains(words), "{node}");
+    }
+    let (status, html) = b.get("/").await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    let integration = &html[html.find(">integration</a>").unwrap()..];
+    let row = &integration[..integration.find("</tr>").unwrap()];
+    assert!(
+        row.contains("/jobs/integration/builds/1") && row.contains("/jobs/integration/builds/2"),
+        "the failed build and the running one: {row}"
+    );
+    assert!(
+        row.find("failed").unwrap() < row.find("started").unwrap(),
+        "{row}"
+    );
+    t.stop().await;
+}
+
 on_both_databases!(
+    a_job_is_drawn_by_its_last_ended_build_and_marked_while_any_runs,
     the_graph_shows_each_job_resource_and_edge_with_its_state,
     groups_are_tabs_each_showing_its_jobs,
     the_resource_page_lists_versions_and_its_buttons_act,
