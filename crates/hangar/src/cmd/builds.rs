@@ -71,15 +71,34 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
 pub(crate) struct AbortArgs {
     #[command(flatten)]
     pub target: Target,
-    /// The build to abort.
+    /// The build to abort: its id, or with --job its number in the job
+    /// (as fly's `abort-build -j P/J -b N`).
     #[arg(long, short = 'b')]
     pub build: i64,
+    /// A job's build: PIPELINE/JOB (an instance: NAME/KEY:VALUE,…/JOB).
+    #[arg(short = 'j', long = "job")]
+    pub job: Option<String>,
+    /// The team owning the job's pipeline. Default: the target\'s, else main.
+    #[arg(long, env = "HANGAR_TEAM")]
+    pub team: Option<String>,
 }
 
 /// Aborts a build (`fly abort-build`): a pending one at once, a started
 /// one once its node stopped it and ran its `on_abort` and `ensure` hooks.
 pub(crate) async fn abort(args: AbortArgs) -> anyhow::Result<ExitCode> {
-    let build = args.target.client()?.abort_build(args.build).await?;
+    let client = args.target.client()?;
+    let id = match &args.job {
+        None => args.build,
+        Some(job) => {
+            let (pipeline, job) = crate::cmd::pipelines::split_flag("job", job)?;
+            let team = args.target.team(args.team.as_deref())?;
+            client
+                .job_build(&team, &pipeline, &job, args.build)
+                .await?
+                .id
+        }
+    };
+    let build = client.abort_build(id).await?;
     let line = match build.status {
         hangar_api::builds::BuildStatus::Started => {
             format!("build {}: aborting (`hangar watch` follows it)\n", build.id)

@@ -286,7 +286,19 @@ fn a_pipeline_runs_puts_through_a_killed_worker_records_versions_runs_hooks_and_
                     .any(|e| e.payload.contains(says))
             });
         }
-        let abort = c.cli(&["abort-build", "-b", &id]);
+        // By id, and as fly names a job's build (`-j P/J -b N`); a build
+        // the job does not have is refused, the running one left alone.
+        let abort = if running_says.is_some() {
+            c.cli(&["abort-build", "-b", &id])
+        } else {
+            let path = format!("app/{job}");
+            let missing = c.cli(&["abort-build", "-j", &path, "-b", "99"]);
+            let (out, err) = text(&missing);
+            assert!(!missing.status.success(), "{out}\n{err}");
+            assert!(err.contains("99"), "{err}");
+            assert_eq!(job_build(&c, job, 1)["status"], "started", "{job}");
+            c.cli(&["abort-build", "-j", &path, "-b", "1"])
+        };
         assert!(abort.status.success(), "{:?}", text(&abort));
         let watched = c.cli(&["watch", "-j", &format!("app/{job}")]);
         let (out, err) = text(&watched);
