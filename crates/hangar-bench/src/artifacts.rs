@@ -69,8 +69,14 @@ pub struct Contest {
     pub hangar_ms: Summary,
     pub floor: String,
     pub floor_ms: Summary,
+    /// Every round, in the order run.
+    pub hangar_runs: Vec<f64>,
+    pub floor_runs: Vec<f64>,
     /// hangar's speed as a share of the floor's (p50 against p50).
     pub speed_ratio: f64,
+    /// The same of each contender's best round: a disk's throttling and
+    /// writeback only ever add time, to either contender's rounds.
+    pub best_speed_ratio: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -89,7 +95,7 @@ pub struct ArtifactsReport {
 impl Contest {
     fn line(&self, target: &str) -> String {
         format!(
-            "{}: hangar p50 {:.0} ms ({:.0} MB/s), {} p50 {:.0} ms ({:.0} MB/s); hangar at {:.2}× the floor's speed ({target})",
+            "{}: hangar p50 {:.0} ms ({:.0} MB/s), {} p50 {:.0} ms ({:.0} MB/s); hangar at {:.2}× the floor's speed ({target}); best rounds {:.0} / {:.0} ms, {:.2}×",
             self.what,
             p50(&self.hangar_ms),
             mb_per_s(self.bytes, p50(&self.hangar_ms)),
@@ -97,6 +103,9 @@ impl Contest {
             p50(&self.floor_ms),
             mb_per_s(self.bytes, p50(&self.floor_ms)),
             self.speed_ratio,
+            best(&self.hangar_runs),
+            best(&self.floor_runs),
+            self.best_speed_ratio,
         )
     }
 }
@@ -124,6 +133,14 @@ impl ArtifactsReport {
 
 fn p50(s: &Summary) -> f64 {
     s.p50.unwrap_or(0.0)
+}
+
+/// The fastest round (0 without rounds).
+fn best(runs: &[f64]) -> f64 {
+    runs.iter().copied().fold(None, |min: Option<f64>, r| {
+        Some(min.map_or(r, |m| m.min(r)))
+    })
+    .unwrap_or(0.0)
 }
 
 fn mb_per_s(bytes: u64, ms: f64) -> f64 {
@@ -298,17 +315,17 @@ fn contest(
 ) -> Contest {
     let hangar_ms = Summary::of(&hangar);
     let floor_ms = Summary::of(&floor_runs);
+    let ratio = |floor: f64, hangar: f64| if hangar > 0.0 { floor / hangar } else { 0.0 };
     Contest {
         what,
         bytes,
-        speed_ratio: if p50(&hangar_ms) > 0.0 {
-            p50(&floor_ms) / p50(&hangar_ms)
-        } else {
-            0.0
-        },
+        speed_ratio: ratio(p50(&floor_ms), p50(&hangar_ms)),
+        best_speed_ratio: ratio(best(&floor_runs), best(&hangar)),
         hangar_ms,
         floor: floor.to_string(),
         floor_ms,
+        hangar_runs: hangar,
+        floor_runs,
     }
 }
 
