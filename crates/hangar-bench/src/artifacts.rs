@@ -90,6 +90,8 @@ pub struct ArtifactsReport {
     pub upload_small: Contest,
     pub download_large: Contest,
     pub download_small: Contest,
+    /// The same four as the CLI times the transfer itself, in order.
+    pub cli_timed: Vec<Contest>,
 }
 
 impl Contest {
@@ -125,7 +127,8 @@ impl ArtifactsReport {
             (&self.download_large, large),
             (&self.download_small, small),
         ]
-        .iter()
+        .into_iter()
+        .chain(self.cli_timed.iter().zip([large, small, large, small]))
         .map(|(c, target)| c.line(target) + "\n")
         .collect::<String>()
     }
@@ -137,10 +140,12 @@ fn p50(s: &Summary) -> f64 {
 
 /// The fastest round (0 without rounds).
 fn best(runs: &[f64]) -> f64 {
-    runs.iter().copied().fold(None, |min: Option<f64>, r| {
-        Some(min.map_or(r, |m| m.min(r)))
-    })
-    .unwrap_or(0.0)
+    runs.iter()
+        .copied()
+        .fold(None, |min: Option<f64>, r| {
+            Some(min.map_or(r, |m| m.min(r)))
+        })
+        .unwrap_or(0.0)
 }
 
 fn mb_per_s(bytes: u64, ms: f64) -> f64 {
@@ -225,27 +230,61 @@ pub async fn run(cfg: ArtifactsConfig) -> anyhow::Result<ArtifactsReport> {
             dir: &dir,
             tag: "dst",
         };
-        let mut through_cli = Vec::new();
+        let (mut through_cli, mut cli_timed) = (Vec::new(), Vec::new());
         for (transfer, data, label) in [
             (Transfer::Upload, &large, "large"),
             (Transfer::Upload, &small, "small"),
             (Transfer::Download, &large, "large"),
             (Transfer::Download, &small, "small"),
         ] {
-            let mut runs = Vec::new();
+            let (mut runs, mut timed) = (Vec::new(), Vec::new());
             for i in 0..cfg.runs {
                 collected(&client).await?;
                 settle().await?;
-                runs.push(cli.transfer_ms(transfer, data, label, i).await?);
+                let (ms, said) = cli.transfer_ms(transfer, data, label, i).await?;
+                runs.push(ms);
+                timed.extend(said);
             }
             through_cli.push(runs);
+            cli_timed.push(timed);
         }
         let [upload_large, upload_small, download_large, download_small] =
             <[Vec<f64>; 4]>::try_from(through_cli).expect("four contests");
         let large_what = format!("one {} MiB file", cfg.large_mib);
         let small_what = format!("{} files of 1 KiB", cfg.small_files);
+        let cli_timed = cli_timed
+            .into_iter()
+            .zip([
+                ("execute -i", &large_what, large_bytes, "curl", &large_floor),
+                (
+                    "execute -i",
+                    &small_what,
+                    small_bytes,
+                    "tar | tar",
+                    &small_floor,
+                ),
+                ("execute -o", &large_what, large_bytes, "curl", &large_floor),
+                (
+                    "execute -o",
+                    &small_what,
+                    small_bytes,
+                    "tar | tar",
+                    &small_floor,
+                ),
+            ])
+            .map(|(timed, (verb, what, bytes, floor, floor_runs))| {
+                contest(
+                    format!("{verb}, {what}, the transfer as the CLI times it"),
+                    bytes,
+                    timed,
+                    floor,
+                    floor_runs.clone(),
+                )
+            })
+            .collect();
         Ok::<_, anyhow::Error>(ArtifactsReport {
             volume_driver: driver.to_string(),
+            cli_timed,
             upload_large: contest(
                 format!("execute -i, {large_what}"),
                 large_bytes,

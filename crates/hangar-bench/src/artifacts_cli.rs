@@ -37,26 +37,28 @@ pub(crate) struct Cli<'a> {
 }
 
 impl Cli<'_> {
-    /// One pair of runs: the time the transfer of `data` added, ms.
+    /// One pair of runs: the time the transfer of `data` added, ms, and
+    /// the transfer's own time as the CLI reports it (without the rest of
+    /// the build, whose rounds swing with the disk).
     pub(crate) async fn transfer_ms(
         &self,
         transfer: Transfer,
         data: &Path,
         label: &str,
         i: usize,
-    ) -> anyhow::Result<f64> {
-        let with = self.execute(transfer, data, true, i).await?;
-        let without = self.execute(transfer, data, false, i).await?;
+    ) -> anyhow::Result<(f64, Option<f64>)> {
+        let (with, said) = self.execute(transfer, data, true, i).await?;
+        let (without, _) = self.execute(transfer, data, false, i).await?;
         let ms = (with - without).max(0.0);
         let what = match transfer {
             Transfer::Upload => "execute -i",
             Transfer::Download => "execute -o",
         };
         eprintln!(
-            "bench artifacts: {label}: {what} run {}: {ms:.0} ms ({with:.0} with the bytes, {without:.0} without)",
+            "bench artifacts: {label}: {what} run {}: {ms:.0} ms ({with:.0} with the bytes, {without:.0} without; the CLI: {said})",
             i + 1
         );
-        Ok(ms)
+        Ok((ms, cli_seconds(&said).map(|s| s * 1000.0)))
     }
 
     async fn execute(
@@ -65,7 +67,7 @@ impl Cli<'_> {
         data: &Path,
         with_bytes: bool,
         i: usize,
-    ) -> anyhow::Result<f64> {
+    ) -> anyhow::Result<(f64, String)> {
         let scratch = self.dir.join(format!("cli-{i}-{with_bytes}"));
         std::fs::create_dir_all(&scratch)?;
         let task = scratch.join("task.yml");
@@ -114,8 +116,24 @@ impl Cli<'_> {
             );
         }
         std::fs::remove_dir_all(&scratch)?;
-        Ok(ms)
+        // What the CLI says the transfer itself took (`uploaded in: … in
+        // 0.6s`), beside the pair's difference, which also holds whatever
+        // else the bytes cost the build.
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        let said = stderr
+            .lines()
+            .filter(|l| l.contains("uploaded ") || l.contains("downloaded "))
+            .map(|l| l.trim_start_matches("hangar: ").trim())
+            .collect::<Vec<_>>()
+            .join("; ");
+        Ok((ms, said))
     }
+}
+
+/// The seconds in the CLI's `…: 29.4 MiB in 0.37s …`.
+fn cli_seconds(said: &str) -> Option<f64> {
+    let after = &said[said.find(" in ")? + 4..];
+    after[..after.find('s')?].parse().ok()
 }
 
 fn pair(name: &str, dir: &Path) -> String {
@@ -145,6 +163,18 @@ fn task_yaml(inputs: &[&str], outputs: &[&str], data: Option<&Path>, script: &st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_clis_own_time_is_read_from_its_line() {
+        for (said, secs) in [
+            ("uploaded in: 29.4 MiB in 0.37s (29.4 MiB)", Some(0.37)),
+            ("downloaded out: 512.0 MiB in 1.3s", Some(1.3)),
+            ("", None),
+            ("downloaded out: 1 KiB in soon", None),
+        ] {
+            assert_eq!(cli_seconds(said), secs, "{said}");
+        }
+    }
 
     #[test]
     fn the_task_file_names_its_inputs_outputs_and_data() {

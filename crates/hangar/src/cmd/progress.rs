@@ -73,7 +73,7 @@ impl Transfer {
         self.bar.finish_and_clear();
         if self.terminal || bytes >= QUIET_BELOW {
             eprintln!(
-                "hangar: {}: {} in {:.1}s{detail}",
+                "hangar: {}: {} in {:.2}s{detail}",
                 self.done,
                 human_bytes(bytes),
                 took.as_secs_f64()
