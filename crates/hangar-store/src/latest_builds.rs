@@ -101,14 +101,7 @@ impl Store {
         .await?;
         rows.iter()
             .map(|r| {
-                let latest = LatestBuild {
-                    job_id: r.try_get("job_id")?,
-                    number: r.try_get("build_number")?,
-                    build_id: r.try_get("id")?,
-                    status: decode(r, "builds", &["id"], "status")?,
-                    started_at: r.try_get("started_at")?,
-                    finished_at: r.try_get("finished_at")?,
-                };
+                let latest = latest_build(r)?;
                 Ok((latest.job_id, latest))
             })
             .collect()
@@ -171,16 +164,18 @@ impl Store {
             .bind(job_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|r| {
-            Ok(LatestBuild {
-                job_id: r.try_get("job_id")?,
-                number: r.try_get("build_number")?,
-                build_id: r.try_get("id")?,
-                status: decode(&r, "builds", &["id"], "status")?,
-                started_at: r.try_get("started_at")?,
-                finished_at: r.try_get("finished_at")?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(latest_build).transpose()
     }
+}
+
+/// A row of `job_builds` joined to `builds`, as both reads select it.
+fn latest_build(r: &sqlx::any::AnyRow) -> Result<LatestBuild, StoreError> {
+    Ok(LatestBuild {
+        job_id: r.try_get("job_id")?,
+        number: r.try_get("build_number")?,
+        build_id: r.try_get("id")?,
+        status: decode(r, "builds", &["id"], "status")?,
+        started_at: r.try_get("started_at")?,
+        finished_at: r.try_get("finished_at")?,
+    })
 }
