@@ -12,7 +12,10 @@
 //!   to answer web at all).
 //!
 //! Each request carries its peer's address (`ConnectInfo<SocketAddr>`), as
-//! `into_make_service_with_connect_info` gives it.
+//! `into_make_service_with_connect_info` gives it, and its connection's
+//! place under the caps ([`ConnectionPlace`]): a handler that takes the
+//! connection over (an upgraded `intercept` session) holds it for as long
+//! as it uses the connection, which so still counts.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -101,6 +104,21 @@ impl Drop for Admitted {
     }
 }
 
+/// A connection's place under the caps, in each of its requests'
+/// extensions. The place is given back when the connection closes and
+/// every clone is dropped: a handler that upgrades the connection keeps a
+/// clone for as long as the upgraded stream lives, else an upgraded
+/// session would stop counting once its `101` went out.
+#[derive(Clone)]
+pub struct ConnectionPlace(#[allow(dead_code)] Arc<Admitted>);
+
+impl ConnectionPlace {
+    /// The place of the connection `req` came on, if [`serve`] admitted it.
+    pub fn of<B>(req: &axum::http::Request<B>) -> Option<ConnectionPlace> {
+        req.extensions().get::<ConnectionPlace>().cloned()
+    }
+}
+
 /// Why a connection was not admitted, if it was not.
 fn admit(open: &Arc<Mutex<Open>>, limits: &Limits, peer: IpAddr) -> Result<Admitted, &'static str> {
     let mut o = open.lock().unwrap_or_else(|p| p.into_inner());
@@ -162,8 +180,11 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let router = router.clone();
+        let place = ConnectionPlace(Arc::new(admitted));
+        let in_requests = place.clone();
         let service = tower::service_fn(move |mut req: Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo(peer));
+            req.extensions_mut().insert(in_requests.clone());
             let mut router = router.clone();
             async move { Ok::<_, Infallible>(router.call(req).await.unwrap_or_else(|e| match e {})) }
         });
@@ -173,7 +194,7 @@ pub async fn serve(
             .with_upgrades();
         let mut stopping = stop_rx.clone();
         tokio::spawn(async move {
-            let _admitted = admitted;
+            let _place = place;
             let mut conn = std::pin::pin!(conn);
             let ended = tokio::select! {
                 ended = conn.as_mut() => ended,
@@ -324,6 +345,106 @@ mod tests {
         // And the server still answers, naming the caller.
         let peer = get_peer(addr).await.expect("an answer");
         assert!(peer.starts_with("127.0.0.1:"), "{peer}");
+    }
+
+    /// An upgraded connection keeps its place while its handler holds the
+    /// stream (an `intercept` session), and gives it back when it lets go.
+    #[tokio::test]
+    async fn an_upgraded_connection_counts_until_its_session_ends() {
+        use axum::routing::get;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // A session echoes one line back, then ends.
+        let router = Router::new()
+            .route(
+                "/session",
+                get(|mut req: Request| async move {
+                    let place = ConnectionPlace::of(&req);
+                    assert!(place.is_some(), "every request carries its place");
+                    let upgrade = hyper::upgrade::on(&mut req);
+                    tokio::spawn(async move {
+                        let _place = place;
+                        if let Ok(up) = upgrade.await {
+                            let mut io = TokioIo::new(up);
+                            let mut line = [0u8; 3];
+                            if io.read_exact(&mut line).await.is_ok() {
+                                let _ = io.write_all(&line).await;
+                            }
+                        }
+                    });
+                    axum::response::Response::builder()
+                        .status(101)
+                        .header("connection", "upgrade")
+                        .header("upgrade", "test")
+                        .body(axum::body::Body::empty())
+                        .unwrap()
+                }),
+            )
+            .route(
+                "/peer",
+                get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }),
+            );
+        let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(serve(
+            listener,
+            router,
+            Limits {
+                header_read_timeout: Duration::from_secs(60),
+                max_connections: 100,
+                max_per_peer: 2,
+            },
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let open_session = || async {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(
+                b"GET /session HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: test\r\n\r\n",
+            )
+            .await
+            .unwrap();
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8; 1];
+                s.read_exact(&mut byte).await.unwrap();
+                head.push(byte[0]);
+            }
+            assert!(
+                head.starts_with(b"HTTP/1.1 101"),
+                "{}",
+                String::from_utf8_lossy(&head)
+            );
+            s
+        };
+        let mut sessions = vec![open_session().await, open_session().await];
+        // Both sessions are past their 101 and still hold their places: a
+        // third connection from the peer is closed at once.
+        let mut third = tokio::net::TcpStream::connect(addr).await.unwrap();
+        assert!(closed_within(&mut third, Duration::from_secs(20)).await);
+        assert_eq!(
+            get_peer(addr).await,
+            None,
+            "no place while two sessions run"
+        );
+        // A session that ends gives its place back.
+        let mut first = sessions.remove(0);
+        first.write_all(b"bye").await.unwrap();
+        let mut echoed = [0u8; 3];
+        first.read_exact(&mut echoed).await.unwrap();
+        assert_eq!(&echoed, b"bye");
+        drop(first);
+        let mut answered = None;
+        for _ in 0..200 {
+            answered = get_peer(addr).await;
+            if answered.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(answered.is_some(), "served again once a session ended");
+        drop(sessions);
     }
 
     #[tokio::test]

@@ -76,7 +76,10 @@ async fn exec(
         })
     })?;
     let upgrade = hyper::upgrade::on(&mut req);
+    // The session holds its connection's place under the connection caps.
+    let place = hangar_http::ConnectionPlace::of(&req);
     tokio::spawn(async move {
+        let _place = place;
         match upgrade.await {
             Ok(upgraded) => run_session(TokioIo::new(upgraded), child, plan).await,
             Err(e) => {

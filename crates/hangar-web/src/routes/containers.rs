@@ -105,8 +105,11 @@ pub(super) async fn intercept(
         .await
         .map_err(|e| crate::error::from_worker(&c.worker, &hangar_engine::call_error(&e)))?;
     let upgrade = hyper::upgrade::on(&mut req);
+    // The session holds its connection's place under the connection caps.
+    let place = hangar_http::ConnectionPlace::of(&req);
     tracing::info!(%team, container = %handle, worker = %c.worker, path = %process.path, by = %allowed.caller().describe(), "intercept session opened");
     tokio::spawn(async move {
+        let _place = place;
         let mut session = session;
         match upgrade.await {
             Ok(upgraded) => {
