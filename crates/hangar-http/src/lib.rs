@@ -283,15 +283,43 @@ mod tests {
     }
 
     /// A server on loopback with `limits`, answering `/peer` with the
-    /// caller's address as it sees it.
+    /// caller's address as it sees it, and upgrading `/session` to a
+    /// session that echoes three bytes, then ends, holding its
+    /// connection's place meanwhile (as an `intercept` session does).
     async fn server(limits: Limits) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
         use axum::routing::get;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let router = Router::new().route(
-            "/peer",
-            get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }),
-        );
+        let router = Router::new()
+            .route(
+                "/peer",
+                get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }),
+            )
+            .route(
+                "/session",
+                get(|mut req: Request| async move {
+                    let place = ConnectionPlace::of(&req);
+                    assert!(place.is_some(), "every request carries its place");
+                    let upgrade = hyper::upgrade::on(&mut req);
+                    tokio::spawn(async move {
+                        let _place = place;
+                        if let Ok(up) = upgrade.await {
+                            let mut io = TokioIo::new(up);
+                            let mut line = [0u8; 3];
+                            if io.read_exact(&mut line).await.is_ok() {
+                                let _ = io.write_all(&line).await;
+                            }
+                        }
+                    });
+                    axum::response::Response::builder()
+                        .status(101)
+                        .header("connection", "upgrade")
+                        .header("upgrade", "test")
+                        .body(axum::body::Body::empty())
+                        .unwrap()
+                }),
+            );
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(serve(listener, router, limits, async {
             let _ = stopped.await;
@@ -325,6 +353,18 @@ mod tests {
             .then(|| out.rsplit("\r\n").next().unwrap_or("").to_string())
     }
 
+    /// Whether the server answers `/peer` again within about 4 s: a
+    /// place given back is seen once the server notices the close.
+    async fn served_again(addr: SocketAddr) -> bool {
+        for _ in 0..200 {
+            if get_peer(addr).await.is_some() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
     #[tokio::test]
     async fn an_idle_connection_is_closed_after_the_header_timeout() {
         let (addr, _stop) = server(Limits {
@@ -351,53 +391,13 @@ mod tests {
     /// stream (an `intercept` session), and gives it back when it lets go.
     #[tokio::test]
     async fn an_upgraded_connection_counts_until_its_session_ends() {
-        use axum::routing::get;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        // A session echoes one line back, then ends.
-        let router = Router::new()
-            .route(
-                "/session",
-                get(|mut req: Request| async move {
-                    let place = ConnectionPlace::of(&req);
-                    assert!(place.is_some(), "every request carries its place");
-                    let upgrade = hyper::upgrade::on(&mut req);
-                    tokio::spawn(async move {
-                        let _place = place;
-                        if let Ok(up) = upgrade.await {
-                            let mut io = TokioIo::new(up);
-                            let mut line = [0u8; 3];
-                            if io.read_exact(&mut line).await.is_ok() {
-                                let _ = io.write_all(&line).await;
-                            }
-                        }
-                    });
-                    axum::response::Response::builder()
-                        .status(101)
-                        .header("connection", "upgrade")
-                        .header("upgrade", "test")
-                        .body(axum::body::Body::empty())
-                        .unwrap()
-                }),
-            )
-            .route(
-                "/peer",
-                get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move { peer.to_string() }),
-            );
-        let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(serve(
-            listener,
-            router,
-            Limits {
-                header_read_timeout: Duration::from_secs(60),
-                max_connections: 100,
-                max_per_peer: 2,
-            },
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        let (addr, _stop) = server(Limits {
+            header_read_timeout: Duration::from_secs(60),
+            max_connections: 100,
+            max_per_peer: 2,
+        })
+        .await;
         let open_session = || async {
             let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
             s.write_all(
@@ -435,15 +435,10 @@ mod tests {
         first.read_exact(&mut echoed).await.unwrap();
         assert_eq!(&echoed, b"bye");
         drop(first);
-        let mut answered = None;
-        for _ in 0..200 {
-            answered = get_peer(addr).await;
-            if answered.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(answered.is_some(), "served again once a session ended");
+        assert!(
+            served_again(addr).await,
+            "served again once a session ended"
+        );
         drop(sessions);
     }
 
@@ -469,14 +464,9 @@ mod tests {
         );
         drop(held);
         // The places are given back as the server sees the three close.
-        let mut answered = None;
-        for _ in 0..200 {
-            answered = get_peer(addr).await;
-            if answered.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(answered.is_some(), "served again once the idle ones closed");
+        assert!(
+            served_again(addr).await,
+            "served again once the idle ones closed"
+        );
     }
 }
