@@ -3,7 +3,7 @@
 
 use hangar_core::build::BuildStatus;
 use hangar_core::pipeline::parse_pipeline;
-use hangar_store::Store;
+use hangar_store::{JobRecord, Store};
 use hangar_testkit::on_both_databases;
 
 const T0: i64 = 1_700_000_000_000;
@@ -32,26 +32,35 @@ async fn set(store: &Store, name: &str) -> i64 {
         .pipeline_id
 }
 
+/// Pipelines p and q set; p's `build` and `test` jobs and q's `build`.
+async fn three_jobs(store: &Store) -> (JobRecord, JobRecord, JobRecord) {
+    set(store, "p").await;
+    set(store, "q").await;
+    (
+        store.job("main", "p", "build").await.unwrap(),
+        store.job("main", "p", "test").await.unwrap(),
+        store.job("main", "q", "build").await.unwrap(),
+    )
+}
+
+/// A build of q's `build` job, aborted at `T0 + 5` before it ran.
+async fn aborted_before_it_ran(store: &Store, job: i64) {
+    let b = store
+        .create_job_build(job, "q/build", "[]", T0)
+        .await
+        .unwrap();
+    store.request_build_abort(b.build.id, T0 + 5).await.unwrap();
+}
+
 async fn the_newest_build_of_each_job_and_none_for_a_job_never_built(store: Store) {
-    set(&store, "p").await;
-    set(&store, "q").await;
-    let build = store.job("main", "p", "build").await.unwrap();
-    let test = store.job("main", "p", "test").await.unwrap();
-    let other = store.job("main", "q", "build").await.unwrap();
+    let (build, test, other) = three_jobs(&store).await;
     for _ in 0..3 {
         store
             .create_job_build(build.id, "p/build", "[]", T0)
             .await
             .unwrap();
     }
-    let q1 = store
-        .create_job_build(other.id, "q/build", "[]", T0)
-        .await
-        .unwrap();
-    store
-        .request_build_abort(q1.build.id, T0 + 5)
-        .await
-        .unwrap();
+    aborted_before_it_ran(&store, other.id).await;
     let latest = store.latest_job_builds("main").await.unwrap();
     assert_eq!(latest.len(), 2, "{latest:?}");
     assert_eq!(latest[&build.id].number, 3);
@@ -125,11 +134,7 @@ async fn exposing_is_idempotent_and_decides_who_reads_a_build(store: Store) {
 /// Concourse colours a job by the build that last ended and marks it
 /// running while any build of it runs, a newer one pending or not.
 async fn a_jobs_state_is_its_last_ended_build_and_any_running_one(store: Store) {
-    set(&store, "p").await;
-    set(&store, "q").await;
-    let build = store.job("main", "p", "build").await.unwrap();
-    let test = store.job("main", "p", "test").await.unwrap();
-    let other = store.job("main", "q", "build").await.unwrap();
+    let (build, test, other) = three_jobs(&store).await;
     let claim = || async {
         store
             .claim_build("test", T0 + 1, 60_000)
@@ -171,14 +176,7 @@ async fn a_jobs_state_is_its_last_ended_build_and_any_running_one(store: Store) 
         .await
         .unwrap();
     // q's build: #1 aborted before it ran.
-    let q1 = store
-        .create_job_build(other.id, "q/build", "[]", T0)
-        .await
-        .unwrap();
-    store
-        .request_build_abort(q1.build.id, T0 + 5)
-        .await
-        .unwrap();
+    aborted_before_it_ran(&store, other.id).await;
 
     let states = store.job_build_states("main").await.unwrap();
     assert_eq!(states.len(), 3, "{states:?}");
