@@ -134,6 +134,13 @@ impl Writes {
     }
 }
 
+/// Whether no write of the token's volume began since it was taken and
+/// none is under way (with the writes' lock held).
+fn untouched_since(writes: &HashMap<String, Count>, token: &OwnersToken) -> bool {
+    let now = writes.get(&token.handle).copied().unwrap_or_default();
+    now.begun == token.begun && now.open == 0
+}
+
 /// What a walk of a volume vouches for only if nothing wrote the volume
 /// since the token was taken (see [`VolumeManager::owners_token`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,8 +189,7 @@ impl VolumeManager {
     pub fn set_owners(&self, token: &OwnersToken, owners: Owners) -> Result<bool, VolumeError> {
         validate_handle(&token.handle)?;
         let writes = self.writes.lock();
-        let now = writes.get(&token.handle).copied().unwrap_or_default();
-        if now.begun != token.begun || now.open > 0 {
+        if !untouched_since(&writes, token) {
             return Ok(false);
         }
         self.write_owners(&token.handle, owners)
@@ -242,8 +248,7 @@ impl VolumeManager {
     /// written since `token` (taken before the copy).
     pub(crate) fn inherited_owners(&self, token: &OwnersToken) -> Option<Owners> {
         let writes = self.writes.lock();
-        let now = writes.get(&token.handle).copied().unwrap_or_default();
-        if now.begun != token.begun || now.open > 0 {
+        if !untouched_since(&writes, token) {
             return None;
         }
         self.owners(&token.handle).ok().flatten()

@@ -109,8 +109,12 @@ impl Inner {
         give: impl Fn(&Path) -> std::io::Result<u64>,
     ) -> Result<Given, ContainerError> {
         let started = Instant::now();
-        let shared = self.mounted_by_running(handle);
         let mut given = Given::default();
+        if mounts.is_empty() {
+            return Ok(given);
+        }
+        // Every live container's record is read: only for one with mounts.
+        let shared = self.mounted_by_running(handle);
         for &(volume, source) in mounts {
             let token = self.volumes.owners_token(volume);
             let theirs = self
